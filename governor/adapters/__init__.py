@@ -1,0 +1,1 @@
+"""Adapters: the outside world (providers, GPUs, notifications) behind the domain's ports."""

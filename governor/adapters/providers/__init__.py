@@ -1,0 +1,1 @@
+"""Cloud providers that stop pods while keeping their workspace."""

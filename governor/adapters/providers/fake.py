@@ -1,0 +1,142 @@
+"""A simulated cloud for tests, the demo and benchmarks.
+
+Pods appear on first sight, running and billing at one configured rate. A stop takes
+`stop_latency_s` and keeps the volume; the first `stop_failures` stop calls fail in a
+retryable way. Terminating is recorded as a violation: the governor must never do it.
+With a state file the cloud outlives the process, as a real one would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+from governor.domain.model import PodState
+from governor.domain.money import charge
+from governor.domain.ports import Clock, PodDescription, StopOutcome, StopResult
+
+
+@dataclass
+class FakePod:
+    ref: str
+    hourly_rate_usd: str
+    started_at: str
+    stop_requested_at: str | None = None
+    stopped_at: str | None = None
+    volume_kept: bool = True
+    stop_calls: int = 0
+
+    def state(self, now: datetime) -> PodState:
+        if self.stop_requested_at is None:
+            return PodState.RUNNING
+        if self.stopped_at is not None and datetime.fromisoformat(self.stopped_at) <= now:
+            return PodState.STOPPED
+        return PodState.STOPPING
+
+    def bill_usd(self, now: datetime) -> Decimal:
+        """What this pod's compute has cost, by the cloud's own clock."""
+        end = datetime.fromisoformat(self.stopped_at) if self.stopped_at else now
+        seconds = max(
+            0.0, (min(end, now) - datetime.fromisoformat(self.started_at)).total_seconds()
+        )
+        return charge(Decimal(self.hourly_rate_usd), seconds)
+
+
+@dataclass
+class FakeCloudState:
+    pods: dict[str, FakePod] = field(default_factory=dict)
+    violations: list[str] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, path: Path) -> FakeCloudState:
+        if not path.exists():
+            return cls()
+        raw = json.loads(path.read_text())
+        pods = {ref: FakePod(**pod) for ref, pod in raw["pods"].items()}
+        return cls(pods=pods, violations=list(raw["violations"]))
+
+    def save(self, path: Path) -> None:
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        payload = {
+            "pods": {r: asdict(p) for r, p in self.pods.items()},
+            "violations": self.violations,
+        }
+        tmp.write_text(json.dumps(payload, indent=2))
+        os.replace(tmp, path)
+
+
+class FakeProvider:
+    """Implements PodController against a simulated cloud."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        hourly_rate_usd: Decimal = Decimal("2.00"),
+        stop_latency_s: float = 2.0,
+        stop_failures: int = 0,
+        state_file: Path | None = None,
+    ) -> None:
+        self.clock = clock
+        self.hourly_rate_usd = hourly_rate_usd
+        self.stop_latency_s = stop_latency_s
+        self._failures_left = stop_failures
+        self._state_file = state_file
+        self._lock = threading.Lock()
+        self._state = FakeCloudState.load(state_file) if state_file else FakeCloudState()
+
+    @property
+    def state(self) -> FakeCloudState:
+        return self._state
+
+    def describe(self, ref: str) -> PodDescription:
+        with self._lock:
+            pod = self._pod(ref)
+            return PodDescription(
+                state=pod.state(self.clock.now()),
+                hourly_rate_usd=Decimal(pod.hourly_rate_usd),
+            )
+
+    def stop(self, ref: str) -> StopResult:
+        with self._lock:
+            now = self.clock.now()
+            pod = self._pod(ref)
+            pod.stop_calls += 1
+            if self._failures_left > 0:
+                self._failures_left -= 1
+                self._save()
+                return StopResult(StopOutcome.RETRYABLE, "simulated provider error (HTTP 503)")
+            if pod.stop_requested_at is None:
+                pod.stop_requested_at = now.isoformat()
+                pod.stopped_at = (now + timedelta(seconds=self.stop_latency_s)).isoformat()
+            self._save()
+            if pod.state(now) is PodState.STOPPED:
+                return StopResult(StopOutcome.DONE, "stopped; volume kept")
+            return StopResult(StopOutcome.PENDING, "stopping")
+
+    def terminate(self, ref: str) -> None:
+        """Destroys the workspace. The governor never calls this; if anything does, it shows."""
+        with self._lock:
+            pod = self._pod(ref)
+            pod.volume_kept = False
+            self._state.violations.append(
+                f"terminate called on {ref} at {self.clock.now().isoformat()}"
+            )
+            self._save()
+
+    def _pod(self, ref: str) -> FakePod:
+        pod = self._state.pods.get(ref)
+        if pod is None:
+            pod = FakePod(ref, str(self.hourly_rate_usd), self.clock.now().isoformat())
+            self._state.pods[ref] = pod
+            self._save()
+        return pod
+
+    def _save(self) -> None:
+        if self._state_file is not None:
+            self._state.save(self._state_file)

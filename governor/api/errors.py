@@ -1,0 +1,88 @@
+"""Every error leaves as {"error": {"code", "message"}} with the right status; 500 means a bug."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import OperationalError
+from starlette.exceptions import HTTPException
+
+from governor.domain import errors
+from governor.services.pods import ProviderUnavailable
+
+log = logging.getLogger(__name__)
+
+STATUS = {
+    errors.NotFound: 404,
+    errors.Conflict: 409,
+    errors.Forbidden: 403,
+    errors.Unauthenticated: 401,
+    errors.Invalid: 422,
+}
+
+
+def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, **extra}}
+
+
+def _where(location: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in location if p not in ("body", "query", "path")]
+    return ".".join(parts) or "body"
+
+
+def _validation(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    details = [
+        {"field": _where(tuple(e.get("loc", ()))), "problem": str(e.get("msg", "invalid"))}
+        for e in exc.errors()
+    ]
+    message = "; ".join(f"{d['field']}: {d['problem']}" for d in details)
+    return JSONResponse(error_body("invalid_request", message, details=details), status_code=422)
+
+
+def _governor(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, errors.GovernorError)
+    status = next((s for cls, s in STATUS.items() if isinstance(exc, cls)), 400)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(error_body(exc.code, exc.message), status_code=status, headers=headers)
+
+
+def _http(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    return JSONResponse(
+        error_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers
+    )
+
+
+def _unavailable(_: Request, exc: Exception) -> JSONResponse:
+    log.warning("service unavailable: %s", exc)
+    message = (
+        str(exc)
+        if isinstance(exc, ProviderUnavailable)
+        else "the database is not reachable right now; try again shortly"
+    )
+    return JSONResponse(
+        error_body("unavailable", message), status_code=503, headers={"Retry-After": "5"}
+    )
+
+
+def _bug(_: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error", exc_info=exc)
+    return JSONResponse(
+        error_body("internal_error", "an internal error occurred; it has been logged"),
+        status_code=500,
+    )
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, _validation)
+    app.add_exception_handler(errors.GovernorError, _governor)
+    app.add_exception_handler(HTTPException, _http)
+    app.add_exception_handler(ProviderUnavailable, _unavailable)
+    app.add_exception_handler(OperationalError, _unavailable)
+    app.add_exception_handler(Exception, _bug)

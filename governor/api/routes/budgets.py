@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from governor.api import views
+from governor.api.deps import Context, Now, Operator, Tx, Viewer
+from governor.api.schemas import BudgetIn, BudgetOut
+from governor.services import budgets
+
+router = APIRouter(prefix="/v1/budgets", tags=["budgets"])
+
+
+@router.post("", status_code=201)
+def declare(body: BudgetIn, _: Operator, ctx: Context, tx: Tx, now: Now) -> BudgetOut:
+    """Declare a budget and its hard ceiling, in writing, before any pod is registered."""
+    declaration = budgets.Declaration(
+        name=body.name.strip(),
+        ceiling_usd=body.ceiling_usd,
+        reserve_usd=body.reserve_usd,
+        storage_tail_hours=body.storage_tail_hours,
+        alert_thresholds=tuple(body.alert_thresholds),
+        note=body.note,
+    )
+    with tx() as session:
+        row = budgets.declare(session, declaration, now)
+        return views.budget(budgets.book(session, ctx.config, row.id, now))
+
+
+@router.get("")
+def list_budgets(_: Viewer, ctx: Context, tx: Tx, now: Now) -> list[BudgetOut]:
+    with tx() as session:
+        return [views.budget(b) for b in budgets.books(session, ctx.config, now)]
+
+
+@router.get("/{budget_id}")
+def get_budget(budget_id: str, _: Viewer, ctx: Context, tx: Tx, now: Now) -> BudgetOut:
+    with tx() as session:
+        return views.budget(budgets.book(session, ctx.config, budget_id, now))

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from governor.api import views
+from governor.api.deps import Tx, Viewer
+from governor.api.schemas import EventOut
+from governor.db import repository as repo
+from governor.domain.model import Category, Severity
+
+router = APIRouter(tags=["events"])
+
+
+@router.get("/v1/events")
+def list_events(
+    _: Viewer,
+    tx: Tx,
+    budget_id: str | None = None,
+    severity: Severity | None = None,
+    category: Category | None = None,
+    subject: str | None = None,
+    since: datetime | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> list[EventOut]:
+    """The event log, newest first. `since` without a zone is taken as UTC."""
+    if since is not None and since.tzinfo is None:
+        since = since.replace(tzinfo=UTC)
+    with tx() as session:
+        rows = repo.events(
+            session,
+            budget_id=budget_id,
+            severity=severity,
+            category=category,
+            subject=subject,
+            since=since,
+            limit=limit,
+        )
+        return [views.event(r) for r in rows]

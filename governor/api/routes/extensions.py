@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from governor.api import views
+from governor.api.deps import Caller, Context, Now, Operator, Tx, Viewer
+from governor.api.schemas import DecisionIn, ExtensionIn, ExtensionOut
+from governor.db import repository as repo
+from governor.domain.model import ExtensionState, Requester, Role
+from governor.services import extensions
+
+router = APIRouter(tags=["extensions"])
+
+
+@router.post("/v1/budgets/{budget_id}/extensions", status_code=201)
+def request(budget_id: str, body: ExtensionIn, caller: Caller, tx: Tx, now: Now) -> ExtensionOut:
+    """Ask for more budget. It stays pending, and changes nothing, until an operator decides."""
+    caller.require_budget(budget_id)
+    requester = Requester.JOB if caller.role is Role.JOB else Requester.OPERATOR
+    with tx() as session:
+        row = extensions.request(
+            session, budget_id, body.amount_usd, body.reason, requester, now, run_id=caller.run_id
+        )
+        return views.extension(row)
+
+
+@router.get("/v1/extensions")
+def list_extensions(
+    _: Viewer,
+    tx: Tx,
+    budget_id: str | None = None,
+    state: Annotated[ExtensionState | None, Query()] = None,
+) -> list[ExtensionOut]:
+    with tx() as session:
+        return [
+            views.extension(r) for r in repo.extensions(session, budget_id=budget_id, state=state)
+        ]
+
+
+@router.post("/v1/extensions/{extension_id}/approve")
+def approve(
+    extension_id: str, _: Operator, ctx: Context, tx: Tx, now: Now, body: DecisionIn | None = None
+) -> ExtensionOut:
+    with tx() as session:
+        row = extensions.decide(
+            session, ctx.config, extension_id, True, (body or DecisionIn()).note, now
+        )
+        return views.extension(row)
+
+
+@router.post("/v1/extensions/{extension_id}/deny")
+def deny(
+    extension_id: str, _: Operator, ctx: Context, tx: Tx, now: Now, body: DecisionIn | None = None
+) -> ExtensionOut:
+    with tx() as session:
+        row = extensions.decide(
+            session, ctx.config, extension_id, False, (body or DecisionIn()).note, now
+        )
+        return views.extension(row)

@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from governor.api import views
+from governor.api.deps import Context, Now, Operator, Tx, Viewer
+from governor.api.schemas import PodIn, PodOut, StopIn, StopOrderOut
+from governor.db import repository as repo
+from governor.services import budgets, pods
+
+router = APIRouter(tags=["pods"])
+
+
+@router.post("/v1/budgets/{budget_id}/pods", status_code=201)
+def register(budget_id: str, body: PodIn, _: Operator, ctx: Context, tx: Tx, now: Now) -> PodOut:
+    """Put a pod under a budget. The provider's rate is used where it reports one."""
+    registration = pods.Registration(**body.model_dump())
+    with tx() as session:
+        row = pods.register(session, ctx, budget_id, registration, now)
+        return views.pod(row, budgets.book(session, ctx.config, budget_id, now), None)
+
+
+@router.get("/v1/pods/{pod_id}")
+def get_pod(pod_id: str, _: Viewer, ctx: Context, tx: Tx, now: Now) -> PodOut:
+    with tx() as session:
+        row = repo.get_pod(session, pod_id)
+        book = budgets.book(session, ctx.config, row.budget_id, now)
+        return views.pod(row, book, repo.latest_stop_order(session, row.id))
+
+
+@router.post("/v1/pods/{pod_id}/stop", status_code=202)
+def stop(
+    pod_id: str, _: Operator, ctx: Context, tx: Tx, now: Now, body: StopIn | None = None
+) -> StopOrderOut:
+    """Stop the pod the way that keeps its workspace, after its job has had time to save."""
+    reason = (body or StopIn()).reason
+    with tx() as session:
+        return views.stop_order(pods.stop_manually(session, ctx, pod_id, reason, now))

@@ -1,0 +1,121 @@
+"""Rows and use-case results turned into response shapes."""
+
+from __future__ import annotations
+
+from governor.api.schemas import (
+    BudgetBrief,
+    BudgetOut,
+    CheckpointOut,
+    DirectiveState,
+    EventOut,
+    ExtensionOut,
+    PodOut,
+    RunOut,
+    StopOrderOut,
+)
+from governor.db.tables import EventRow, ExtensionRow, PodRow, RunRow, StopOrderRow
+from governor.domain.ledger import Figures
+from governor.domain.money import format_usd
+from governor.services.book import Book
+
+
+def budget(book: Book) -> BudgetOut:
+    row, f = book.budget, book.figures
+    return BudgetOut(
+        id=row.id,
+        name=row.name,
+        state=row.state,
+        ceiling_usd=format_usd(row.ceiling_usd),
+        approved_extensions_usd=format_usd(f.effective_ceiling - row.ceiling_usd),
+        effective_ceiling_usd=format_usd(f.effective_ceiling),
+        reserve_usd=format_usd(row.reserve_usd),
+        spent_usd=format_usd(f.spent),
+        committed_usd=format_usd(f.committed),
+        remaining_usd=format_usd(f.remaining),
+        burn_rate_usd_per_hour=format_usd(f.burn_per_hour),
+        projected_exhaustion_at=f.projected_exhaustion_at,
+        storage_tail_hours=row.storage_tail_hours,
+        alert_thresholds=list(row.alert_thresholds),
+        note=row.note,
+        created_at=row.created_at,
+    )
+
+
+def brief(f: Figures) -> BudgetBrief:
+    return BudgetBrief(
+        spent_usd=format_usd(f.spent),
+        committed_usd=format_usd(f.committed),
+        effective_ceiling_usd=format_usd(f.effective_ceiling),
+        remaining_usd=format_usd(f.remaining),
+        burn_rate_usd_per_hour=format_usd(f.burn_per_hour),
+    )
+
+
+def stop_order(row: StopOrderRow) -> StopOrderOut:
+    return StopOrderOut.model_validate(row, from_attributes=True)
+
+
+def pod(row: PodRow, book: Book, order: StopOrderRow | None) -> PodOut:
+    return PodOut(
+        id=row.id,
+        budget_id=row.budget_id,
+        provider=row.provider,
+        provider_ref=row.provider_ref,
+        gpu_type=row.gpu_type,
+        gpu_count=row.gpu_count,
+        state=row.state,
+        hourly_rate_usd=format_usd(row.hourly_rate_usd),
+        rate_source=row.rate_source,
+        storage_gb=row.storage_gb,
+        storage_usd_per_gb_month=format_usd(row.storage_usd_per_gb_month),
+        stopped_storage_usd_per_gb_month=format_usd(row.stopped_storage_usd_per_gb_month),
+        spent_usd=format_usd(book.spent_on(row)),
+        accrued_until=row.accrued_until,
+        stopped_at=row.stopped_at,
+        stop_order=None if order is None else stop_order(order),
+    )
+
+
+def run(row: RunRow) -> RunOut:
+    checkpoint = None
+    if row.checkpoint_path is not None and row.checkpoint_at is not None:
+        checkpoint = CheckpointOut(
+            step=row.checkpoint_step or 0, path=row.checkpoint_path, at=row.checkpoint_at
+        )
+    return RunOut(
+        id=row.id,
+        budget_id=row.budget_id,
+        pod_id=row.pod_id,
+        name=row.name,
+        status=row.status,
+        phase=row.phase,
+        step=row.step,
+        total_steps=row.total_steps,
+        heartbeat_timeout_s=row.heartbeat_timeout_s,
+        checkpoint_grace_s=row.checkpoint_grace_s,
+        last_heartbeat_at=row.last_heartbeat_at,
+        checkpoint=checkpoint,
+        directive=DirectiveState(
+            action=row.directive, reason=row.directive_reason, message=row.directive_message
+        ),
+        created_at=row.created_at,
+    )
+
+
+def extension(row: ExtensionRow) -> ExtensionOut:
+    return ExtensionOut(
+        id=row.id,
+        budget_id=row.budget_id,
+        amount_usd=format_usd(row.amount_usd),
+        reason=row.reason,
+        requested_by=row.requested_by,
+        run_id=row.run_id,
+        state=row.state,
+        created_at=row.created_at,
+        decided_at=row.decided_at,
+        decision_note=row.decision_note,
+    )
+
+
+def event(row: EventRow) -> EventOut:
+    return EventOut.model_validate(row, from_attributes=True)

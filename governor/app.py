@@ -1,0 +1,52 @@
+"""The ASGI application: create_app() builds it; its lifespan owns the context and scheduler."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from governor import __version__
+from governor.api import build_router
+from governor.api.errors import install as install_error_handlers
+from governor.bootstrap import DatabaseBehind, build_context
+from governor.db.schema import schema_status
+from governor.scheduler.runner import Driver
+from governor.services.context import ServiceContext
+from governor.settings import Settings
+
+
+def create_app(settings: Settings, context: ServiceContext | None = None) -> FastAPI:
+    """The app. Tests may inject a context; otherwise the lifespan builds one from settings."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        ctx = context or build_context(settings)
+        status = schema_status(ctx.engine)
+        if not status.at_head:
+            raise DatabaseBehind(
+                f"database at {status.current or '(empty)'}, head is {status.head}: "
+                "run 'governor migrate'"
+            )
+        app.state.context = ctx
+        driver = Driver(ctx) if settings.scheduler_enabled else None
+        if driver is not None:
+            driver.start()
+        try:
+            yield
+        finally:
+            if driver is not None:
+                driver.stop()
+            if context is None:
+                ctx.engine.dispose()
+
+    app = FastAPI(
+        title="gpu-governor",
+        version=__version__,
+        summary="Holds rented GPU pods under a hard dollar ceiling; saves first, then stops.",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    app.include_router(build_router())
+    return app

@@ -1,0 +1,116 @@
+"""The `governor` command: serve, migrate, demo."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from governor import __version__
+from governor.settings import load_settings
+
+log = logging.getLogger("governor")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+    from sqlalchemy.exc import OperationalError
+
+    from governor.app import create_app
+    from governor.bootstrap import (
+        DatabaseBehind,
+        bootstrap_operator,
+        build_context,
+        prepare_database,
+    )
+
+    settings = load_settings()
+    try:
+        prepare_database(settings)
+    except DatabaseBehind as exc:
+        print(f"governor: {exc}", file=sys.stderr)
+        return 2
+    except OperationalError as exc:
+        print(
+            f"governor: cannot reach the database ({exc.orig}); check GOVERNOR_DATABASE_URL",
+            file=sys.stderr,
+        )
+        return 2
+    ctx = build_context(settings)
+    token = bootstrap_operator(ctx, settings)
+    url = f"http://{args.host}:{args.port}"
+    print(f"governor {__version__} serving on {url}  (database: {_redact(settings.database_url)})")
+    if token:
+        print(
+            "\nOperator token (shown once; store it now, or set GOVERNOR_OPERATOR_TOKEN):\n"
+            f"  {token}\n"
+        )
+    print(f"API docs at {url}/docs; metering every {settings.enforce_interval_s:g} s.")
+    sys.stdout.flush()
+    app = create_app(settings, ctx)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=settings.log_level, workers=1)
+    ctx.engine.dispose()
+    return 0
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from governor.db import schema
+
+    settings = load_settings()
+    print(f"Migrating {_redact(settings.database_url)} to {args.revision} ...")
+    schema.upgrade(settings.database_url, args.revision)
+    print("Done.")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from governor.demo import run_demo
+
+    return run_demo(port=args.port, keep_serving=not args.exit)
+
+
+def _redact(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="governor",
+        description="Holds rented GPU pods under a hard dollar ceiling: meters spend, makes "
+        "training jobs check in, and when a limit is hit has the job save, then stops the pod "
+        "in the way that keeps its workspace.",
+        epilog="Settings come from GOVERNOR_* environment variables (see the README).",
+    )
+    parser.add_argument("--version", action="version", version=f"governor {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser("serve", help="run the governor (API, scheduler, dashboard)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port to bind (default 8000)")
+    serve.set_defaults(handler=_serve)
+
+    migrate = commands.add_parser("migrate", help="upgrade the database schema")
+    migrate.add_argument("--revision", default="head", help="target revision (default head)")
+    migrate.set_defaults(handler=_migrate)
+
+    demo = commands.add_parser(
+        "demo",
+        help="watch a simulated pilot approach its ceiling, save, and stop (no cloud needed)",
+    )
+    demo.add_argument("--port", type=int, default=8000, help="port to serve on (default 8000)")
+    demo.add_argument("--exit", action="store_true", help="exit when the demo ends")
+    demo.set_defaults(handler=_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=load_settings().log_level.upper(),
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+    )
+    handler = args.handler
+    return int(handler(args))

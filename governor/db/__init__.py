@@ -1,0 +1,1 @@
+"""Storage: SQLAlchemy tables, the engine, the unit of work and the repository."""

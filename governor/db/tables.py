@@ -1,0 +1,208 @@
+"""The tables. Rows here are storage shapes; the domain and the API have their own."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, ForeignKey, Index, Integer, MetaData, String, Text, text
+from sqlalchemy import Enum as SAEnum
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from governor.db.types import MicroUSD, UTCDateTime
+from governor.domain.model import (
+    Action,
+    BudgetState,
+    Category,
+    ChargeKind,
+    EntryKind,
+    ExtensionState,
+    Phase,
+    PodState,
+    RateSource,
+    Reason,
+    Requester,
+    Role,
+    RunStatus,
+    Severity,
+)
+from governor.domain.stop_order import StopState
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+BigId = BigInteger().with_variant(Integer, "sqlite")
+
+
+def _enum(enum: type[StrEnum]) -> SAEnum:
+    return SAEnum(
+        enum,
+        native_enum=False,
+        create_constraint=False,
+        length=24,
+        values_callable=lambda members: [m.value for m in members],
+    )
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class BudgetRow(Base):
+    __tablename__ = "budgets"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    ceiling_usd: Mapped[Decimal] = mapped_column(MicroUSD)
+    reserve_usd: Mapped[Decimal] = mapped_column(MicroUSD)
+    storage_tail_hours: Mapped[float]
+    alert_thresholds: Mapped[list[int]] = mapped_column(JSON)
+    note: Mapped[str | None] = mapped_column(Text)
+    state: Mapped[BudgetState] = mapped_column(_enum(BudgetState))
+    alerted_pct: Mapped[int] = mapped_column(default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class PodRow(Base):
+    __tablename__ = "pods"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    budget_id: Mapped[str] = mapped_column(ForeignKey("budgets.id"), index=True)
+    provider: Mapped[str] = mapped_column(String(40))
+    provider_ref: Mapped[str] = mapped_column(String(200))
+    gpu_type: Mapped[str | None] = mapped_column(String(100))
+    gpu_count: Mapped[int | None]
+    hourly_rate_usd: Mapped[Decimal] = mapped_column(MicroUSD)
+    rate_source: Mapped[RateSource] = mapped_column(_enum(RateSource))
+    storage_gb: Mapped[float]
+    storage_usd_per_gb_month: Mapped[Decimal] = mapped_column(MicroUSD)
+    stopped_storage_usd_per_gb_month: Mapped[Decimal] = mapped_column(MicroUSD)
+    stop_latency_s: Mapped[float]
+    state: Mapped[PodState] = mapped_column(_enum(PodState))
+    accrued_until: Mapped[datetime] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    stopped_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    __table_args__ = (Index("uq_pods_provider_ref", "provider", "provider_ref", unique=True),)
+
+
+class RunRow(Base):
+    __tablename__ = "runs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    budget_id: Mapped[str] = mapped_column(ForeignKey("budgets.id"), index=True)
+    pod_id: Mapped[str] = mapped_column(ForeignKey("pods.id"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    total_steps: Mapped[int | None]
+    heartbeat_timeout_s: Mapped[float]
+    checkpoint_grace_s: Mapped[float]
+    step: Mapped[int] = mapped_column(default=0)
+    phase: Mapped[Phase | None] = mapped_column(_enum(Phase))
+    status: Mapped[RunStatus] = mapped_column(_enum(RunStatus))
+    last_heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    checkpoint_step: Mapped[int | None]
+    checkpoint_path: Mapped[str | None] = mapped_column(Text)
+    checkpoint_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    directive: Mapped[Action] = mapped_column(_enum(Action))
+    directive_reason: Mapped[Reason | None] = mapped_column(_enum(Reason))
+    directive_message: Mapped[str | None] = mapped_column(Text)
+    checkpoint_asked: Mapped[bool] = mapped_column(default=False)
+    forecast_warned: Mapped[bool] = mapped_column(default=False)
+    metrics: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    pace_step: Mapped[int | None]
+    pace_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class LedgerEntryRow(Base):
+    __tablename__ = "ledger_entries"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    budget_id: Mapped[str] = mapped_column(ForeignKey("budgets.id"), index=True)
+    pod_id: Mapped[str] = mapped_column(ForeignKey("pods.id"), index=True)
+    kind: Mapped[EntryKind] = mapped_column(_enum(EntryKind))
+    charge: Mapped[ChargeKind] = mapped_column(_enum(ChargeKind))
+    amount_usd: Mapped[Decimal] = mapped_column(MicroUSD)
+    period_start: Mapped[datetime] = mapped_column(UTCDateTime)
+    period_end: Mapped[datetime] = mapped_column(UTCDateTime)
+    note: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class ExtensionRow(Base):
+    __tablename__ = "extensions"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    budget_id: Mapped[str] = mapped_column(ForeignKey("budgets.id"), index=True)
+    amount_usd: Mapped[Decimal] = mapped_column(MicroUSD)
+    reason: Mapped[str] = mapped_column(Text)
+    requested_by: Mapped[Requester] = mapped_column(_enum(Requester))
+    run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.id"))
+    state: Mapped[ExtensionState] = mapped_column(_enum(ExtensionState))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    decision_note: Mapped[str | None] = mapped_column(Text)
+
+
+class StopOrderRow(Base):
+    __tablename__ = "stop_orders"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    budget_id: Mapped[str] = mapped_column(ForeignKey("budgets.id"), index=True)
+    pod_id: Mapped[str] = mapped_column(ForeignKey("pods.id"), index=True)
+    reason: Mapped[Reason] = mapped_column(_enum(Reason))
+    state: Mapped[StopState] = mapped_column(_enum(StopState))
+    deadline: Mapped[datetime] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    notified_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    acked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    ack_checkpoint: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    attempts: Mapped[int] = mapped_column(default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    confirmed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (
+        Index(
+            "uq_stop_orders_active_pod",
+            "pod_id",
+            unique=True,
+            sqlite_where=text("state NOT IN ('stopped', 'failed')"),
+            postgresql_where=text("state NOT IN ('stopped', 'failed')"),
+        ),
+    )
+
+
+class EventRow(Base):
+    __tablename__ = "events"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+    severity: Mapped[Severity] = mapped_column(_enum(Severity))
+    category: Mapped[Category] = mapped_column(_enum(Category))
+    subject: Mapped[str] = mapped_column(String(100))
+    budget_id: Mapped[str | None] = mapped_column(ForeignKey("budgets.id"), index=True)
+    message: Mapped[str] = mapped_column(Text)
+    evidence: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class TokenRow(Base):
+    __tablename__ = "tokens"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    role: Mapped[Role] = mapped_column(_enum(Role))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    label: Mapped[str | None] = mapped_column(String(200))
+    run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.id"))
+    budget_id: Mapped[str | None] = mapped_column(ForeignKey("budgets.id"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)

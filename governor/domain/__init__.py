@@ -1,0 +1,1 @@
+"""The functional core: pure values and decisions, standard library only."""

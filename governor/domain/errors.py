@@ -1,0 +1,37 @@
+"""What can go wrong in a use case, in words the API maps to status codes.
+
+GovernorError
+  NotFound        the thing named does not exist (404)
+  Conflict        the request clashes with the current state, e.g. deciding twice (409)
+  Forbidden       the caller is known but may not do this (403)
+  Unauthenticated no valid token (401)
+  Invalid         well-formed input that is still wrong, e.g. an unknown provider (422)
+"""
+
+
+class GovernorError(Exception):
+    code = "error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NotFound(GovernorError):
+    code = "not_found"
+
+
+class Conflict(GovernorError):
+    code = "conflict"
+
+
+class Forbidden(GovernorError):
+    code = "forbidden"
+
+
+class Unauthenticated(GovernorError):
+    code = "unauthenticated"
+
+
+class Invalid(GovernorError):
+    code = "invalid"

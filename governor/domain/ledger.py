@@ -1,0 +1,175 @@
+"""Metering and the budget's figures: pure folds over pods, ledger totals and the clock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from governor.domain.model import ChargeKind, PodState
+from governor.domain.money import SECONDS_PER_HOUR, ZERO, charge, per_hour_from_month, usd
+
+
+@dataclass(frozen=True)
+class PodMeter:
+    """What one pod costs per hour in its current state, and how far it has been charged."""
+
+    state: PodState
+    hourly_rate: Decimal
+    storage_gb: Decimal
+    storage_usd_per_gb_month: Decimal
+    stopped_storage_usd_per_gb_month: Decimal
+    accrued_until: datetime
+    stop_latency_s: float
+
+    @property
+    def bills_compute(self) -> bool:
+        return self.state in (PodState.RUNNING, PodState.STOPPING)
+
+    @property
+    def compute_per_hour(self) -> Decimal:
+        return self.hourly_rate if self.bills_compute else ZERO
+
+    @property
+    def storage_per_hour(self) -> Decimal:
+        if self.state is PodState.GONE:
+            return ZERO
+        month_rate = (
+            self.storage_usd_per_gb_month
+            if self.bills_compute
+            else self.stopped_storage_usd_per_gb_month
+        )
+        return per_hour_from_month(month_rate, self.storage_gb)
+
+    @property
+    def stopped_storage_per_hour(self) -> Decimal:
+        if self.state is PodState.GONE:
+            return ZERO
+        return per_hour_from_month(self.stopped_storage_usd_per_gb_month, self.storage_gb)
+
+    @property
+    def burn_per_hour(self) -> Decimal:
+        return self.compute_per_hour + self.storage_per_hour
+
+
+@dataclass(frozen=True)
+class Charge:
+    kind: ChargeKind
+    amount: Decimal
+    start: datetime
+    end: datetime
+
+
+def accrue(meter: PodMeter, now: datetime) -> list[Charge]:
+    """The charges from the last accrued instant to now (downtime included), at current rates."""
+    if now <= meter.accrued_until:
+        return []
+    seconds = (now - meter.accrued_until).total_seconds()
+    charges = []
+    for kind, rate in (
+        (ChargeKind.COMPUTE, meter.compute_per_hour),
+        (ChargeKind.STORAGE, meter.storage_per_hour),
+    ):
+        amount = charge(rate, seconds)
+        if amount > 0:
+            charges.append(Charge(kind, amount, meter.accrued_until, now))
+    return charges
+
+
+def unaccrued(meter: PodMeter, now: datetime) -> Decimal:
+    return sum((c.amount for c in accrue(meter, now)), ZERO)
+
+
+@dataclass(frozen=True)
+class BudgetTerms:
+    ceiling: Decimal
+    approved_extensions: Decimal
+    reserve: Decimal
+    storage_tail_hours: Decimal
+
+    @property
+    def effective_ceiling(self) -> Decimal:
+        return self.ceiling + self.approved_extensions
+
+
+@dataclass(frozen=True)
+class PodPosition:
+    """One pod as the budget sees it: its meter, what the ledger holds, and the job's grace."""
+
+    meter: PodMeter
+    recorded: Decimal
+    checkpoint_grace_s: float
+
+
+@dataclass(frozen=True)
+class Figures:
+    spent: Decimal
+    committed: Decimal
+    effective_ceiling: Decimal
+    burn_per_hour: Decimal
+    projected_exhaustion_at: datetime | None
+
+    @property
+    def remaining(self) -> Decimal:
+        return self.effective_ceiling - self.committed
+
+    @property
+    def spent_fraction(self) -> Decimal:
+        return self.spent / self.effective_ceiling
+
+    @property
+    def committed_fraction(self) -> Decimal:
+        return self.committed / self.effective_ceiling
+
+    def seconds_to_ceiling(self) -> float | None:
+        """How long until committed spend reaches the ceiling at the current burn."""
+        if self.burn_per_hour <= 0:
+            return None
+        return float(max(ZERO, self.remaining) / self.burn_per_hour * SECONDS_PER_HOUR)
+
+
+def shutdown_cost(position: PodPosition, reaction_s: float) -> Decimal:
+    """What a pod will still cost between deciding to stop it and the provider confirming."""
+    seconds = position.checkpoint_grace_s + position.meter.stop_latency_s + reaction_s
+    return charge(position.meter.burn_per_hour, seconds)
+
+
+def storage_tail(meter: PodMeter, tail_hours: Decimal) -> Decimal:
+    return usd(meter.stopped_storage_per_hour * tail_hours)
+
+
+def figures(
+    terms: BudgetTerms,
+    positions: Sequence[PodPosition],
+    now: datetime,
+    reaction_s: float,
+) -> Figures:
+    """Spent, committed and the rest, as of `now`.
+
+    committed = spent + burn x (checkpoint grace + stop latency + reaction time)
+                + storage tail of every pod + reserve
+    """
+    spent = _total(p.recorded + unaccrued(p.meter, now) for p in positions)
+    shutdown = _total(shutdown_cost(p, reaction_s) for p in positions if p.meter.bills_compute)
+    tail = _total(storage_tail(p.meter, terms.storage_tail_hours) for p in positions)
+    committed = spent + shutdown + tail + terms.reserve
+    burn = _total(p.meter.burn_per_hour for p in positions)
+    result = Figures(spent, committed, terms.effective_ceiling, burn, None)
+    seconds = result.seconds_to_ceiling()
+    exhaustion = None if seconds is None else now + timedelta(seconds=seconds)
+    return Figures(spent, committed, terms.effective_ceiling, burn, exhaustion)
+
+
+def forecast_at_completion(
+    figures_now: Figures, steps_left: int, steps_per_s: float
+) -> Decimal | None:
+    """Projected committed spend when the run reaches its last step at the observed pace."""
+    if steps_per_s <= 0:
+        return None
+    hours_left = Decimal(str(steps_left / steps_per_s)) / SECONDS_PER_HOUR
+    return usd(figures_now.committed + figures_now.burn_per_hour * hours_left)
+
+
+def _total(amounts: Iterable[Decimal]) -> Decimal:
+    return sum(amounts, ZERO)

@@ -1,0 +1,115 @@
+"""The governor's vocabulary: states, actions, reasons and the small values decisions use."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class BudgetState(StrEnum):
+    OPEN = "open"
+    STOPPING = "stopping"
+    EXHAUSTED = "exhausted"
+    CLOSED = "closed"
+
+
+class PodState(StrEnum):
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    GONE = "gone"
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"
+    CHECKPOINTING = "checkpointing"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    FINISHED = "finished"
+    FAILED = "failed"
+
+    @property
+    def is_live(self) -> bool:
+        """The job process is still expected to check in."""
+        return self in (RunStatus.RUNNING, RunStatus.CHECKPOINTING, RunStatus.STOPPING)
+
+
+class Phase(StrEnum):
+    LOADING = "loading"
+    COMPILING = "compiling"
+    CANARY = "canary"
+    TRAINING = "training"
+    CHECKPOINTING = "checkpointing"
+    EVALUATION = "evaluation"
+    EXPORT = "export"
+
+
+class Action(StrEnum):
+    CONTINUE = "continue"
+    CHECKPOINT = "checkpoint"
+    STOP = "stop"
+
+    @property
+    def weight(self) -> int:
+        return {"continue": 0, "checkpoint": 1, "stop": 2}[self.value]
+
+
+class Reason(StrEnum):
+    CEILING = "ceiling"
+    HEARTBEAT_LOST = "heartbeat-lost"
+    IDLE_HANG = "idle-hang"
+    STALLED = "stalled"
+    FINISHED = "finished"
+    MANUAL = "manual"
+    PRE_STOP = "pre-stop"
+    FORECAST = "forecast"
+    THRESHOLD = "threshold"
+
+
+class Severity(StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+class Category(StrEnum):
+    BUDGET = "budget"
+    TELEMETRY = "telemetry"
+    PROVIDER = "provider"
+    HARNESS = "harness"
+    MODEL = "model"
+    OPERATOR = "operator"
+    GOVERNOR = "governor"
+
+
+class ExtensionState(StrEnum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+
+
+class Requester(StrEnum):
+    OPERATOR = "operator"
+    JOB = "job"
+
+
+class EntryKind(StrEnum):
+    ACCRUAL = "accrual"
+    TRUE_UP = "true_up"
+    ADJUSTMENT = "adjustment"
+
+
+class ChargeKind(StrEnum):
+    COMPUTE = "compute"
+    STORAGE = "storage"
+
+
+class Role(StrEnum):
+    OPERATOR = "operator"
+    VIEWER = "viewer"
+    JOB = "job"
+
+
+class RateSource(StrEnum):
+    PROVIDER = "provider"
+    DECLARED = "declared"

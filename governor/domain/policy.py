@@ -1,0 +1,233 @@
+"""The policy: an ordered list of small named rules over one pod's situation.
+
+Reading RULES top to bottom tells an operator what the governor will do. Each rule
+returns a Finding (action, reason, message, evidence) or None; `decide` picks the first
+finding of the strongest action. Rules never look anything up: the situation holds it all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+
+from governor.domain.ledger import Figures, forecast_at_completion
+from governor.domain.model import Action, Reason, RunStatus, Severity
+from governor.domain.money import format_usd
+
+PRE_STOP_FRACTION = Decimal("0.9")
+
+
+@dataclass(frozen=True)
+class RunView:
+    status: RunStatus
+    step: int
+    total_steps: int | None
+    created_at: datetime
+    last_heartbeat_at: datetime | None
+    heartbeat_timeout_s: float
+    ended_at: datetime | None
+    steps_per_s: float | None
+    checkpoint_asked: bool
+    forecast_warned: bool
+
+    def silent_for(self, now: datetime) -> float:
+        return (now - (self.last_heartbeat_at or self.created_at)).total_seconds()
+
+
+@dataclass(frozen=True)
+class Situation:
+    now: datetime
+    figures: Figures
+    thresholds: tuple[int, ...]
+    alerted_pct: int
+    manual_stop: bool = False
+    run: RunView | None = None
+    other_live_runs: int = 0
+    finished_linger_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    action: Action
+    reason: Reason
+    severity: Severity
+    message: str
+    evidence: dict[str, object] = field(default_factory=dict)
+
+
+Rule = Callable[[Situation], "Finding | None"]
+
+
+def _money(figures: Figures) -> dict[str, object]:
+    return {
+        "spent_usd": format_usd(figures.spent),
+        "committed_usd": format_usd(figures.committed),
+        "effective_ceiling_usd": format_usd(figures.effective_ceiling),
+        "burn_rate_usd_per_hour": format_usd(figures.burn_per_hour),
+    }
+
+
+def manual_stop(s: Situation) -> Finding | None:
+    if not s.manual_stop:
+        return None
+    return Finding(
+        "manual_stop",
+        Action.STOP,
+        Reason.MANUAL,
+        Severity.WARNING,
+        "An operator asked for this pod to be stopped.",
+    )
+
+
+def ceiling(s: Situation) -> Finding | None:
+    f = s.figures
+    if f.committed < f.effective_ceiling:
+        return None
+    return Finding(
+        "ceiling",
+        Action.STOP,
+        Reason.CEILING,
+        Severity.CRITICAL,
+        f"Committed spend ${format_usd(f.committed)} has reached the ceiling "
+        f"${format_usd(f.effective_ceiling)}: save now, the pod will be stopped.",
+        _money(f),
+    )
+
+
+def heartbeat_lost(s: Situation) -> Finding | None:
+    run = s.run
+    if run is None or not run.status.is_live:
+        return None
+    silent = run.silent_for(s.now)
+    if silent <= run.heartbeat_timeout_s:
+        return None
+    return Finding(
+        "heartbeat_lost",
+        Action.STOP,
+        Reason.HEARTBEAT_LOST,
+        Severity.CRITICAL,
+        f"No heartbeat for {silent:.0f} s (timeout {run.heartbeat_timeout_s:g} s): "
+        "the job is presumed dead and its pod will be stopped.",
+        {"silent_s": round(silent, 3), "heartbeat_timeout_s": run.heartbeat_timeout_s},
+    )
+
+
+def run_finished(s: Situation) -> Finding | None:
+    run = s.run
+    if run is None or run.status not in (RunStatus.FINISHED, RunStatus.FAILED):
+        return None
+    if s.other_live_runs or run.ended_at is None:
+        return None
+    lingered = (s.now - run.ended_at).total_seconds()
+    if lingered < s.finished_linger_s:
+        return None
+    return Finding(
+        "run_finished",
+        Action.STOP,
+        Reason.FINISHED,
+        Severity.INFO,
+        f"The run {run.status.value} {lingered:.0f} s ago and nothing else runs on the pod: "
+        "stopping it so it stops billing.",
+        {"status": run.status.value, "lingered_s": round(lingered, 3)},
+    )
+
+
+def pre_stop_checkpoint(s: Situation) -> Finding | None:
+    run = s.run
+    if run is None or not run.status.is_live or run.checkpoint_asked:
+        return None
+    if s.figures.committed_fraction < PRE_STOP_FRACTION:
+        return None
+    return Finding(
+        "pre_stop_checkpoint",
+        Action.CHECKPOINT,
+        Reason.PRE_STOP,
+        Severity.WARNING,
+        f"Committed spend is {s.figures.committed_fraction:.0%} of the ceiling: "
+        "checkpoint now so a stop loses little.",
+        _money(s.figures),
+    )
+
+
+def forecast_over_ceiling(s: Situation) -> Finding | None:
+    run = s.run
+    if run is None or not run.status.is_live or run.forecast_warned:
+        return None
+    if not run.total_steps or not run.steps_per_s:
+        return None
+    forecast = forecast_at_completion(
+        s.figures, max(0, run.total_steps - run.step), run.steps_per_s
+    )
+    if forecast is None or forecast <= s.figures.effective_ceiling:
+        return None
+    return Finding(
+        "forecast_over_ceiling",
+        Action.CONTINUE,
+        Reason.FORECAST,
+        Severity.WARNING,
+        f"At {run.steps_per_s:.3g} steps/s the run would finish at about "
+        f"${format_usd(forecast)}, over the ceiling ${format_usd(s.figures.effective_ceiling)}: "
+        "ask for an extension or plan to stop early.",
+        {
+            **_money(s.figures),
+            "forecast_usd": format_usd(forecast),
+            "steps_per_s": run.steps_per_s,
+            "step": run.step,
+            "total_steps": run.total_steps,
+        },
+    )
+
+
+def thresholds(s: Situation) -> Finding | None:
+    used_pct = s.figures.spent_fraction * 100
+    crossed = [t for t in s.thresholds if used_pct >= t > s.alerted_pct]
+    if not crossed:
+        return None
+    pct = max(crossed)
+    return Finding(
+        "thresholds",
+        Action.CONTINUE,
+        Reason.THRESHOLD,
+        Severity.WARNING if pct >= 80 else Severity.INFO,
+        f"Spend has passed {pct}% of the ceiling "
+        f"(${format_usd(s.figures.spent)} of ${format_usd(s.figures.effective_ceiling)}).",
+        {**_money(s.figures), "threshold_pct": pct},
+    )
+
+
+RULES: tuple[Rule, ...] = (
+    manual_stop,
+    ceiling,
+    heartbeat_lost,
+    run_finished,
+    pre_stop_checkpoint,
+    forecast_over_ceiling,
+    thresholds,
+)
+
+
+def evaluate(situation: Situation, rules: tuple[Rule, ...] = RULES) -> list[Finding]:
+    """Every rule that fires, in rule order."""
+    return [f for f in (rule(situation) for rule in rules) if f is not None]
+
+
+def decide(findings: list[Finding]) -> Finding | None:
+    """The first finding of the strongest action (stop > checkpoint > continue)."""
+    if not findings:
+        return None
+    strongest = max(f.action.weight for f in findings)
+    return next(f for f in findings if f.action.weight == strongest)
+
+
+DEFAULT_HEARTBEAT_S = 15.0
+
+
+def next_heartbeat_s(heartbeat_timeout_s: float, seconds_to_ceiling: float | None) -> float:
+    """When the job should check in again: often enough to always hear a stop in time."""
+    candidates = [DEFAULT_HEARTBEAT_S, heartbeat_timeout_s / 3]
+    if seconds_to_ceiling is not None:
+        candidates.append(seconds_to_ceiling / 4)
+    return round(max(1.0, min(candidates)), 3)

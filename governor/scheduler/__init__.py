@@ -1,0 +1,1 @@
+"""Periodic work: run_once tasks and the driver that runs them."""

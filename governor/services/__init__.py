@@ -1,0 +1,1 @@
+"""Use cases: each takes the context and a session, decides through the domain, persists."""

@@ -1,0 +1,45 @@
+"""What every use case receives: sessions, the clock, providers (as ports) and plain config."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from governor.domain.errors import Invalid
+from governor.domain.ports import Clock, PodController
+from governor.services.health import TickLog
+
+DEFAULT_HEARTBEAT_TIMEOUT_S = 120.0
+DEFAULT_CHECKPOINT_GRACE_S = 300.0
+REACTION_INTERVALS = 4  # detect, send, poll, confirm: each may wait one enforcement interval
+
+
+@dataclass(frozen=True)
+class GovernorConfig:
+    enforce_interval_s: float = 5.0
+    finished_linger_s: float = 60.0
+
+    @property
+    def reaction_s(self) -> float:
+        """How long the governor itself may take between a decision and a confirmed stop."""
+        return REACTION_INTERVALS * self.enforce_interval_s
+
+
+@dataclass(frozen=True)
+class ServiceContext:
+    engine: Engine
+    sessions: sessionmaker[Session]
+    clock: Clock
+    providers: Mapping[str, PodController]
+    config: GovernorConfig
+    ticks: TickLog
+
+    def provider(self, name: str) -> PodController:
+        try:
+            return self.providers[name]
+        except KeyError:
+            known = ", ".join(sorted(self.providers)) or "none"
+            raise Invalid(f"unknown provider {name!r}; configured providers: {known}") from None

@@ -1,0 +1,174 @@
+"""One enforcement pass over a budget: build each pod's situation, let the policy decide, act.
+
+Acting here means writing intent (stop orders, directives, events), never calling a
+provider: stop orders are carried out by `stops.advance`, outside any transaction.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy.orm import Session
+
+from governor.db.tables import PodRow, RunRow, StopOrderRow
+from governor.domain.model import Action, BudgetState, Category, PodState, Reason
+from governor.domain.policy import Finding, Situation, decide, evaluate
+from governor.domain.stop_order import StopState
+from governor.services import events
+from governor.services.book import Book, heard_from, open_book, run_view
+from governor.services.context import GovernorConfig
+from governor.services.ids import new_id
+
+CATEGORY_OF = {
+    Reason.CEILING: Category.BUDGET,
+    Reason.THRESHOLD: Category.BUDGET,
+    Reason.FORECAST: Category.BUDGET,
+    Reason.PRE_STOP: Category.BUDGET,
+    Reason.HEARTBEAT_LOST: Category.HARNESS,
+    Reason.FINISHED: Category.GOVERNOR,
+    Reason.MANUAL: Category.OPERATOR,
+}
+
+
+def enforce(
+    session: Session,
+    config: GovernorConfig,
+    budget_id: str,
+    now: datetime,
+    *,
+    manual_stop_pod: str | None = None,
+) -> Book:
+    """Evaluate the policy for every running pod of the budget and record what it decides."""
+    book = open_book(session, budget_id, now, config, lock=True)
+    for pod in book.pods:
+        # A pod whose stop failed for good stays `stopping`; only an operator retries it.
+        retry = pod.id == manual_stop_pod and pod.state is PodState.STOPPING
+        if (pod.state is not PodState.RUNNING and not retry) or pod.id in book.orders:
+            continue
+        runs = book.runs_on(pod.id) or [None]
+        for run in runs:
+            if pod.id in book.orders:
+                break
+            _act(book, session, pod, run, config, manual=pod.id == manual_stop_pod)
+    return book
+
+
+def _situation(
+    book: Book, pod: PodRow, run: RunRow | None, config: GovernorConfig, manual: bool
+) -> Situation:
+    others = [r for r in book.runs_on(pod.id) if r is not run and heard_from(r, book.now)]
+    return Situation(
+        now=book.now,
+        figures=book.figures,
+        thresholds=tuple(book.budget.alert_thresholds),
+        alerted_pct=book.budget.alerted_pct,
+        manual_stop=manual,
+        run=None if run is None else run_view(run),
+        other_live_runs=len(others),
+        finished_linger_s=config.finished_linger_s,
+    )
+
+
+def _act(
+    book: Book,
+    session: Session,
+    pod: PodRow,
+    run: RunRow | None,
+    config: GovernorConfig,
+    manual: bool,
+) -> None:
+    findings = evaluate(_situation(book, pod, run, config, manual))
+    decision = decide(findings)
+    if decision is not None and decision.action is Action.STOP:
+        order_stop(session, book, pod, decision)
+    elif decision is not None and decision.action is Action.CHECKPOINT and run is not None:
+        _ask_checkpoint(session, book, pod, run, decision)
+    for finding in findings:
+        if finding.action is Action.CONTINUE:
+            _warn(session, book, pod, run, finding)
+
+
+def order_stop(session: Session, book: Book, pod: PodRow, finding: Finding) -> StopOrderRow:
+    """Persist a stop order for `pod`; its jobs get `stop` with a deadline on their next call."""
+    now = book.now
+    grace = 0.0 if finding.reason is Reason.HEARTBEAT_LOST else book.grace_s(pod.id)
+    order = StopOrderRow(
+        id=new_id("stop"),
+        budget_id=pod.budget_id,
+        pod_id=pod.id,
+        reason=finding.reason,
+        state=StopState.REQUESTED,
+        deadline=now + timedelta(seconds=grace),
+        created_at=now,
+        updated_at=now,
+        next_attempt_at=now,
+    )
+    session.add(order)
+    book.orders[pod.id] = order
+    pod.state = PodState.STOPPING
+    for run in book.runs_on(pod.id):
+        run.directive = Action.STOP
+        run.directive_reason = finding.reason
+        run.directive_message = finding.message
+    if finding.reason is Reason.CEILING and book.budget.state is BudgetState.OPEN:
+        book.budget.state = BudgetState.STOPPING
+    events.record(
+        session,
+        now,
+        finding.severity,
+        CATEGORY_OF[finding.reason],
+        f"pod:{pod.id}",
+        f"Stop ordered ({finding.reason.value}): {finding.message}",
+        budget_id=pod.budget_id,
+        evidence={
+            **finding.evidence,
+            "rule": finding.rule,
+            "stop_order": order.id,
+            "deadline": order.deadline.isoformat(),
+            "grace_s": grace,
+        },
+    )
+    session.flush()
+    return order
+
+
+def _ask_checkpoint(
+    session: Session, book: Book, pod: PodRow, run: RunRow, finding: Finding
+) -> None:
+    run.checkpoint_asked = True
+    if run.directive is Action.CONTINUE:
+        run.directive = Action.CHECKPOINT
+        run.directive_reason = finding.reason
+        run.directive_message = finding.message
+    events.record(
+        session,
+        book.now,
+        finding.severity,
+        CATEGORY_OF[finding.reason],
+        f"run:{run.id}",
+        f"Checkpoint requested ({finding.reason.value}): {finding.message}",
+        budget_id=pod.budget_id,
+        evidence={**finding.evidence, "rule": finding.rule},
+    )
+
+
+def _warn(session: Session, book: Book, pod: PodRow, run: RunRow | None, finding: Finding) -> None:
+    subject = f"budget:{book.budget.id}"
+    if finding.reason is Reason.THRESHOLD:
+        book.budget.alerted_pct = int(finding.evidence["threshold_pct"])  # type: ignore[call-overload]
+    elif run is not None:
+        run.forecast_warned = True
+        subject = f"run:{run.id}"
+        if run.directive is Action.CONTINUE:
+            run.directive_reason = finding.reason
+            run.directive_message = finding.message
+    events.record(
+        session,
+        book.now,
+        finding.severity,
+        CATEGORY_OF[finding.reason],
+        subject,
+        finding.message,
+        budget_id=pod.budget_id,
+        evidence={**finding.evidence, "rule": finding.rule},
+    )

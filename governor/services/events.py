@@ -1,0 +1,35 @@
+"""The append-only event log: every decision with the inputs that caused it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from governor.db.tables import EventRow
+from governor.domain.model import Category, Severity
+
+
+def record(
+    session: Session,
+    now: datetime,
+    severity: Severity,
+    category: Category,
+    subject: str,
+    message: str,
+    *,
+    budget_id: str | None,
+    evidence: Mapping[str, object] | None = None,
+) -> EventRow:
+    row = EventRow(
+        at=now,
+        severity=severity,
+        category=category,
+        subject=subject,
+        budget_id=budget_id,
+        message=message,
+        evidence=dict(evidence or {}),
+    )
+    session.add(row)
+    return row

@@ -1,0 +1,119 @@
+"""Budget extensions: requested by an operator or the budget's job, decided once by an operator.
+
+A pending request changes nothing: the ceiling in force is the declared one plus approved
+extensions, so a stop is never delayed while someone thinks it over (fail closed).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+
+from sqlalchemy.orm import Session
+
+from governor.db import repository as repo
+from governor.db.tables import ExtensionRow
+from governor.domain.errors import Conflict
+from governor.domain.model import BudgetState, Category, ExtensionState, Requester, Severity
+from governor.domain.money import format_usd
+from governor.services import events
+from governor.services.book import open_book
+from governor.services.context import GovernorConfig
+from governor.services.ids import new_id
+
+
+def request(
+    session: Session,
+    budget_id: str,
+    amount: Decimal,
+    reason: str,
+    requester: Requester,
+    now: datetime,
+    *,
+    run_id: str | None = None,
+) -> ExtensionRow:
+    budget = repo.get_budget(session, budget_id, lock=True)
+    row = ExtensionRow(
+        id=new_id("ext"),
+        budget_id=budget.id,
+        amount_usd=amount,
+        reason=reason,
+        requested_by=requester,
+        run_id=run_id,
+        state=ExtensionState.PENDING,
+        created_at=now,
+    )
+    session.add(row)
+    session.flush()
+    events.record(
+        session,
+        now,
+        Severity.WARNING,
+        Category.OPERATOR,
+        f"extension:{row.id}",
+        f"Extension of ${format_usd(amount)} requested by the {requester.value}: {reason}",
+        budget_id=budget.id,
+        evidence={
+            "amount_usd": format_usd(amount),
+            "requested_by": requester.value,
+            "run_id": run_id,
+        },
+    )
+    return row
+
+
+def decide(
+    session: Session,
+    config: GovernorConfig,
+    extension_id: str,
+    approve: bool,
+    note: str | None,
+    now: datetime,
+) -> ExtensionRow:
+    """Approve or deny a pending request. Exactly one decision wins; any other gets Conflict."""
+    budget_id = repo.get_extension(session, extension_id).budget_id
+    budget = repo.get_budget(session, budget_id, lock=True)
+    state = ExtensionState.APPROVED if approve else ExtensionState.DENIED
+    if not repo.decide_extension(session, extension_id, state, now, note):
+        current = repo.get_extension(session, extension_id)
+        session.refresh(current)
+        raise Conflict(f"extension {extension_id} was already {current.state.value}")
+    row = repo.get_extension(session, extension_id)
+    session.refresh(row)
+    book = open_book(session, budget_id, now, config)
+    evidence = {
+        "amount_usd": format_usd(row.amount_usd),
+        "note": note,
+        "effective_ceiling_usd": format_usd(book.figures.effective_ceiling),
+        "committed_usd": format_usd(book.figures.committed),
+    }
+    events.record(
+        session,
+        now,
+        Severity.INFO,
+        Category.OPERATOR,
+        f"extension:{row.id}",
+        f"Extension of ${format_usd(row.amount_usd)} {state.value} by an operator"
+        + (f": {note}" if note else ".")
+        + (
+            f" Effective ceiling now ${format_usd(book.figures.effective_ceiling)}."
+            if approve
+            else ""
+        ),
+        budget_id=budget_id,
+        evidence=evidence,
+    )
+    reopen = book.figures.committed < book.figures.effective_ceiling
+    if approve and budget.state is not BudgetState.OPEN and reopen:
+        budget.state = BudgetState.OPEN
+        events.record(
+            session,
+            now,
+            Severity.INFO,
+            Category.BUDGET,
+            f"budget:{budget.id}",
+            "Budget reopened by an approved extension; pods already stopped stay stopped.",
+            budget_id=budget.id,
+            evidence=evidence,
+        )
+    return row

@@ -1,0 +1,142 @@
+"""Registering pods under a budget, and asking for a manual, preserving stop."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from sqlalchemy.orm import Session
+
+from governor.db import repository as repo
+from governor.db.tables import PodRow, StopOrderRow
+from governor.domain.errors import Conflict, Invalid
+from governor.domain.model import BudgetState, Category, PodState, RateSource, Severity
+from governor.domain.money import ZERO, format_usd
+from governor.domain.ports import ProviderError
+from governor.services import events
+from governor.services.context import ServiceContext
+from governor.services.enforcement import enforce
+from governor.services.ids import new_id
+
+
+class ProviderUnavailable(Exception):
+    """The provider could not be asked right now; the caller may try again."""
+
+
+@dataclass(frozen=True)
+class Registration:
+    provider: str
+    provider_ref: str
+    hourly_rate_usd: Decimal | None = None
+    gpu_type: str | None = None
+    gpu_count: int | None = None
+    storage_gb: float = 0.0
+    storage_usd_per_gb_month: Decimal = ZERO
+    stopped_storage_usd_per_gb_month: Decimal | None = None
+
+
+def register(
+    session: Session, ctx: ServiceContext, budget_id: str, reg: Registration, now: datetime
+) -> PodRow:
+    """Put a pod under a budget. The provider is asked first: its rate wins over a declared one."""
+    provider = ctx.provider(reg.provider)
+    try:
+        described = provider.describe(reg.provider_ref)
+    except ProviderError as exc:
+        if exc.retryable:
+            raise ProviderUnavailable(f"{reg.provider} did not answer: {exc}") from exc
+        raise Invalid(f"{reg.provider} cannot describe {reg.provider_ref!r}: {exc}") from exc
+    budget = repo.get_budget(session, budget_id, lock=True)
+    if budget.state is not BudgetState.OPEN:
+        raise Conflict(
+            f"budget {budget.id} is {budget.state.value}: no new pods until an approved "
+            "extension reopens it"
+        )
+    if repo.pod_by_ref(session, reg.provider, reg.provider_ref) is not None:
+        raise Conflict(f"{reg.provider} pod {reg.provider_ref!r} is already registered")
+    if described.hourly_rate_usd is not None:
+        rate, source = described.hourly_rate_usd, RateSource.PROVIDER
+    elif reg.hourly_rate_usd is not None:
+        rate, source = reg.hourly_rate_usd, RateSource.DECLARED
+    else:
+        raise Invalid(
+            f"{reg.provider} does not report an hourly rate for {reg.provider_ref!r}: "
+            "declare hourly_rate_usd"
+        )
+    storage_gb = reg.storage_gb or float(described.storage_gb or 0)
+    pod = PodRow(
+        id=new_id("pod"),
+        budget_id=budget.id,
+        provider=reg.provider,
+        provider_ref=reg.provider_ref,
+        gpu_type=reg.gpu_type,
+        gpu_count=reg.gpu_count,
+        hourly_rate_usd=rate,
+        rate_source=source,
+        storage_gb=storage_gb,
+        storage_usd_per_gb_month=reg.storage_usd_per_gb_month,
+        stopped_storage_usd_per_gb_month=(
+            reg.storage_usd_per_gb_month
+            if reg.stopped_storage_usd_per_gb_month is None
+            else reg.stopped_storage_usd_per_gb_month
+        ),
+        stop_latency_s=provider.stop_latency_s,
+        state=described.state,
+        accrued_until=now,
+        created_at=now,
+    )
+    session.add(pod)
+    session.flush()
+    declared_differs = reg.hourly_rate_usd is not None and reg.hourly_rate_usd != rate
+    events.record(
+        session,
+        now,
+        Severity.WARNING if declared_differs else Severity.INFO,
+        Category.OPERATOR,
+        f"pod:{pod.id}",
+        f"Pod {reg.provider}:{reg.provider_ref} registered at ${format_usd(rate)}/h "
+        f"({source.value} rate)"
+        + (
+            f"; the declared ${format_usd(reg.hourly_rate_usd)}/h was overridden."
+            if declared_differs and reg.hourly_rate_usd is not None
+            else "."
+        ),
+        budget_id=budget.id,
+        evidence={
+            "hourly_rate_usd": format_usd(rate),
+            "rate_source": source.value,
+            "declared_rate_usd": None
+            if reg.hourly_rate_usd is None
+            else format_usd(reg.hourly_rate_usd),
+            "state": described.state.value,
+            "storage_gb": storage_gb,
+        },
+    )
+    return pod
+
+
+def stop_manually(
+    session: Session, ctx: ServiceContext, pod_id: str, reason: str, now: datetime
+) -> StopOrderRow:
+    """An operator's preserving stop. Asking again while one is under way returns that one."""
+    pod = repo.get_pod(session, pod_id)
+    repo.get_budget(session, pod.budget_id, lock=True)
+    session.refresh(pod)
+    if pod.state in (PodState.STOPPED, PodState.GONE):
+        latest = repo.latest_stop_order(session, pod.id)
+        if latest is None:
+            raise Conflict(f"pod {pod.id} is already {pod.state.value}")
+        return latest
+    events.record(
+        session,
+        now,
+        Severity.WARNING,
+        Category.OPERATOR,
+        f"pod:{pod.id}",
+        f"An operator asked to stop the pod: {reason}",
+        budget_id=pod.budget_id,
+        evidence={"reason": reason},
+    )
+    book = enforce(session, ctx.config, pod.budget_id, now, manual_stop_pod=pod.id)
+    return book.orders[pod.id]

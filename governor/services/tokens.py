@@ -1,0 +1,108 @@
+"""Bearer tokens: random, shown once, stored as a SHA-256 hash, compared in constant time."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from governor.db import repository as repo
+from governor.db.tables import TokenRow
+from governor.domain.errors import Forbidden, Unauthenticated
+from governor.domain.model import Role
+from governor.services.ids import new_id
+
+PREFIX = {Role.OPERATOR: "gov_op_", Role.VIEWER: "gov_view_", Role.JOB: "gov_job_"}
+
+
+@dataclass(frozen=True)
+class Principal:
+    role: Role
+    run_id: str | None = None
+    budget_id: str | None = None
+
+    def require(self, *roles: Role) -> None:
+        if self.role not in roles:
+            wanted = " or ".join(r.value for r in roles)
+            raise Forbidden(f"this needs a {wanted} token; yours is a {self.role.value} token")
+
+    def require_run(self, run_id: str) -> None:
+        """Operators may act on any run; a job token only on its own."""
+        if self.role is Role.JOB and self.run_id != run_id:
+            raise Forbidden("a job token works only for its own run")
+        self.require(Role.OPERATOR, Role.JOB)
+
+    def require_budget(self, budget_id: str) -> None:
+        if self.role is Role.JOB and self.budget_id != budget_id:
+            raise Forbidden("a job token works only for its own run's budget")
+        self.require(Role.OPERATOR, Role.JOB)
+
+
+def digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def issue(
+    session: Session,
+    role: Role,
+    now: datetime,
+    *,
+    label: str | None = None,
+    run_id: str | None = None,
+    budget_id: str | None = None,
+) -> str:
+    """Create a token and return it: the only time it exists in plain text."""
+    token = PREFIX[role] + secrets.token_urlsafe(32)
+    adopt(session, token, role, now, label=label, run_id=run_id, budget_id=budget_id)
+    return token
+
+
+def adopt(
+    session: Session,
+    token: str,
+    role: Role,
+    now: datetime,
+    *,
+    label: str | None = None,
+    run_id: str | None = None,
+    budget_id: str | None = None,
+) -> None:
+    """Store a token chosen elsewhere (the bootstrap operator token); idempotent."""
+    hashed = digest(token)
+    if repo.token_by_hash(session, hashed) is not None:
+        return
+    session.add(
+        TokenRow(
+            id=new_id("tok"),
+            role=role,
+            token_hash=hashed,
+            label=label,
+            run_id=run_id,
+            budget_id=budget_id,
+            created_at=now,
+        )
+    )
+
+
+def authenticate(session: Session, token: str | None) -> Principal:
+    if not token:
+        raise Unauthenticated("missing bearer token: send 'Authorization: Bearer <token>'")
+    hashed = digest(token)
+    row = repo.token_by_hash(session, hashed)
+    if row is None or not hmac.compare_digest(row.token_hash, hashed):
+        raise Unauthenticated("unknown or revoked token")
+    return Principal(role=row.role, run_id=row.run_id, budget_id=row.budget_id)
+
+
+def bootstrap_operator(session: Session, configured: str | None, now: datetime) -> str | None:
+    """Make sure an operator can log in. Returns a newly generated token, to be shown once."""
+    if configured:
+        adopt(session, configured, Role.OPERATOR, now, label="GOVERNOR_OPERATOR_TOKEN")
+        return None
+    if repo.has_operator_token(session):
+        return None
+    return issue(session, Role.OPERATOR, now, label="generated at first start")

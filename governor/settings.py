@@ -1,0 +1,61 @@
+"""Server settings, read from GOVERNOR_* environment variables by load_settings()."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_DATABASE_URL = "sqlite:///governor.db"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="GOVERNOR_", extra="ignore")
+
+    database_url: str = Field(
+        DEFAULT_DATABASE_URL,
+        description="SQLAlchemy URL; a SQLite file in the working directory by default.",
+    )
+    operator_token: SecretStr | None = Field(
+        None, description="Bootstrap operator token; generated and printed once if unset."
+    )
+    enforce_interval_s: float = Field(
+        5.0, gt=0, le=3600, description="Seconds between metering and enforcement passes."
+    )
+    finished_linger_s: float = Field(
+        60.0, ge=0, description="How long a finished run's pod may idle before it is stopped."
+    )
+    scheduler_enabled: bool = Field(True, description="Run the periodic passes in this process.")
+    fake_hourly_rate_usd: Decimal = Field(
+        Decimal("2.00"), ge=0, description="The rate the fake provider bills its simulated pods at."
+    )
+    fake_stop_latency_s: float = Field(
+        2.0, ge=0, description="How long the fake provider takes to stop a pod."
+    )
+    fake_stop_failures: int = Field(
+        0, ge=0, description="How many stop calls the fake provider fails (retryably) first."
+    )
+    fake_state_file: Path | None = Field(
+        None, description="Where the fake provider keeps its pods across restarts (JSON)."
+    )
+    log_level: str = Field("info", description="debug, info, warning or error.")
+
+    @field_validator("database_url")
+    @classmethod
+    def _driver(cls, url: str) -> str:
+        for prefix in ("postgres://", "postgresql://"):
+            if url.startswith(prefix):
+                return "postgresql+psycopg://" + url[len(prefix) :]
+        return url
+
+    @property
+    def embedded(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment, with explicit overrides on top."""
+    return Settings(**overrides)
