@@ -4,28 +4,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import create_engine, text
 
+from tests.clock import FrozenClock
+
 POSTGRES_URL = os.environ.get(
     "GOVERNOR_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
-
-
-class FrozenClock:
-    """A clock that moves only when told to."""
-
-    def __init__(self, start: datetime | None = None) -> None:
-        self.current = start or datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-
-    def now(self) -> datetime:
-        return self.current
-
-    def advance(self, seconds: float) -> datetime:
-        self.current += timedelta(seconds=seconds)
-        return self.current
 
 
 @pytest.fixture
@@ -56,7 +43,9 @@ def reset_postgres(url: str = POSTGRES_URL) -> str:
         pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
     ]
 )
-def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def database_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     """An empty database, once on a SQLite file and once on the real PostgreSQL."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path_factory.mktemp('db') / 'governor.db'}"

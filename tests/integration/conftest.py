@@ -1,0 +1,136 @@
+"""Use cases against the real schema (migrated by Alembic), a frozen clock and the fake cloud."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from sqlalchemy.orm import Session
+
+from governor.adapters.providers.fake import FakeProvider
+from governor.db import schema
+from governor.db.engine import build_engine, session_factory, unit_of_work
+from governor.domain.model import RunStatus
+from governor.scheduler import tasks
+from governor.services import budgets, checkins, pods, runs
+from governor.services.book import Book
+from governor.services.context import GovernorConfig, ServiceContext
+from governor.services.health import TickLog
+from tests.clock import FrozenClock
+
+
+@dataclass
+class Governor:
+    """A governor without HTTP: the context, its fake cloud and helpers to drive it."""
+
+    ctx: ServiceContext
+    clock: FrozenClock
+    cloud: FakeProvider
+
+    def session(self) -> AbstractContextManager[Session]:
+        return unit_of_work(self.ctx.sessions)
+
+    def tick(self, seconds: float = 0.0) -> None:
+        """Let time pass, then run one pass of every periodic task."""
+        self.clock.advance(seconds)
+        tasks.run_all(self.ctx)
+
+    def budget(self, ceiling: str = "100", reserve: str = "0", tail_hours: float = 0.0) -> str:
+        declaration = budgets.Declaration(
+            "pilot", Decimal(ceiling), reserve_usd=Decimal(reserve), storage_tail_hours=tail_hours
+        )
+        with self.session() as s:
+            return budgets.declare(s, declaration, self.clock.now()).id
+
+    def pod(
+        self,
+        budget_id: str,
+        ref: str = "pod-1",
+        storage_gb: float = 0.0,
+        storage: str = "0",
+        stopped_storage: str | None = None,
+    ) -> str:
+        registration = pods.Registration(
+            "fake",
+            ref,
+            storage_gb=storage_gb,
+            storage_usd_per_gb_month=Decimal(storage),
+            stopped_storage_usd_per_gb_month=None
+            if stopped_storage is None
+            else Decimal(stopped_storage),
+        )
+        with self.session() as s:
+            return pods.register(s, self.ctx, budget_id, registration, self.clock.now()).id
+
+    def run(
+        self,
+        budget_id: str,
+        pod_id: str,
+        timeout_s: float = 120.0,
+        grace_s: float = 300.0,
+        total_steps: int | None = None,
+    ) -> str:
+        spec = runs.RunSpec("job", pod_id, total_steps, timeout_s, grace_s)
+        with self.session() as s:
+            row, _ = runs.create(s, budget_id, spec, self.clock.now())
+            return row.id
+
+    def beat(
+        self,
+        run_id: str,
+        step: int = 1,
+        status: RunStatus = RunStatus.RUNNING,
+        checkpoint: checkins.Checkpoint | None = None,
+    ) -> checkins.Directive:
+        beat = checkins.Heartbeat(step=step, status=status, checkpoint=checkpoint)
+        with self.session() as s:
+            return checkins.heartbeat(s, self.ctx.config, run_id, beat, self.clock.now())
+
+    def book(self, budget_id: str) -> Book:
+        with self.session() as s:
+            return budgets.book(s, self.ctx.config, budget_id, self.clock.now())
+
+
+def make_governor(
+    url: str,
+    clock: FrozenClock,
+    *,
+    rate: str = "3.60",
+    latency: float = 30.0,
+    failures: int = 0,
+    state_file: Path | None = None,
+) -> Governor:
+    cloud = FakeProvider(
+        clock,
+        hourly_rate_usd=Decimal(rate),
+        stop_latency_s=latency,
+        stop_failures=failures,
+        state_file=state_file,
+    )
+    engine = build_engine(url)
+    ctx = ServiceContext(
+        engine=engine,
+        sessions=session_factory(engine),
+        clock=clock,
+        providers={"fake": cloud},
+        config=GovernorConfig(enforce_interval_s=5.0, finished_linger_s=60.0),
+        ticks=TickLog(interval_s=5.0),
+    )
+    return Governor(ctx, clock, cloud)
+
+
+@pytest.fixture
+def migrated_url(database_url: str) -> str:
+    schema.upgrade(database_url)
+    return database_url
+
+
+@pytest.fixture
+def gov(migrated_url: str, clock: FrozenClock) -> Iterator[Governor]:
+    governor = make_governor(migrated_url, clock)
+    yield governor
+    governor.ctx.engine.dispose()

@@ -1,0 +1,78 @@
+"""Extensions: pending changes nothing, an approval raises the ceiling once, decided once."""
+
+from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
+
+import pytest
+
+from governor.domain.errors import Conflict
+from governor.domain.model import Action, BudgetState, ExtensionState, Reason, Requester
+from governor.services import extensions
+from tests.integration.conftest import Governor
+
+D = Decimal
+
+
+def request(gov: Governor, budget: str, amount: str = "10", by: Requester = Requester.JOB) -> str:
+    with gov.session() as s:
+        return extensions.request(s, budget, D(amount), "more steps", by, gov.clock.now()).id
+
+
+def decide(gov: Governor, extension_id: str, approve: bool = True) -> ExtensionState:
+    with gov.session() as s:
+        return extensions.decide(s, gov.ctx.config, extension_id, approve, None, gov.clock.now()).state
+
+
+def test_a_pending_request_changes_nothing_and_delays_no_stop(gov: Governor) -> None:
+    budget = gov.budget(ceiling="1.00")
+    pod = gov.pod(budget)
+    run = gov.run(budget, pod, grace_s=0, timeout_s=3600)
+    request(gov, budget, "100")
+    assert gov.book(budget).figures.effective_ceiling == D("1.00")
+    gov.clock.advance(1000)
+    assert (gov.beat(run).action, gov.beat(run).reason) == (Action.STOP, Reason.CEILING)
+
+
+def test_approval_raises_the_effective_ceiling_and_reopens_the_budget(gov: Governor) -> None:
+    budget = gov.budget(ceiling="1.00")
+    gov.pod(budget)
+    gov.tick(1000)  # ceiling reached: stopping
+    assert gov.book(budget).budget.state is BudgetState.STOPPING
+    ext = request(gov, budget, "5", Requester.OPERATOR)
+    assert decide(gov, ext) is ExtensionState.APPROVED
+    book = gov.book(budget)
+    assert book.figures.effective_ceiling == D("6.00")
+    assert book.budget.state is BudgetState.OPEN
+
+
+def test_a_denial_leaves_the_ceiling(gov: Governor) -> None:
+    budget = gov.budget(ceiling="1.00")
+    ext = request(gov, budget)
+    assert decide(gov, ext, approve=False) is ExtensionState.DENIED
+    assert gov.book(budget).figures.effective_ceiling == D("1.00")
+
+
+@pytest.mark.parametrize("second", [True, False], ids=["approve-again", "deny-after"])
+def test_a_request_is_decided_once(gov: Governor, second: bool) -> None:
+    budget = gov.budget()
+    ext = request(gov, budget)
+    decide(gov, ext)
+    with pytest.raises(Conflict, match="already approved"):
+        decide(gov, ext, approve=second)
+    assert gov.book(budget).figures.effective_ceiling == D("110")
+
+
+def test_twenty_concurrent_approvals_apply_once(gov: Governor) -> None:
+    budget = gov.budget()
+    ext = request(gov, budget, "7.50")
+
+    def approve(_: int) -> str:
+        try:
+            return decide(gov, ext).value
+        except Conflict:
+            return "conflict"
+
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        outcomes = list(pool.map(approve, range(20)))
+    assert sorted(outcomes) == ["approved"] + ["conflict"] * 19
+    assert gov.book(budget).figures.effective_ceiling == D("107.50")

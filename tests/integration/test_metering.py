@@ -1,0 +1,67 @@
+"""The meter: rate x time, downtime included, never twice, storage after a stop."""
+
+from decimal import Decimal
+
+from sqlalchemy import func, select
+
+from governor.db.tables import LedgerEntryRow
+from governor.domain.model import ChargeKind, EntryKind
+from governor.services import pods
+from tests.integration.conftest import Governor
+
+D = Decimal
+
+
+def ledger_total(gov: Governor, pod_id: str) -> Decimal:
+    with gov.session() as s:
+        return s.scalar(
+            select(func.sum(LedgerEntryRow.amount_usd)).where(LedgerEntryRow.pod_id == pod_id)
+        ) or D(0)
+
+
+def test_an_hour_at_the_providers_rate(gov: Governor) -> None:
+    budget = gov.budget()
+    pod = gov.pod(budget)
+    gov.tick(3600)
+    assert ledger_total(gov, pod) == D("3.60")
+    assert gov.book(budget).figures.spent == D("3.60")
+
+
+def test_time_the_governor_was_down_is_charged_once(gov: Governor) -> None:
+    budget = gov.budget()
+    pod = gov.pod(budget)
+    gov.tick(60)
+    gov.clock.advance(2 * 3600)  # nobody ran the meter for two hours
+    gov.tick()
+    gov.tick()  # the same instant again adds nothing
+    assert ledger_total(gov, pod) == D("3.60") * 2 + D("0.06")
+    with gov.session() as s:
+        entries = s.scalars(select(LedgerEntryRow).order_by(LedgerEntryRow.id)).all()
+    assert [e.kind for e in entries] == [EntryKind.ACCRUAL, EntryKind.ACCRUAL]
+    assert entries[0].period_end == entries[1].period_start  # contiguous, no gap, no overlap
+
+
+def test_storage_keeps_billing_after_a_stop_at_the_stopped_rate(gov: Governor) -> None:
+    budget = gov.budget()
+    pod = gov.pod(budget, storage_gb=730, storage="0.10", stopped_storage="0.20")
+    gov.tick(3600)  # running: $3.60 compute + 730 GB x $0.10 / 730 h = $0.10 storage
+    assert ledger_total(gov, pod) == D("3.70")
+    with gov.session() as s:
+        pods.stop_manually(s, gov.ctx, pod, "end of day", gov.clock.now())
+    gov.tick()  # no live job: the stop goes to the provider at once
+    gov.tick(30)  # the fake cloud's stop latency
+    stopped_at = gov.clock.now()
+    spent_at_stop = ledger_total(gov, pod)
+    gov.tick(3600)  # stopped for an hour: storage only, at $0.20/GB-month
+    assert ledger_total(gov, pod) - spent_at_stop == D("0.20")
+    with gov.session() as s:
+        since_stop = select(LedgerEntryRow.charge).where(LedgerEntryRow.period_start >= stopped_at)
+        assert set(s.scalars(since_stop)) == {ChargeKind.STORAGE}
+
+
+def test_storage_tail_and_reserve_count_in_committed(gov: Governor) -> None:
+    budget = gov.budget(reserve="5", tail_hours=730)
+    gov.pod(budget, storage_gb=100, storage="0", stopped_storage="0.20")
+    f = gov.book(budget).figures
+    # spent 0; tail 100 GB x $0.20 for a month = $20; reserve $5; shutdown: 3.60/h x (0 + 30 + 20) s
+    assert f.committed == D(20) + D(5) + D("0.05")

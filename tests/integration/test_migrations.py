@@ -1,0 +1,47 @@
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import inspect
+
+from governor.db import schema
+from governor.db.engine import build_engine
+from governor.db.tables import Base
+
+TABLES = {
+    "budgets",
+    "pods",
+    "runs",
+    "ledger_entries",
+    "extensions",
+    "stop_orders",
+    "events",
+    "tokens",
+}
+
+
+def test_migrations_go_up_down_and_up_again(database_url: str) -> None:
+    engine = build_engine(database_url)
+    try:
+        assert schema.schema_status(engine).empty
+        schema.upgrade(database_url)
+        assert schema.schema_status(engine).at_head
+        assert set(inspect(engine).get_table_names()) >= TABLES
+
+        schema.downgrade(database_url, "base")
+        assert schema.schema_status(engine).empty
+        assert not TABLES & set(inspect(engine).get_table_names())
+
+        schema.upgrade(database_url)
+        assert schema.schema_status(engine).at_head
+    finally:
+        engine.dispose()
+
+
+def test_the_migrations_match_the_tables(database_url: str) -> None:
+    schema.upgrade(database_url)
+    engine = build_engine(database_url)
+    try:
+        with engine.connect() as connection:
+            context = MigrationContext.configure(connection, opts={"compare_type": True})
+            assert compare_metadata(context, Base.metadata) == []
+    finally:
+        engine.dispose()

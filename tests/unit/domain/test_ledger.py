@@ -1,0 +1,144 @@
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from governor.domain.ledger import (
+    BudgetTerms,
+    PodMeter,
+    PodPosition,
+    accrue,
+    figures,
+    forecast_at_completion,
+)
+from governor.domain.model import ChargeKind, PodState
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+D = Decimal
+
+
+def pod(state: PodState = PodState.RUNNING, **kw: object) -> PodMeter:
+    values: dict[str, object] = {
+        "state": state,
+        "hourly_rate": D("3.60"),
+        "storage_gb": D(100),
+        "storage_usd_per_gb_month": D("0.10"),
+        "stopped_storage_usd_per_gb_month": D("0.20"),
+        "accrued_until": T0,
+        "stop_latency_s": 30.0,
+    }
+    values.update(kw)
+    return PodMeter(**values)  # type: ignore[arg-type]
+
+
+def terms(
+    ceiling: str = "100", extensions: str = "0", reserve: str = "0", tail: str = "0"
+) -> BudgetTerms:
+    return BudgetTerms(D(ceiling), D(extensions), D(reserve), D(tail))
+
+
+@pytest.mark.parametrize(
+    ("state", "seconds", "compute", "storage"),
+    [
+        (PodState.RUNNING, 3600, D("3.60"), D("10") / D("730")),
+        (PodState.STOPPING, 1800, D("1.80"), D("5") / D("730")),
+        (
+            PodState.STOPPED,
+            3600,
+            None,
+            D("20") / D("730"),
+        ),  # storage keeps billing at the stopped rate
+        (PodState.GONE, 3600, None, None),
+    ],
+)
+def test_accrual_charges_the_state_rates(
+    state: PodState, seconds: int, compute: Decimal | None, storage: Decimal | None
+) -> None:
+    charges = {c.kind: c.amount for c in accrue(pod(state), T0 + timedelta(seconds=seconds))}
+    assert charges.get(ChargeKind.COMPUTE) == compute
+    expected_storage = None if storage is None else storage.quantize(D("0.000001"))
+    assert charges.get(ChargeKind.STORAGE) == expected_storage
+
+
+def test_accrual_runs_from_the_last_accrued_instant_so_downtime_is_charged() -> None:
+    meter = pod(storage_gb=D(0), accrued_until=T0)
+    down_for_an_hour = T0 + timedelta(hours=1)
+    [charge] = accrue(meter, down_for_an_hour)
+    assert (charge.start, charge.end, charge.amount) == (T0, down_for_an_hour, D("3.60"))
+
+
+def test_nothing_accrues_twice_for_the_same_instant() -> None:
+    meter = pod(accrued_until=T0 + timedelta(minutes=5))
+    assert accrue(meter, T0 + timedelta(minutes=5)) == []
+    assert accrue(meter, T0) == []
+
+
+@pytest.mark.parametrize(
+    ("case", "kw", "spent", "committed"),
+    [
+        # spent 3.60 after an hour; shutdown = 3.60/h x (grace 300 + latency 30 + reaction 20) s
+        ("plain", {}, "3.60", "3.95"),
+        ("reserve", {"reserve": "10"}, "3.60", "13.95"),
+        # storage tail: 100 GB x $0.20/GB-month x 730 h / 730 = $20 for a month
+        ("tail", {"tail": "730"}, "3.60", "23.95"),
+    ],
+)
+def test_committed_is_spent_plus_shutdown_plus_tail_plus_reserve(
+    case: str, kw: dict[str, str], spent: str, committed: str
+) -> None:
+    gigabytes = D(100) if case == "tail" else D(0)
+    meter = pod(storage_gb=gigabytes, storage_usd_per_gb_month=D(0))
+    position = PodPosition(meter, D("3.60"), 300.0)
+    f = figures(terms(**kw), [position], T0, reaction_s=20.0)
+    assert f.spent == D(spent)
+    assert f.committed == D(committed)
+
+
+def test_figures_include_what_has_not_been_accrued_yet() -> None:
+    meter = pod(storage_gb=D(0), accrued_until=T0)
+    f = figures(terms(), [PodPosition(meter, D("1.00"), 0.0)], T0 + timedelta(minutes=10), 0.0)
+    assert f.spent == D("1.60")
+
+
+def test_effective_ceiling_adds_approved_extensions_and_remaining_uses_committed() -> None:
+    meter = pod(storage_gb=D(0))
+    f = figures(terms("100", extensions="50"), [PodPosition(meter, D(40), 0.0)], T0, 0.0)
+    assert f.effective_ceiling == D(150)
+    assert f.remaining == D(150) - f.committed
+
+
+def test_projected_exhaustion_follows_the_burn_rate() -> None:
+    meter = pod(hourly_rate=D(10), storage_gb=D(0), stop_latency_s=0.0)
+    f = figures(terms("100"), [PodPosition(meter, D(40), 0.0)], T0, 0.0)
+    assert f.burn_per_hour == D(10)
+    assert f.projected_exhaustion_at == T0 + timedelta(hours=6)
+
+
+def test_no_exhaustion_without_burn() -> None:
+    f = figures(terms(), [PodPosition(pod(PodState.GONE), D(5), 0.0)], T0, 0.0)
+    assert f.burn_per_hour == 0
+    assert f.projected_exhaustion_at is None
+
+
+def test_a_stopped_pod_adds_no_shutdown_cost() -> None:
+    running = figures(terms(), [PodPosition(pod(storage_gb=D(0)), D(1), 300.0)], T0, 0.0)
+    stopped = figures(
+        terms(), [PodPosition(pod(PodState.STOPPED, storage_gb=D(0)), D(1), 300.0)], T0, 0.0
+    )
+    assert running.committed > running.spent
+    assert stopped.committed == stopped.spent
+
+
+@pytest.mark.parametrize(
+    ("steps_left", "steps_per_s", "expected"),
+    [
+        (3600, 1.0, "13.60"),  # an hour more at $10/h on top of committed $3.60
+        (0, 1.0, "3.60"),
+        (100, 0.0, None),
+    ],
+)
+def test_forecast_at_completion(steps_left: int, steps_per_s: float, expected: str | None) -> None:
+    meter = pod(hourly_rate=D(10), storage_gb=D(0), stop_latency_s=0.0)
+    f = figures(terms(), [PodPosition(meter, D("3.60"), 0.0)], T0, 0.0)
+    result = forecast_at_completion(f, steps_left, steps_per_s)
+    assert result == (None if expected is None else D(expected))

@@ -1,0 +1,237 @@
+"""The policy as a table: each row a situation and what the governor must decide."""
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from governor.domain.ledger import Figures
+from governor.domain.model import Action, Reason, RunStatus, Severity
+from governor.domain.policy import (
+    RULES,
+    RunView,
+    Situation,
+    decide,
+    evaluate,
+    next_heartbeat_s,
+)
+
+NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
+D = Decimal
+
+
+def money(
+    spent: str = "10", committed: str | None = None, ceiling: str = "100", burn: str = "10"
+) -> Figures:
+    return Figures(D(spent), D(committed or spent), D(ceiling), D(burn), None)
+
+
+def run(**kw: object) -> RunView:
+    values: dict[str, object] = {
+        "status": RunStatus.RUNNING,
+        "step": 100,
+        "total_steps": 1000,
+        "created_at": NOW - timedelta(hours=1),
+        "last_heartbeat_at": NOW - timedelta(seconds=5),
+        "heartbeat_timeout_s": 120.0,
+        "ended_at": None,
+        "steps_per_s": 1.0,
+        "checkpoint_asked": False,
+        "forecast_warned": True,
+    }
+    values.update(kw)
+    return RunView(**values)  # type: ignore[arg-type]
+
+
+def situation(**kw: object) -> Situation:
+    values: dict[str, object] = {
+        "now": NOW,
+        "figures": money(),
+        "thresholds": (50, 80, 90),
+        "alerted_pct": 0,
+        "run": run(),
+    }
+    values.update(kw)
+    return Situation(**values)  # type: ignore[arg-type]
+
+
+CASES = [
+    # (id, situation, action, reason or None when nothing fires)
+    ("healthy run continues", situation(), Action.CONTINUE, None),
+    ("no run, budget fine", situation(run=None), Action.CONTINUE, None),
+    ("manual stop", situation(manual_stop=True), Action.STOP, Reason.MANUAL),
+    ("committed at ceiling", situation(figures=money("95", "100")), Action.STOP, Reason.CEILING),
+    (
+        "committed over ceiling, no run",
+        situation(run=None, figures=money("99", "120")),
+        Action.STOP,
+        Reason.CEILING,
+    ),
+    (
+        "committed just under ceiling",
+        situation(figures=money("85", "99.99")),
+        Action.CHECKPOINT,
+        Reason.PRE_STOP,
+    ),
+    (
+        "manual beats ceiling",
+        situation(manual_stop=True, figures=money("95", "100")),
+        Action.STOP,
+        Reason.MANUAL,
+    ),
+    (
+        "heartbeat lost",
+        situation(run=run(last_heartbeat_at=NOW - timedelta(seconds=121))),
+        Action.STOP,
+        Reason.HEARTBEAT_LOST,
+    ),
+    (
+        "heartbeat at the limit is not lost",
+        situation(run=run(last_heartbeat_at=NOW - timedelta(seconds=120))),
+        Action.CONTINUE,
+        None,
+    ),
+    (
+        "never checked in, past timeout",
+        situation(run=run(last_heartbeat_at=None, created_at=NOW - timedelta(seconds=200))),
+        Action.STOP,
+        Reason.HEARTBEAT_LOST,
+    ),
+    (
+        "silent but finished is not lost",
+        situation(
+            run=run(
+                status=RunStatus.FINISHED,
+                last_heartbeat_at=NOW - timedelta(hours=1),
+                ended_at=NOW - timedelta(seconds=10),
+            )
+        ),
+        Action.CONTINUE,
+        None,
+    ),
+    (
+        "finished, lingered long enough",
+        situation(run=run(status=RunStatus.FINISHED, ended_at=NOW - timedelta(seconds=61))),
+        Action.STOP,
+        Reason.FINISHED,
+    ),
+    (
+        "failed, lingered long enough",
+        situation(run=run(status=RunStatus.FAILED, ended_at=NOW - timedelta(seconds=61))),
+        Action.STOP,
+        Reason.FINISHED,
+    ),
+    (
+        "finished but another run is live",
+        situation(
+            other_live_runs=1, run=run(status=RunStatus.FINISHED, ended_at=NOW - timedelta(hours=1))
+        ),
+        Action.CONTINUE,
+        None,
+    ),
+    (
+        "pre-stop checkpoint at 90% committed",
+        situation(figures=money("80", "90")),
+        Action.CHECKPOINT,
+        Reason.PRE_STOP,
+    ),
+    (
+        "pre-stop asked once only",
+        situation(figures=money("80", "90"), alerted_pct=80, run=run(checkpoint_asked=True)),
+        Action.CONTINUE,
+        None,
+    ),
+    (
+        "forecast over ceiling warns",
+        situation(run=run(forecast_warned=False, steps_per_s=0.01)),
+        Action.CONTINUE,
+        Reason.FORECAST,
+    ),
+    (
+        "forecast under ceiling is quiet",
+        situation(run=run(forecast_warned=False, steps_per_s=10.0)),
+        Action.CONTINUE,
+        None,
+    ),
+    (
+        "forecast warned once only",
+        situation(run=run(forecast_warned=True, steps_per_s=0.01)),
+        Action.CONTINUE,
+        None,
+    ),
+    ("threshold 50% crossed", situation(figures=money("55")), Action.CONTINUE, Reason.THRESHOLD),
+    (
+        "threshold already announced",
+        situation(figures=money("55"), alerted_pct=50),
+        Action.CONTINUE,
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "s", "action", "reason"), CASES, ids=[c[0] for c in CASES])
+def test_policy_decides(name: str, s: Situation, action: Action, reason: Reason | None) -> None:
+    decision = decide(evaluate(s))
+    if reason is None:
+        assert decision is None
+    else:
+        assert decision is not None
+        assert (decision.action, decision.reason) == (action, reason)
+        assert decision.message
+
+
+def test_every_firing_is_reported_in_rule_order() -> None:
+    s = situation(figures=money("95", "100"), run=run(forecast_warned=False, steps_per_s=0.01))
+    fired = [f.rule for f in evaluate(s)]
+    assert fired == ["ceiling", "pre_stop_checkpoint", "forecast_over_ceiling", "thresholds"]
+    assert [r.__name__ for r in RULES] == [
+        "manual_stop",
+        "ceiling",
+        "heartbeat_lost",
+        "run_finished",
+        "pre_stop_checkpoint",
+        "forecast_over_ceiling",
+        "thresholds",
+    ]
+
+
+def test_the_strongest_action_wins_then_rule_order() -> None:
+    s = situation(
+        figures=money("95", "100"),
+        run=run(last_heartbeat_at=NOW - timedelta(hours=1)),
+    )
+    decision = decide(evaluate(s))
+    assert decision is not None and decision.reason is Reason.CEILING
+
+
+def test_ceiling_finding_carries_its_evidence() -> None:
+    [finding, *_] = evaluate(situation(figures=money("95.5", "101.25")))
+    assert finding.severity is Severity.CRITICAL
+    assert finding.evidence["committed_usd"] == "101.25"
+    assert finding.evidence["effective_ceiling_usd"] == "100.00"
+
+
+def test_threshold_reports_the_highest_newly_crossed() -> None:
+    [finding] = evaluate(situation(figures=money("91"), alerted_pct=50, run=None))
+    assert finding.evidence["threshold_pct"] == 90
+    assert finding.severity is Severity.WARNING
+
+
+def test_silence_is_measured_from_creation_when_the_job_never_checked_in() -> None:
+    view = replace(run(), last_heartbeat_at=None, created_at=NOW - timedelta(seconds=30))
+    assert view.silent_for(NOW) == 30
+
+
+@pytest.mark.parametrize(
+    ("timeout", "to_ceiling", "expected"),
+    [
+        (120, None, 15.0),  # the default
+        (30, None, 10.0),  # a third of the heartbeat timeout
+        (120, 20.0, 5.0),  # a quarter of the time left before the stop threshold
+        (120, 0.0, 1.0),  # never less than a second
+        (1.5, None, 1.0),
+    ],
+)
+def test_next_heartbeat(timeout: float, to_ceiling: float | None, expected: float) -> None:
+    assert next_heartbeat_s(timeout, to_ceiling) == expected
