@@ -55,12 +55,21 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
+    from sqlalchemy.exc import OperationalError
+
     from governor.db import schema
 
     settings = load_settings()
     print(f"Migrating {_redact(settings.database_url)} to {args.revision} ...")
-    schema.upgrade(settings.database_url, args.revision)
-    print("Done.")
+    try:
+        schema.upgrade(settings.database_url, args.revision)
+    except OperationalError as exc:
+        print(
+            f"governor: cannot reach the database ({exc.orig}); check GOVERNOR_DATABASE_URL",
+            file=sys.stderr,
+        )
+        return 2
+    print("Done: the schema is at", args.revision)
     return 0
 
 
@@ -87,7 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"governor {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    serve = commands.add_parser("serve", help="run the governor (API, scheduler, dashboard)")
+    serve = commands.add_parser(
+        "serve", help="run the governor: API and the periodic metering and enforcement"
+    )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port to bind (default 8000)")
     serve.set_defaults(handler=_serve)
@@ -107,10 +118,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from pydantic import ValidationError
+
     args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings()
+    except ValidationError as exc:
+        for error in exc.errors():
+            name = "GOVERNOR_" + "_".join(str(p) for p in error["loc"]).upper()
+            print(f"governor: invalid setting {name}: {error['msg']}", file=sys.stderr)
+        return 2
     logging.basicConfig(
-        level=load_settings().log_level.upper(),
+        level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
     )
+    for noisy in ("apscheduler", "alembic.runtime.plugins"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     handler = args.handler
     return int(handler(args))

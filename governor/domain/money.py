@@ -56,3 +56,8 @@ def format_usd(amount: Decimal) -> str:
     text = f"{usd(amount):f}".rstrip("0")
     whole, _, frac = text.partition(".")
     return f"{whole}.{frac.ljust(2, '0')}"
+
+
+def dollars(amount: Decimal) -> str:
+    """Dollars for people to read, to the cent: "$1,234.57"."""
+    return f"${amount.quantize(Decimal('0.01'), rounding=ROUND_HALF_UP):,}"

@@ -14,7 +14,7 @@ from decimal import Decimal
 
 from governor.domain.ledger import Figures, forecast_at_completion
 from governor.domain.model import Action, Reason, RunStatus, Severity
-from governor.domain.money import format_usd
+from governor.domain.money import dollars, format_usd
 
 PRE_STOP_FRACTION = Decimal("0.9")
 
@@ -91,8 +91,8 @@ def ceiling(s: Situation) -> Finding | None:
         Action.STOP,
         Reason.CEILING,
         Severity.CRITICAL,
-        f"Committed spend ${format_usd(f.committed)} has reached the ceiling "
-        f"${format_usd(f.effective_ceiling)}: save now, the pod will be stopped.",
+        f"Committed spend {dollars(f.committed)} has reached the ceiling "
+        f"{dollars(f.effective_ceiling)}: save now, the pod will be stopped.",
         _money(f),
     )
 
@@ -169,7 +169,7 @@ def forecast_over_ceiling(s: Situation) -> Finding | None:
         Reason.FORECAST,
         Severity.WARNING,
         f"At {run.steps_per_s:.3g} steps/s the run would finish at about "
-        f"${format_usd(forecast)}, over the ceiling ${format_usd(s.figures.effective_ceiling)}: "
+        f"{dollars(forecast)}, over the ceiling {dollars(s.figures.effective_ceiling)}: "
         "ask for an extension or plan to stop early.",
         {
             **_money(s.figures),
@@ -193,7 +193,7 @@ def thresholds(s: Situation) -> Finding | None:
         Reason.THRESHOLD,
         Severity.WARNING if pct >= 80 else Severity.INFO,
         f"Spend has passed {pct}% of the ceiling "
-        f"(${format_usd(s.figures.spent)} of ${format_usd(s.figures.effective_ceiling)}).",
+        f"({dollars(s.figures.spent)} of {dollars(s.figures.effective_ceiling)}).",
         {**_money(s.figures), "threshold_pct": pct},
     )
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from datetime import UTC
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -15,6 +15,8 @@ from governor.scheduler.tasks import TASKS
 from governor.services.context import ServiceContext
 
 log = logging.getLogger(__name__)
+
+Task = Callable[[ServiceContext], None]
 
 
 def guarded(
@@ -42,27 +44,33 @@ def guarded(
 
 
 class Driver:
-    def __init__(self, ctx: ServiceContext) -> None:
+    """Runs every task every enforcement interval, each in its own lane."""
+
+    def __init__(self, ctx: ServiceContext, tasks: Mapping[str, Task] = TASKS) -> None:
         self._ctx = ctx
         interval = ctx.config.enforce_interval_s
         self._scheduler = BackgroundScheduler(
             timezone=UTC,
-            executors={"default": ThreadPoolExecutor(max_workers=len(TASKS))},
+            executors={"default": ThreadPoolExecutor(max_workers=len(tasks))},
             job_defaults={
                 "coalesce": True,
                 "max_instances": 1,
                 "misfire_grace_time": max(1, round(interval)),
             },
         )
-        for name, task in TASKS.items():
+        first_run = datetime.now(UTC)  # the driver keeps wall-clock time; the tasks use ctx.clock
+        for name, task in tasks.items():
             self._scheduler.add_job(
-                guarded(ctx, name, task), "interval", seconds=interval, id=name, name=name
+                guarded(ctx, name, task),
+                "interval",
+                seconds=interval,
+                id=name,
+                name=name,
+                next_run_time=first_run,
             )
 
     def start(self) -> None:
         self._scheduler.start()
-        for job in self._scheduler.get_jobs():
-            job.modify(next_run_time=self._ctx.clock.now())
 
     def stop(self) -> None:
         self._scheduler.shutdown(wait=True)

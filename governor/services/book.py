@@ -60,6 +60,18 @@ def grace_s(runs: list[RunRow], pod_id: str, now: datetime) -> float:
     return max(graces, default=0.0)
 
 
+def _grace_left_s(
+    runs: list[RunRow], pod: PodRow, orders: dict[str, StopOrderRow], now: datetime
+) -> float:
+    """How much of a checkpoint grace a pod may still spend before its stop is sent."""
+    order = orders.get(pod.id)
+    if order is None:
+        return grace_s(runs, pod.id, now)
+    if order.state.waits_for_job:
+        return max(0.0, (order.deadline - now).total_seconds())
+    return 0.0
+
+
 @dataclass
 class Book:
     budget: BudgetRow
@@ -94,10 +106,11 @@ def open_book(
         reserve=budget.reserve_usd,
         storage_tail_hours=Decimal(str(budget.storage_tail_hours)),
     )
-    positions = [
-        PodPosition(meter(p), recorded.get(p.id, ZERO), grace_s(runs, p.id, now)) for p in pods
-    ]
     orders = {o.pod_id: o for o in repo.active_stop_orders(session, budget_id)}
+    positions = [
+        PodPosition(meter(p), recorded.get(p.id, ZERO), _grace_left_s(runs, p, orders, now))
+        for p in pods
+    ]
     return Book(
         budget, pods, runs, orders, recorded, figures(terms, positions, now, config.reaction_s), now
     )

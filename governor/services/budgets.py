@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from governor.db import repository as repo
 from governor.db.tables import BudgetRow
 from governor.domain.model import BudgetState, Category, Severity
-from governor.domain.money import format_usd
+from governor.domain.money import dollars, format_usd
 from governor.services import events
 from governor.services.book import Book, open_book
 from governor.services.context import GovernorConfig
@@ -52,8 +52,7 @@ def declare(session: Session, declaration: Declaration, now: datetime) -> Budget
         Severity.INFO,
         Category.OPERATOR,
         f"budget:{budget.id}",
-        f"Budget {budget.name!r} declared with a hard ceiling of "
-        f"${format_usd(budget.ceiling_usd)}.",
+        f"Budget {budget.name!r} declared with a hard ceiling of {dollars(budget.ceiling_usd)}.",
         budget_id=budget.id,
         evidence={
             "ceiling_usd": format_usd(budget.ceiling_usd),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from datetime import datetime
 
@@ -9,6 +10,13 @@ from sqlalchemy.orm import Session
 
 from governor.db.tables import EventRow
 from governor.domain.model import Category, Severity
+
+log = logging.getLogger("governor.events")
+LEVEL = {
+    Severity.INFO: logging.INFO,
+    Severity.WARNING: logging.WARNING,
+    Severity.CRITICAL: logging.CRITICAL,
+}
 
 
 def record(
@@ -32,4 +40,5 @@ def record(
         evidence=dict(evidence or {}),
     )
     session.add(row)
+    log.log(LEVEL[severity], "[%s] %s: %s", category.value, subject, message)
     return row

@@ -15,7 +15,7 @@ from governor.db import repository as repo
 from governor.db.tables import ExtensionRow
 from governor.domain.errors import Conflict
 from governor.domain.model import BudgetState, Category, ExtensionState, Requester, Severity
-from governor.domain.money import format_usd
+from governor.domain.money import dollars, format_usd
 from governor.services import events
 from governor.services.book import open_book
 from governor.services.context import GovernorConfig
@@ -51,7 +51,7 @@ def request(
         Severity.WARNING,
         Category.OPERATOR,
         f"extension:{row.id}",
-        f"Extension of ${format_usd(amount)} requested by the {requester.value}: {reason}",
+        f"Extension of {dollars(amount)} requested by the {requester.value}: {reason}",
         budget_id=budget.id,
         evidence={
             "amount_usd": format_usd(amount),
@@ -93,13 +93,9 @@ def decide(
         Severity.INFO,
         Category.OPERATOR,
         f"extension:{row.id}",
-        f"Extension of ${format_usd(row.amount_usd)} {state.value} by an operator"
+        f"Extension of {dollars(row.amount_usd)} {state.value} by an operator"
         + (f": {note}" if note else ".")
-        + (
-            f" Effective ceiling now ${format_usd(book.figures.effective_ceiling)}."
-            if approve
-            else ""
-        ),
+        + (f" Effective ceiling now {dollars(book.figures.effective_ceiling)}." if approve else ""),
         budget_id=budget_id,
         evidence=evidence,
     )

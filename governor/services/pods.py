@@ -12,7 +12,7 @@ from governor.db import repository as repo
 from governor.db.tables import PodRow, StopOrderRow
 from governor.domain.errors import Conflict, Invalid
 from governor.domain.model import BudgetState, Category, PodState, RateSource, Severity
-from governor.domain.money import ZERO, format_usd
+from governor.domain.money import ZERO, dollars, format_usd
 from governor.domain.ports import ProviderError
 from governor.services import events
 from governor.services.context import ServiceContext
@@ -95,10 +95,10 @@ def register(
         Severity.WARNING if declared_differs else Severity.INFO,
         Category.OPERATOR,
         f"pod:{pod.id}",
-        f"Pod {reg.provider}:{reg.provider_ref} registered at ${format_usd(rate)}/h "
+        f"Pod {reg.provider}:{reg.provider_ref} registered at {dollars(rate)}/h "
         f"({source.value} rate)"
         + (
-            f"; the declared ${format_usd(reg.hourly_rate_usd)}/h was overridden."
+            f"; the declared {dollars(reg.hourly_rate_usd)}/h was overridden."
             if declared_differs and reg.hourly_rate_usd is not None
             else "."
         ),

@@ -40,7 +40,7 @@ def messages(gov: Governor) -> list[str]:
 
 
 def test_ceiling_stop_waits_for_the_checkpoint_then_keeps_the_workspace(gov: Governor) -> None:
-    # $3.60/h; committed = spent + 3.60/h x (60 s grace + 30 s latency + 20 s reaction) = spent + 0.11
+    # $3.60/h; committed = spent + 3.60/h x (60 s grace + 30 s latency + 20 s reaction)
     budget = gov.budget(ceiling="1.00")
     pod = gov.pod(budget)
     run = gov.run(budget, pod, grace_s=60, timeout_s=600)

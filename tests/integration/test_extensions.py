@@ -20,7 +20,9 @@ def request(gov: Governor, budget: str, amount: str = "10", by: Requester = Requ
 
 def decide(gov: Governor, extension_id: str, approve: bool = True) -> ExtensionState:
     with gov.session() as s:
-        return extensions.decide(s, gov.ctx.config, extension_id, approve, None, gov.clock.now()).state
+        return extensions.decide(
+            s, gov.ctx.config, extension_id, approve, None, gov.clock.now()
+        ).state
 
 
 def test_a_pending_request_changes_nothing_and_delays_no_stop(gov: Governor) -> None:

@@ -1,0 +1,293 @@
+"""`governor demo`: a simulated pilot nears its ceiling, saves, and stops with its workspace kept.
+
+Everything is real except the cloud: the server, its SQLite database, the scheduler and the
+HTTP API. The pod belongs to the fake provider and bills $1800/h, so a $10 ceiling arrives in
+seconds; the training job is a thread that checks in over HTTP like a real one would.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import socket
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+
+from governor.adapters.providers.fake import FakeProvider
+from governor.app import create_app
+from governor.bootstrap import bootstrap_operator, build_context, prepare_database
+from governor.domain.money import dollars
+from governor.settings import load_settings
+
+HOST = "127.0.0.1"
+RATE_USD_PER_HOUR = Decimal(1800)
+CEILING_USD = "10.00"
+POD_REF = "demo-pod-1"
+TOTAL_STEPS = 400
+STEPS_PER_BEAT = 4
+HEARTBEAT_S = 0.3
+SPEND_EVERY_S = 2.0
+GIVE_UP_AFTER_S = 60.0
+
+
+def say(line: str = "") -> None:
+    print(line, flush=True)
+
+
+def run_demo(port: int, keep_serving: bool) -> int:
+    """Run the demo on `port`; 0 when the pod ended stopped, workspace kept, within the ceiling."""
+    try:
+        listener = socket.create_server((HOST, port))
+    except OSError as exc:
+        why = os.strerror(exc.errno) if exc.errno else str(exc)
+        print(
+            f"governor demo: cannot listen on {HOST}:{port} ({why}). "
+            "Is something else using that port? Try another one with --port.",
+            file=sys.stderr,
+        )
+        return 2
+    # Keep the terminal readable: no request logs, and the narration already prints events.
+    logging.getLogger().setLevel(max(logging.getLogger().level, logging.WARNING))
+    logging.getLogger("governor.events").disabled = True
+
+    home = Path(tempfile.mkdtemp(prefix="governor-demo-"))
+    token = "gov_op_demo_" + secrets.token_urlsafe(24)
+    settings = load_settings(
+        database_url=f"sqlite:///{home / 'governor.db'}",
+        operator_token=token,
+        enforce_interval_s=0.5,
+        scheduler_enabled=True,
+        fake_hourly_rate_usd=RATE_USD_PER_HOUR,
+        fake_stop_latency_s=1.0,
+        fake_stop_failures=0,
+        fake_state_file=None,
+        log_level="warning",
+    )
+    try:
+        prepare_database(settings)
+    except FileNotFoundError as exc:  # an install without the migrations/ folder
+        listener.close()
+        print(f"governor demo: {exc}", file=sys.stderr)
+        return 2
+    ctx = build_context(settings)
+    bootstrap_operator(ctx, settings)
+    fake = ctx.providers["fake"]
+    assert isinstance(fake, FakeProvider)
+
+    app = create_app(settings, ctx)
+    config = uvicorn.Config(app, workers=1, log_level="warning", log_config=None, access_log=False)
+    server = uvicorn.Server(config)  # log_config=None: keep the logging the command set up
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    halt = threading.Event()
+    url = f"http://{HOST}:{port}"
+    code = 130  # what an interruption before the end leaves
+    try:
+        while not server.started and thread.is_alive():
+            time.sleep(0.05)
+        if not server.started:
+            print("governor demo: the server did not start (see the log above).", file=sys.stderr)
+            return 1
+        code = 0 if _pilot(url, token, fake, home, halt) else 1
+        if keep_serving:
+            say(f"\nThe server is still up at {url} (API docs at {url}/docs); the curl commands")
+            say("above still work. Press Ctrl-C to stop.")
+            while thread.is_alive():
+                thread.join(0.5)
+    except KeyboardInterrupt:
+        say("\nStopping.")
+    finally:
+        halt.set()
+        server.should_exit = True
+        thread.join(10)
+        listener.close()
+        ctx.engine.dispose()
+    return code
+
+
+def _pilot(url: str, token: str, fake: FakeProvider, home: Path, halt: threading.Event) -> bool:
+    """Declare, register, start the job, narrate until the pod is stopped, then sum up."""
+    started = time.time()
+    with httpx.Client(base_url=url, headers=_bearer(token), timeout=10) as api:
+        budget = _call(
+            api,
+            "POST",
+            "/v1/budgets",
+            {
+                "name": "demo pilot",
+                "ceiling_usd": CEILING_USD,
+                "note": "governor demo: a simulated pod on the fake provider",
+            },
+        )
+        pod = _call(
+            api,
+            "POST",
+            f"/v1/budgets/{budget['id']}/pods",
+            {"provider": "fake", "provider_ref": POD_REF, "gpu_type": "H100", "gpu_count": 1},
+        )
+        run = _call(
+            api,
+            "POST",
+            f"/v1/budgets/{budget['id']}/runs",
+            {
+                "name": "demo fine-tune",
+                "pod_id": pod["id"],
+                "total_steps": TOTAL_STEPS,
+                "heartbeat_timeout_s": 10,
+                "checkpoint_grace_s": 2,
+            },
+        )
+        _header(url, token, budget, pod)
+        workspace = home / "workspace"
+        workspace.mkdir()
+        job = threading.Thread(
+            target=_job, args=(url, run["id"], run["token"], workspace, halt), daemon=True
+        )
+        job.start()
+        pod = _watch(api, budget["id"], pod["id"], started)
+        budget = _call(api, "GET", f"/v1/budgets/{budget['id']}")
+    return _summary(budget, pod, fake, home, time.time() - started)
+
+
+def _header(url: str, token: str, budget: dict[str, Any], pod: dict[str, Any]) -> None:
+    rate = Decimal(pod["hourly_rate_usd"])
+    auth = '-H "Authorization: Bearer $TOKEN"'
+    say(f"gpu-governor demo: a real governor server at {url}, with a simulated cloud.")
+    say(f"  API docs        {url}/docs")
+    say(f"  operator token  {token}")
+    say("  look for yourself while it runs, from another terminal:")
+    say(f"    TOKEN={token}")
+    say(f"    curl -s {auth} {url}/v1/budgets/{budget['id']}")
+    say(f"    curl -s {auth} {url}/v1/pods/{pod['id']}")
+    say(f'    curl -s {auth} "{url}/v1/events?limit=20"')
+    say()
+    say(f"Budget  a hard ceiling of {_dollars(budget['ceiling_usd'])}")
+    say(f"Pod     one simulated {pod['gpu_type']} at ${rate:.2f}/h (${rate / 3600:.2f} a second)")
+    say(f"Job     a {TOTAL_STEPS}-step training run that checks in every {HEARTBEAT_S:g} s")
+    say(
+        "The job cannot finish within the ceiling. The governor will ask it to save, then stop\n"
+        "the pod, keeping its workspace, once the committed spend (spent so far plus what saving\n"
+        "and stopping will still cost) reaches the ceiling."
+    )
+    say()
+
+
+def _watch(api: httpx.Client, budget_id: str, pod_id: str, started: float) -> dict[str, Any]:
+    """Print new events, and the meter every few seconds, until the pod is stopped."""
+    seen, next_meter = 0, started
+    while True:
+        events = _call(api, "GET", "/v1/events", params={"limit": 100})
+        pod = _call(api, "GET", f"/v1/pods/{pod_id}")
+        budget = (
+            _call(api, "GET", f"/v1/budgets/{budget_id}") if time.time() >= next_meter else None
+        )
+        for event in sorted(events, key=lambda e: e["id"]):
+            if event["id"] > seen:
+                at = datetime.fromisoformat(event["at"])
+                say(f"{_stamp(at, started)}  {event['severity'].upper():<8}  {event['message']}")
+                seen = event["id"]
+        if pod["state"] == "stopped" or time.time() - started > GIVE_UP_AFTER_S:
+            return pod
+        if budget is not None:
+            say(
+                f"{_stamp(datetime.now(UTC), started)}  meter     spent "
+                f"{_dollars(budget['spent_usd'])}, committed {_dollars(budget['committed_usd'])} "
+                f"of {_dollars(budget['effective_ceiling_usd'])}  (pod {pod['state']})"
+            )
+            next_meter = time.time() + SPEND_EVERY_S
+        time.sleep(0.2)
+
+
+def _stamp(at: datetime, started: float) -> str:
+    return f"{at.astimezone():%H:%M:%S} {at.timestamp() - started:+5.1f}s"
+
+
+def _job(url: str, run_id: str, token: str, workspace: Path, halt: threading.Event) -> None:
+    """A training job: advance, check in, save when asked, save and acknowledge when stopped."""
+    step, checkpoint = 0, None
+    path = f"/v1/runs/{run_id}/heartbeat"
+    try:
+        with httpx.Client(base_url=url, headers=_bearer(token), timeout=10) as api:
+            while not halt.is_set():
+                beat = {"step": step, "total_steps": TOTAL_STEPS, "phase": "training"}
+                directive = _call(api, "POST", path, {**beat, "checkpoint": checkpoint})
+                checkpoint = None
+                if directive["action"] == "checkpoint":
+                    checkpoint = _save(workspace, step)  # reported with the next heartbeat
+                elif directive["action"] == "stop":
+                    saved = _save(workspace, step)
+                    _call(api, "POST", path, {**beat, "status": "stopping", "checkpoint": saved})
+                    return
+                step = min(step + STEPS_PER_BEAT, TOTAL_STEPS)
+                halt.wait(HEARTBEAT_S)
+    except httpx.HTTPError as exc:
+        if not halt.is_set():
+            print(f"governor demo: the simulated job lost the governor ({exc})", file=sys.stderr)
+
+
+def _save(workspace: Path, step: int) -> dict[str, Any]:
+    """Write a (tiny, but real) checkpoint file and say where it is."""
+    file = workspace / f"adapter-step-{step:04d}.json"
+    file.write_text(json.dumps({"step": step, "saved_at": datetime.now().astimezone().isoformat()}))
+    return {"step": step, "path": str(file)}
+
+
+def _summary(
+    budget: dict[str, Any], pod: dict[str, Any], fake: FakeProvider, home: Path, took: float
+) -> bool:
+    spent, ceiling = Decimal(budget["spent_usd"]), Decimal(budget["effective_ceiling_usd"])
+    order = pod["stop_order"] or {}
+    ack = order.get("ack_checkpoint") or {}
+    kept = fake.state.pods[POD_REF].volume_kept
+    violations = fake.state.violations
+    ok = pod["state"] == "stopped" and spent <= ceiling and kept and not violations
+    say()
+    say(f"Result after {took:.0f} s: {'OK' if ok else 'NOT OK'}")
+    say(
+        f"  spend        {dollars(spent)} of the {dollars(ceiling)} "
+        f"ceiling ({'within' if spent <= ceiling else 'OVER'} it); budget {budget['state']}"
+    )
+    say(f"  pod          {pod['state']}; workspace kept: {'yes' if kept else 'NO'}")
+    say(
+        f"  stop order   {order.get('state', 'none')} (reason {order.get('reason', '-')}); "
+        f"the job acknowledged with step {ack.get('step', '-')}"
+    )
+    say(f"  checkpoint   {ack.get('path', 'none acknowledged')}")
+    say(
+        "  terminate    never called"
+        if not violations
+        else f"  terminate    CALLED: {'; '.join(violations)}"
+    )
+    say(f"  files        {home} (the SQLite database and workspace/); delete it when done")
+    return ok
+
+
+def _call(
+    api: httpx.Client,
+    method: str,
+    path: str,
+    body: dict[str, Any] | None = None,
+    params: dict[str, Any] | None = None,
+) -> Any:
+    response = api.request(method, path, json=body, params=params)
+    response.raise_for_status()
+    return response.json()
+
+
+def _bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _dollars(amount: str) -> str:
+    return dollars(Decimal(amount))
