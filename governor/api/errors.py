@@ -34,12 +34,24 @@ def _where(location: tuple[Any, ...]) -> str:
     return ".".join(parts) or "body"
 
 
-def _validation(_: Request, exc: Exception) -> JSONResponse:
+def _detail(error: Any) -> dict[str, str]:
+    if error.get("type") == "json_invalid":
+        position = error.get("loc", ("body", "?"))[-1]
+        reason = error.get("ctx", {}).get("error", "invalid JSON")
+        return {"field": "body", "problem": f"malformed JSON at character {position}: {reason}"}
+    return {"field": _where(tuple(error.get("loc", ()))), "problem": str(error.get("msg"))}
+
+
+def _validation(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    details = [
-        {"field": _where(tuple(e.get("loc", ()))), "problem": str(e.get("msg", "invalid"))}
-        for e in exc.errors()
-    ]
+    content_type = request.headers.get("content-type", "")
+    if exc.body is not None and isinstance(exc.body, bytes) and "json" not in content_type:
+        message = (
+            f"the body must be JSON sent with 'Content-Type: application/json' (got "
+            f"{content_type or 'no content type'}); with curl, use --json instead of -d"
+        )
+        return JSONResponse(error_body("invalid_request", message), status_code=415)
+    details = [_detail(e) for e in exc.errors()]
     message = "; ".join(f"{d['field']}: {d['problem']}" for d in details)
     return JSONResponse(error_body("invalid_request", message, details=details), status_code=422)
 

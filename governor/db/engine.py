@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -45,9 +45,15 @@ def session_factory(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(bind=engine, expire_on_commit=False)
 
 
+AFTER_COMMIT = "after_commit"
+
+
 @contextmanager
 def unit_of_work(factory: sessionmaker[Session]) -> Iterator[Session]:
-    """One transaction: committed once if the block succeeds, rolled back if it raises."""
+    """One transaction: committed once if the block succeeds, rolled back if it raises.
+
+    Callables queued with `after_commit` run once the commit has succeeded, never otherwise.
+    """
     session = factory()
     try:
         yield session
@@ -56,4 +62,12 @@ def unit_of_work(factory: sessionmaker[Session]) -> Iterator[Session]:
         session.rollback()
         raise
     finally:
+        callbacks = session.info.pop(AFTER_COMMIT, [])
         session.close()
+    for callback in callbacks:
+        callback()
+
+
+def after_commit(session: Session, callback: Callable[[], None]) -> None:
+    """Run `callback` when (and only if) the session's unit of work commits."""
+    session.info.setdefault(AFTER_COMMIT, []).append(callback)

@@ -8,6 +8,7 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
+from governor.db.engine import after_commit
 from governor.db.tables import EventRow
 from governor.domain.model import Category, Severity
 
@@ -40,5 +41,7 @@ def record(
         evidence=dict(evidence or {}),
     )
     session.add(row)
-    log.log(LEVEL[severity], "[%s] %s: %s", category.value, subject, message)
+    after_commit(
+        session, lambda: log.log(LEVEL[severity], "[%s] %s: %s", category.value, subject, message)
+    )
     return row

@@ -17,7 +17,7 @@ from governor.db import repository as repo
 from governor.db.engine import unit_of_work
 from governor.db.tables import BudgetRow, PodRow, StopOrderRow
 from governor.domain.model import BudgetState, Category, PodState, Severity
-from governor.domain.ports import StopOutcome, StopResult
+from governor.domain.ports import Clock, StopOutcome, StopResult
 from governor.domain.stop_order import (
     ACTIVE_STATES,
     ESCALATE_AFTER_ATTEMPTS,
@@ -42,21 +42,22 @@ class _Call:
 def advance(ctx: ServiceContext) -> int:
     """Move every due stop order one step; returns how many provider calls were made."""
     with unit_of_work(ctx.sessions) as session:
-        calls = _prepare(session, ctx.clock.now())
+        calls = _prepare(session, ctx.clock)
     for call in calls:
         result = _call_provider(ctx, call)
         with unit_of_work(ctx.sessions) as session:
-            _record_outcome(session, call.order_id, result, ctx.clock.now())
+            _record_outcome(session, call.order_id, result, ctx.clock)
     return len(calls)
 
 
-def _prepare(session: Session, now: datetime) -> list[_Call]:
+def _prepare(session: Session, clock: Clock) -> list[_Call]:
     budget_ids = session.scalars(
         select(StopOrderRow.budget_id).where(StopOrderRow.state.in_(ACTIVE_STATES)).distinct()
     ).all()
     calls = []
     for budget_id in sorted(budget_ids):
         repo.get_budget(session, budget_id, lock=True)
+        now = clock.now()  # read once the budget is ours, so the record keeps its true order
         for order in repo.active_stop_orders(session, budget_id):
             if order.next_attempt_at > now:
                 continue
@@ -117,9 +118,10 @@ def _call_provider(ctx: ServiceContext, call: _Call) -> StopResult:
         return StopResult(StopOutcome.RETRYABLE, f"{type(exc).__name__}: {exc}")
 
 
-def _record_outcome(session: Session, order_id: str, result: StopResult, now: datetime) -> None:
+def _record_outcome(session: Session, order_id: str, result: StopResult, clock: Clock) -> None:
     order = repo.get_stop_order(session, order_id)
     budget = repo.get_budget(session, order.budget_id, lock=True)
+    now = clock.now()
     session.refresh(order)
     pod = repo.get_pod(session, order.pod_id)
     subject = f"pod:{pod.id}"
