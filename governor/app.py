@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from governor import __version__
 from governor.api import build_router
 from governor.api.errors import install as install_error_handlers
-from governor.bootstrap import DatabaseBehind, build_context
+from governor.bootstrap import DatabaseBehind, build_context, close_context
 from governor.db.schema import schema_status
 from governor.scheduler.runner import Driver
 from governor.services.context import ServiceContext
@@ -39,7 +39,7 @@ def create_app(settings: Settings, context: ServiceContext | None = None) -> Fas
             if driver is not None:
                 driver.stop()
             if context is None:
-                ctx.engine.dispose()
+                close_context(ctx)
 
     app = FastAPI(
         title="gpu-governor",

@@ -5,9 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from governor.adapters.providers.fake import FakeProvider
+from governor.adapters.telemetry.fake import FakeNvml
+from governor.adapters.telemetry.nvml import NvmlSource
 from governor.db import schema
 from governor.db.engine import build_engine, session_factory, unit_of_work
+from governor.domain.policy import Watch
 from governor.domain.ports import Clock, PodController, SystemClock
+from governor.domain.telemetry import TelemetrySource
 from governor.services import tokens
 from governor.services.context import GovernorConfig, ServiceContext
 from governor.services.health import TickLog
@@ -30,6 +34,17 @@ class DatabaseBehind(RuntimeError):
     """The database schema is older than this governor; `governor migrate` brings it up."""
 
 
+def telemetry_source(fake_nvml: str | None, clock: Clock) -> TelemetrySource:
+    """This machine's GPUs through NVML; with `fake_nvml`, a scripted fake driver under it.
+
+    The fake is installed for the life of the process (it replaces the driver, not NVML's
+    Python bindings, so everything above it runs as it would on a GPU machine).
+    """
+    if fake_nvml:
+        FakeNvml(fake_nvml).install()
+    return NvmlSource(clock)
+
+
 def build_context(settings: Settings, clock: Clock | None = None) -> ServiceContext:
     clock = clock or SystemClock()
     engine = build_engine(settings.database_url)
@@ -41,9 +56,26 @@ def build_context(settings: Settings, clock: Clock | None = None) -> ServiceCont
         config=GovernorConfig(
             enforce_interval_s=settings.enforce_interval_s,
             finished_linger_s=settings.finished_linger_s,
+            watch=Watch(
+                idle_util_pct=settings.idle_util_pct,
+                idle_window_s=settings.idle_window_s,
+                stall_window_s=settings.stall_window_s,
+                compile_allowance_s=settings.compile_allowance_s,
+                headroom_pct=settings.headroom_pct,
+            ),
+            telemetry_interval_s=settings.telemetry_interval_s,
+            telemetry_raw_keep_s=settings.telemetry_raw_keep_s,
+            telemetry_minute_keep_s=settings.telemetry_minute_keep_s,
         ),
         ticks=TickLog(interval_s=settings.enforce_interval_s, enabled=settings.scheduler_enabled),
+        telemetry=telemetry_source(settings.fake_nvml, clock),
     )
+
+
+def close_context(ctx: ServiceContext) -> None:
+    if ctx.telemetry is not None:
+        ctx.telemetry.close()
+    ctx.engine.dispose()
 
 
 def prepare_database(settings: Settings) -> None:

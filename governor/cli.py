@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from governor import __version__
 from governor.settings import load_settings
+
+if TYPE_CHECKING:
+    from governor.services.context import ServiceContext
 
 log = logging.getLogger("governor")
 
@@ -22,6 +27,7 @@ def _serve(args: argparse.Namespace) -> int:
         DatabaseBehind,
         bootstrap_operator,
         build_context,
+        close_context,
         prepare_database,
     )
 
@@ -37,7 +43,11 @@ def _serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    ctx = build_context(settings)
+    try:
+        ctx = build_context(settings)
+    except ValueError as exc:  # a fake NVML scenario that does not exist
+        print(f"governor: {exc}", file=sys.stderr)
+        return 2
     token = bootstrap_operator(ctx, settings)
     url = f"http://{args.host}:{args.port}"
     print(f"governor {__version__} serving on {url}  (database: {_redact(settings.database_url)})")
@@ -47,11 +57,49 @@ def _serve(args: argparse.Namespace) -> int:
             f"  {token}\n"
         )
     print(f"API docs at {url}/docs; metering every {settings.enforce_interval_s:g} s.")
+    print(f"GPU telemetry: {_describe_gpus(ctx)}")
     sys.stdout.flush()
     app = create_app(settings, ctx)
     uvicorn.run(app, host=args.host, port=args.port, log_level=settings.log_level, workers=1)
-    ctx.engine.dispose()
+    close_context(ctx)
     return 0
+
+
+def _describe_gpus(ctx: ServiceContext) -> str:
+    if ctx.telemetry is None:
+        return "off"
+    reading = ctx.telemetry.read()
+    if not reading.available:
+        return f"{reading.unavailable_reason}; pods marked local will have no GPU data."
+    names = ", ".join(f"{g.index}: {g.name}" for g in reading.gpus) or "no GPUs"
+    return f"{len(reading.gpus)} local GPU(s) ({names}), sampled for pods marked local."
+
+
+def _agent(args: argparse.Namespace) -> int:
+    import httpx
+
+    from governor.agent import Agent, run
+    from governor.bootstrap import telemetry_source
+    from governor.domain.ports import SystemClock
+
+    if not args.token:
+        print(
+            "governor agent: give --token or set GOVERNOR_AGENT_TOKEN (an agent token from "
+            "POST /v1/tokens with role agent and this pod's id)",
+            file=sys.stderr,
+        )
+        return 2
+    clock = SystemClock()
+    try:
+        source = telemetry_source(args.fake_nvml, clock)
+    except ValueError as exc:
+        print(f"governor agent: {exc}", file=sys.stderr)
+        return 2
+    headers = {"Authorization": f"Bearer {args.token}"}
+    with httpx.Client(base_url=args.server, headers=headers, timeout=10) as client:
+        agent = Agent(source, client, args.pod, clock, backlog=args.backlog)
+        log.info("agent for pod %s reporting to %s every %gs", args.pod, args.server, args.interval)
+        return run(agent, args.interval)
 
 
 def _migrate(args: argparse.Namespace) -> int:
@@ -107,6 +155,38 @@ def build_parser() -> argparse.ArgumentParser:
     migrate.add_argument("--revision", default="head", help="target revision (default head)")
     migrate.set_defaults(handler=_migrate)
 
+    agent = commands.add_parser(
+        "agent", help="sample this pod's GPUs and push them to a governor server"
+    )
+    agent.add_argument(
+        "--server",
+        default=os.environ.get("GOVERNOR_URL"),
+        required="GOVERNOR_URL" not in os.environ,
+        help="the governor's URL (or GOVERNOR_URL)",
+    )
+    agent.add_argument("--pod", required=True, help="the pod's id on the governor")
+    agent.add_argument(
+        "--token",
+        default=os.environ.get("GOVERNOR_AGENT_TOKEN"),
+        help="an agent token for this pod (or GOVERNOR_AGENT_TOKEN)",
+    )
+    agent.add_argument(
+        "--interval", type=float, default=5.0, help="seconds between polls (default 5)"
+    )
+    agent.add_argument(
+        "--backlog",
+        type=int,
+        default=10_000,
+        help="readings kept while the server is unreachable (default 10000)",
+    )
+    agent.add_argument(
+        "--fake-nvml",
+        default=os.environ.get("GOVERNOR_FAKE_NVML"),
+        metavar="SCENARIO",
+        help="read a scripted fake GPU driver instead of NVML, e.g. 'deadlock'",
+    )
+    agent.set_defaults(handler=_agent)
+
     demo = commands.add_parser(
         "demo",
         help="watch a simulated pilot approach its ceiling, save, and stop (no cloud needed)",
@@ -132,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
     )
-    for noisy in ("apscheduler", "alembic.runtime.plugins"):
+    for noisy in ("apscheduler", "alembic.runtime.plugins", "httpx"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     handler = args.handler
     return int(handler(args))

@@ -41,6 +41,33 @@ class Settings(BaseSettings):
     fake_state_file: Path | None = Field(
         None, description="Where the fake provider keeps its pods across restarts (JSON)."
     )
+    idle_util_pct: float = Field(
+        5.0, gt=0, le=100, description="A GPU below this utilization counts as idle."
+    )
+    idle_window_s: float = Field(
+        600.0, gt=0, description="Every GPU idle while holding memory this long: stop the pod."
+    )
+    stall_window_s: float = Field(
+        900.0, gt=0, description="No step progress this long: stop the pod."
+    )
+    compile_allowance_s: float = Field(
+        1800.0, gt=0, description="How long loading or compiling may go without a step."
+    )
+    headroom_pct: float = Field(
+        5.0, ge=0, le=100, description="Warn when free GPU memory falls below this share."
+    )
+    telemetry_interval_s: float = Field(
+        5.0, gt=0, le=3600, description="Seconds between polls of this machine's GPUs."
+    )
+    telemetry_raw_keep_s: float = Field(
+        7200.0, gt=0, description="How long every GPU sample is kept before folding to minutes."
+    )
+    telemetry_minute_keep_s: float = Field(
+        7 * 86400.0, gt=0, description="How long per-minute GPU samples are kept."
+    )
+    fake_nvml: str | None = Field(
+        None, description="Read a scripted fake GPU driver instead of NVML (e.g. 'deadlock')."
+    )
     log_level: str = Field("info", description="debug, info, warning or error.")
 
     @field_validator("database_url")

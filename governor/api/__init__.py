@@ -2,11 +2,20 @@
 
 from fastapi import APIRouter
 
-from governor.api.routes import budgets, events, extensions, health, pods, runs, tokens
+from governor.api.routes import (
+    budgets,
+    events,
+    extensions,
+    health,
+    pods,
+    runs,
+    telemetry,
+    tokens,
+)
 
 
 def build_router() -> APIRouter:
     router = APIRouter()
-    for module in (health, budgets, pods, runs, extensions, events, tokens):
+    for module in (health, budgets, pods, runs, extensions, events, telemetry, tokens):
         router.include_router(module.router)
     return router

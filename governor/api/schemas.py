@@ -104,6 +104,7 @@ class PodIn(Strict):
     storage_gb: Annotated[float, Field(ge=0, le=1_000_000), BeforeValidator(_finite)] = 0.0
     storage_usd_per_gb_month: Usd = Decimal(0)
     stopped_storage_usd_per_gb_month: Usd | None = None
+    local: bool = Field(False, description="this server samples the pod's GPUs itself")
 
 
 class StopIn(Strict):
@@ -126,6 +127,33 @@ class StopOrderOut(BaseModel):
     last_error: str | None
 
 
+class GpuProcessOut(BaseModel):
+    pid: int
+    used_memory_bytes: int | None
+
+
+class GpuOut(BaseModel):
+    uuid: str
+    index: int
+    name: str
+    at: datetime
+    utilization_pct: float | None
+    utilization_max_pct: float | None
+    memory_total_bytes: int | None
+    memory_used_bytes: int | None
+    memory_free_bytes: int | None
+    power_w: float | None
+    temperature_c: float | None
+    processes: list[GpuProcessOut] | None
+    clock_event_reasons: int | None
+
+
+class PodTelemetryOut(BaseModel):
+    note: str | None = Field(description="why there is no telemetry, e.g. no NVML")
+    lost_gpus: list[str]
+    gpus: list[GpuOut]
+
+
 class PodOut(BaseModel):
     id: str
     budget_id: str
@@ -143,9 +171,21 @@ class PodOut(BaseModel):
     accrued_until: datetime
     stopped_at: datetime | None
     stop_order: StopOrderOut | None
+    local: bool
+    telemetry: PodTelemetryOut
 
 
 # --- runs ----------------------------------------------------------------------------
+
+
+class PolicyIn(Strict):
+    """Per-run thresholds of the GPU and progress rules; unset ones keep the server's."""
+
+    idle_util_pct: Annotated[float, Field(gt=0, le=100, allow_inf_nan=False)] | None = None
+    idle_window_s: Seconds | None = None
+    stall_window_s: Seconds | None = None
+    compile_allowance_s: Seconds | None = None
+    headroom_pct: Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)] | None = None
 
 
 class RunIn(Strict):
@@ -154,6 +194,7 @@ class RunIn(Strict):
     total_steps: Annotated[int, Field(ge=1)] | None = None
     heartbeat_timeout_s: Seconds = 120.0
     checkpoint_grace_s: Annotated[float, Field(ge=0, le=86_400), BeforeValidator(_finite)] = 300.0
+    policy: PolicyIn | None = None
 
 
 class DirectiveState(BaseModel):
@@ -173,6 +214,14 @@ class CheckpointOut(BaseModel):
     at: datetime
 
 
+class PeakOut(BaseModel):
+    gpu_uuid: str
+    gpu_name: str
+    peak_used_bytes: int
+    memory_total_bytes: int | None
+    at: datetime
+
+
 class RunOut(BaseModel):
     id: str
     budget_id: str
@@ -187,6 +236,8 @@ class RunOut(BaseModel):
     last_heartbeat_at: datetime | None
     checkpoint: CheckpointOut | None
     directive: DirectiveState
+    policy: dict[str, float]
+    peaks: list[PeakOut]
     created_at: datetime
 
 
@@ -227,6 +278,9 @@ class DirectiveOut(BaseModel):
 
 class RunEventIn(Strict):
     category: Category = Field(description="harness, model or provider")
+    kind: Annotated[str, Field(max_length=40)] | None = Field(
+        None, description='e.g. "oom": an out-of-memory crash is always a model failure'
+    )
     severity: Severity = Severity.WARNING
     message: Text
     evidence: dict[str, Any] | None = None
@@ -235,6 +289,8 @@ class RunEventIn(Strict):
     def _job_categories(self) -> RunEventIn:
         if self.category not in (Category.HARNESS, Category.MODEL, Category.PROVIDER):
             raise ValueError("category must be harness, model or provider")
+        if self.kind == "oom":
+            self.category = Category.MODEL
         return self
 
 
@@ -278,17 +334,74 @@ class EventOut(BaseModel):
 
 
 class TokenIn(Strict):
-    role: Role = Field(description="operator or viewer; job tokens come with their run")
+    role: Role = Field(
+        description="operator, viewer, or agent (with pod_id); job tokens come with their run"
+    )
     label: Annotated[str, Field(max_length=200)] | None = None
+    pod_id: Annotated[str, Field(max_length=32)] | None = None
 
     @model_validator(mode="after")
-    def _not_job(self) -> TokenIn:
+    def _role_fits(self) -> TokenIn:
         if self.role is Role.JOB:
             raise ValueError("job tokens are issued with their run (POST /v1/budgets/{id}/runs)")
+        if (self.role is Role.AGENT) != (self.pod_id is not None):
+            raise ValueError("an agent token needs pod_id, and only an agent token takes one")
         return self
 
 
 class TokenOut(BaseModel):
     role: Role
     label: str | None
+    pod_id: str | None
     token: str = Field(description="Shown once: store it now.")
+
+
+# --- telemetry -----------------------------------------------------------------------
+
+Percent = Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]
+Bytes = Annotated[int, Field(ge=0, le=2**63 - 1)]
+
+
+class GpuProcessIn(Strict):
+    pid: Annotated[int, Field(ge=0, le=2**32)]
+    used_memory_bytes: Bytes | None = None
+
+
+class GpuSampleIn(Strict):
+    uuid: Annotated[str, Field(min_length=1, max_length=100)]
+    index: Annotated[int, Field(ge=0, le=1023)]
+    name: Annotated[str, Field(max_length=100)] = ""
+    utilization_pct: Percent | None = None
+    utilization_max_pct: Percent | None = None
+    memory_total_bytes: Bytes | None = None
+    memory_used_bytes: Bytes | None = None
+    memory_free_bytes: Bytes | None = None
+    power_w: Annotated[float, Field(ge=0, le=100_000, allow_inf_nan=False)] | None = None
+    temperature_c: Annotated[float, Field(ge=-100, le=300, allow_inf_nan=False)] | None = None
+    processes: Annotated[list[GpuProcessIn], Field(max_length=1024)] | None = None
+    clock_event_reasons: Bytes | None = None
+
+
+class DeviceProblemIn(Strict):
+    index: Annotated[int, Field(ge=0, le=1023)]
+    uuid: Annotated[str, Field(max_length=100)] | None = None
+    error: Annotated[str, Field(max_length=2000)]
+    lost: bool = False
+
+
+class ReadingIn(Strict):
+    at: datetime
+    gpus: Annotated[list[GpuSampleIn], Field(max_length=64)] = []
+    problems: Annotated[list[DeviceProblemIn], Field(max_length=64)] = []
+    available: bool = True
+    unavailable_reason: Annotated[str, Field(max_length=2000)] | None = None
+    driver_version: Annotated[str, Field(max_length=100)] | None = None
+
+
+class TelemetryIn(Strict):
+    readings: Annotated[list[ReadingIn], Field(min_length=1, max_length=1000)]
+
+
+class TelemetryAccepted(BaseModel):
+    readings: int
+    samples: int

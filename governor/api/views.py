@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
+from sqlalchemy.orm import Session
+
 from governor.api.schemas import (
     BudgetBrief,
     BudgetOut,
@@ -9,13 +13,18 @@ from governor.api.schemas import (
     DirectiveState,
     EventOut,
     ExtensionOut,
+    GpuOut,
+    PeakOut,
     PodOut,
+    PodTelemetryOut,
     RunOut,
     StopOrderOut,
 )
+from governor.db import repository as repo
 from governor.db.tables import EventRow, ExtensionRow, PodRow, RunRow, StopOrderRow
 from governor.domain.ledger import Figures
 from governor.domain.money import format_usd
+from governor.services import telemetry
 from governor.services.book import Book
 
 
@@ -55,7 +64,14 @@ def stop_order(row: StopOrderRow) -> StopOrderOut:
     return StopOrderOut.model_validate(row, from_attributes=True)
 
 
-def pod(row: PodRow, book: Book, order: StopOrderRow | None) -> PodOut:
+def pod_telemetry(session: Session, row: PodRow) -> PodTelemetryOut:
+    gpus = [
+        GpuOut(**{**asdict(sample), "at": at}) for at, sample in telemetry.latest(session, row.id)
+    ]
+    return PodTelemetryOut(note=row.telemetry_note, lost_gpus=row.lost_gpus or [], gpus=gpus)
+
+
+def pod(session: Session, row: PodRow, book: Book, order: StopOrderRow | None) -> PodOut:
     return PodOut(
         id=row.id,
         budget_id=row.budget_id,
@@ -73,10 +89,12 @@ def pod(row: PodRow, book: Book, order: StopOrderRow | None) -> PodOut:
         accrued_until=row.accrued_until,
         stopped_at=row.stopped_at,
         stop_order=None if order is None else stop_order(order),
+        local=row.local,
+        telemetry=pod_telemetry(session, row),
     )
 
 
-def run(row: RunRow) -> RunOut:
+def run(session: Session, row: RunRow) -> RunOut:
     checkpoint = None
     if row.checkpoint_path is not None and row.checkpoint_at is not None:
         checkpoint = CheckpointOut(
@@ -98,6 +116,11 @@ def run(row: RunRow) -> RunOut:
         directive=DirectiveState(
             action=row.directive, reason=row.directive_reason, message=row.directive_message
         ),
+        policy=row.policy or {},
+        peaks=[
+            PeakOut.model_validate(p, from_attributes=True)
+            for p in repo.peaks_of(session, [row.id])
+        ],
         created_at=row.created_at,
     )
 

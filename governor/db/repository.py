@@ -13,6 +13,7 @@ from governor.db.tables import (
     BudgetRow,
     EventRow,
     ExtensionRow,
+    GpuPeakRow,
     LedgerEntryRow,
     PodRow,
     RunRow,
@@ -20,7 +21,7 @@ from governor.db.tables import (
     TokenRow,
 )
 from governor.domain.errors import NotFound
-from governor.domain.model import Category, ExtensionState, Role, Severity
+from governor.domain.model import Category, ExtensionState, PodState, Role, Severity
 from governor.domain.money import ZERO
 from governor.domain.stop_order import ACTIVE_STATES
 
@@ -184,3 +185,26 @@ def events(
     if since is not None:
         query = query.where(EventRow.at >= since)
     return session.scalars(query.order_by(EventRow.id.desc()).limit(limit)).all()
+
+
+def runs_on_pod(session: Session, pod_id: str) -> Sequence[RunRow]:
+    return session.scalars(
+        select(RunRow).where(RunRow.pod_id == pod_id).order_by(RunRow.created_at)
+    ).all()
+
+
+def peaks_of(session: Session, run_ids: Sequence[str]) -> Sequence[GpuPeakRow]:
+    if not run_ids:
+        return []
+    return session.scalars(
+        select(GpuPeakRow).where(GpuPeakRow.run_id.in_(run_ids)).order_by(GpuPeakRow.gpu_uuid)
+    ).all()
+
+
+def local_pods(session: Session) -> Sequence[PodRow]:
+    """Pods whose GPUs this server samples itself, while they may still be running."""
+    return session.scalars(
+        select(PodRow).where(
+            PodRow.local.is_(True), PodRow.state.in_((PodState.RUNNING, PodState.STOPPING))
+        )
+    ).all()

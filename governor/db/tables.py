@@ -7,7 +7,18 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, ForeignKey, Index, Integer, MetaData, String, Text, text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    false,
+    text,
+)
 from sqlalchemy import Enum as SAEnum
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -85,6 +96,9 @@ class PodRow(Base):
     storage_usd_per_gb_month: Mapped[Decimal] = mapped_column(MicroUSD)
     stopped_storage_usd_per_gb_month: Mapped[Decimal] = mapped_column(MicroUSD)
     stop_latency_s: Mapped[float]
+    local: Mapped[bool] = mapped_column(default=False, server_default=false())
+    telemetry_note: Mapped[str | None] = mapped_column(Text)
+    lost_gpus: Mapped[list[str] | None] = mapped_column(JSON)
     state: Mapped[PodState] = mapped_column(_enum(PodState))
     accrued_until: Mapped[datetime] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
@@ -105,6 +119,9 @@ class RunRow(Base):
     checkpoint_grace_s: Mapped[float]
     step: Mapped[int] = mapped_column(default=0)
     phase: Mapped[Phase | None] = mapped_column(_enum(Phase))
+    phase_since: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    progress_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    policy: Mapped[dict[str, float] | None] = mapped_column(JSON)
     status: Mapped[RunStatus] = mapped_column(_enum(RunStatus))
     last_heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -116,6 +133,9 @@ class RunRow(Base):
     directive_message: Mapped[str | None] = mapped_column(Text)
     checkpoint_asked: Mapped[bool] = mapped_column(default=False)
     forecast_warned: Mapped[bool] = mapped_column(default=False)
+    idle_alerted: Mapped[bool] = mapped_column(default=False, server_default=false())
+    stall_alerted: Mapped[bool] = mapped_column(default=False, server_default=false())
+    headroom_warned: Mapped[bool] = mapped_column(default=False, server_default=false())
     metrics: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     pace_step: Mapped[int | None]
     pace_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -205,4 +225,43 @@ class TokenRow(Base):
     label: Mapped[str | None] = mapped_column(String(200))
     run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.id"))
     budget_id: Mapped[str | None] = mapped_column(ForeignKey("budgets.id"))
+    pod_id: Mapped[str | None] = mapped_column(ForeignKey("pods.id"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class GpuSampleRow(Base):
+    """One GPU at one poll (`raw`), or a minute of polls folded together (`minute`)."""
+
+    __tablename__ = "gpu_samples"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    pod_id: Mapped[str] = mapped_column(ForeignKey("pods.id"))
+    gpu_uuid: Mapped[str] = mapped_column(String(100))
+    gpu_index: Mapped[int]
+    name: Mapped[str] = mapped_column(String(100))
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    resolution: Mapped[str] = mapped_column(String(8))
+    utilization_pct: Mapped[float | None]
+    utilization_max_pct: Mapped[float | None]
+    memory_total_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    memory_used_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    memory_free_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    power_w: Mapped[float | None]
+    temperature_c: Mapped[float | None]
+    processes: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
+    clock_event_reasons: Mapped[int | None] = mapped_column(BigInteger)
+
+    __table_args__ = (Index("ix_gpu_samples_pod_gpu_at", "pod_id", "gpu_uuid", "at"),)
+
+
+class GpuPeakRow(Base):
+    """The most memory a GPU held while a run was live on its pod."""
+
+    __tablename__ = "gpu_peaks"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), primary_key=True)
+    gpu_uuid: Mapped[str] = mapped_column(String(100), primary_key=True)
+    gpu_name: Mapped[str] = mapped_column(String(100))
+    peak_used_bytes: Mapped[int] = mapped_column(BigInteger)
+    memory_total_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    at: Mapped[datetime] = mapped_column(UTCDateTime)

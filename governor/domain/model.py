@@ -63,6 +63,7 @@ class Reason(StrEnum):
     PRE_STOP = "pre-stop"
     FORECAST = "forecast"
     THRESHOLD = "threshold"
+    HEADROOM = "headroom"
 
 
 class Severity(StrEnum):
@@ -91,6 +92,7 @@ class ExtensionState(StrEnum):
 class Requester(StrEnum):
     OPERATOR = "operator"
     JOB = "job"
+    AGENT = "agent"
 
 
 class EntryKind(StrEnum):
@@ -108,6 +110,7 @@ class Role(StrEnum):
     OPERATOR = "operator"
     VIEWER = "viewer"
     JOB = "job"
+    AGENT = "agent"
 
 
 class RateSource(StrEnum):

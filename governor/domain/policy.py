@@ -13,15 +13,44 @@ from datetime import datetime
 from decimal import Decimal
 
 from governor.domain.ledger import Figures, forecast_at_completion
-from governor.domain.model import Action, Reason, RunStatus, Severity
+from governor.domain.model import Action, Phase, Reason, RunStatus, Severity
 from governor.domain.money import dollars, format_usd
+from governor.domain.telemetry import GIB
 
 PRE_STOP_FRACTION = Decimal("0.9")
+HELD_MEMORY_BYTES = GIB  # a GPU holding more than this is not simply unused
+WARMUP_PHASES = (Phase.LOADING, Phase.COMPILING)
+STEPLESS_PHASES = (Phase.CHECKPOINTING, Phase.EVALUATION, Phase.EXPORT)  # no steps expected
+
+
+@dataclass(frozen=True)
+class Watch:
+    """Thresholds of the GPU and progress rules; from settings, overridable per run."""
+
+    idle_util_pct: float = 5.0
+    idle_window_s: float = 600.0
+    stall_window_s: float = 900.0
+    compile_allowance_s: float = 1800.0
+    headroom_pct: float = 5.0
+
+
+@dataclass(frozen=True)
+class GpuView:
+    """One GPU of the pod as the rules see it; `fresh` when its latest sample is recent."""
+
+    uuid: str
+    fresh: bool
+    idle_since: datetime | None
+    held_bytes: int | None
+    free_ratio: float | None
 
 
 @dataclass(frozen=True)
 class RunView:
     status: RunStatus
+    phase: Phase | None
+    phase_since: datetime | None
+    progress_at: datetime  # when the step last changed (or the run was created)
     step: int
     total_steps: int | None
     created_at: datetime
@@ -31,6 +60,13 @@ class RunView:
     steps_per_s: float | None
     checkpoint_asked: bool
     forecast_warned: bool
+    idle_alerted: bool = False
+    stall_alerted: bool = False
+    headroom_warned: bool = False
+
+    @property
+    def warming_up(self) -> bool:
+        return self.phase in WARMUP_PHASES
 
     def silent_for(self, now: datetime) -> float:
         return (now - (self.last_heartbeat_at or self.created_at)).total_seconds()
@@ -46,6 +82,8 @@ class Situation:
     run: RunView | None = None
     other_live_runs: int = 0
     finished_linger_s: float = 60.0
+    watch: Watch = field(default_factory=Watch)
+    gpus: tuple[GpuView, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -112,6 +150,117 @@ def heartbeat_lost(s: Situation) -> Finding | None:
         f"No heartbeat for {silent:.0f} s (timeout {run.heartbeat_timeout_s:g} s): "
         "the job is presumed dead and its pod will be stopped.",
         {"silent_s": round(silent, 3), "heartbeat_timeout_s": run.heartbeat_timeout_s},
+    )
+
+
+def idle_hang(s: Situation) -> Finding | None:
+    """Every GPU idle while holding memory: a deadlock (merge, export, collective) burning money.
+
+    Warming up (loading, compiling) is the stall rule's business, with its own allowance.
+    """
+    run, w = s.run, s.watch
+    if run is not None and (not run.status.is_live or run.warming_up):
+        return None
+    fresh = [g for g in s.gpus if g.fresh]
+    if not fresh or any(g.idle_since is None for g in fresh):
+        return None
+    idle_for = (s.now - max(g.idle_since for g in fresh if g.idle_since)).total_seconds()
+    held_gib = sum(g.held_bytes or 0 for g in fresh) / GIB
+    evidence: dict[str, object] = {
+        "idle_s": round(idle_for, 3),
+        "idle_window_s": w.idle_window_s,
+        "idle_util_pct": w.idle_util_pct,
+        "held_gib": round(held_gib, 2),
+        "gpus": [g.uuid for g in fresh],
+    }
+    what = (
+        f"every GPU below {w.idle_util_pct:g}% for {idle_for:.0f} s "
+        f"while holding {held_gib:.1f} GiB"
+    )
+    if idle_for >= w.idle_window_s:
+        return Finding(
+            "idle_hang",
+            Action.STOP,
+            Reason.IDLE_HANG,
+            Severity.CRITICAL,
+            f"The job looks hung: {what}. Stopping the pod, keeping its workspace.",
+            evidence,
+        )
+    if idle_for >= w.idle_window_s / 2 and run is not None and not run.idle_alerted:
+        return Finding(
+            "idle_hang",
+            Action.CONTINUE,
+            Reason.IDLE_HANG,
+            Severity.WARNING,
+            f"The job may be hung: {what}; the pod is stopped if this lasts {w.idle_window_s:g} s.",
+            evidence,
+        )
+    return None
+
+
+def stalled(s: Situation) -> Finding | None:
+    """No step progress while the pod bills. Loading and compiling get a longer allowance;
+    checkpointing, evaluation and export advance no steps (the idle rule watches those)."""
+    run, w = s.run, s.watch
+    if run is None or not run.status.is_live or run.phase in STEPLESS_PHASES:
+        return None
+    quiet = (s.now - run.progress_at).total_seconds()
+    if run.warming_up:
+        alert_at, stop_at = w.stall_window_s, max(w.stall_window_s, w.compile_allowance_s)
+    else:
+        alert_at, stop_at = w.stall_window_s / 2, w.stall_window_s
+    where = f"step {run.step}" + (f" ({run.phase.value})" if run.phase else "")
+    evidence: dict[str, object] = {
+        "quiet_s": round(quiet, 3),
+        "step": run.step,
+        "phase": run.phase.value if run.phase else None,
+        "stop_after_s": stop_at,
+    }
+    if quiet >= stop_at:
+        return Finding(
+            "stalled",
+            Action.STOP,
+            Reason.STALLED,
+            Severity.CRITICAL,
+            f"No progress for {quiet:.0f} s at {where}: stopping the pod, keeping its workspace.",
+            evidence,
+        )
+    if quiet >= alert_at and not run.stall_alerted:
+        return Finding(
+            "stalled",
+            Action.CONTINUE,
+            Reason.STALLED,
+            Severity.WARNING,
+            f"No progress for {quiet:.0f} s at {where}; the pod is stopped if this lasts "
+            f"{stop_at:g} s.",
+            evidence,
+        )
+    return None
+
+
+def memory_headroom(s: Situation) -> Finding | None:
+    run, w = s.run, s.watch
+    if run is None or not run.status.is_live or run.headroom_warned:
+        return None
+    low = [
+        g
+        for g in s.gpus
+        if g.fresh and g.free_ratio is not None and g.free_ratio * 100 < w.headroom_pct
+    ]
+    if not low:
+        return None
+    tightest = min(low, key=lambda g: g.free_ratio or 0.0)
+    return Finding(
+        "memory_headroom",
+        Action.CONTINUE,
+        Reason.HEADROOM,
+        Severity.WARNING,
+        f"GPU memory is nearly full: {(tightest.free_ratio or 0.0):.1%} free on "
+        f"{tightest.uuid} (warning below {w.headroom_pct:g}%). An out-of-memory crash is close.",
+        {
+            "gpus": {g.uuid: round(g.free_ratio or 0.0, 4) for g in low},
+            "headroom_pct": w.headroom_pct,
+        },
     )
 
 
@@ -202,8 +351,11 @@ RULES: tuple[Rule, ...] = (
     manual_stop,
     ceiling,
     heartbeat_lost,
+    idle_hang,
+    stalled,
     run_finished,
     pre_stop_checkpoint,
+    memory_headroom,
     forecast_over_ceiling,
     thresholds,
 )

@@ -11,55 +11,43 @@ from datetime import UTC, datetime
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from governor.scheduler.tasks import TASKS
+from governor.scheduler.tasks import TASKS, Periodic
 from governor.services.context import ServiceContext
 
 log = logging.getLogger(__name__)
 
-Task = Callable[[ServiceContext], None]
 
+def guarded(ctx: ServiceContext, name: str, task: Periodic) -> Callable[[], None]:
+    interval = task.interval_s(ctx)
 
-def guarded(
-    ctx: ServiceContext, name: str, task: Callable[[ServiceContext], None]
-) -> Callable[[], None]:
     def run() -> None:
         started = time.monotonic()
         try:
-            task(ctx)
+            task.run(ctx)
         except Exception:
             ctx.ticks.failed(name)
             log.exception("periodic task %r failed; it runs again next interval", name)
             return
         ctx.ticks.succeeded(name, ctx.clock.now())
         took = time.monotonic() - started
-        if took > ctx.config.enforce_interval_s:
-            log.warning(
-                "task %r took %.2fs, longer than its %.2fs interval",
-                name,
-                took,
-                ctx.config.enforce_interval_s,
-            )
+        if took > interval:
+            log.warning("task %r took %.2fs, longer than its %.2fs interval", name, took, interval)
 
     return run
 
 
 class Driver:
-    """Runs every task every enforcement interval, each in its own lane."""
+    """Runs each task on its own interval, in its own lane."""
 
-    def __init__(self, ctx: ServiceContext, tasks: Mapping[str, Task] = TASKS) -> None:
-        self._ctx = ctx
-        interval = ctx.config.enforce_interval_s
+    def __init__(self, ctx: ServiceContext, tasks: Mapping[str, Periodic] = TASKS) -> None:
         self._scheduler = BackgroundScheduler(
             timezone=UTC,
             executors={"default": ThreadPoolExecutor(max_workers=len(tasks))},
-            job_defaults={
-                "coalesce": True,
-                "max_instances": 1,
-                "misfire_grace_time": max(1, round(interval)),
-            },
+            job_defaults={"coalesce": True, "max_instances": 1},
         )
         first_run = datetime.now(UTC)  # the driver keeps wall-clock time; the tasks use ctx.clock
         for name, task in tasks.items():
+            interval = task.interval_s(ctx)
             self._scheduler.add_job(
                 guarded(ctx, name, task),
                 "interval",
@@ -67,6 +55,7 @@ class Driver:
                 id=name,
                 name=name,
                 next_run_time=first_run,
+                misfire_grace_time=max(1, round(interval)),
             )
 
     def start(self) -> None:

@@ -3,31 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from governor.db import repository as repo
 from governor.db.engine import unit_of_work
-from governor.services import enforcement, metering, stops
+from governor.services import enforcement, metering, stops, telemetry
 from governor.services.context import ServiceContext
 
 
 def accrue(ctx: ServiceContext) -> None:
     """Append what every pod has cost since it was last charged."""
-    now = ctx.clock.now()
     with unit_of_work(ctx.sessions) as session:
         budget_ids = repo.budget_ids(session)
     for budget_id in budget_ids:
         with unit_of_work(ctx.sessions) as session:
-            metering.accrue_budget(session, budget_id, now)
+            repo.get_budget(session, budget_id, lock=True)
+            metering.accrue_budget(session, budget_id, ctx.clock.now())
 
 
 def enforce(ctx: ServiceContext) -> None:
     """Let the policy look at every budget and record what it decides."""
-    now = ctx.clock.now()
     with unit_of_work(ctx.sessions) as session:
         budget_ids = repo.budget_ids(session)
     for budget_id in budget_ids:
         with unit_of_work(ctx.sessions) as session:
-            enforcement.enforce(session, ctx.config, budget_id, now)
+            repo.get_budget(session, budget_id, lock=True)  # the clock is read once we hold it
+            enforcement.enforce(session, ctx.config, budget_id, ctx.clock.now())
 
 
 def advance_stops(ctx: ServiceContext) -> None:
@@ -35,14 +36,50 @@ def advance_stops(ctx: ServiceContext) -> None:
     stops.advance(ctx)
 
 
-TASKS: dict[str, Callable[[ServiceContext], None]] = {
-    "enforce": enforce,
-    "stops": advance_stops,
-    "accrue": accrue,
+def sample_local_gpus(ctx: ServiceContext) -> None:
+    """Read this machine's GPUs for the pods registered as local (none: no reading at all)."""
+    if ctx.telemetry is None:
+        return
+    with unit_of_work(ctx.sessions) as session:
+        pod_ids = [p.id for p in repo.local_pods(session)]
+    if not pod_ids:
+        return
+    reading = ctx.telemetry.read()
+    with unit_of_work(ctx.sessions) as session:
+        for pod_id in pod_ids:
+            telemetry.ingest(session, repo.get_pod(session, pod_id), [reading], ctx.clock.now())
+
+
+def fold_telemetry(ctx: ServiceContext) -> None:
+    """Fold old GPU samples into minutes and drop the oldest, so storage stays bounded."""
+    config = ctx.config
+    with unit_of_work(ctx.sessions) as session:
+        telemetry.fold(
+            session, ctx.clock.now(), config.telemetry_raw_keep_s, config.telemetry_minute_keep_s
+        )
+
+
+@dataclass(frozen=True)
+class Periodic:
+    """A task and the name of the setting that says how often it runs."""
+
+    run: Callable[[ServiceContext], None]
+    every: str = "enforce_interval_s"
+
+    def interval_s(self, ctx: ServiceContext) -> float:
+        return float(getattr(ctx.config, self.every))
+
+
+TASKS: dict[str, Periodic] = {
+    "enforce": Periodic(enforce),
+    "stops": Periodic(advance_stops),
+    "accrue": Periodic(accrue),
+    "sample": Periodic(sample_local_gpus, "telemetry_interval_s"),
+    "fold": Periodic(fold_telemetry, "fold_interval_s"),
 }
 
 
 def run_all(ctx: ServiceContext) -> None:
     """One pass of every task, in order."""
     for task in TASKS.values():
-        task(ctx)
+        task.run(ctx)

@@ -42,6 +42,9 @@ def run_view(run: RunRow) -> RunView:
             steps_per_s = (run.step - run.pace_step) / elapsed
     return RunView(
         status=run.status,
+        phase=run.phase,
+        phase_since=run.phase_since,
+        progress_at=run.progress_at or run.created_at,
         step=run.step,
         total_steps=run.total_steps,
         created_at=run.created_at,
@@ -51,6 +54,9 @@ def run_view(run: RunRow) -> RunView:
         steps_per_s=steps_per_s,
         checkpoint_asked=run.checkpoint_asked,
         forecast_warned=run.forecast_warned,
+        idle_alerted=run.idle_alerted,
+        stall_alerted=run.stall_alerted,
+        headroom_warned=run.headroom_warned,
     )
 
 

@@ -75,11 +75,13 @@ def heartbeat(
 
 def _record(session: Session, run: RunRow, beat: Heartbeat, now: datetime) -> None:
     run.last_heartbeat_at = now
+    if beat.step != run.step:
+        run.progress_at, run.stall_alerted, run.idle_alerted = now, False, False
     run.step = beat.step
     if beat.total_steps is not None:
         run.total_steps = beat.total_steps
-    if beat.phase is not None:
-        run.phase = beat.phase
+    if beat.phase is not None and beat.phase is not run.phase:
+        run.phase, run.phase_since = beat.phase, now
     if beat.metrics is not None:
         run.metrics = beat.metrics
     if run.pace_at is None and beat.step > 0 and beat.phase in (None, Phase.TRAINING):

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from governor.domain.errors import Invalid
+from governor.domain.policy import Watch
 from governor.domain.ports import Clock, PodController
+from governor.domain.telemetry import TelemetrySource
 from governor.services.health import TickLog
 
 DEFAULT_HEARTBEAT_TIMEOUT_S = 120.0
@@ -21,6 +23,15 @@ REACTION_INTERVALS = 4  # detect, send, poll, confirm: each may wait one enforce
 class GovernorConfig:
     enforce_interval_s: float = 5.0
     finished_linger_s: float = 60.0
+    watch: Watch = field(default_factory=Watch)
+    telemetry_interval_s: float = 5.0
+    telemetry_raw_keep_s: float = 7200.0
+    telemetry_minute_keep_s: float = 7 * 86400.0
+    fold_interval_s: float = 60.0
+
+    def watch_for(self, overrides: dict[str, float] | None) -> Watch:
+        """A run's GPU and progress thresholds: the defaults, with its own overrides on top."""
+        return replace(self.watch, **(overrides or {}))
 
     @property
     def reaction_s(self) -> float:
@@ -36,6 +47,7 @@ class ServiceContext:
     providers: Mapping[str, PodController]
     config: GovernorConfig
     ticks: TickLog
+    telemetry: TelemetrySource | None = None  # this machine's GPUs, for pods marked local
 
     def provider(self, name: str) -> PodController:
         try:

@@ -14,7 +14,7 @@ from governor.db.tables import PodRow, RunRow, StopOrderRow
 from governor.domain.model import Action, BudgetState, Category, PodState, Reason
 from governor.domain.policy import Finding, Situation, decide, evaluate
 from governor.domain.stop_order import StopState
-from governor.services import events
+from governor.services import events, telemetry
 from governor.services.book import Book, heard_from, open_book, run_view
 from governor.services.context import GovernorConfig
 from governor.services.ids import new_id
@@ -27,6 +27,15 @@ CATEGORY_OF = {
     Reason.HEARTBEAT_LOST: Category.HARNESS,
     Reason.FINISHED: Category.GOVERNOR,
     Reason.MANUAL: Category.OPERATOR,
+    Reason.IDLE_HANG: Category.TELEMETRY,
+    Reason.STALLED: Category.HARNESS,
+    Reason.HEADROOM: Category.TELEMETRY,
+}
+RUN_ALERT_FLAG = {
+    Reason.FORECAST: "forecast_warned",
+    Reason.IDLE_HANG: "idle_alerted",
+    Reason.STALLED: "stall_alerted",
+    Reason.HEADROOM: "headroom_warned",
 }
 
 
@@ -54,9 +63,15 @@ def enforce(
 
 
 def _situation(
-    book: Book, pod: PodRow, run: RunRow | None, config: GovernorConfig, manual: bool
+    session: Session,
+    book: Book,
+    pod: PodRow,
+    run: RunRow | None,
+    config: GovernorConfig,
+    manual: bool,
 ) -> Situation:
     others = [r for r in book.runs_on(pod.id) if r is not run and heard_from(r, book.now)]
+    watch = config.watch_for(run.policy if run is not None else None)
     return Situation(
         now=book.now,
         figures=book.figures,
@@ -66,6 +81,8 @@ def _situation(
         run=None if run is None else run_view(run),
         other_live_runs=len(others),
         finished_linger_s=config.finished_linger_s,
+        watch=watch,
+        gpus=telemetry.gpu_views(session, pod.id, book.now, watch),
     )
 
 
@@ -77,7 +94,7 @@ def _act(
     config: GovernorConfig,
     manual: bool,
 ) -> None:
-    findings = evaluate(_situation(book, pod, run, config, manual))
+    findings = evaluate(_situation(session, book, pod, run, config, manual))
     decision = decide(findings)
     if decision is not None and decision.action is Action.STOP:
         order_stop(session, book, pod, decision)
@@ -157,7 +174,7 @@ def _warn(session: Session, book: Book, pod: PodRow, run: RunRow | None, finding
     if finding.reason is Reason.THRESHOLD:
         book.budget.alerted_pct = int(finding.evidence["threshold_pct"])  # type: ignore[call-overload]
     elif run is not None:
-        run.forecast_warned = True
+        setattr(run, RUN_ALERT_FLAG[finding.reason], True)
         subject = f"run:{run.id}"
         if run.directive is Action.CONTINUE:
             run.directive_reason = finding.reason

@@ -34,6 +34,7 @@ class Registration:
     storage_gb: float = 0.0
     storage_usd_per_gb_month: Decimal = ZERO
     stopped_storage_usd_per_gb_month: Decimal | None = None
+    local: bool = False  # this server samples the pod's GPUs itself
 
 
 def register(
@@ -82,6 +83,7 @@ def register(
             else reg.stopped_storage_usd_per_gb_month
         ),
         stop_latency_s=provider.stop_latency_s,
+        local=reg.local,
         state=described.state,
         accrued_until=now,
         created_at=now,

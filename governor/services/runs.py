@@ -23,6 +23,7 @@ class RunSpec:
     total_steps: int | None = None
     heartbeat_timeout_s: float = DEFAULT_HEARTBEAT_TIMEOUT_S
     checkpoint_grace_s: float = DEFAULT_CHECKPOINT_GRACE_S
+    policy: dict[str, float] | None = None  # per-run GPU and progress thresholds
 
 
 def create(session: Session, budget_id: str, spec: RunSpec, now: datetime) -> tuple[RunRow, str]:
@@ -46,6 +47,8 @@ def create(session: Session, budget_id: str, spec: RunSpec, now: datetime) -> tu
         step=0,
         status=RunStatus.RUNNING,
         directive=Action.CONTINUE,
+        policy=spec.policy,
+        progress_at=now,
         created_at=now,
     )
     session.add(run)

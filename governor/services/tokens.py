@@ -16,7 +16,12 @@ from governor.domain.errors import Forbidden, Unauthenticated
 from governor.domain.model import Role
 from governor.services.ids import new_id
 
-PREFIX = {Role.OPERATOR: "gov_op_", Role.VIEWER: "gov_view_", Role.JOB: "gov_job_"}
+PREFIX = {
+    Role.OPERATOR: "gov_op_",
+    Role.VIEWER: "gov_view_",
+    Role.JOB: "gov_job_",
+    Role.AGENT: "gov_agent_",
+}
 
 
 @dataclass(frozen=True)
@@ -24,6 +29,7 @@ class Principal:
     role: Role
     run_id: str | None = None
     budget_id: str | None = None
+    pod_id: str | None = None
 
     def require(self, *roles: Role) -> None:
         if self.role not in roles:
@@ -35,6 +41,12 @@ class Principal:
         if self.role is Role.JOB and self.run_id != run_id:
             raise Forbidden("a job token works only for its own run")
         self.require(Role.OPERATOR, Role.JOB)
+
+    def require_pod(self, pod_id: str) -> None:
+        """Operators may report for any pod; an agent token only for its own."""
+        if self.role is Role.AGENT and self.pod_id != pod_id:
+            raise Forbidden("an agent token works only for its own pod")
+        self.require(Role.OPERATOR, Role.AGENT)
 
     def require_budget(self, budget_id: str) -> None:
         if self.role is Role.JOB and self.budget_id != budget_id:
@@ -54,10 +66,11 @@ def issue(
     label: str | None = None,
     run_id: str | None = None,
     budget_id: str | None = None,
+    pod_id: str | None = None,
 ) -> str:
     """Create a token and return it: the only time it exists in plain text."""
     token = PREFIX[role] + secrets.token_urlsafe(32)
-    adopt(session, token, role, now, label=label, run_id=run_id, budget_id=budget_id)
+    adopt(session, token, role, now, label=label, run_id=run_id, budget_id=budget_id, pod_id=pod_id)
     return token
 
 
@@ -70,6 +83,7 @@ def adopt(
     label: str | None = None,
     run_id: str | None = None,
     budget_id: str | None = None,
+    pod_id: str | None = None,
 ) -> None:
     """Store a token chosen elsewhere (the bootstrap operator token); idempotent."""
     hashed = digest(token)
@@ -83,6 +97,7 @@ def adopt(
             label=label,
             run_id=run_id,
             budget_id=budget_id,
+            pod_id=pod_id,
             created_at=now,
         )
     )
@@ -95,7 +110,7 @@ def authenticate(session: Session, token: str | None) -> Principal:
     row = repo.token_by_hash(session, hashed)
     if row is None or not hmac.compare_digest(row.token_hash, hashed):
         raise Unauthenticated("unknown or revoked token")
-    return Principal(role=row.role, run_id=row.run_id, budget_id=row.budget_id)
+    return Principal(role=row.role, run_id=row.run_id, budget_id=row.budget_id, pod_id=row.pod_id)
 
 
 def bootstrap_operator(session: Session, configured: str | None, now: datetime) -> str | None:

@@ -17,7 +17,6 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-
     op.create_table(
         "budgets",
         sa.Column("id", sa.String(length=32), nullable=False),
@@ -384,7 +383,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-
     op.drop_table("tokens")
     with op.batch_alter_table("extensions", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_extensions_budget_id"))

@@ -5,6 +5,7 @@ import time
 from collections.abc import Callable
 
 from governor.scheduler.runner import Driver
+from governor.scheduler.tasks import Periodic
 from governor.services.context import GovernorConfig, ServiceContext
 from governor.services.health import TickLog
 from tests.clock import FrozenClock
@@ -39,7 +40,7 @@ def test_a_failing_task_never_stops_the_loop_and_is_counted() -> None:
     def fine(_: ServiceContext) -> None:
         calls["fine"] += 1
 
-    driver = Driver(ctx, {"failing": failing, "fine": fine})
+    driver = Driver(ctx, {"failing": Periodic(failing), "fine": Periodic(fine)})
     driver.start()
     try:
         wait_for(lambda: calls["failing"] >= 3 and calls["fine"] >= 3)
@@ -66,7 +67,7 @@ def test_a_slow_task_never_overlaps_itself() -> None:
             running -= 1
             runs += 1
 
-    driver = Driver(ctx, {"slow": slow})
+    driver = Driver(ctx, {"slow": Periodic(slow)})
     driver.start()
     try:
         wait_for(lambda: runs >= 3)

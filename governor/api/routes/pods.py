@@ -17,7 +17,7 @@ def register(budget_id: str, body: PodIn, _: Operator, ctx: Context, tx: Tx, now
     registration = pods.Registration(**body.model_dump())
     with tx() as session:
         row = pods.register(session, ctx, budget_id, registration, now)
-        return views.pod(row, budgets.book(session, ctx.config, budget_id, now), None)
+        return views.pod(session, row, budgets.book(session, ctx.config, budget_id, now), None)
 
 
 @router.get("/v1/pods/{pod_id}")
@@ -25,7 +25,7 @@ def get_pod(pod_id: str, _: Viewer, ctx: Context, tx: Tx, now: Now) -> PodOut:
     with tx() as session:
         row = repo.get_pod(session, pod_id)
         book = budgets.book(session, ctx.config, row.budget_id, now)
-        return views.pod(row, book, repo.latest_stop_order(session, row.id))
+        return views.pod(session, row, book, repo.latest_stop_order(session, row.id))
 
 
 @router.post("/v1/pods/{pod_id}/stop", status_code=202)

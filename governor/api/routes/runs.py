@@ -22,16 +22,17 @@ router = APIRouter(tags=["runs"])
 @router.post("/v1/budgets/{budget_id}/runs", status_code=201)
 def create(budget_id: str, body: RunIn, _: Operator, tx: Tx, now: Now) -> RunCreated:
     """Create a run on a pod. The response carries the job's token, once."""
-    spec = runs.RunSpec(**body.model_dump())
+    policy = body.policy.model_dump(exclude_none=True) if body.policy else None
+    spec = runs.RunSpec(**body.model_dump(exclude={"policy"}), policy=policy or None)
     with tx() as session:
         row, token = runs.create(session, budget_id, spec, now)
-        return RunCreated(**views.run(row).model_dump(), token=token)
+        return RunCreated(**views.run(session, row).model_dump(), token=token)
 
 
 @router.get("/v1/runs/{run_id}")
 def get_run(run_id: str, _: Viewer, tx: Tx) -> RunOut:
     with tx() as session:
-        return views.run(repo.get_run(session, run_id))
+        return views.run(session, repo.get_run(session, run_id))
 
 
 @router.post("/v1/runs/{run_id}/heartbeat")
@@ -66,7 +67,7 @@ def heartbeat(
 
 @router.post("/v1/runs/{run_id}/events", status_code=201)
 def report(run_id: str, body: RunEventIn, caller: Caller, tx: Tx, now: Now) -> EventOut:
-    """Report a failure or a note, categorised as harness, model or provider."""
+    """Report a failure or a note: harness, model or provider (an OOM is always model)."""
     caller.require_run(run_id)
     with tx() as session:
         run = repo.get_run(session, run_id)
@@ -78,7 +79,7 @@ def report(run_id: str, body: RunEventIn, caller: Caller, tx: Tx, now: Now) -> E
             f"run:{run.id}",
             body.message,
             budget_id=run.budget_id,
-            evidence={**(body.evidence or {}), "reported_by": "job"},
+            evidence={**(body.evidence or {}), "kind": body.kind, "reported_by": "job"},
         )
         session.flush()
         return views.event(row)

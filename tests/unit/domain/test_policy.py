@@ -7,11 +7,13 @@ from decimal import Decimal
 import pytest
 
 from governor.domain.ledger import Figures
-from governor.domain.model import Action, Reason, RunStatus, Severity
+from governor.domain.model import Action, Phase, Reason, RunStatus, Severity
 from governor.domain.policy import (
     RULES,
+    GpuView,
     RunView,
     Situation,
+    Watch,
     decide,
     evaluate,
     next_heartbeat_s,
@@ -30,6 +32,9 @@ def money(
 def run(**kw: object) -> RunView:
     values: dict[str, object] = {
         "status": RunStatus.RUNNING,
+        "phase": Phase.TRAINING,
+        "phase_since": NOW - timedelta(hours=1),
+        "progress_at": NOW - timedelta(seconds=5),
         "step": 100,
         "total_steps": 1000,
         "created_at": NOW - timedelta(hours=1),
@@ -54,6 +59,21 @@ def situation(**kw: object) -> Situation:
     }
     values.update(kw)
     return Situation(**values)  # type: ignore[arg-type]
+
+
+def gpu(
+    idle_for_s: float | None = 700,
+    held_gib: float = 19.5,
+    free: float = 0.5,
+    fresh: bool = True,
+    uuid: str = "GPU-0",
+) -> GpuView:
+    since = None if idle_for_s is None else NOW - timedelta(seconds=idle_for_s)
+    return GpuView(uuid, fresh, since, int(held_gib * 1024**3), free)
+
+
+def quiet(seconds: float, phase: Phase = Phase.TRAINING, **kw: object) -> RunView:
+    return run(progress_at=NOW - timedelta(seconds=seconds), phase=phase, **kw)
 
 
 CASES = [
@@ -189,8 +209,11 @@ def test_every_firing_is_reported_in_rule_order() -> None:
         "manual_stop",
         "ceiling",
         "heartbeat_lost",
+        "idle_hang",
+        "stalled",
         "run_finished",
         "pre_stop_checkpoint",
+        "memory_headroom",
         "forecast_over_ceiling",
         "thresholds",
     ]
@@ -216,6 +239,20 @@ def test_threshold_reports_the_highest_newly_crossed() -> None:
     [finding] = evaluate(situation(figures=money("91"), alerted_pct=50, run=None))
     assert finding.evidence["threshold_pct"] == 90
     assert finding.severity is Severity.WARNING
+
+
+def test_an_idle_hang_outranks_a_stall_and_says_what_it_saw() -> None:
+    s = situation(run=quiet(1000), gpus=(gpu(700, held_gib=19.5),))
+    decision = decide(evaluate(s))
+    assert decision is not None and decision.reason is Reason.IDLE_HANG
+    assert decision.evidence["held_gib"] == 19.5
+    assert "19.5 GiB" in decision.message
+
+
+def test_per_run_thresholds_apply() -> None:
+    s = situation(watch=Watch(idle_window_s=2, idle_util_pct=1), gpus=(gpu(2.5),))
+    decision = decide(evaluate(s))
+    assert decision is not None and decision.reason is Reason.IDLE_HANG
 
 
 def test_silence_is_measured_from_creation_when_the_job_never_checked_in() -> None:

@@ -1,0 +1,1 @@
+"""GPU telemetry sources: NVML, and a fake NVML driver layer for machines without GPUs."""

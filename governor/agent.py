@@ -1,0 +1,151 @@
+"""`governor agent`: samples this pod's GPUs and pushes the readings to the governor server.
+
+A reading is never lost to a short outage: while the server cannot be reached, readings wait
+in a bounded backlog (the oldest are dropped first when it is full) and are sent in order
+once it answers again. A rejected token or an unknown pod stops the agent with a clear message.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections import deque
+from dataclasses import asdict
+from typing import Any
+
+import httpx
+
+from governor.domain.ports import Clock
+from governor.domain.telemetry import Reading, TelemetrySource
+
+log = logging.getLogger("governor.agent")
+
+BATCH = 100
+STATUS_EVERY_S = 60.0
+
+
+class Rejected(Exception):
+    """The server refused the readings for a reason retrying will not fix."""
+
+
+def to_json(reading: Reading) -> dict[str, Any]:
+    payload = asdict(reading)
+    payload["at"] = reading.at.isoformat()
+    return payload
+
+
+class Agent:
+    def __init__(
+        self,
+        source: TelemetrySource,
+        client: httpx.Client,
+        pod_id: str,
+        clock: Clock,
+        backlog: int = 10_000,
+    ) -> None:
+        self.source = source
+        self.client = client
+        self.pod_id = pod_id
+        self.clock = clock
+        self.backlog: deque[Reading] = deque(maxlen=backlog)
+        self.dropped = 0
+        self.sent = 0
+        self.reachable = True
+
+    def poll(self) -> Reading:
+        """Read the GPUs once and queue the reading."""
+        reading = self.source.read()
+        if len(self.backlog) == self.backlog.maxlen:
+            self.dropped += 1
+        self.backlog.append(reading)
+        return reading
+
+    def flush(self) -> bool:
+        """Send the backlog, oldest first. False when the server could not be reached."""
+        while self.backlog:
+            batch = [self.backlog[i] for i in range(min(BATCH, len(self.backlog)))]
+            if not self._send(batch):
+                return False
+            for _ in batch:
+                self.backlog.popleft()
+            self.sent += len(batch)
+        return True
+
+    def _send(self, batch: list[Reading]) -> bool:
+        path = f"/v1/pods/{self.pod_id}/telemetry"
+        try:
+            response = self.client.post(path, json={"readings": [to_json(r) for r in batch]})
+        except httpx.TransportError as exc:
+            self._unreachable(f"{type(exc).__name__}: {exc}")
+            return False
+        if response.status_code in (429, 502, 503, 504) or response.status_code >= 500:
+            self._unreachable(f"HTTP {response.status_code}")
+            return False
+        if response.status_code >= 400:
+            raise Rejected(_explain(response))
+        if not self.reachable:
+            log.warning("the server answers again; sending %d buffered readings", len(self.backlog))
+            self.reachable = True
+        return True
+
+    def _unreachable(self, why: str) -> None:
+        if self.reachable:
+            log.warning("cannot reach the server (%s); buffering readings", why)
+        self.reachable = False
+
+
+def _explain(response: httpx.Response) -> str:
+    try:
+        message = response.json()["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        message = response.text[:200]
+    hints = {
+        401: "check --token (an agent token from POST /v1/tokens with role agent)",
+        403: "the token is not an agent token for this pod",
+        404: "check --pod: the server has no such pod",
+    }
+    hint = hints.get(response.status_code, "the server refused the readings")
+    return f"HTTP {response.status_code}: {message} ({hint})"
+
+
+def run(agent: Agent, interval_s: float, stop: threading.Event | None = None) -> int:
+    """Poll and push every `interval_s` until stopped (SIGINT/SIGTERM or `stop`)."""
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+    first = agent.poll()
+    if first.available:
+        names = ", ".join(f"{g.index}: {g.name}" for g in first.gpus) or "none"
+        log.info("watching %d GPU(s) (%s)", len(first.gpus), names)
+    else:
+        log.warning(
+            "%s. The agent keeps running and tells the server so; it will pick up a driver "
+            "that appears later.",
+            first.unavailable_reason,
+        )
+    next_status = agent.clock.now().timestamp() + STATUS_EVERY_S
+    try:
+        while True:
+            agent.flush()
+            now = agent.clock.now().timestamp()
+            if now >= next_status:
+                log.info(
+                    "sent %d readings, %d waiting, %d dropped",
+                    agent.sent,
+                    len(agent.backlog),
+                    agent.dropped,
+                )
+                next_status = now + STATUS_EVERY_S
+            if stop.wait(interval_s):
+                break
+            agent.poll()
+        agent.flush()  # one last push on the way out
+    except Rejected as exc:
+        log.error("the server rejected the readings: %s", exc)
+        return 2
+    finally:
+        agent.source.close()
+    log.info("stopped after sending %d readings", agent.sent)
+    return 0

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+from datetime import UTC
+
+from fastapi import APIRouter
+
+from governor.api.deps import Caller, Now, Tx
+from governor.api.schemas import ReadingIn, TelemetryAccepted, TelemetryIn
+from governor.db import repository as repo
+from governor.domain.telemetry import DeviceProblem, GpuProcess, GpuSample, Reading
+from governor.services import telemetry
+
+router = APIRouter(tags=["telemetry"])
+
+
+def _reading(body: ReadingIn) -> Reading:
+    at = body.at if body.at.tzinfo else body.at.replace(tzinfo=UTC)
+    return Reading(
+        at=at.astimezone(UTC),
+        gpus=tuple(
+            GpuSample(
+                **g.model_dump(exclude={"processes"}),
+                processes=(
+                    None
+                    if g.processes is None
+                    else tuple(GpuProcess(p.pid, p.used_memory_bytes) for p in g.processes)
+                ),
+            )
+            for g in body.gpus
+        ),
+        problems=tuple(DeviceProblem(**p.model_dump()) for p in body.problems),
+        available=body.available,
+        unavailable_reason=body.unavailable_reason,
+        driver_version=body.driver_version,
+    )
+
+
+@router.post("/v1/pods/{pod_id}/telemetry", status_code=202)
+def report(pod_id: str, body: TelemetryIn, caller: Caller, tx: Tx, now: Now) -> TelemetryAccepted:
+    """A batch of GPU readings from the pod's agent (oldest first; a backlog is fine)."""
+    caller.require_pod(pod_id)
+    readings = [_reading(r) for r in body.readings]
+    with tx() as session:
+        count = telemetry.ingest(session, repo.get_pod(session, pod_id), readings, now)
+    return TelemetryAccepted(readings=len(readings), samples=count)

@@ -1,0 +1,94 @@
+"""What the governor knows about a pod's GPUs: one reading per poll, per GPU, unknowns as None."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    pid: int
+    used_memory_bytes: int | None  # None: the driver cannot say (WDDM, MIG, containers)
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """One GPU at one poll. Every metric the GPU or driver does not support is None."""
+
+    uuid: str
+    index: int
+    name: str
+    utilization_pct: float | None  # mean over the driver's samples since the last poll
+    utilization_max_pct: float | None  # the busiest of those samples
+    memory_total_bytes: int | None
+    memory_used_bytes: int | None
+    memory_free_bytes: int | None
+    power_w: float | None
+    temperature_c: float | None
+    processes: tuple[GpuProcess, ...] | None
+    clock_event_reasons: int | None
+
+    @property
+    def free_ratio(self) -> float | None:
+        if not self.memory_total_bytes or self.memory_free_bytes is None:
+            return None
+        return self.memory_free_bytes / self.memory_total_bytes
+
+
+@dataclass(frozen=True)
+class DeviceProblem:
+    """A GPU that could not be read this poll (lost, or any NVML error on it)."""
+
+    index: int
+    uuid: str | None
+    error: str
+    lost: bool
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One poll of every GPU on a machine."""
+
+    at: datetime
+    gpus: tuple[GpuSample, ...] = ()
+    problems: tuple[DeviceProblem, ...] = ()
+    available: bool = True
+    unavailable_reason: str | None = None
+    driver_version: str | None = None
+
+
+class TelemetrySource(Protocol):
+    """Reads the GPUs. Never raises for a missing library, driver or GPU: it says so instead."""
+
+    def read(self) -> Reading: ...
+
+    def close(self) -> None: ...
+
+
+def busy_pct(sample: GpuSample) -> float | None:
+    """How busy a GPU was at its busiest since the previous poll."""
+    if sample.utilization_max_pct is not None:
+        return sample.utilization_max_pct
+    return sample.utilization_pct
+
+
+def idle_since(
+    newest_first: Sequence[tuple[datetime, GpuSample]], idle_util_pct: float, min_held_bytes: int
+) -> datetime | None:
+    """Since when a GPU has sat below `idle_util_pct` while holding more than `min_held_bytes`.
+
+    Walks back from the newest sample; None when the newest sample is not idle (or unknown).
+    """
+    since = None
+    for at, sample in newest_first:
+        busy = busy_pct(sample)
+        held = sample.memory_used_bytes
+        if busy is None or held is None or busy >= idle_util_pct or held <= min_held_bytes:
+            break
+        since = at
+    return since

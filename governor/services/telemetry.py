@@ -1,0 +1,262 @@
+"""GPU telemetry: store readings, keep the peaks per run, fold old samples, and show the rules
+what each GPU has been doing."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict
+from datetime import datetime, timedelta
+from statistics import fmean
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from governor.db import repository as repo
+from governor.db.tables import GpuPeakRow, GpuSampleRow, PodRow
+from governor.domain.model import Category, Severity
+from governor.domain.policy import HELD_MEMORY_BYTES, GpuView, Watch
+from governor.domain.telemetry import GpuProcess, GpuSample, Reading, idle_since
+from governor.services import events
+
+RAW, MINUTE = "raw", "minute"
+FRESH_FOR_S = 120.0  # a GPU not heard from for longer says nothing about now
+
+
+def ingest(session: Session, pod: PodRow, readings: Iterable[Reading], now: datetime) -> int:
+    """Store a batch of readings for `pod`, oldest first. Returns how many GPU samples it held."""
+    count = 0
+    live_runs = [r for r in repo.runs_on_pod(session, pod.id) if r.status.is_live]
+    peaks = {(p.run_id, p.gpu_uuid): p for p in repo.peaks_of(session, [r.id for r in live_runs])}
+    for reading in sorted(readings, key=lambda r: r.at):
+        at = min(reading.at, now)  # a clock ahead of ours must not write the future
+        _note_availability(session, pod, reading, at)
+        _note_problems(session, pod, reading, at)
+        for gpu in reading.gpus:
+            session.add(_row(pod.id, at, gpu))
+            count += 1
+            for run in live_runs:
+                _raise_peak(session, peaks, run.id, gpu, at)
+    return count
+
+
+def _row(pod_id: str, at: datetime, gpu: GpuSample) -> GpuSampleRow:
+    return GpuSampleRow(
+        pod_id=pod_id,
+        gpu_uuid=gpu.uuid,
+        gpu_index=gpu.index,
+        name=gpu.name,
+        at=at,
+        resolution=RAW,
+        utilization_pct=gpu.utilization_pct,
+        utilization_max_pct=gpu.utilization_max_pct,
+        memory_total_bytes=gpu.memory_total_bytes,
+        memory_used_bytes=gpu.memory_used_bytes,
+        memory_free_bytes=gpu.memory_free_bytes,
+        power_w=gpu.power_w,
+        temperature_c=gpu.temperature_c,
+        processes=None if gpu.processes is None else [asdict(p) for p in gpu.processes],
+        clock_event_reasons=gpu.clock_event_reasons,
+    )
+
+
+def sample_of(row: GpuSampleRow) -> GpuSample:
+    return GpuSample(
+        uuid=row.gpu_uuid,
+        index=row.gpu_index,
+        name=row.name,
+        utilization_pct=row.utilization_pct,
+        utilization_max_pct=row.utilization_max_pct,
+        memory_total_bytes=row.memory_total_bytes,
+        memory_used_bytes=row.memory_used_bytes,
+        memory_free_bytes=row.memory_free_bytes,
+        power_w=row.power_w,
+        temperature_c=row.temperature_c,
+        processes=(
+            None if row.processes is None else tuple(GpuProcess(**p) for p in row.processes)
+        ),
+        clock_event_reasons=row.clock_event_reasons,
+    )
+
+
+def _raise_peak(
+    session: Session,
+    peaks: dict[tuple[str, str], GpuPeakRow],
+    run_id: str,
+    gpu: GpuSample,
+    at: datetime,
+) -> None:
+    if gpu.memory_used_bytes is None:
+        return
+    peak = peaks.get((run_id, gpu.uuid))
+    if peak is None:
+        peak = GpuPeakRow(
+            run_id=run_id,
+            gpu_uuid=gpu.uuid,
+            gpu_name=gpu.name,
+            peak_used_bytes=gpu.memory_used_bytes,
+            memory_total_bytes=gpu.memory_total_bytes,
+            at=at,
+        )
+        session.add(peak)
+        peaks[(run_id, gpu.uuid)] = peak
+    elif gpu.memory_used_bytes > peak.peak_used_bytes:
+        peak.peak_used_bytes, peak.at = gpu.memory_used_bytes, at
+
+
+def _note_availability(session: Session, pod: PodRow, reading: Reading, at: datetime) -> None:
+    note = None if reading.available else (reading.unavailable_reason or "no NVML")
+    if note == pod.telemetry_note:
+        return
+    pod.telemetry_note = note
+    events.record(
+        session,
+        at,
+        Severity.WARNING if note else Severity.INFO,
+        Category.TELEMETRY,
+        f"pod:{pod.id}",
+        f"GPU telemetry unavailable: {note}" if note else "GPU telemetry is available again.",
+        budget_id=pod.budget_id,
+        evidence={"reason": note},
+    )
+
+
+def _note_problems(session: Session, pod: PodRow, reading: Reading, at: datetime) -> None:
+    lost_before = set(pod.lost_gpus or [])
+    lost_now = {p.uuid or f"index {p.index}" for p in reading.problems if p.lost}
+    for problem in reading.problems:
+        key = problem.uuid or f"index {problem.index}"
+        if problem.lost and key in lost_before:
+            continue
+        events.record(
+            session,
+            at,
+            Severity.CRITICAL if problem.lost else Severity.WARNING,
+            Category.TELEMETRY,
+            f"pod:{pod.id}",
+            f"GPU {problem.index} ({key}) "
+            + ("is lost: " if problem.lost else "could not be read: ")
+            + f"{problem.error}. The other GPUs are still watched.",
+            budget_id=pod.budget_id,
+            evidence={"index": problem.index, "uuid": problem.uuid, "error": problem.error},
+        )
+    back = {g.uuid for g in reading.gpus} & lost_before
+    for uuid in sorted(back):
+        events.record(
+            session,
+            at,
+            Severity.INFO,
+            Category.TELEMETRY,
+            f"pod:{pod.id}",
+            f"GPU {uuid} answers again.",
+            budget_id=pod.budget_id,
+            evidence={"uuid": uuid},
+        )
+    still_lost = (lost_before - back) | lost_now
+    if still_lost != lost_before:
+        pod.lost_gpus = sorted(still_lost)
+
+
+def gpu_views(session: Session, pod_id: str, now: datetime, watch: Watch) -> tuple[GpuView, ...]:
+    """What each GPU of the pod has been doing over the idle window, newest sample first."""
+    since = now - timedelta(seconds=watch.idle_window_s + FRESH_FOR_S)
+    rows = session.scalars(
+        select(GpuSampleRow)
+        .where(
+            GpuSampleRow.pod_id == pod_id, GpuSampleRow.at >= since, GpuSampleRow.resolution == RAW
+        )
+        .order_by(GpuSampleRow.at.desc(), GpuSampleRow.id.desc())
+    ).all()
+    by_gpu: dict[str, list[tuple[datetime, GpuSample]]] = defaultdict(list)
+    for row in rows:
+        by_gpu[row.gpu_uuid].append((row.at, sample_of(row)))
+    views = []
+    for uuid, samples in sorted(by_gpu.items()):
+        latest_at, latest = samples[0]
+        views.append(
+            GpuView(
+                uuid=uuid,
+                fresh=(now - latest_at).total_seconds() <= FRESH_FOR_S,
+                idle_since=idle_since(samples, watch.idle_util_pct, HELD_MEMORY_BYTES),
+                held_bytes=latest.memory_used_bytes,
+                free_ratio=latest.free_ratio,
+            )
+        )
+    return tuple(views)
+
+
+def latest(session: Session, pod_id: str) -> list[tuple[datetime, GpuSample]]:
+    """The newest sample of each GPU of the pod."""
+    rows = session.scalars(
+        select(GpuSampleRow)
+        .where(GpuSampleRow.pod_id == pod_id, GpuSampleRow.resolution == RAW)
+        .order_by(GpuSampleRow.at.desc(), GpuSampleRow.id.desc())
+        .limit(256)
+    ).all()
+    newest: dict[str, GpuSampleRow] = {}
+    for row in rows:
+        newest.setdefault(row.gpu_uuid, row)
+    return [(r.at, sample_of(r)) for r in sorted(newest.values(), key=lambda r: r.gpu_index)]
+
+
+def fold(session: Session, now: datetime, raw_keep_s: float, minute_keep_s: float) -> int:
+    """Fold raw samples older than `raw_keep_s` into one row per GPU-minute; drop minute rows
+    older than `minute_keep_s`. Storage stays bounded by the number of GPUs, not by uptime."""
+    cutoff = now - timedelta(seconds=raw_keep_s)
+    old = session.scalars(
+        select(GpuSampleRow)
+        .where(GpuSampleRow.resolution == RAW, GpuSampleRow.at < cutoff)
+        .order_by(GpuSampleRow.id)
+        .limit(50_000)
+    ).all()
+    groups: dict[tuple[str, str, datetime], list[GpuSampleRow]] = defaultdict(list)
+    for row in old:
+        groups[(row.pod_id, row.gpu_uuid, row.at.replace(second=0, microsecond=0))].append(row)
+    for (pod_id, _, minute), rows in groups.items():
+        session.add(_folded(pod_id, minute, rows))
+    if old:
+        session.execute(delete(GpuSampleRow).where(GpuSampleRow.id.in_([r.id for r in old])))
+    session.execute(
+        delete(GpuSampleRow).where(
+            GpuSampleRow.resolution == MINUTE,
+            GpuSampleRow.at < now - timedelta(seconds=minute_keep_s),
+        )
+    )
+    return len(old)
+
+
+def _folded(pod_id: str, minute: datetime, rows: Sequence[GpuSampleRow]) -> GpuSampleRow:
+    def values(name: str) -> list[float]:
+        return [v for v in (getattr(r, name) for r in rows) if v is not None]
+
+    def mean(name: str) -> float | None:
+        found = values(name)
+        return fmean(found) if found else None
+
+    def most(name: str) -> float | None:
+        found = values(name)
+        return max(found) if found else None
+
+    def least(name: str) -> float | None:
+        found = values(name)
+        return min(found) if found else None
+
+    last = rows[-1]
+    used, free = most("memory_used_bytes"), least("memory_free_bytes")
+    return GpuSampleRow(
+        pod_id=pod_id,
+        gpu_uuid=last.gpu_uuid,
+        gpu_index=last.gpu_index,
+        name=last.name,
+        at=minute,
+        resolution=MINUTE,
+        utilization_pct=mean("utilization_pct"),
+        utilization_max_pct=most("utilization_max_pct"),
+        memory_total_bytes=last.memory_total_bytes,
+        memory_used_bytes=None if used is None else int(used),
+        memory_free_bytes=None if free is None else int(free),
+        power_w=mean("power_w"),
+        temperature_c=most("temperature_c"),
+        processes=last.processes,
+        clock_event_reasons=last.clock_event_reasons,
+    )
