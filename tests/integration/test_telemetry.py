@@ -1,0 +1,178 @@
+"""GPU telemetry inside the process: storage, peaks, folding, and the rules acting on it."""
+
+from datetime import timedelta
+
+from sqlalchemy import select
+
+from governor.db import repository as repo
+from governor.db.tables import GpuSampleRow
+from governor.domain.model import Action, Category, PodState, Reason, Severity
+from governor.domain.policy import Watch
+from governor.domain.telemetry import GIB, DeviceProblem, GpuProcess, GpuSample, Reading
+from governor.services import telemetry
+from tests.integration.conftest import Governor
+
+TOTAL = 80 * GIB
+
+
+def gpu(util: float = 95.0, used_gib: float = 60.0, index: int = 0) -> GpuSample:
+    used = int(used_gib * GIB)
+    return GpuSample(
+        uuid=f"GPU-{index}",
+        index=index,
+        name="H100",
+        utilization_pct=util,
+        utilization_max_pct=util,
+        memory_total_bytes=TOTAL,
+        memory_used_bytes=used,
+        memory_free_bytes=TOTAL - used,
+        power_w=600.0,
+        temperature_c=60.0,
+        processes=(GpuProcess(4100, used),),
+        clock_event_reasons=0,
+    )
+
+
+def report(
+    gov: Governor,
+    pod_id: str,
+    *gpus: GpuSample,
+    problems: tuple[DeviceProblem, ...] = (),
+    available: bool = True,
+) -> None:
+    reading = Reading(
+        gov.clock.now(),
+        gpus=gpus,
+        problems=problems,
+        available=available,
+        unavailable_reason=None if available else "no NVML: libnvidia-ml.so.1 not found",
+    )
+    with gov.session() as s:
+        telemetry.ingest(s, repo.get_pod(s, pod_id), [reading], gov.clock.now())
+
+
+def event_messages(gov: Governor, category: Category = Category.TELEMETRY) -> list[str]:
+    with gov.session() as s:
+        return [e.message for e in reversed(repo.events(s, category=category))]
+
+
+def test_samples_are_stored_and_the_peak_per_run_is_kept(gov: Governor) -> None:
+    budget = gov.budget("1000")
+    pod = gov.pod(budget)
+    run = gov.run(budget, pod)
+    for used in (40, 72.5, 61):
+        report(gov, pod, gpu(used_gib=used))
+        gov.clock.advance(1)
+    with gov.session() as s:
+        [peak] = repo.peaks_of(s, [run])
+        latest = telemetry.latest(s, pod)
+    assert peak.peak_used_bytes == int(72.5 * GIB)
+    assert peak.at == gov.clock.now() - timedelta(seconds=2)
+    assert [sample.memory_used_bytes for _, sample in latest] == [61 * GIB]
+    assert latest[0][1].processes == (GpuProcess(4100, 61 * GIB),)
+
+
+def test_a_lost_gpu_is_reported_once_and_its_return_too(gov: Governor) -> None:
+    pod = gov.pod(gov.budget())
+    lost = DeviceProblem(1, "GPU-1", "nvmlDeviceGetHandleByIndex: GPU is lost", lost=True)
+    for _ in range(3):
+        report(gov, pod, gpu(), problems=(lost,))
+    with gov.session() as s:
+        assert repo.get_pod(s, pod).lost_gpus == ["GPU-1"]
+    report(gov, pod, gpu(), gpu(index=1))
+    messages = event_messages(gov)
+    assert [m for m in messages if "is lost" in m] == [
+        "GPU 1 (GPU-1) is lost: nvmlDeviceGetHandleByIndex: GPU is lost. "
+        "The other GPUs are still watched."
+    ]
+    assert messages[-1] == "GPU GPU-1 answers again."
+    with gov.session() as s:
+        assert repo.get_pod(s, pod).lost_gpus == []
+
+
+def test_no_nvml_is_noted_once(gov: Governor) -> None:
+    pod = gov.pod(gov.budget())
+    for _ in range(3):
+        report(gov, pod, available=False)
+    with gov.session() as s:
+        assert repo.get_pod(s, pod).telemetry_note == "no NVML: libnvidia-ml.so.1 not found"
+        [event] = repo.events(s, category=Category.TELEMETRY)
+    assert event.severity is Severity.WARNING
+    report(gov, pod, gpu())
+    assert event_messages(gov)[-1] == "GPU telemetry is available again."
+
+
+def test_a_reading_from_the_future_is_stored_as_now(gov: Governor) -> None:
+    pod = gov.pod(gov.budget())
+    ahead = Reading(gov.clock.now() + timedelta(hours=1), gpus=(gpu(),))
+    with gov.session() as s:
+        telemetry.ingest(s, repo.get_pod(s, pod), [ahead], gov.clock.now())
+        assert s.scalar(select(GpuSampleRow.at)) == gov.clock.now()
+
+
+def test_old_samples_fold_into_minutes_and_expire(gov: Governor) -> None:
+    pod = gov.pod(gov.budget())
+    gov.clock.current = gov.clock.current.replace(second=0)
+    for util in (10.0, 20.0, 90.0):  # three polls within one minute
+        report(gov, pod, gpu(util=util, used_gib=util / 2))
+        gov.clock.advance(15)
+    gov.clock.advance(7200)
+    with gov.session() as s:
+        assert telemetry.fold(s, gov.clock.now(), raw_keep_s=3600, minute_keep_s=86400) == 3
+    with gov.session() as s:
+        [row] = s.scalars(select(GpuSampleRow)).all()
+    assert row.resolution == "minute"
+    assert row.utilization_pct == 40.0  # the mean
+    assert row.utilization_max_pct == 90.0  # the busiest
+    assert row.memory_used_bytes == 45 * GIB  # the most held
+    gov.clock.advance(86400)
+    with gov.session() as s:
+        telemetry.fold(s, gov.clock.now(), raw_keep_s=3600, minute_keep_s=86400)
+        assert s.scalars(select(GpuSampleRow)).all() == []
+
+
+def test_gpu_views_say_since_when_each_gpu_is_idle(gov: Governor) -> None:
+    pod = gov.pod(gov.budget())
+    report(gov, pod, gpu(util=95), gpu(util=0, used_gib=19.5, index=1))
+    gov.clock.advance(10)
+    idle_from = gov.clock.now()
+    for _ in range(3):
+        report(gov, pod, gpu(util=0, used_gib=19.5), gpu(util=0, used_gib=19.5, index=1))
+        gov.clock.advance(10)
+    with gov.session() as s:
+        views = telemetry.gpu_views(s, pod, gov.clock.now(), Watch())
+    assert [(v.uuid, v.idle_since, v.fresh) for v in views] == [
+        ("GPU-0", idle_from, True),
+        ("GPU-1", idle_from - timedelta(seconds=10), True),
+    ]
+    assert views[0].held_bytes == int(19.5 * GIB)
+    gov.clock.advance(600)
+    with gov.session() as s:
+        assert not any(v.fresh for v in telemetry.gpu_views(s, pod, gov.clock.now(), Watch()))
+
+
+def test_a_deadlocked_job_is_warned_then_stopped_with_its_workspace(gov: Governor) -> None:
+    budget = gov.budget("1000")
+    pod = gov.pod(budget)
+    run = gov.run(budget, pod, timeout_s=3600, grace_s=30)
+    report(gov, pod, gpu())
+    gov.beat(run, step=100)
+    for _ in range(80):  # 10 s polls: training is over, the merge deadlocked
+        gov.clock.advance(10)
+        report(gov, pod, gpu(util=0, used_gib=19.5))
+        directive = gov.beat(run, step=100)
+        if directive.action is Action.STOP:
+            break
+    assert (directive.action, directive.reason) == (Action.STOP, Reason.IDLE_HANG)
+    with gov.session() as s:
+        order = repo.latest_stop_order(s, pod)
+        warned = [e for e in repo.events(s) if e.message.startswith("The job may be hung")]
+    assert order is not None and order.reason is Reason.IDLE_HANG
+    assert len(warned) == 1
+    idle_for = (order.created_at - warned[0].at).total_seconds()
+    assert 290 <= idle_for <= 310  # warned at half the 600 s window, stopped at the window
+    gov.tick(30)  # the grace
+    gov.tick(30)  # the fake cloud's stop latency
+    with gov.session() as s:
+        assert repo.get_pod(s, pod).state is PodState.STOPPED
+    assert gov.cloud.state.pods["pod-1"].volume_kept

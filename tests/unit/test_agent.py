@@ -1,0 +1,78 @@
+"""The agent's backlog: bounded, sent oldest first, kept through outages, never resent."""
+
+import json
+from datetime import timedelta
+
+import httpx
+import pytest
+
+from governor.agent import Agent, Rejected
+from governor.domain.telemetry import Reading
+from tests.clock import FrozenClock
+
+
+class Ticking:
+    """A telemetry source whose readings are numbered by their timestamps."""
+
+    def __init__(self, clock: FrozenClock) -> None:
+        self.clock = clock
+
+    def read(self) -> Reading:
+        self.clock.advance(1)
+        return Reading(self.clock.now())
+
+    def close(self) -> None:
+        pass
+
+
+class Server:
+    """An HTTP handler that answers with the scripted statuses and keeps what it accepted."""
+
+    def __init__(self, *statuses: int) -> None:
+        self.statuses = list(statuses)
+        self.received: list[str] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        status = self.statuses.pop(0) if self.statuses else 202
+        if status == 202:
+            self.received += [r["at"] for r in json.loads(request.content)["readings"]]
+        return httpx.Response(status, json={"error": {"code": "x", "message": "no such pod"}})
+
+
+def agent_for(server: Server, clock: FrozenClock, backlog: int = 100) -> Agent:
+    client = httpx.Client(base_url="http://governor", transport=httpx.MockTransport(server))
+    return Agent(Ticking(clock), client, "pod_1", clock, backlog=backlog)
+
+
+def test_readings_wait_out_an_outage_and_arrive_in_order_once(clock: FrozenClock) -> None:
+    server = Server(503, 503)
+    agent = agent_for(server, clock)
+    start = clock.now()
+    for _ in range(2):
+        agent.poll()
+        assert not agent.flush()
+    agent.poll()
+    assert agent.flush()
+    assert agent.flush()  # nothing left to send twice
+    expected = [(start + timedelta(seconds=s)).isoformat() for s in (1, 2, 3)]
+    assert server.received == expected
+    assert (agent.sent, len(agent.backlog), agent.dropped) == (3, 0, 0)
+
+
+def test_a_full_backlog_drops_the_oldest(clock: FrozenClock) -> None:
+    server = Server(*([503] * 5))
+    agent = agent_for(server, clock, backlog=3)
+    start = clock.now()
+    for _ in range(5):
+        agent.poll()
+        agent.flush()
+    assert agent.dropped == 2
+    assert agent.flush()
+    assert server.received == [(start + timedelta(seconds=s)).isoformat() for s in (3, 4, 5)]
+
+
+def test_a_rejection_says_what_to_fix(clock: FrozenClock) -> None:
+    agent = agent_for(Server(404), clock)
+    agent.poll()
+    with pytest.raises(Rejected, match=r"HTTP 404: no such pod \(check --pod"):
+        agent.flush()
