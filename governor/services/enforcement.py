@@ -99,10 +99,10 @@ def _act(
     if decision is not None and decision.action is Action.STOP:
         order_stop(session, book, pod, decision)
     elif decision is not None and decision.action is Action.CHECKPOINT and run is not None:
-        _ask_checkpoint(session, book, pod, run, decision)
+        _ask_checkpoint(session, book, run, decision)
     for finding in findings:
         if finding.action is Action.CONTINUE:
-            _warn(session, book, pod, run, finding)
+            _warn(session, book, run, finding)
 
 
 def order_stop(session: Session, book: Book, pod: PodRow, finding: Finding) -> StopOrderRow:
@@ -129,47 +129,36 @@ def order_stop(session: Session, book: Book, pod: PodRow, finding: Finding) -> S
         run.directive_message = finding.message
     if finding.reason is Reason.CEILING and book.budget.state is BudgetState.OPEN:
         book.budget.state = BudgetState.STOPPING
-    events.record(
+    _record(
         session,
-        now,
-        finding.severity,
-        CATEGORY_OF[finding.reason],
+        book,
         f"pod:{pod.id}",
+        finding,
         f"Stop ordered ({finding.reason.value}): {finding.message}",
-        budget_id=pod.budget_id,
-        evidence={
-            **finding.evidence,
-            "rule": finding.rule,
-            "stop_order": order.id,
-            "deadline": order.deadline.isoformat(),
-            "grace_s": grace,
-        },
+        stop_order=order.id,
+        deadline=order.deadline.isoformat(),
+        grace_s=grace,
     )
     session.flush()
     return order
 
 
-def _ask_checkpoint(
-    session: Session, book: Book, pod: PodRow, run: RunRow, finding: Finding
-) -> None:
+def _ask_checkpoint(session: Session, book: Book, run: RunRow, finding: Finding) -> None:
     run.checkpoint_asked = True
     if run.directive is Action.CONTINUE:
         run.directive = Action.CHECKPOINT
         run.directive_reason = finding.reason
         run.directive_message = finding.message
-    events.record(
+    _record(
         session,
-        book.now,
-        finding.severity,
-        CATEGORY_OF[finding.reason],
+        book,
         f"run:{run.id}",
+        finding,
         f"Checkpoint requested ({finding.reason.value}): {finding.message}",
-        budget_id=pod.budget_id,
-        evidence={**finding.evidence, "rule": finding.rule},
     )
 
 
-def _warn(session: Session, book: Book, pod: PodRow, run: RunRow | None, finding: Finding) -> None:
+def _warn(session: Session, book: Book, run: RunRow | None, finding: Finding) -> None:
     subject = f"budget:{book.budget.id}"
     if finding.reason is Reason.THRESHOLD:
         book.budget.alerted_pct = int(finding.evidence["threshold_pct"])  # type: ignore[call-overload]
@@ -179,13 +168,25 @@ def _warn(session: Session, book: Book, pod: PodRow, run: RunRow | None, finding
         if run.directive is Action.CONTINUE:
             run.directive_reason = finding.reason
             run.directive_message = finding.message
+    _record(session, book, subject, finding, finding.message)
+
+
+def _record(
+    session: Session,
+    book: Book,
+    subject: str,
+    finding: Finding,
+    message: str,
+    **evidence: object,
+) -> None:
+    """A rule's firing, as an event with the inputs that made it fire."""
     events.record(
         session,
         book.now,
         finding.severity,
         CATEGORY_OF[finding.reason],
         subject,
-        finding.message,
-        budget_id=pod.budget_id,
-        evidence={**finding.evidence, "rule": finding.rule},
+        message,
+        budget_id=book.budget.id,
+        evidence={**finding.evidence, "rule": finding.rule, **evidence},
     )

@@ -43,19 +43,23 @@ def list_extensions(
 def approve(
     extension_id: str, _: Operator, ctx: Context, tx: Tx, now: Now, body: DecisionIn | None = None
 ) -> ExtensionOut:
-    with tx() as session:
-        row = extensions.decide(
-            session, ctx.config, extension_id, True, (body or DecisionIn()).note, now
-        )
-        return views.extension(row)
+    """Approve a pending request: the effective ceiling rises by its amount. Once only."""
+    return _decide(extension_id, True, body, ctx, tx, now)
 
 
 @router.post("/v1/extensions/{extension_id}/deny")
 def deny(
     extension_id: str, _: Operator, ctx: Context, tx: Tx, now: Now, body: DecisionIn | None = None
 ) -> ExtensionOut:
+    """Deny a pending request. Once only."""
+    return _decide(extension_id, False, body, ctx, tx, now)
+
+
+def _decide(
+    extension_id: str, approve: bool, body: DecisionIn | None, ctx: Context, tx: Tx, now: Now
+) -> ExtensionOut:
+    note = body.note if body else None
     with tx() as session:
-        row = extensions.decide(
-            session, ctx.config, extension_id, False, (body or DecisionIn()).note, now
+        return views.extension(
+            extensions.decide(session, ctx.config, extension_id, approve, note, now)
         )
-        return views.extension(row)
