@@ -5,7 +5,7 @@ shared library is loaded) and fills `pynvml._nvmlGetFunctionPointer_cache` with 
 functions named like the C symbols; they write through ctypes `byref(...)._obj`, fill structs
 and return NVML_SUCCESS or NVML_ERROR_* codes, as libnvidia-ml.so.1 would. A symbol the fake
 does not provide behaves like one the driver lacks: NVMLError_FunctionNotFound.
-(shared/reference/nvml.md §2.2; relies on pynvml's private names, present in 12.x and 13.x.)
+It relies on pynvml's private names (present in nvidia-ml-py 12.x and 13.x).
 
 Each fake GPU follows a timeline: a function of the seconds elapsed since the fake was
 installed, read from an injected `monotonic` so tests can drive time. Named scenarios build

@@ -11,7 +11,7 @@ a `DeviceProblem` for that GPU, and the poll goes on with the others.
 
 Utilization drains the driver's buffered samples since the previous poll
 (`nvmlDeviceGetSamples`), so a poll every few seconds sees every ~1/6 s sample, not one point.
-Facts and traps behind these choices: shared/reference/nvml.md.
+The traps behind these choices are the binding's: see the comments where each is handled.
 """
 
 from __future__ import annotations
