@@ -26,11 +26,20 @@ from governor.domain.money import ZERO
 from governor.domain.stop_order import ACTIVE_STATES
 
 
-def get_budget(session: Session, budget_id: str, *, lock: bool = False) -> BudgetRow:
-    """The budget; with `lock`, held for update until the transaction ends (PostgreSQL)."""
+def get_budget(
+    session: Session, budget_id: str, *, lock: bool = False, share: bool = False
+) -> BudgetRow:
+    """The budget. With `lock`, held for update until the transaction ends; with `share`,
+    held against writers only, so several reads of its pods and ledger agree with each other.
+
+    Every writer of a budget's ledger takes `lock` first: that is what makes `share` enough.
+    (SQLite takes its write lock at BEGIN and needs neither.)
+    """
     query = select(BudgetRow).where(BudgetRow.id == budget_id)
     if lock:
         query = query.with_for_update(key_share=True)
+    elif share:
+        query = query.with_for_update(read=True)
     row = session.scalars(query).one_or_none()
     if row is None:
         raise NotFound(f"no budget {budget_id!r}")

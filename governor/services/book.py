@@ -101,8 +101,12 @@ class Book:
 def open_book(
     session: Session, budget_id: str, now: datetime, config: GovernorConfig, *, lock: bool = False
 ) -> Book:
-    """Load a budget and everything its figures depend on; with `lock`, hold it until commit."""
-    budget = repo.get_budget(session, budget_id, lock=lock)
+    """Load a budget and everything its figures depend on, as one consistent picture.
+
+    With `lock` the budget is held for update until commit (to act on it); without, it is
+    held against writers only, so the ledger cannot move between the reads below.
+    """
+    budget = repo.get_budget(session, budget_id, lock=lock, share=not lock)
     pods = list(repo.pods_of(session, budget_id))
     runs = list(repo.runs_of(session, budget_id))
     recorded = repo.recorded_by_pod(session, budget_id)

@@ -42,7 +42,13 @@ class _Call:
 def advance(ctx: ServiceContext) -> int:
     """Move every due stop order one step; returns how many provider calls were made."""
     with unit_of_work(ctx.sessions) as session:
-        calls = _prepare(session, ctx.clock)
+        budget_ids = session.scalars(
+            select(StopOrderRow.budget_id).where(StopOrderRow.state.in_(ACTIVE_STATES)).distinct()
+        ).all()
+    calls = []
+    for budget_id in budget_ids:  # one budget per transaction: writers never hold two
+        with unit_of_work(ctx.sessions) as session:
+            calls += _prepare(session, budget_id, ctx.clock)
     for call in calls:
         result = _call_provider(ctx, call)
         with unit_of_work(ctx.sessions) as session:
@@ -50,22 +56,18 @@ def advance(ctx: ServiceContext) -> int:
     return len(calls)
 
 
-def _prepare(session: Session, clock: Clock) -> list[_Call]:
-    budget_ids = session.scalars(
-        select(StopOrderRow.budget_id).where(StopOrderRow.state.in_(ACTIVE_STATES)).distinct()
-    ).all()
+def _prepare(session: Session, budget_id: str, clock: Clock) -> list[_Call]:
+    repo.get_budget(session, budget_id, lock=True)
+    now = clock.now()  # read once the budget is ours, so the record keeps its true order
     calls = []
-    for budget_id in sorted(budget_ids):
-        repo.get_budget(session, budget_id, lock=True)
-        now = clock.now()  # read once the budget is ours, so the record keeps its true order
-        for order in repo.active_stop_orders(session, budget_id):
-            if order.next_attempt_at > now:
-                continue
-            pod = repo.get_pod(session, order.pod_id)
-            _check_deadline(session, order, pod, now)
-            if order.state.ready_for_provider:
-                _mark_sent(session, order, pod, now)
-                calls.append(_Call(order.id, pod.provider, pod.provider_ref))
+    for order in repo.active_stop_orders(session, budget_id):
+        if order.next_attempt_at > now:
+            continue
+        pod = repo.get_pod(session, order.pod_id)
+        _check_deadline(session, order, pod, now)
+        if order.state.ready_for_provider:
+            _mark_sent(session, order, pod, now)
+            calls.append(_Call(order.id, pod.provider, pod.provider_ref))
     return calls
 
 

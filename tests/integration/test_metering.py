@@ -1,12 +1,14 @@
 """The meter: rate x time, downtime included, never twice, storage after a stop."""
 
+import threading
 from decimal import Decimal
 
 from sqlalchemy import func, select
 
+from governor.db import repository as repo
 from governor.db.tables import LedgerEntryRow
 from governor.domain.model import ChargeKind, EntryKind
-from governor.services import pods
+from governor.services import budgets, metering, pods
 from tests.integration.conftest import Governor
 
 D = Decimal
@@ -65,3 +67,30 @@ def test_storage_tail_and_reserve_count_in_committed(gov: Governor) -> None:
     f = gov.book(budget).figures
     # spent 0; tail 100 GB x $0.20 for a month = $20; reserve $5; shutdown: 3.60/h x (0 + 30 + 20) s
     assert f.committed == D(20) + D(5) + D("0.05")
+
+
+def test_the_meter_waits_while_a_budget_is_being_read(gov: Governor) -> None:
+    """A reader's figures come from one picture of the ledger: the meter cannot move under it."""
+    budget = gov.budget()
+    pod = gov.pod(budget)
+    gov.clock.advance(3600)
+    reading, metered = threading.Event(), threading.Event()
+
+    def meter() -> None:
+        reading.wait()
+        with gov.session() as s:
+            repo.get_budget(s, budget, lock=True)
+            metering.accrue_budget(s, budget, gov.clock.now())
+        metered.set()
+
+    writer = threading.Thread(target=meter)
+    writer.start()
+    with gov.session() as s:
+        before = budgets.book(s, gov.ctx.config, budget, gov.clock.now())
+        reading.set()
+        assert not metered.wait(0.5), "the meter wrote while the budget was being read"
+        after = budgets.book(s, gov.ctx.config, budget, gov.clock.now())
+    writer.join(10)
+    assert metered.is_set()
+    assert before.figures.spent == after.figures.spent == D("3.60")
+    assert ledger_total(gov, pod) == D("3.60")
