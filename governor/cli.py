@@ -7,12 +7,15 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 from governor import __version__
 from governor.settings import load_settings
 
 if TYPE_CHECKING:
+    from governor.domain.preflight.rules import Admission
     from governor.services.context import ServiceContext
 
 log = logging.getLogger("governor")
@@ -127,6 +130,73 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(port=args.port, keep_serving=not args.exit)
 
 
+PLAN_EXIT = {"go": 0, "canary_only": 1, "no_go": 2}
+PLAN_INVALID = 3
+
+
+class _PlanParser(argparse.ArgumentParser):
+    """Usage errors of `plan check` exit 3, as an invalid plan does: 1 and 2 are verdicts."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(PLAN_INVALID, f"{self.prog}: error: {message}\n")
+
+
+def _usd_arg(text: str) -> Decimal:
+    from governor.domain.money import MoneyError, parse_usd
+
+    try:
+        return parse_usd(text)
+    except MoneyError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _plan_check(args: argparse.Namespace) -> int:
+    import json
+    from datetime import UTC, datetime
+
+    from pydantic import ValidationError
+
+    from governor.api.schemas import PlanIn
+    from governor.domain.preflight.rules import admit
+
+    where = f"governor plan check: {args.file}"
+    try:
+        plan = PlanIn.model_validate_json(Path(args.file).read_bytes()).to_plan()
+    except OSError as exc:
+        print(f"{where}: cannot read it ({exc.strerror})", file=sys.stderr)
+        return PLAN_INVALID
+    except ValidationError as exc:
+        for error in exc.errors():
+            field = ".".join(str(p) for p in error["loc"]) or "the file"
+            print(f"{where}: {field}: {error['msg']}", file=sys.stderr)
+        return PLAN_INVALID
+    admission = admit(plan, datetime.now(UTC).date(), args.remaining_usd)
+    print(json.dumps(admission.as_json(), indent=2) if args.json else _verdict_text(admission))
+    return PLAN_EXIT[admission.verdict.value]
+
+
+def _verdict_text(admission: Admission) -> str:
+    from governor.domain.money import dollars
+
+    a = admission.assessment
+    hw, memory, cost = a.plan.hardware, a.memory, a.cost
+    money = (
+        "not checked against a budget"
+        if a.available is None
+        else (f"{dollars(a.available)} available")
+    )
+    lines = [
+        f"{admission.verdict.value.upper()}: {a.plan.job_id} on {hw.gpus} x {hw.gpu_type}",
+        f"memory: {memory.modeled_gib:.1f} GiB modeled per GPU of {memory.usable_gib:.1f} GiB "
+        f"usable ({memory.ratio:.0%})",
+        f"cost:   worst case {dollars(cost.worst)}, expected {dollars(cost.expected)}; {money}",
+        "reasons:",
+        *(f"  [{f.verdict.value}] {f.rule}: {f.message}" for f in admission.findings),
+    ]
+    return "\n".join(lines)
+
+
 def _redact(url: str) -> str:
     from sqlalchemy.engine import make_url
 
@@ -194,6 +264,24 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--port", type=int, default=8000, help="port to serve on (default 8000)")
     demo.add_argument("--exit", action="store_true", help="exit when the demo ends")
     demo.set_defaults(handler=_demo)
+
+    plan = commands.add_parser("plan", help="check a preflight plan before renting (offline)")
+    plan_commands = plan.add_subparsers(
+        dest="plan_command", required=True, metavar="VERB", parser_class=_PlanParser
+    )
+    check = plan_commands.add_parser(
+        "check",
+        help="go, canary_only or no_go, with every reason; exit 0, 1 or 2 (3: invalid plan)",
+    )
+    check.add_argument("file", help="the plan, as JSON (schema preflight-plan/0.1)")
+    check.add_argument(
+        "--remaining-usd",
+        type=_usd_arg,
+        metavar="USD",
+        help="the budget's money left; without it the cost is reported but not checked",
+    )
+    check.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    check.set_defaults(handler=_plan_check)
     return parser
 
 

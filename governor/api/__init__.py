@@ -7,6 +7,7 @@ from governor.api.routes import (
     events,
     extensions,
     health,
+    plans,
     pods,
     runs,
     telemetry,
@@ -16,6 +17,6 @@ from governor.api.routes import (
 
 def build_router() -> APIRouter:
     router = APIRouter()
-    for module in (health, budgets, pods, runs, extensions, events, telemetry, tokens):
+    for module in (health, budgets, pods, runs, extensions, plans, events, telemetry, tokens):
         router.include_router(module.router)
     return router

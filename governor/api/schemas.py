@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from datetime import date, datetime
 from decimal import Decimal
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    WithJsonSchema,
+    model_validator,
+)
 
 from governor.domain.model import (
     Action,
@@ -23,7 +31,25 @@ from governor.domain.model import (
     RunStatus,
     Severity,
 )
-from governor.domain.money import parse_usd
+from governor.domain.money import format_usd, parse_usd
+from governor.domain.preflight.plan import (
+    Attention,
+    Checkpointing,
+    CrossEntropy,
+    Evidence,
+    ExpertStorage,
+    Hardware,
+    MemoryModel,
+    Model,
+    Moe,
+    Plan,
+    PlanPhase,
+    Sharding,
+    Storage,
+    Training,
+    WeightsBreakdown,
+)
+from governor.domain.preflight.rules import Verdict
 from governor.domain.stop_order import StopState
 
 _MONEY_SCHEMA = WithJsonSchema(
@@ -405,3 +431,244 @@ class TelemetryIn(Strict):
 class TelemetryAccepted(BaseModel):
     readings: int
     samples: int
+
+
+# --- plans (preflight admission) -------------------------------------------------------
+# The plan document follows the "preflight-plan/0.1" schema (docs/api.md, Preflight plans).
+# Fields marked "for the record" are stored with the verdict but decide nothing.
+
+Gib = Annotated[float, Field(ge=0, le=1_000_000, allow_inf_nan=False)]
+Params = Annotated[float, Field(ge=0, le=1e15, allow_inf_nan=False)]
+Hours = Annotated[Decimal, Field(ge=0, le=8760)]
+Count = Annotated[int, Field(ge=1, le=10_000_000)]
+Label = Annotated[str, Field(min_length=1, max_length=100)]
+_AS_TEXT = PlainSerializer(format_usd, when_used="json")  # stored as "4.59", not "4.590000"
+PlanUsd = Annotated[Usd, _AS_TEXT]
+PlanRate = Annotated[PositiveUsd, _AS_TEXT]
+
+
+class PlanHardwareIn(Strict):
+    provider: Label | None = None  # for the record
+    cloud_tier: Label | None = None  # for the record
+    gpu_type: Label
+    gpu_count: Annotated[int, Field(ge=1, le=1024)]
+    nodes: Annotated[int, Field(ge=1, le=1024)] = 1
+    usable_mib_per_gpu: Count
+    rate_usd_per_gpu_hour: PlanRate
+    rate_source: Annotated[str, Field(max_length=2000)] | None = None  # for the record
+    rate_quoted_at: date = Field(description="the day the rate was read (YYYY-MM-DD)")
+    billing_increment_s: Annotated[int, Field(ge=1, le=86_400)]
+    interruptible: bool = Field(False, description="spot: exempt from the low-rate check")
+
+
+class PlanPhaseIn(Strict):
+    name: Label = Field(description="canary, train and checkpoint are the names the rules read")
+    expected_hours: Hours
+    max_hours: Annotated[Decimal, Field(gt=0, le=8760)]
+    gpu_held: bool = Field(True, description="billed for GPUs during this phase")
+    min_optimizer_steps: Annotated[int, Field(ge=0)] | None = None
+
+    @model_validator(mode="after")
+    def _max_covers_expected(self) -> PlanPhaseIn:
+        if self.max_hours < self.expected_hours:
+            raise ValueError(f"phase {self.name!r}: max_hours must be at least expected_hours")
+        return self
+
+
+class PlanStorageIn(Strict):
+    kind: Label  # for the record
+    gb: Annotated[Decimal, Field(ge=0, le=10_000_000)]
+    usd_per_gb_month: PlanUsd
+    hours_held: Hours
+
+
+class PlanMoeIn(Strict):
+    num_experts: Count  # for the record
+    top_k: Count  # for the record
+    expert_params: Params
+    experts_storage: ExpertStorage
+    expert_quantizer: Label = Field(description='"none", "bnb_linear4bit", "experts4bit", ...')
+    reshard_after_forward: bool = True
+
+    @model_validator(mode="after")
+    def _top_k_of_experts(self) -> PlanMoeIn:
+        if self.top_k > self.num_experts:
+            raise ValueError("top_k must not exceed num_experts")
+        return self
+
+
+class PlanModelIn(Strict):
+    params_total: Annotated[float, Field(gt=0, le=1e15, allow_inf_nan=False)]
+    vocab_size: Count
+    hidden_size: Count
+    num_layers: Count
+    num_heads: Count
+    moe: PlanMoeIn | None = None
+
+    @model_validator(mode="after")
+    def _experts_within_total(self) -> PlanModelIn:
+        if self.moe is not None and self.moe.expert_params > self.params_total:
+            raise ValueError("moe.expert_params must not exceed params_total")
+        return self
+
+
+class PlanShardingIn(Strict):
+    kind: Sharding = Sharding.NONE
+    shards: Count = Field(1, description="GPUs the model state is split over")
+    forward_prefetch: bool = False
+
+    @model_validator(mode="after")
+    def _shards_fit_kind(self) -> PlanShardingIn:
+        if (self.kind is Sharding.NONE) != (self.shards == 1):
+            raise ValueError('kind "none" means shards 1; fsdp and zero3 need at least 2 shards')
+        return self
+
+
+class PlanTrainingIn(Strict):
+    seq_len: Count
+    micro_batch: Count
+    lora_rank: Count | None = None  # for the record
+    trainable_params: Params
+    adapter_dtype: Label | None = None  # for the record: PEFT keeps adapters in fp32
+    optimizer: Label = Field(description='a name with "8bit" in it counts 10 B per param')
+    grad_checkpointing: Checkpointing
+    attention_impl: Attention
+    ce_impl: CrossEntropy
+    sharding: PlanShardingIn = PlanShardingIn()
+
+
+class PlanWeightsIn(Strict):
+    quantized_params: Params
+    bytes_per_quantized: Annotated[float, Field(ge=0, le=8, allow_inf_nan=False)]
+    unquantized_params: Params
+    bytes_per_unquantized: Annotated[float, Field(ge=0, le=8, allow_inf_nan=False)]
+
+
+class PlanTransientIn(Strict):
+    name: Label
+    gib: Gib
+
+
+class PlanMemoryIn(Strict):
+    """GiB per GPU at the plan's peak phase, component by component."""
+
+    runtime_overhead: Gib
+    nccl: Gib
+    weights: Gib
+    weights_breakdown: PlanWeightsIn
+    adapters_grads_optimizer: Gib
+    activations: Gib
+    logits_peak: Gib
+    transients: Annotated[list[PlanTransientIn], Field(max_length=50)] = []
+    fragmentation_margin: Gib
+    modeled_total: Gib
+    peak_phase: Label | None = None  # for the record
+
+
+class PlanEvidenceIn(Strict):
+    measured_peak_mib: Annotated[int, Field(ge=0, le=10_000_000)] | None = None
+    measured_on: date | None = None
+    same_config: bool = Field(False, description="same model, recipe and GPU type")
+
+
+class PlanIn(Strict):
+    schema_: Literal["preflight-plan/0.1"] = Field("preflight-plan/0.1", alias="schema")
+    job_id: Name
+    hardware: PlanHardwareIn
+    phases: Annotated[list[PlanPhaseIn], Field(min_length=1, max_length=50)]
+    storage: Annotated[list[PlanStorageIn], Field(max_length=50)] = []
+    other_costs_usd: PlanUsd = Decimal(0)
+    model: PlanModelIn
+    training: PlanTrainingIn
+    memory_per_gpu_gib: PlanMemoryIn
+    evidence: PlanEvidenceIn = PlanEvidenceIn()
+
+    @model_validator(mode="after")
+    def _shards_within_gpus(self) -> PlanIn:
+        gpus = self.hardware.gpu_count * self.hardware.nodes
+        if self.training.sharding.shards > gpus:
+            raise ValueError(f"training.sharding.shards must not exceed the plan's {gpus} GPUs")
+        return self
+
+    def document(self) -> dict[str, Any]:
+        """The plan as JSON, as it is stored with its verdict."""
+        return self.model_dump(mode="json", by_alias=True)
+
+    def to_plan(self) -> Plan:
+        hw, t, m, mem = self.hardware, self.training, self.model, self.memory_per_gpu_gib
+        return Plan(
+            job_id=self.job_id,
+            hardware=Hardware(**hw.model_dump(exclude={"provider", "cloud_tier", "rate_source"})),
+            phases=tuple(PlanPhase(**p.model_dump()) for p in self.phases),
+            storage=tuple(Storage(**s.model_dump(exclude={"kind"})) for s in self.storage),
+            other_costs_usd=self.other_costs_usd,
+            model=Model(
+                **m.model_dump(exclude={"moe"}),
+                moe=None
+                if m.moe is None
+                else Moe(**m.moe.model_dump(exclude={"num_experts", "top_k"})),
+            ),
+            training=Training(
+                **t.model_dump(exclude={"lora_rank", "adapter_dtype", "sharding"}),
+                sharding=t.sharding.kind,
+                shards=t.sharding.shards,
+                forward_prefetch=t.sharding.forward_prefetch,
+            ),
+            memory=MemoryModel(
+                **mem.model_dump(exclude={"weights_breakdown", "transients", "peak_phase"}),
+                weights_breakdown=WeightsBreakdown(**mem.weights_breakdown.model_dump()),
+                transients=tuple((x.name, x.gib) for x in mem.transients),
+            ),
+            evidence=Evidence(**self.evidence.model_dump()),
+        )
+
+
+class PlanReasonOut(BaseModel):
+    rule: str
+    verdict: Verdict = Field(description="the best verdict this reason allows")
+    message: str
+    evidence: dict[str, Any]
+
+
+class PlanComponentOut(BaseModel):
+    name: str
+    declared_gib: float
+    floor_gib: float = Field(description="the governor's minimum, recomputed from the plan")
+    used_gib: float = Field(description="the larger of the two")
+    basis: str
+
+
+class PlanMemoryOut(BaseModel):
+    gpu_type: str
+    usable_gib: float
+    declared_gib: float
+    modeled_gib: float
+    ratio: float
+    components: list[PlanComponentOut]
+
+
+class PlanCostOut(BaseModel):
+    rate_usd_per_gpu_hour: UsdText
+    rate_drift: float
+    compute_usd: UsdText
+    storage_usd: UsdText
+    other_usd: UsdText
+    contingency: float
+    worst_case_usd: UsdText
+    canary_worst_case_usd: UsdText
+    expected_usd: UsdText
+    remaining_usd: UsdText | None
+    reserve_usd: UsdText | None
+    available_usd: UsdText | None
+
+
+class PlanCheckOut(BaseModel):
+    id: str
+    budget_id: str
+    job_id: str
+    verdict: Verdict
+    reasons: list[PlanReasonOut]
+    memory: PlanMemoryOut
+    cost: PlanCostOut
+    plan: dict[str, Any]
+    created_at: datetime

@@ -15,13 +15,21 @@ from governor.api.schemas import (
     ExtensionOut,
     GpuOut,
     PeakOut,
+    PlanCheckOut,
     PodOut,
     PodTelemetryOut,
     RunOut,
     StopOrderOut,
 )
 from governor.db import repository as repo
-from governor.db.tables import EventRow, ExtensionRow, PodRow, RunRow, StopOrderRow
+from governor.db.tables import (
+    EventRow,
+    ExtensionRow,
+    PlanCheckRow,
+    PodRow,
+    RunRow,
+    StopOrderRow,
+)
 from governor.domain.ledger import Figures
 from governor.domain.money import format_usd
 from governor.services import telemetry
@@ -142,3 +150,17 @@ def extension(row: ExtensionRow) -> ExtensionOut:
 
 def event(row: EventRow) -> EventOut:
     return EventOut.model_validate(row, from_attributes=True)
+
+
+def plan_check(row: PlanCheckRow) -> PlanCheckOut:
+    return PlanCheckOut(
+        id=row.id,
+        budget_id=row.budget_id,
+        job_id=row.job_id,
+        verdict=row.verdict,
+        reasons=row.reasons,
+        memory=row.figures["memory"],
+        cost=row.figures["cost"],
+        plan=row.plan,
+        created_at=row.created_at,
+    )

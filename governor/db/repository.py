@@ -15,6 +15,7 @@ from governor.db.tables import (
     ExtensionRow,
     GpuPeakRow,
     LedgerEntryRow,
+    PlanCheckRow,
     PodRow,
     RunRow,
     StopOrderRow,
@@ -216,4 +217,13 @@ def local_pods(session: Session) -> Sequence[PodRow]:
         select(PodRow).where(
             PodRow.local.is_(True), PodRow.state.in_((PodState.RUNNING, PodState.STOPPING))
         )
+    ).all()
+
+
+def plan_checks_of(session: Session, budget_id: str) -> Sequence[PlanCheckRow]:
+    """A budget's preflight verdicts, oldest first."""
+    return session.scalars(
+        select(PlanCheckRow)
+        .where(PlanCheckRow.budget_id == budget_id)
+        .order_by(PlanCheckRow.created_at, PlanCheckRow.id)
     ).all()

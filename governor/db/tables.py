@@ -39,6 +39,7 @@ from governor.domain.model import (
     RunStatus,
     Severity,
 )
+from governor.domain.preflight.rules import Verdict
 from governor.domain.stop_order import StopState
 
 NAMING = {
@@ -265,3 +266,23 @@ class GpuPeakRow(Base):
     peak_used_bytes: Mapped[int] = mapped_column(BigInteger)
     memory_total_bytes: Mapped[int | None] = mapped_column(BigInteger)
     at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class PlanCheckRow(Base):
+    """A preflight verdict on a plan, kept with its budget (and for the run report)."""
+
+    __tablename__ = "plan_checks"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    budget_id: Mapped[str] = mapped_column(ForeignKey("budgets.id"), index=True)
+    job_id: Mapped[str] = mapped_column(String(200))
+    verdict: Mapped[Verdict] = mapped_column(_enum(Verdict))
+    gpu_type: Mapped[str] = mapped_column(String(100))
+    modeled_gib: Mapped[float]  # per GPU, with the governor's floors
+    usable_gib: Mapped[float]
+    worst_case_usd: Mapped[Decimal] = mapped_column(MicroUSD)
+    available_usd: Mapped[Decimal] = mapped_column(MicroUSD)
+    plan: Mapped[dict[str, Any]] = mapped_column(JSON)
+    reasons: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    figures: Mapped[dict[str, Any]] = mapped_column(JSON)  # memory table and cost breakdown
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -1,0 +1,177 @@
+"""The plan a job submits before renting: what the admission rules read, nothing more.
+
+Field names follow the preflight plan schema ("preflight-plan/0.1"). Memory figures are GiB
+per GPU at the plan's peak phase; parameter counts are plain numbers; money is Decimal.
+The API and the CLI validate a plan document at the edge and build these values from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
+from enum import StrEnum
+
+CANARY, TRAIN, CHECKPOINT = "canary", "train", "checkpoint"  # phase names the rules read
+
+
+class Checkpointing(StrEnum):
+    FULL = "full"  # every layer's input kept, one layer recomputed at a time
+    NONE = "none"
+
+
+class Attention(StrEnum):
+    FLASH = "flash"
+    SDPA = "sdpa"
+    EAGER = "eager"  # stores the s x s attention scores
+
+
+class CrossEntropy(StrEnum):
+    NAIVE = "naive"  # HF ForCausalLMLoss: logits upcast to fp32
+    CHUNKED_UPCAST = "chunked_upcast"  # torchtune CEWithChunkedOutputLoss
+    LIGER_FLCE = "liger_flce"  # Liger FusedLinearCrossEntropy
+    CCE = "cce"  # Apple Cut Cross-Entropy
+
+
+class Sharding(StrEnum):
+    NONE = "none"  # every GPU holds the whole model (one GPU, or plain data parallel)
+    FSDP = "fsdp"
+    ZERO3 = "zero3"
+
+
+class ExpertStorage(StrEnum):
+    FUSED_3D = "fused_3d_parameter"  # one nn.Parameter per projection (transformers v5)
+    MODULE_LIST = "module_list_linear"  # one nn.Linear per expert
+
+
+LINEAR_ONLY_QUANTIZERS = ("none", "bnb_linear4bit")  # these leave fused 3-D experts alone
+
+
+@dataclass(frozen=True)
+class Hardware:
+    gpu_type: str
+    gpu_count: int
+    nodes: int
+    usable_mib_per_gpu: int
+    rate_usd_per_gpu_hour: Decimal
+    rate_quoted_at: date
+    billing_increment_s: int
+    interruptible: bool
+
+    @property
+    def gpus(self) -> int:
+        return self.gpu_count * self.nodes
+
+
+@dataclass(frozen=True)
+class PlanPhase:
+    name: str
+    expected_hours: Decimal
+    max_hours: Decimal
+    gpu_held: bool
+    min_optimizer_steps: int | None
+
+
+@dataclass(frozen=True)
+class Storage:
+    gb: Decimal
+    usd_per_gb_month: Decimal
+    hours_held: Decimal
+
+
+@dataclass(frozen=True)
+class Moe:
+    expert_params: float
+    experts_storage: ExpertStorage
+    expert_quantizer: str
+    reshard_after_forward: bool
+
+    @property
+    def experts_stay_bf16(self) -> bool:
+        """4-bit loading replaces nn.Linear only: fused experts stay BF16 unless an
+        expert-aware quantizer is named."""
+        return (
+            self.experts_storage is ExpertStorage.FUSED_3D
+            and self.expert_quantizer in LINEAR_ONLY_QUANTIZERS
+        )
+
+
+@dataclass(frozen=True)
+class Model:
+    params_total: float
+    vocab_size: int
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    moe: Moe | None
+
+
+@dataclass(frozen=True)
+class Training:
+    seq_len: int
+    micro_batch: int
+    trainable_params: float
+    optimizer: str
+    grad_checkpointing: Checkpointing
+    attention_impl: Attention
+    ce_impl: CrossEntropy
+    sharding: Sharding
+    shards: int
+    forward_prefetch: bool
+
+    @property
+    def eight_bit_optimizer(self) -> bool:
+        return "8bit" in self.optimizer
+
+
+@dataclass(frozen=True)
+class WeightsBreakdown:
+    quantized_params: float
+    bytes_per_quantized: float
+    unquantized_params: float
+    bytes_per_unquantized: float
+
+
+@dataclass(frozen=True)
+class MemoryModel:
+    """The plan's own per-GPU memory model, in GiB, component by component."""
+
+    runtime_overhead: float
+    nccl: float
+    weights: float
+    weights_breakdown: WeightsBreakdown
+    adapters_grads_optimizer: float
+    activations: float
+    logits_peak: float
+    transients: tuple[tuple[str, float], ...]
+    fragmentation_margin: float
+    modeled_total: float
+
+    def transient(self, name: str) -> float:
+        return sum(gib for n, gib in self.transients if n == name)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A measured peak of the same configuration (same model, recipe and GPU type)."""
+
+    measured_peak_mib: int | None
+    measured_on: date | None
+    same_config: bool
+
+
+@dataclass(frozen=True)
+class Plan:
+    job_id: str
+    hardware: Hardware
+    phases: tuple[PlanPhase, ...]
+    storage: tuple[Storage, ...]
+    other_costs_usd: Decimal
+    model: Model
+    training: Training
+    memory: MemoryModel
+    evidence: Evidence
+
+    def index(self, name: str, after: int = -1) -> int | None:
+        """The position of the first phase called `name` after position `after`."""
+        return next((i for i, p in enumerate(self.phases) if i > after and p.name == name), None)

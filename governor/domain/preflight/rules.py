@@ -1,0 +1,440 @@
+"""Admission: an ordered list of small named rules over one assessed plan.
+
+Reading RULES top to bottom tells an operator how a plan is judged: the plan's structure,
+the governor's memory floors, the memory fit, then the money.
+Each rule returns a Finding (the best verdict it allows, a message, evidence) or None; the
+plan's verdict is the worst any finding allows, and every finding is reported.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal
+from enum import StrEnum
+from typing import Any
+
+from governor.domain.money import dollars, format_usd
+from governor.domain.preflight.cost import (
+    CONTINGENCY,
+    CostFigures,
+    plan_cost,
+    quote_age_days,
+    reserve,
+)
+from governor.domain.preflight.gpus import GpuClass, gpu_class
+from governor.domain.preflight.memory import Component, MemoryFigures, count, model_memory
+from governor.domain.preflight.plan import CANARY, CHECKPOINT, TRAIN, Plan
+
+GO_SHARE = 0.90  # modeled peak up to 90% of usable memory: go
+FIT_SHARE = 1.00  # up to 100%: the canary must prove it
+HARD_SHARE = 1.20  # over 120%: no pod is rented, whatever the evidence
+MEASURED_SHARE = 0.95  # a measured peak (or the canary's) must stay under 95%
+EVIDENCE_DAYS = 30
+TOTAL_TOLERANCE = 0.01  # a declared total may differ from its components' sum by 1%
+MIN_CANARY_STEPS = 2  # optimizer state appears only at the first optimizer step
+RATE_FLOOR_SHARE = Decimal("0.5")  # of the lowest on-demand rate: below it, a typo
+
+
+class Verdict(StrEnum):
+    GO = "go"
+    CANARY_ONLY = "canary_only"
+    NO_GO = "no_go"
+
+    @property
+    def rank(self) -> int:
+        return {"go": 0, "canary_only": 1, "no_go": 2}[self.value]
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    verdict: Verdict  # the best verdict this finding allows
+    message: str
+    evidence: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """A plan and everything the rules read: recomputed memory, cost, and the money left."""
+
+    plan: Plan
+    today: date
+    gpu: GpuClass | None
+    memory: MemoryFigures
+    cost: CostFigures
+    remaining: Decimal | None  # the budget's money left; None: not checked (offline)
+
+    @property
+    def available(self) -> Decimal | None:
+        """What the plan may cost: the remaining budget minus the preflight reserve."""
+        return None if self.remaining is None else self.remaining - reserve(self.remaining)
+
+    def component(self, name: str) -> Component:
+        return next(c for c in self.memory.components if c.name == name)
+
+    @property
+    def measured_fit(self) -> bool:
+        """A recent measured peak of the same configuration fit under 95%."""
+        e = self.plan.evidence
+        if not e.same_config or e.measured_peak_mib is None or e.measured_on is None:
+            return False
+        recent = 0 <= (self.today - e.measured_on).days <= EVIDENCE_DAYS
+        return recent and e.measured_peak_mib / 1024 <= MEASURED_SHARE * self.memory.usable_gib
+
+    @property
+    def memory_band(self) -> Verdict:
+        share = self.memory.ratio
+        if share <= GO_SHARE:
+            return Verdict.GO
+        if share <= FIT_SHARE or (share <= HARD_SHARE and self.measured_fit):
+            return Verdict.CANARY_ONLY
+        return Verdict.NO_GO
+
+
+def assess(plan: Plan, today: date, remaining: Decimal | None) -> Assessment:
+    gpu = gpu_class(plan.hardware.gpu_type)
+    usable_mib = plan.hardware.usable_mib_per_gpu
+    if gpu is not None:
+        usable_mib = min(usable_mib, gpu.usable_mib)
+    memory = model_memory(plan, usable_mib / 1024)
+    return Assessment(plan, today, gpu, memory, plan_cost(plan, today), remaining)
+
+
+Rule = Callable[[Assessment], "Finding | None"]
+
+
+# --- the plan's structure -------------------------------------------------------------
+
+
+def modeled_total_adds_up(a: Assessment) -> Finding | None:
+    declared, total = a.memory.declared_gib, a.plan.memory.modeled_total
+    if math.isclose(declared, total, rel_tol=TOTAL_TOLERANCE):
+        return None
+    return Finding(
+        "modeled_total_adds_up",
+        Verdict.NO_GO,
+        f"Incomplete plan: memory_per_gpu_gib.modeled_total is {total:.2f} GiB but its "
+        f"components add up to {declared:.2f} GiB (more than 1% apart).",
+        {"modeled_total_gib": total, "sum_of_components_gib": round(declared, 3)},
+    )
+
+
+def params_add_up(a: Assessment) -> Finding | None:
+    b, total = a.plan.memory.weights_breakdown, a.plan.model.params_total
+    counted = b.quantized_params + b.unquantized_params
+    if math.isclose(counted, total, rel_tol=TOTAL_TOLERANCE):
+        return None
+    return Finding(
+        "params_add_up",
+        Verdict.NO_GO,
+        f"Incomplete plan: weights_breakdown counts {count(counted)} parameters "
+        f"(quantized + unquantized) but model.params_total is {count(total)}.",
+        {"breakdown_params": counted, "params_total": total},
+    )
+
+
+def canary_before_train(a: Assessment) -> Finding | None:
+    train, canary = a.plan.index(TRAIN), a.plan.index(CANARY)
+    if train is None:
+        message = "The plan has no `train` phase: name the training phase `train` so a canary "
+        message += "can gate it."
+    elif canary is None or canary > train:
+        message = (
+            "No `canary` phase before `train`: optimizer state appears only at the first "
+            "optimizer step, so a run can pass step 0 and run out of memory at step 1. Add a "
+            f"canary of at least {MIN_CANARY_STEPS} optimizer steps before training."
+        )
+    else:
+        return None
+    return Finding("canary_before_train", Verdict.NO_GO, message)
+
+
+def canary_steps(a: Assessment) -> Finding | None:
+    canary = a.plan.index(CANARY)
+    if canary is None:
+        return None
+    steps = a.plan.phases[canary].min_optimizer_steps or 0
+    if steps >= MIN_CANARY_STEPS:
+        return None
+    return Finding(
+        "canary_steps",
+        Verdict.NO_GO,
+        f"The canary runs {steps} optimizer step(s); it needs min_optimizer_steps of at least "
+        f"{MIN_CANARY_STEPS}, since optimizer state is allocated at the first step.",
+        {"min_optimizer_steps": steps},
+    )
+
+
+def checkpoint_after_train(a: Assessment) -> Finding | None:
+    train = a.plan.index(TRAIN)
+    if train is None or a.plan.index(CHECKPOINT, after=train) is not None:
+        return None
+    return Finding(
+        "checkpoint_after_train",
+        Verdict.NO_GO,
+        "No `checkpoint` phase after `train`: a stop at the ceiling must still leave a saved "
+        "adapter. Add a checkpoint phase after training.",
+    )
+
+
+# --- memory ---------------------------------------------------------------------------
+
+
+def floor_rule(name: str) -> Rule:
+    """A rule that says when the governor's floor for one component beat the plan's figure."""
+
+    def rule(a: Assessment) -> Finding | None:
+        c = a.component(name)
+        if not c.raised:
+            return None
+        return Finding(
+            f"{name}_floor",
+            Verdict.GO,
+            f"{name} raised from {c.declared_gib:.2f} to {c.floor_gib:.2f} GiB per GPU: {c.basis}.",
+            {"declared_gib": c.declared_gib, "floor_gib": round(c.floor_gib, 3)},
+        )
+
+    rule.__name__ = f"{name}_floor"
+    return rule
+
+
+FLOORS = tuple(
+    floor_rule(name)
+    for name in (
+        "runtime_overhead",
+        "nccl",
+        "weights",
+        "adapters_grads_optimizer",
+        "activations",
+        "logits_peak",
+        "fsdp_or_moe_gather",
+        "fragmentation_margin",
+    )
+)
+
+
+def usable_memory(a: Assessment) -> Finding | None:
+    hw, usable = a.plan.hardware, a.memory.usable_gib
+    claimed = hw.usable_mib_per_gpu / 1024
+    if a.gpu is None:
+        message = (
+            f"No reported memory on file for {hw.gpu_type!r}: the plan's {claimed:.1f} GiB per "
+            "GPU is used as given; the canary's measured total is the check."
+        )
+    elif usable < claimed:
+        message = (
+            f"{a.gpu.name} reports {usable:.1f} GiB per GPU, less than the plan's "
+            f"{claimed:.1f} GiB: the reported figure is used."
+        )
+    else:
+        return None
+    return Finding("usable_memory", Verdict.GO, message, {"usable_gib": round(usable, 2)})
+
+
+def memory_fit(a: Assessment) -> Finding:
+    m, c, share = a.memory.modeled_gib, a.memory.usable_gib, a.memory.ratio
+    band = a.memory_band
+    what = f"Modeled peak {m:.1f} GiB per GPU is {share:.0%} of the {c:.1f} GiB usable"
+    canary_gate = (
+        f"training is released only if the canary's device-level peak after "
+        f"{MIN_CANARY_STEPS} optimizer steps, one eval batch and one checkpoint save stays "
+        f"under {MEASURED_SHARE:.0%} ({MEASURED_SHARE * c:.1f} GiB)"
+    )
+    if band is Verdict.GO:
+        message = f"{what} (go up to {GO_SHARE:.0%})."
+    elif share <= FIT_SHARE:
+        message = f"{what}: too close to run unproven. Admit loading and the canary only; "
+        message += f"{canary_gate}."
+    elif band is Verdict.CANARY_ONLY:
+        message = f"{what}, but a measured peak of the same configuration fit: canary only; "
+        message += f"{canary_gate}."
+    elif share <= HARD_SHARE:
+        message = f"{what}: it does not fit, and no recent measured peak of the same "
+        message += f"configuration under {MEASURED_SHARE:.0%} says otherwise. No pod is rented."
+    else:
+        message = f"{what}: over {HARD_SHARE:.0%}, no pod is rented."
+    return Finding(
+        "memory_fit",
+        band,
+        message,
+        {"modeled_gib": round(m, 2), "usable_gib": round(c, 2), "ratio": round(share, 3)},
+    )
+
+
+# --- money ----------------------------------------------------------------------------
+
+
+def rate_plausible(a: Assessment) -> Finding | None:
+    hw = a.plan.hardware
+    if a.gpu is None or hw.interruptible:
+        return None
+    floor = a.gpu.lowest_on_demand_usd * RATE_FLOOR_SHARE
+    if hw.rate_usd_per_gpu_hour >= floor:
+        return None
+    return Finding(
+        "rate_plausible",
+        Verdict.NO_GO,
+        f"The quoted {dollars(hw.rate_usd_per_gpu_hour)}/GPU-hour is under half the lowest "
+        f"on-demand rate on file for {a.gpu.name} ({dollars(a.gpu.lowest_on_demand_usd)}): "
+        "a typo or a stale page. Re-quote, or mark the plan interruptible if it is spot.",
+        {
+            "rate_usd_per_gpu_hour": format_usd(hw.rate_usd_per_gpu_hour),
+            "lowest_on_demand_usd": format_usd(a.gpu.lowest_on_demand_usd),
+        },
+    )
+
+
+def quote_age(a: Assessment) -> Finding | None:
+    if not a.cost.drift:
+        return None
+    quoted = a.plan.hardware.rate_quoted_at
+    age = quote_age_days(quoted, a.today)
+    when = f"{age} days ago" if age >= 0 else "in the future"
+    return Finding(
+        "quote_age",
+        Verdict.GO,
+        f"The rate was quoted {when} ({quoted.isoformat()}): costs assume it rose "
+        f"{a.cost.drift:.0%}, to {dollars(a.cost.rate)}/GPU-hour. A fresh quote removes this.",
+        {"rate_quoted_at": quoted.isoformat(), "drift": float(a.cost.drift)},
+    )
+
+
+def cost_fit(a: Assessment) -> Finding:
+    cost, remaining, available = a.cost, a.remaining, a.available
+    if remaining is None or available is None:
+        return Finding(
+            "cost_fit",
+            Verdict.GO,
+            f"Worst case {dollars(cost.worst)} (expected {dollars(cost.expected)}); not checked "
+            "against a budget: give the remaining budget to check it.",
+            {"worst_case_usd": format_usd(cost.worst)},
+        )
+    money = (
+        f"{dollars(available)} available ({dollars(remaining)} remaining less a "
+        f"{dollars(reserve(remaining))} reserve)"
+    )
+    evidence: dict[str, object] = {
+        "worst_case_usd": format_usd(cost.worst),
+        "canary_worst_case_usd": format_usd(cost.canary_worst),
+        "available_usd": format_usd(available),
+    }
+    if a.memory_band is Verdict.CANARY_ONLY:
+        if cost.canary_worst > available:
+            message = f"Even the canary's worst case {dollars(cost.canary_worst)} exceeds {money}."
+            return Finding("cost_fit", Verdict.NO_GO, message, evidence)
+        message = f"The canary's worst case {dollars(cost.canary_worst)} fits {money}; "
+        if cost.worst > available:
+            message += f"the full plan's {dollars(cost.worst)} does not, so training will not be "
+            message += "released unless the budget grows."
+        else:
+            message += f"the full plan's {dollars(cost.worst)} is re-checked before training."
+        return Finding("cost_fit", Verdict.CANARY_ONLY, message, evidence)
+    worst = (
+        f"Worst case {dollars(cost.worst)} (max hours, billing increments, "
+        f"{CONTINGENCY:.0%} contingency; expected {dollars(cost.expected)})"
+    )
+    if cost.worst > available:
+        return Finding("cost_fit", Verdict.NO_GO, f"{worst} exceeds {money}.", evidence)
+    return Finding("cost_fit", Verdict.GO, f"{worst} fits {money}.", evidence)
+
+
+RULES: tuple[Rule, ...] = (
+    modeled_total_adds_up,
+    params_add_up,
+    canary_before_train,
+    canary_steps,
+    checkpoint_after_train,
+    *FLOORS,
+    usable_memory,
+    memory_fit,
+    rate_plausible,
+    quote_age,
+    cost_fit,
+)
+
+
+@dataclass(frozen=True)
+class Admission:
+    verdict: Verdict
+    findings: tuple[Finding, ...]
+    assessment: Assessment
+
+    @property
+    def deciding(self) -> Finding | None:
+        """The first finding that holds the plan back from go; None for a go."""
+        if self.verdict is Verdict.GO:
+            return None
+        return next(f for f in self.findings if f.verdict is self.verdict)
+
+    def finding(self, rule: str) -> Finding | None:
+        return next((f for f in self.findings if f.rule == rule), None)
+
+    def as_json(self) -> dict[str, Any]:
+        """The verdict, every reason, and the recomputed memory table and cost figures."""
+        a = self.assessment
+        return {
+            "verdict": self.verdict.value,
+            "reasons": [
+                {
+                    "rule": f.rule,
+                    "verdict": f.verdict.value,
+                    "message": f.message,
+                    "evidence": f.evidence,
+                }
+                for f in self.findings
+            ],
+            "memory": _memory_json(a),
+            "cost": _cost_json(a),
+        }
+
+
+def admit(
+    plan: Plan, today: date, remaining: Decimal | None, rules: tuple[Rule, ...] = RULES
+) -> Admission:
+    """Judge a plan: go, canary_only or no_go, with every finding in rule order."""
+    a = assess(plan, today, remaining)
+    findings = tuple(f for f in (rule(a) for rule in rules) if f is not None)
+    verdict = max((f.verdict for f in findings), key=lambda v: v.rank, default=Verdict.GO)
+    return Admission(verdict, findings, a)
+
+
+def _memory_json(a: Assessment) -> dict[str, Any]:
+    m = a.memory
+    return {
+        "gpu_type": a.plan.hardware.gpu_type,
+        "usable_gib": round(m.usable_gib, 2),
+        "declared_gib": round(m.declared_gib, 2),
+        "modeled_gib": round(m.modeled_gib, 2),
+        "ratio": round(m.ratio, 3),
+        "components": [
+            {
+                "name": c.name,
+                "declared_gib": round(c.declared_gib, 2),
+                "floor_gib": round(c.floor_gib, 2),
+                "used_gib": round(c.used_gib, 2),
+                "basis": c.basis,
+            }
+            for c in m.components
+        ],
+    }
+
+
+def _cost_json(a: Assessment) -> dict[str, Any]:
+    c, remaining, available = a.cost, a.remaining, a.available
+    return {
+        "rate_usd_per_gpu_hour": format_usd(c.rate),
+        "rate_drift": float(c.drift),
+        "compute_usd": format_usd(c.compute),
+        "storage_usd": format_usd(c.storage),
+        "other_usd": format_usd(c.other),
+        "contingency": float(CONTINGENCY),
+        "worst_case_usd": format_usd(c.worst),
+        "canary_worst_case_usd": format_usd(c.canary_worst),
+        "expected_usd": format_usd(c.expected),
+        "remaining_usd": None if remaining is None else format_usd(remaining),
+        "reserve_usd": None if remaining is None else format_usd(reserve(remaining)),
+        "available_usd": None if available is None else format_usd(available),
+    }
