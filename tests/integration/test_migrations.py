@@ -15,6 +15,9 @@ TABLES = {
     "stop_orders",
     "events",
     "tokens",
+    "gpu_samples",
+    "gpu_peaks",
+    "plan_checks",
 }
 
 
