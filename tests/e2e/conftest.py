@@ -2,8 +2,9 @@
 
 Every test here starts `python -m governor serve` with the fake cloud, talks to it over
 real HTTP, and reads the fake cloud's state file to see what the provider was asked to do.
-Every wait is a bounded poll; every server is killed in teardown; a failing test gets the
-tail of each live server's log attached to its report.
+GPU telemetry tests also start `python -m governor agent` in its own process (AgentProcess).
+Every wait is a bounded poll; every server and agent is killed in teardown; a failing test
+gets the tail of each live server's and agent's log attached to its report.
 """
 
 from __future__ import annotations
@@ -16,16 +17,19 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import httpx
 import pytest
+from sqlalchemy import create_engine, select
+from sqlalchemy.orm import Session
 
 from governor.adapters.providers.fake import FakeCloudState, FakePod
+from governor.db.tables import GpuSampleRow
 
 OPERATOR_TOKEN = "e2e-operator-token"
 RATE_USD_PER_HOUR = Decimal(3600)  # one dollar a second: a ceiling is reached in seconds
@@ -303,6 +307,121 @@ def operator(server: GovernorServer) -> Iterator[httpx.Client]:
         yield client
 
 
+# --- the agent process ---------------------------------------------------------------
+
+_AGENTS: list[AgentProcess] = []
+
+
+class AgentProcess:
+    """`python -m governor agent` in its own process, its output in a log file.
+
+    It reports to `server_url` over real HTTP; `fake_nvml` names a scripted fake GPU driver
+    (none: the machine's own NVML, which on a machine without a driver is "no NVML").
+    """
+
+    def __init__(
+        self,
+        workdir: Path,
+        server_url: str,
+        pod_id: str,
+        token: str,
+        *,
+        interval_s: float = 0.3,
+        fake_nvml: str | None = None,
+        extra_args: Sequence[str] = (),
+    ) -> None:
+        self.pod_id = pod_id
+        self.log_path = workdir / "agent.log"
+        self.workdir = workdir
+        self.args = [
+            sys.executable,
+            "-m",
+            "governor",
+            "agent",
+            "--server",
+            server_url,
+            "--pod",
+            pod_id,
+            "--token",
+            token,
+            "--interval",
+            str(interval_s),
+            *(["--fake-nvml", fake_nvml] if fake_nvml else []),
+            *extra_args,
+        ]
+        self.process: subprocess.Popen[bytes] | None = None
+        self.started_at: datetime | None = None
+
+    def start(self) -> AgentProcess:
+        assert self.process is None, "already running"
+        with self.log_path.open("ab") as log:
+            self.started_at = utcnow()
+            self.process = subprocess.Popen(
+                self.args,
+                cwd=self.workdir,
+                env=clean_environ(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        if self not in _AGENTS:
+            _AGENTS.append(self)
+        return self
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def wait(self, timeout_s: float = WAIT_TIMEOUT_S) -> int:
+        """Wait for the agent to exit by itself; its exit status."""
+        assert self.process is not None, "never started"
+        try:
+            return self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"the agent was still running after {timeout_s:g} s:\n{self.tail()}"
+            ) from None
+
+    def output(self) -> str:
+        data = self.log_path.read_bytes() if self.log_path.exists() else b""
+        return data.decode(errors="replace")
+
+    def tail(self, lines: int = 80) -> str:
+        return "\n".join(self.output().splitlines()[-lines:])
+
+    def kill(self) -> None:
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def close(self) -> None:
+        self.kill()
+        if self in _AGENTS:
+            _AGENTS.remove(self)
+
+
+AgentFactory = Callable[..., AgentProcess]
+
+
+@pytest.fixture
+def spawn_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentFactory]:
+    """`spawn_agent(server_url, pod_id, token, interval_s=..., fake_nvml=...)`: a started agent,
+    killed in teardown whatever happens."""
+    agents: list[AgentProcess] = []
+
+    def make(server_url: str, pod_id: str, token: str, **options: Any) -> AgentProcess:
+        agent = AgentProcess(tmp_path_factory.mktemp("agent"), server_url, pod_id, token, **options)
+        agents.append(agent)
+        return agent.start()
+
+    yield make
+    for agent in agents:
+        agent.close()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """Attach each live server's log to a failing test's report."""
@@ -311,6 +430,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.failed:
         for number, live in enumerate(_LIVE, 1):
             report.sections.append((f"governor server {number} log ({live.url})", live.log_tail()))
+        for number, agent in enumerate(_AGENTS, 1):
+            report.sections.append((f"governor agent {number} log ({agent.pod_id})", agent.tail()))
 
 
 # --- talking to the API --------------------------------------------------------------
@@ -329,8 +450,13 @@ def declare_budget(client: httpx.Client, ceiling_usd: str, name: str = "pilot") 
     return ok(client.post("/v1/budgets", json={"name": name, "ceiling_usd": ceiling_usd}), 201)
 
 
-def register_pod(client: httpx.Client, budget_id: str, ref: str = "pod-1") -> dict[str, Any]:
-    body = {"provider": "fake", "provider_ref": ref}
+def register_pod(
+    client: httpx.Client, budget_id: str, ref: str = "pod-1", *, local: bool = False
+) -> dict[str, Any]:
+    """A fake pod; `local`: the server samples this machine's GPUs for it (no agent)."""
+    body: dict[str, Any] = {"provider": "fake", "provider_ref": ref}
+    if local:
+        body["local"] = True
     return ok(client.post(f"/v1/budgets/{budget_id}/pods", json=body), 201)
 
 
@@ -342,14 +468,33 @@ def create_run(
     heartbeat_timeout_s: float = 5,
     checkpoint_grace_s: float = 1,
     name: str = "finetune",
+    policy: dict[str, float] | None = None,
 ) -> dict[str, Any]:
-    body = {
+    """A run on the pod; `policy` overrides the GPU and progress thresholds for this run."""
+    body: dict[str, Any] = {
         "name": name,
         "pod_id": pod_id,
         "heartbeat_timeout_s": heartbeat_timeout_s,
         "checkpoint_grace_s": checkpoint_grace_s,
     }
+    if policy is not None:
+        body["policy"] = policy
     return ok(client.post(f"/v1/budgets/{budget_id}/runs", json=body), 201)
+
+
+def agent_token(client: httpx.Client, pod_id: str) -> str:
+    """An agent token for the pod (POST /v1/tokens with role agent)."""
+    body = {"role": "agent", "pod_id": pod_id, "label": "e2e agent"}
+    token: str = ok(client.post("/v1/tokens", json=body), 201)["token"]
+    return token
+
+
+def budget_events(client: httpx.Client, budget_id: str) -> list[dict[str, Any]]:
+    """The budget's events, oldest first."""
+    response = client.get("/v1/events", params={"budget_id": budget_id, "limit": 1000})
+    assert response.status_code == 200, response.text[:500]
+    events: list[dict[str, Any]] = response.json()
+    return sorted(events, key=lambda e: int(e["id"]))
 
 
 def get_pod(client: httpx.Client, pod_id: str) -> dict[str, Any]:
@@ -374,6 +519,48 @@ def wait_pod_stopped(
     return wait_for(stopped, f"pod {pod_id} to be stopped", timeout_s)
 
 
+class Sample(NamedTuple):
+    """One stored raw GPU sample, read straight from the server's database."""
+
+    id: int
+    at: datetime
+    uuid: str
+    index: int
+    utilization_pct: float | None
+    utilization_max_pct: float | None
+    memory_used_bytes: int | None
+
+
+def gpu_samples(database_url: str, pod_id: str) -> list[Sample]:
+    """Every raw GPU sample the server stored for the pod, in the order it stored them.
+
+    The API shows only each GPU's latest sample; this reads the table (read-only) to see
+    the whole series, e.g. to find when a GPU went idle or what a backlog delivered.
+    """
+    engine = create_engine(database_url)
+    try:
+        with Session(engine) as session:
+            rows = session.scalars(
+                select(GpuSampleRow)
+                .where(GpuSampleRow.pod_id == pod_id, GpuSampleRow.resolution == "raw")
+                .order_by(GpuSampleRow.id)
+            ).all()
+            return [
+                Sample(
+                    r.id,
+                    r.at,
+                    r.gpu_uuid,
+                    r.gpu_index,
+                    r.utilization_pct,
+                    r.utilization_max_pct,
+                    r.memory_used_bytes,
+                )
+                for r in rows
+            ]
+    finally:
+        engine.dispose()
+
+
 def wait_stop_order(
     client: httpx.Client, pod_id: str, state: str, timeout_s: float = WAIT_TIMEOUT_S
 ) -> dict[str, Any]:
@@ -394,6 +581,10 @@ class SimulatedJob:
     with status "stopping", and exit, as a well-behaved job does.
     on_stop="ignore": keep sending status "running" as if it never heard (a hung harness).
     silent_after=N: send N heartbeats, then go quiet without a word (a dead process).
+    phase: sent with every heartbeat (e.g. "training", "compiling"); none by default.
+    steps_until: the step stops advancing at this instant, while the job keeps checking in
+    (a hang); in the past from the start, the job stays at step 0. Settable while it runs.
+    `replied_at[i]` is when `replies[i]` came back.
     The loop ends by itself after `max_s`, so a test can never hang on it.
     """
 
@@ -406,8 +597,13 @@ class SimulatedJob:
         silent_after: int | None = None,
         interval_s: float = 0.2,
         max_s: float = 60.0,
+        phase: str | None = None,
+        steps_until: datetime | None = None,
     ) -> None:
         assert on_stop in ("ack", "ignore")
+        self.phase = phase
+        self.steps_until = steps_until
+        self.replied_at: list[datetime] = []
         self.run_id: str = run["id"]
         self.token: str = run["token"]
         self.base_url = base_url
@@ -452,8 +648,12 @@ class SimulatedJob:
         ends = time.monotonic() + self.max_s
         with http_client(self.base_url, self.token) as c:
             while not self._halt.is_set() and time.monotonic() < ends:
-                self.step += 1
-                reply = self._beat(c, {"step": self.step, "status": "running"})
+                if self.steps_until is None or utcnow() < self.steps_until:
+                    self.step += 1
+                body: dict[str, Any] = {"step": self.step, "status": "running"}
+                if self.phase is not None:
+                    body["phase"] = self.phase
+                reply = self._beat(c, body)
                 if reply is not None and reply["action"] == "stop":
                     self.saw_stop.set()
                     if self.on_stop == "ack":
@@ -483,4 +683,5 @@ class SimulatedJob:
         reply: dict[str, Any] = response.json()
         if record:
             self.replies.append(reply)
+            self.replied_at.append(self.last_beat_at)
         return reply
