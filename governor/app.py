@@ -15,6 +15,7 @@ from governor.db.schema import schema_status
 from governor.scheduler.runner import Driver
 from governor.services.context import ServiceContext
 from governor.settings import Settings
+from governor.web import build_router as build_web_router
 
 
 def create_app(settings: Settings, context: ServiceContext | None = None) -> FastAPI:
@@ -30,6 +31,8 @@ def create_app(settings: Settings, context: ServiceContext | None = None) -> Fas
                 "run 'governor migrate'"
             )
         app.state.context = ctx
+        if ctx.notifier is not None:
+            ctx.notifier.start()
         driver = Driver(ctx) if settings.scheduler_enabled else None
         if driver is not None:
             driver.start()
@@ -38,6 +41,8 @@ def create_app(settings: Settings, context: ServiceContext | None = None) -> Fas
         finally:
             if driver is not None:
                 driver.stop()
+            if ctx.notifier is not None:
+                ctx.notifier.stop()
             if context is None:
                 close_context(ctx)
 
@@ -49,4 +54,5 @@ def create_app(settings: Settings, context: ServiceContext | None = None) -> Fas
     )
     install_error_handlers(app)
     app.include_router(build_router())
+    app.include_router(build_web_router())
     return app

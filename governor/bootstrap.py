@@ -4,17 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import httpx
+
+from governor.adapters.notify.webhook import WebhookSink
 from governor.adapters.providers.fake import FakeProvider
 from governor.adapters.telemetry.fake import FakeNvml
 from governor.adapters.telemetry.nvml import NvmlSource
 from governor.db import schema
 from governor.db.engine import build_engine, session_factory, unit_of_work
+from governor.domain.model import Severity
 from governor.domain.policy import Watch
 from governor.domain.ports import Clock, PodController, SystemClock
 from governor.domain.telemetry import TelemetrySource
 from governor.services import tokens
 from governor.services.context import GovernorConfig, ServiceContext
 from governor.services.health import TickLog
+from governor.services.notifications import Notifier, Retry, Subscription, route_events
 from governor.settings import Settings
 
 ProviderFactory = Callable[[Settings, Clock], PodController]
@@ -45,12 +50,36 @@ def telemetry_source(fake_nvml: str | None, clock: Clock) -> TelemetrySource:
     return NvmlSource(clock)
 
 
+def build_notifier(settings: Settings) -> Notifier | None:
+    """The configured webhooks behind one notifier (none configured: no notifier at all)."""
+    if not settings.webhooks:
+        return None
+    subscriptions = [
+        Subscription(
+            WebhookSink(hook.url, hook.kind, httpx.Client(timeout=settings.webhook_timeout_s)),
+            Severity(hook.min_severity),
+        )
+        for hook in settings.webhooks
+    ]
+    return Notifier(
+        subscriptions,
+        retry=Retry(
+            max_attempts=settings.webhook_max_attempts, backoff_s=settings.webhook_backoff_s
+        ),
+        dedupe_window_s=settings.webhook_dedupe_window_s,
+    )
+
+
 def build_context(settings: Settings, clock: Clock | None = None) -> ServiceContext:
     clock = clock or SystemClock()
     engine = build_engine(settings.database_url)
+    sessions = session_factory(engine)
+    notifier = build_notifier(settings)
+    if notifier is not None:
+        route_events(sessions, notifier)
     return ServiceContext(
         engine=engine,
-        sessions=session_factory(engine),
+        sessions=sessions,
         clock=clock,
         providers={name: make(settings, clock) for name, make in PROVIDERS.items()},
         config=GovernorConfig(
@@ -66,15 +95,19 @@ def build_context(settings: Settings, clock: Clock | None = None) -> ServiceCont
             telemetry_interval_s=settings.telemetry_interval_s,
             telemetry_raw_keep_s=settings.telemetry_raw_keep_s,
             telemetry_minute_keep_s=settings.telemetry_minute_keep_s,
+            metrics_require_token=settings.metrics_require_token,
         ),
         ticks=TickLog(interval_s=settings.enforce_interval_s, enabled=settings.scheduler_enabled),
         telemetry=telemetry_source(settings.fake_nvml, clock),
+        notifier=notifier,
     )
 
 
 def close_context(ctx: ServiceContext) -> None:
     if ctx.telemetry is not None:
         ctx.telemetry.close()
+    if ctx.notifier is not None:
+        ctx.notifier.close()
     ctx.engine.dispose()
 
 

@@ -1,4 +1,4 @@
-"""The `governor` command: serve, migrate, demo."""
+"""The `governor` command: serve, migrate, agent, demo, plan, and the operator verbs."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from governor import __version__
+from governor.operator import add_verbs
 from governor.settings import load_settings
 
 if TYPE_CHECKING:
@@ -282,6 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--json", action="store_true", help="print the verdict as JSON")
     check.set_defaults(handler=_plan_check)
+    add_verbs(commands)
     return parser
 
 

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite:///governor.db"
+
+
+class Webhook(BaseModel):
+    """One webhook sink: where, in which shape, and from which severity up."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(pattern=r"^https?://", description="http:// or https:// address")
+    kind: Literal["json", "slack"] = "json"
+    min_severity: Literal["warning", "critical"] = "warning"
 
 
 class Settings(BaseSettings):
@@ -69,6 +80,34 @@ class Settings(BaseSettings):
         None, description="Read a scripted fake GPU driver instead of NVML (e.g. 'deadlock')."
     )
     log_level: str = Field("info", description="debug, info, warning or error.")
+    metrics_require_token: bool = Field(
+        False, description="Serve /metrics to viewer and operator tokens only (open otherwise)."
+    )
+    webhooks: Annotated[list[Webhook], NoDecode] = Field(
+        default_factory=list,
+        description="Where warning and critical events are sent: a JSON list of "
+        '{"url", "kind": "json"|"slack", "min_severity": "warning"|"critical"}.',
+    )
+    webhook_max_attempts: int = Field(
+        5, ge=1, le=20, description="Attempts per event and webhook before giving up."
+    )
+    webhook_backoff_s: float = Field(
+        1.0, gt=0, le=300, description="The wait after a failed attempt; it doubles each time."
+    )
+    webhook_timeout_s: float = Field(5.0, gt=0, le=60, description="Seconds one POST may take.")
+    webhook_dedupe_window_s: float = Field(
+        300.0, ge=0, description="An identical message within this many seconds is not resent."
+    )
+
+    @field_validator("webhooks", mode="before")
+    @classmethod
+    def _webhooks_json(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return json.loads(value) if value.strip() else []
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not a JSON list of webhooks ({exc})") from None
+        return value
 
     @field_validator("database_url")
     @classmethod

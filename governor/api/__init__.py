@@ -7,9 +7,12 @@ from governor.api.routes import (
     events,
     extensions,
     health,
+    metrics,
     plans,
     pods,
+    report,
     runs,
+    status,
     telemetry,
     tokens,
 )
@@ -19,4 +22,7 @@ def build_router() -> APIRouter:
     router = APIRouter()
     for module in (health, budgets, pods, runs, extensions, plans, events, telemetry, tokens):
         router.include_router(module.router)
+    router.include_router(status.router)
+    router.include_router(metrics.router)
+    router.include_router(report.router)
     return router

@@ -143,6 +143,17 @@ class RunRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
+class RunPhaseRow(Base):
+    """A phase a run's job reported, from the instant it said so: the report splits spend by it."""
+
+    __tablename__ = "run_phases"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), index=True)
+    phase: Mapped[Phase] = mapped_column(_enum(Phase))
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 class LedgerEntryRow(Base):
     __tablename__ = "ledger_entries"
 

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
-from governor.db.tables import RunRow, StopOrderRow
+from governor.db.tables import RunPhaseRow, RunRow, StopOrderRow
 from governor.domain.ledger import Figures
 from governor.domain.model import Action, Category, Phase, Reason, RunStatus, Severity
 from governor.domain.policy import next_heartbeat_s
@@ -82,6 +82,7 @@ def _record(session: Session, run: RunRow, beat: Heartbeat, now: datetime) -> No
         run.total_steps = beat.total_steps
     if beat.phase is not None and beat.phase is not run.phase:
         run.phase, run.phase_since = beat.phase, now
+        session.add(RunPhaseRow(run_id=run.id, phase=beat.phase, at=now))
     if beat.metrics is not None:
         run.metrics = beat.metrics
     if run.pace_at is None and beat.step > 0 and beat.phase in (None, Phase.TRAINING):

@@ -13,6 +13,7 @@ from governor.domain.policy import Watch
 from governor.domain.ports import Clock, PodController
 from governor.domain.telemetry import TelemetrySource
 from governor.services.health import TickLog
+from governor.services.notifications import Notifier
 
 DEFAULT_HEARTBEAT_TIMEOUT_S = 120.0
 DEFAULT_CHECKPOINT_GRACE_S = 300.0
@@ -28,6 +29,7 @@ class GovernorConfig:
     telemetry_raw_keep_s: float = 7200.0
     telemetry_minute_keep_s: float = 7 * 86400.0
     fold_interval_s: float = 60.0
+    metrics_require_token: bool = False  # /metrics for viewer and operator tokens only
 
     def watch_for(self, overrides: dict[str, float] | None) -> Watch:
         """A run's GPU and progress thresholds: the defaults, with its own overrides on top."""
@@ -48,6 +50,7 @@ class ServiceContext:
     config: GovernorConfig
     ticks: TickLog
     telemetry: TelemetrySource | None = None  # this machine's GPUs, for pods marked local
+    notifier: Notifier | None = None  # webhook sinks for warning and critical events
 
     def provider(self, name: str) -> PodController:
         try:

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from governor.db.engine import after_commit
 from governor.db.tables import EventRow
 from governor.domain.model import Category, Severity
+from governor.services.notifications import hand_over
 
 log = logging.getLogger("governor.events")
 LEVEL = {
@@ -44,4 +45,5 @@ def record(
     after_commit(
         session, lambda: log.log(LEVEL[severity], "[%s] %s: %s", category.value, subject, message)
     )
+    hand_over(session, row)
     return row

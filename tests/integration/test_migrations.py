@@ -10,6 +10,7 @@ TABLES = {
     "budgets",
     "pods",
     "runs",
+    "run_phases",
     "ledger_entries",
     "extensions",
     "stop_orders",

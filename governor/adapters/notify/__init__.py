@@ -1,0 +1,1 @@
+"""Notification sinks: webhooks that take JSON, or Slack-compatible incoming webhooks."""

@@ -1,0 +1,236 @@
+"""The run report as Markdown, for people: figures first, then stops, failures, extensions,
+memory, and the whole timeline of decisions with their evidence."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from decimal import Decimal
+
+from governor.db.tables import EventRow
+from governor.domain.attribution import STOPPED_STORAGE, UNPHASED
+from governor.domain.model import EntryKind
+from governor.domain.money import ZERO, dollars
+from governor.services.report import Report, Stop
+
+LABEL = {
+    STOPPED_STORAGE: "stopped storage",
+    UNPHASED: "no phase reported",
+    EntryKind.TRUE_UP.value: "provider true-up",
+    EntryKind.ADJUSTMENT.value: "operator adjustment",
+}
+GIB = 1024**3
+
+
+def render(r: Report) -> str:
+    sections = [
+        _summary(r),
+        _runs(r),
+        _spend(r),
+        _stops(r.stops),
+        _failures(r),
+        _extensions(r),
+        _memory(r),
+        _timeline(r.timeline),
+    ]
+    return "\n\n".join(sections) + "\n"
+
+
+def _summary(r: Report) -> str:
+    budget, f = r.book.budget, r.book.figures
+    rows = [
+        ("Ceiling (declared)", dollars(budget.ceiling_usd)),
+        ("Approved extensions", dollars(f.effective_ceiling - budget.ceiling_usd)),
+        ("Effective ceiling", dollars(f.effective_ceiling)),
+        ("Spent", dollars(f.spent)),
+        ("Committed", dollars(f.committed)),
+        ("Remaining", dollars(f.remaining)),
+        ("Burn rate", f"{dollars(f.burn_per_hour)}/h"),
+    ]
+    return "\n".join(
+        [
+            f"# Run report: {budget.name} ({budget.id})",
+            "",
+            f"Generated {_time(r.book.now)}. Budget state: **{budget.state.value}**."
+            + (f" Note: {budget.note}" if budget.note else ""),
+            "",
+            _table(("", "amount"), rows, right=(1,)),
+        ]
+    )
+
+
+def _runs(r: Report) -> str:
+    rows = []
+    for run in r.book.runs:
+        steps = f"{run.step}" + (f" / {run.total_steps}" if run.total_steps else "")
+        checkpoint = (
+            f"step {run.checkpoint_step} at {run.checkpoint_path}" if run.checkpoint_path else "—"
+        )
+        phase = run.phase.value if run.phase else "—"
+        rows.append((run.name, run.id, run.pod_id, run.status.value, phase, steps, checkpoint))
+    headers = ("run", "id", "pod", "status", "last phase", "step", "last checkpoint")
+    return "## Runs\n\n" + (_table(headers, rows) if rows else "No runs.")
+
+
+def _spend(r: Report) -> str:
+    spent = r.book.figures.spent
+    phases = [
+        (LABEL.get(line, line), dollars(amount), _share(amount, spent))
+        for line, amount in r.by_phase.items()
+        if amount != ZERO
+    ]
+    phases.append(("**total**", f"**{dollars(spent)}**", _share(spent, spent)))
+    pods = [
+        (
+            s.pod.id,
+            f"{s.pod.provider} {s.pod.provider_ref}",
+            f"{s.pod.gpu_count or '?'} x {s.pod.gpu_type}" if s.pod.gpu_type else "—",
+            s.pod.state.value,
+            f"{dollars(s.pod.hourly_rate_usd)}/h",
+            dollars(s.spent),
+        )
+        for s in r.spend
+    ]
+    return "\n\n".join(
+        [
+            "## Spend by phase",
+            "Each accrual is split over the phase the pod's run was in at the time.",
+            _table(("phase", "spent", "share"), phases, right=(1, 2)),
+            "## Spend by pod",
+            _table(("pod", "provider", "GPUs", "state", "rate", "spent"), pods, right=(4, 5))
+            if pods
+            else "No pods.",
+        ]
+    )
+
+
+def _stops(stops: Sequence[Stop]) -> str:
+    if not stops:
+        return "## Stops\n\nNo stop was ordered."
+    lines = ["## Stops", ""]
+    for stop in stops:
+        o = stop.order
+        lines.append(
+            f"- **{o.pod_id}**: `{o.reason.value}`, ordered {_time(o.created_at)}"
+            f" (state `{o.state.value}`). Why: {stop.why or 'not recorded'}"
+        )
+        steps = [("save deadline", o.deadline), ("job notified", o.notified_at)]
+        steps += [("job acknowledged", o.acked_at), ("provider stop sent", o.sent_at)]
+        steps += [("stop confirmed", o.confirmed_at)]
+        lines += [f"  - {what}: {_time(at)}" for what, at in steps if at is not None]
+        if o.ack_checkpoint:
+            checkpoint = o.ack_checkpoint
+            lines.append(f"  - saved: step {checkpoint.get('step')} at {checkpoint.get('path')}")
+        if o.attempts > 1 or o.last_error:
+            lines.append(f"  - provider attempts: {o.attempts}; last error: {o.last_error}")
+    return "\n".join(lines)
+
+
+def _failures(r: Report) -> str:
+    lines = ["## Failures by category", ""]
+    lines += [f"- {c.value}: {len(rows)}" for c, rows in r.failures.items()]
+    for category, rows in r.failures.items():
+        if rows:
+            lines += ["", f"### {category.value}", "", *_events(rows)]
+    return "\n".join(lines)
+
+
+def _extensions(r: Report) -> str:
+    rows = [
+        (
+            _time(e.created_at),
+            dollars(e.amount_usd),
+            e.requested_by.value,
+            e.reason,
+            e.state.value,
+            _time(e.decided_at) if e.decided_at else "—",
+            e.decision_note or "—",
+        )
+        for e in r.extensions
+    ]
+    headers = ("requested", "amount", "by", "reason", "state", "decided", "note")
+    return "## Extensions\n\n" + (_table(headers, rows, right=(1,)) if rows else "None requested.")
+
+
+def _memory(r: Report) -> str:
+    peaks = [
+        (
+            p.run.name,
+            f"{p.peak.gpu_name} {p.peak.gpu_uuid}",
+            _gib(p.peak.peak_used_bytes),
+            _gib(p.peak.memory_total_bytes),
+            _time(p.peak.at),
+        )
+        for p in r.peaks
+    ]
+    plans = [
+        (
+            p.job_id,
+            p.verdict.value,
+            p.gpu_type,
+            f"{p.modeled_gib:.1f}",
+            f"{p.usable_gib:.1f}",
+            dollars(p.worst_case_usd),
+            dollars(p.available_usd),
+            _time(p.created_at),
+        )
+        for p in r.plans
+    ]
+    plan_headers = ("plan", "verdict", "GPU", "modeled GiB/GPU", "usable GiB")
+    plan_headers += ("worst case", "available", "checked")
+    return "\n\n".join(
+        [
+            "## Memory: measured peaks and preflight verdicts",
+            "### Measured peak per GPU",
+            _table(("run", "GPU", "peak GiB", "total GiB", "at"), peaks, right=(2, 3))
+            if peaks
+            else "No GPU telemetry was recorded while a run was live.",
+            "### Preflight verdicts",
+            _table(plan_headers, plans, right=(3, 4, 5, 6)) if plans else "No plan was checked.",
+        ]
+    )
+
+
+def _timeline(events: Sequence[EventRow]) -> str:
+    return "\n".join(["## Timeline", "", *(_events(events) or ["No events."])])
+
+
+def _events(events: Iterable[EventRow]) -> list[str]:
+    lines = []
+    for e in events:
+        lines.append(
+            f"- {_time(e.at)} **{e.severity.value}** {e.category.value} `{e.subject}`: "
+            + " ".join(e.message.split())
+        )
+        if e.evidence:
+            evidence = json.dumps(e.evidence, sort_keys=True, default=str).replace("`", "'")
+            lines.append(f"  - evidence: `{evidence}`")
+    return lines
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], right: Sequence[int] = ()) -> str:
+    rule = ["---:" if i in right else "---" for i in range(len(headers))]
+    lines = [_row(headers), _row(rule)]
+    lines += [_row([_cell(c) for c in row]) for row in rows]
+    return "\n".join(lines)
+
+
+def _row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _time(at: datetime) -> str:
+    return at.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _share(amount: Decimal, total: Decimal) -> str:
+    return f"{amount / total:.1%}" if total else "—"
+
+
+def _gib(value: int | None) -> str:
+    return "—" if value is None else f"{value / GIB:.1f}"

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query, Response
+
+from governor.api.deps import Context, Now, Tx, Viewer
+from governor.api.report_markdown import render
+from governor.api.report_view import ReportOut, report
+from governor.services import report as run_report
+
+router = APIRouter(tags=["report"])
+
+
+@router.get(
+    "/v1/budgets/{budget_id}/report",
+    response_model=ReportOut,
+    responses={200: {"content": {"text/markdown": {}}}},
+)
+def get_report(
+    budget_id: str,
+    _: Viewer,
+    ctx: Context,
+    tx: Tx,
+    now: Now,
+    fmt: Annotated[Literal["json", "md"], Query(alias="format")] = "json",
+) -> ReportOut | Response:
+    """The run record: spend by pod and by phase, stops and why, failures by category,
+    extensions, measured peaks next to the preflight verdicts, and every decision with its
+    evidence. `?format=md` gives it as Markdown."""
+    with tx() as session:
+        built = run_report.build(session, ctx.config, budget_id, now)
+        if fmt == "md":
+            return Response(render(built), media_type="text/markdown; charset=utf-8")
+        return report(session, built)

@@ -1,0 +1,306 @@
+"""The job's side of the heartbeat protocol: one call in, one typed directive out.
+
+Transient failures (connection errors, timeouts, 5xx, 429) never raise: the last directive
+comes back with `next_heartbeat_s` set to the backoff delay, and once the governor has been
+unreachable for `fail_safe_after_s` the directive becomes a fail-safe `stop` (fail closed)
+unless the client was built with `fail_open=True`. A 4xx (wrong token, wrong run) raises
+GovernorError at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, replace
+from datetime import UTC, datetime
+from decimal import Decimal
+from email.utils import parsedate_to_datetime
+from typing import Any, Literal
+
+import httpx
+
+logger = logging.getLogger(__name__)
+
+Action = Literal["continue", "checkpoint", "stop"]
+Status = Literal["running", "checkpointing", "stopping", "stopped", "finished", "failed"]
+Phase = Literal[
+    "loading", "compiling", "canary", "training", "checkpointing", "evaluation", "export"
+]
+Category = Literal["harness", "model", "provider"]
+
+UNREACHABLE = "unreachable"  # the reason of the client's own fail-safe stop
+DEFAULT_HEARTBEAT_S = 15.0  # until the governor says otherwise
+FIRST_BACKOFF_S = 0.5
+MAX_BACKOFF_S = 30.0
+
+
+class GovernorError(Exception):
+    """The governor refused a call (or the client is not configured): retrying will not help."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class BudgetFigures:
+    """The budget as of the directive, in dollars."""
+
+    spent_usd: Decimal
+    committed_usd: Decimal
+    effective_ceiling_usd: Decimal
+    remaining_usd: Decimal
+    burn_rate_usd_per_hour: Decimal
+
+
+@dataclass(frozen=True)
+class Directive:
+    """What the governor wants: `continue`, `checkpoint` (save now), or `stop` (save and exit
+    before `deadline`). `budget` is None until the governor has answered."""
+
+    action: Action
+    reason: str | None = None
+    message: str | None = None
+    deadline: datetime | None = None
+    next_heartbeat_s: float = DEFAULT_HEARTBEAT_S
+    budget: BudgetFigures | None = None
+
+    @property
+    def should_checkpoint(self) -> bool:
+        return self.action == "checkpoint"
+
+    @property
+    def should_stop(self) -> bool:
+        return self.action == "stop"
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> Directive:
+        deadline = body.get("deadline")
+        return cls(
+            action=body["action"],
+            reason=body.get("reason"),
+            message=body.get("message"),
+            deadline=datetime.fromisoformat(deadline) if deadline else None,
+            next_heartbeat_s=float(body["next_heartbeat_s"]),
+            budget=BudgetFigures(*(Decimal(body["budget"][f.name]) for f in fields(BudgetFigures))),
+        )
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    step: int
+    path: str
+
+
+class _Unavailable(Exception):
+    def __init__(self, what: str, retry_after_s: float | None = None) -> None:
+        super().__init__(what)
+        self.retry_after_s = retry_after_s
+
+
+class Governor:
+    """A training job's connection to the governor (see GovernorLoop for a background thread).
+
+    gov = Governor.from_env()
+    if gov.heartbeat(step).should_stop: save_and_exit()
+    """
+
+    def __init__(
+        self,
+        url: str,
+        run_id: str,
+        token: str,
+        *,
+        fail_safe_after_s: float = 600.0,
+        fail_open: bool = False,
+        timeout_s: float = 10.0,
+        transport: httpx.BaseTransport | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.run_id = run_id
+        self.fail_safe_after_s = fail_safe_after_s
+        self.fail_open = fail_open
+        self.directive = Directive("continue")
+        self._http = httpx.Client(
+            base_url=url,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=timeout_s,
+            transport=transport,
+        )
+        self._clock = clock
+        self._sleep = sleep
+        self._heard_at = clock()  # the fail-safe counts from here until the first answer
+        self._failures = 0
+        self._retry_in_s = 0.0
+
+    @classmethod
+    def from_env(cls, **options: Any) -> Governor:
+        """Built from GOVERNOR_URL, GOVERNOR_RUN_ID and GOVERNOR_TOKEN; `options` as __init__."""
+        names = ("GOVERNOR_URL", "GOVERNOR_RUN_ID", "GOVERNOR_TOKEN")
+        values = [os.environ.get(name, "") for name in names]
+        missing = [name for name, value in zip(names, values, strict=True) if not value]
+        if missing:
+            raise GovernorError(
+                f"{', '.join(missing)} not set: the run's id and token come from "
+                "POST /v1/budgets/{id}/runs"
+            )
+        return cls(*values, **options)
+
+    @property
+    def in_contact(self) -> bool:
+        """The last call was answered."""
+        return self._failures == 0
+
+    def heartbeat(
+        self,
+        step: int,
+        *,
+        status: Status = "running",
+        phase: Phase | None = None,
+        total_steps: int | None = None,
+        checkpoint: Checkpoint | None = None,
+        metrics: Mapping[str, Any] | None = None,
+        retry_for_s: float = 0.0,
+    ) -> Directive:
+        """Check in and get the directive. Call again after its `next_heartbeat_s`.
+
+        Transient failures are retried for up to `retry_for_s` (never past the fail-safe).
+        A stop, once given, stays a stop.
+        """
+        body: dict[str, Any] = {"step": step, "status": status}
+        if phase is not None:
+            body["phase"] = phase
+        if total_steps is not None:
+            body["total_steps"] = total_steps
+        if checkpoint is not None:
+            body["checkpoint"] = {"step": checkpoint.step, "path": checkpoint.path}
+        if metrics is not None:  # JSON has no NaN: a diverged loss is sent as "nan"
+            body["metrics"] = {
+                k: repr(v) if isinstance(v, float) and not math.isfinite(v) else v
+                for k, v in metrics.items()
+            }
+        reply = self._send(f"/v1/runs/{self.run_id}/heartbeat", body, retry_for_s)
+        if reply is None:
+            return replace(self._unreachable(), next_heartbeat_s=self._retry_in_s)
+        directive = Directive.from_json(reply)
+        if directive.should_stop or not self.directive.should_stop:
+            self.directive = directive
+        return self.directive
+
+    def report_failure(
+        self,
+        category: Category,
+        message: str,
+        *,
+        kind: str | None = None,
+        evidence: Mapping[str, Any] | None = None,
+        retry_for_s: float = 0.0,
+    ) -> bool:
+        """Record a failure in the governor's event log; False if it could not be delivered.
+
+        `category` is harness, model or provider; `kind="oom"` is always recorded as model.
+        """
+        body: dict[str, Any] = {"category": category, "message": message[:2000]}
+        if kind is not None:
+            body["kind"] = kind
+        if evidence is not None:
+            body["evidence"] = dict(evidence)
+        return self._send(f"/v1/runs/{self.run_id}/events", body, retry_for_s) is not None
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Governor:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # --- transport, backoff and fail-safe ------------------------------------------------
+
+    def _send(self, path: str, body: dict[str, Any], retry_for_s: float) -> dict[str, Any] | None:
+        give_up_at = self._clock() + retry_for_s
+        while True:
+            try:
+                reply = self._post(path, body)
+            except _Unavailable as exc:
+                self._failed(exc)
+                if self._lost() or self._clock() + self._retry_in_s > give_up_at:
+                    return None
+                self._sleep(self._retry_in_s)
+                continue
+            if self._failures:
+                logger.info("The governor answers again after %d failed calls.", self._failures)
+            self._failures, self._heard_at = 0, self._clock()
+            return reply
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            response = self._http.post(path, json=body)
+        except httpx.TransportError as exc:  # refused, reset, timed out
+            raise _Unavailable(f"{type(exc).__name__}: {exc}") from exc
+        if response.status_code == 429 or response.status_code >= 500:
+            raise _Unavailable(f"HTTP {response.status_code}", _retry_after_s(response))
+        if response.is_error:
+            raise _refusal(response, self.run_id)
+        reply: dict[str, Any] = response.json()
+        return reply
+
+    def _failed(self, exc: _Unavailable) -> None:
+        self._failures += 1
+        if self._failures == 1:
+            logger.warning("The governor is unreachable (%s); retrying quietly.", exc)
+        backoff = min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2 ** (self._failures - 1))
+        asked = min(exc.retry_after_s or 0.0, self.fail_safe_after_s)
+        delay = max(backoff, asked)  # never sooner than Retry-After asks
+        until_fail_safe = self._heard_at + self.fail_safe_after_s - self._clock()
+        self._retry_in_s = min(delay, until_fail_safe) if until_fail_safe > 0 else delay
+
+    def _lost(self) -> bool:
+        return self._clock() - self._heard_at >= self.fail_safe_after_s
+
+    def _unreachable(self) -> Directive:
+        if self._lost() and not self.fail_open and not self.directive.should_stop:
+            silent = self._clock() - self._heard_at
+            logger.error("No answer from the governor for %.0f s: fail-safe stop.", silent)
+            self.directive = Directive(
+                "stop",
+                UNREACHABLE,
+                f"No answer from the governor for {silent:.0f} s: fail-safe stop, "
+                "save and exit (fail_open=True keeps training instead).",
+                budget=self.directive.budget,
+            )
+        return self.directive
+
+
+def _retry_after_s(response: httpx.Response) -> float | None:
+    """Retry-After as seconds or an HTTP date; None when absent or unreadable."""
+    value = response.headers.get("Retry-After", "")
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _refusal(response: httpx.Response, run_id: str) -> GovernorError:
+    try:
+        detail = response.json()["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        detail = response.text[:300]
+    hint = {
+        401: "the job token was not accepted: check GOVERNOR_TOKEN",
+        403: f"the token is not run {run_id}'s: check GOVERNOR_RUN_ID and GOVERNOR_TOKEN",
+        404: f"no run {run_id} there: check GOVERNOR_URL and GOVERNOR_RUN_ID",
+    }.get(response.status_code, "the governor refused the call")
+    path = response.request.url.path
+    status = response.status_code
+    return GovernorError(f"{hint} (HTTP {status} on {path}: {detail})", status)

@@ -1,0 +1,192 @@
+"""What /metrics shows, as plain metric families: the budgets' money, pods, runs, stop
+orders, events and the latest sample of every GPU of a pod that still runs.
+
+Names follow Prometheus practice in the governor's own namespace: base units (dollars,
+seconds, bytes, watts, ratios 0-1; prices per hour, as clouds quote them), `_total` for
+counters, states as one 0/1 series per state. Labels: `budget` and `budget_name`, `pod`,
+`run`, and `uuid` for a GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from governor.db import repository as repo
+from governor.db.tables import EventRow, ExtensionRow, PodRow, StopOrderRow
+from governor.domain.model import BudgetState, Category, ExtensionState, PodState, Severity
+from governor.domain.stop_order import StopState
+from governor.services import telemetry
+from governor.services.book import Book, open_book
+from governor.services.context import GovernorConfig
+
+Labels = tuple[str, ...]
+
+
+@dataclass
+class Family:
+    name: str
+    kind: str  # "gauge" or "counter"
+    doc: str
+    labels: Labels
+    samples: list[tuple[Labels, float]] = field(default_factory=list)
+
+    def add(self, labels: Labels, value: float) -> None:
+        self.samples.append((labels, value))
+
+
+def _gauge(name: str, doc: str, *labels: str) -> Family:
+    return Family(name, "gauge", doc, labels)
+
+
+BUDGET = ("budget", "budget_name")
+POD = ("pod", "budget")
+
+
+def collect(session: Session, config: GovernorConfig, now: datetime) -> list[Family]:
+    books = [open_book(session, b, now, config) for b in repo.budget_ids(session)]
+    return [
+        *_budgets(books),
+        _extensions(session, books),
+        *_pods(books),
+        _heartbeats(books),
+        _stop_orders(session, books),
+        _events(session),
+        *_gpus(session, [p for b in books for p in b.pods], now),
+    ]
+
+
+def _budgets(books: Iterable[Book]) -> list[Family]:
+    ceiling = _gauge("governor_budget_ceiling_dollars", "The declared hard ceiling.", *BUDGET)
+    effective = _gauge(
+        "governor_budget_effective_ceiling_dollars",
+        "The ceiling in force: declared plus approved extensions.",
+        *BUDGET,
+    )
+    spent = _gauge("governor_budget_spent_dollars", "Spent so far, as metered.", *BUDGET)
+    committed = _gauge(
+        "governor_budget_committed_dollars",
+        "Spent plus what stopping, the storage tail and the reserve will cost; "
+        "pods are stopped when it reaches the effective ceiling.",
+        *BUDGET,
+    )
+    remaining = _gauge(
+        "governor_budget_remaining_dollars", "Effective ceiling minus committed.", *BUDGET
+    )
+    burn = _gauge(
+        "governor_budget_burn_rate_dollars_per_hour",
+        "What the budget's pods cost per hour right now (compute and storage).",
+        *BUDGET,
+    )
+    state = _gauge("governor_budget_state", "1 for the budget's current state.", *BUDGET, "state")
+    for book in books:
+        labels, f = (book.budget.id, book.budget.name), book.figures
+        ceiling.add(labels, float(book.budget.ceiling_usd))
+        effective.add(labels, float(f.effective_ceiling))
+        spent.add(labels, float(f.spent))
+        committed.add(labels, float(f.committed))
+        remaining.add(labels, float(f.remaining))
+        burn.add(labels, float(f.burn_per_hour))
+        for s in BudgetState:
+            state.add((*labels, s.value), float(book.budget.state is s))
+    return [ceiling, effective, spent, committed, remaining, burn, state]
+
+
+def _extensions(session: Session, books: Iterable[Book]) -> Family:
+    family = _gauge("governor_extensions", "Extension requests by state.", "budget", "state")
+    counts = _counts(session, ExtensionRow.budget_id, ExtensionRow.state)
+    for book in books:
+        for s in ExtensionState:
+            family.add((book.budget.id, s.value), counts.get((book.budget.id, s), 0))
+    return family
+
+
+def _pods(books: Iterable[Book]) -> list[Family]:
+    state = _gauge("governor_pod_state", "1 for the pod's current state.", *POD, "state")
+    rate = _gauge("governor_pod_rate_dollars_per_hour", "The pod's hourly compute rate.", *POD)
+    spent = _gauge("governor_pod_spent_dollars", "What the pod has cost so far.", *POD)
+    for book in books:
+        for pod in book.pods:
+            labels = (pod.id, pod.budget_id)
+            for s in PodState:
+                state.add((*labels, s.value), float(pod.state is s))
+            rate.add(labels, float(pod.hourly_rate_usd))
+            spent.add(labels, float(book.spent_on(pod)))
+    return [state, rate, spent]
+
+
+def _heartbeats(books: Iterable[Book]) -> Family:
+    family = _gauge(
+        "governor_run_heartbeat_age_seconds",
+        "Seconds since a live run's job last checked in (since its creation if never).",
+        "run",
+        "pod",
+        "budget",
+    )
+    for book in books:
+        for run in book.runs:
+            if run.status.is_live:
+                last = run.last_heartbeat_at or run.created_at
+                family.add((run.id, run.pod_id, run.budget_id), (book.now - last).total_seconds())
+    return family
+
+
+def _stop_orders(session: Session, books: Iterable[Book]) -> Family:
+    family = _gauge("governor_stop_orders", "Stop orders by state.", "budget", "state")
+    counts = _counts(session, StopOrderRow.budget_id, StopOrderRow.state)
+    for book in books:
+        for s in StopState:
+            family.add((book.budget.id, s.value), counts.get((book.budget.id, s), 0))
+    return family
+
+
+def _events(session: Session) -> Family:
+    family = Family(
+        "governor_events_total",
+        "counter",
+        "Events recorded, by severity and category.",
+        ("severity", "category"),
+    )
+    counts = _counts(session, EventRow.severity, EventRow.category)
+    for severity in Severity:
+        for category in Category:
+            family.add((severity.value, category.value), counts.get((severity, category), 0))
+    return family
+
+
+def _counts(session: Session, *columns: Any) -> dict[tuple[object, ...], int]:
+    rows = session.execute(select(*columns, func.count()).group_by(*columns)).all()
+    return {tuple(row[:-1]): int(row[-1]) for row in rows}
+
+
+GPU = ("uuid", "pod")
+GPU_VALUES = (
+    ("governor_gpu_utilization_ratio", "GPU utilization, 0 to 1.", "utilization_pct", 0.01),
+    ("governor_gpu_memory_used_bytes", "GPU memory in use.", "memory_used_bytes", 1.0),
+    ("governor_gpu_memory_total_bytes", "GPU memory in all.", "memory_total_bytes", 1.0),
+    ("governor_gpu_power_watts", "GPU power draw.", "power_w", 1.0),
+    ("governor_gpu_temperature_celsius", "GPU temperature.", "temperature_c", 1.0),
+)
+
+
+def _gpus(session: Session, pods: Iterable[PodRow], now: datetime) -> list[Family]:
+    info = _gauge("governor_gpu_info", "A GPU of a pod: its index and name.", *GPU, "index", "name")
+    age = _gauge("governor_gpu_sample_age_seconds", "Seconds since the GPU's latest sample.", *GPU)
+    values = [(_gauge(name, doc, *GPU), attr, scale) for name, doc, attr, scale in GPU_VALUES]
+    for pod in pods:
+        if pod.state not in (PodState.RUNNING, PodState.STOPPING):
+            continue
+        for at, gpu in telemetry.latest(session, pod.id):
+            labels = (gpu.uuid, pod.id)
+            info.add((*labels, str(gpu.index), gpu.name), 1.0)
+            age.add(labels, (now - at).total_seconds())
+            for family, attr, scale in values:
+                value = getattr(gpu, attr)
+                if value is not None:  # a metric this GPU does not report stays absent
+                    family.add(labels, value * scale)
+    return [info, age, *(family for family, _, _ in values)]

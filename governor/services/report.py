@@ -1,0 +1,158 @@
+"""The run record of a budget: what was spent, on which pod and in which phase, every decision
+with its evidence, why and when each stop happened, failures by category, extensions, and
+the measured memory peaks next to the preflight verdicts. A negative result stays useful.
+
+Spend by phase splits every ledger accrual (and what has accrued since the last one) over
+the phase history of the pod's runs; true-ups and adjustments are shown as themselves. The
+parts add up to the budget's spent figure exactly.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from governor.db import repository as repo
+from governor.db.tables import (
+    EventRow,
+    ExtensionRow,
+    GpuPeakRow,
+    LedgerEntryRow,
+    PlanCheckRow,
+    PodRow,
+    RunPhaseRow,
+    RunRow,
+    StopOrderRow,
+)
+from governor.domain.attribution import BUCKETS, PhaseSpan, attribute, spans_of
+from governor.domain.ledger import Charge, accrue
+from governor.domain.model import Category, EntryKind, Phase, Severity
+from governor.domain.money import ZERO
+from governor.services.book import Book, meter, open_book
+from governor.services.context import GovernorConfig
+
+SPEND_LINES = (*BUCKETS, EntryKind.TRUE_UP.value, EntryKind.ADJUSTMENT.value)
+FAILURE_CATEGORIES = (Category.HARNESS, Category.MODEL, Category.PROVIDER)
+
+
+@dataclass(frozen=True)
+class PodSpend:
+    pod: PodRow
+    spent: Decimal
+    by_phase: dict[str, Decimal]  # every line of SPEND_LINES
+
+
+@dataclass(frozen=True)
+class Stop:
+    order: StopOrderRow
+    why: str | None  # the message of the decision that ordered it
+
+
+@dataclass(frozen=True)
+class Peak:
+    run: RunRow
+    peak: GpuPeakRow
+
+
+@dataclass(frozen=True)
+class Report:
+    book: Book
+    spend: list[PodSpend]
+    timeline: list[EventRow]  # oldest first
+    stops: list[Stop]
+    failures: dict[Category, list[EventRow]]  # warning and critical, per failure category
+    extensions: Sequence[ExtensionRow]
+    peaks: list[Peak]
+    plans: Sequence[PlanCheckRow]
+
+    @property
+    def by_phase(self) -> dict[str, Decimal]:
+        totals = dict.fromkeys(SPEND_LINES, ZERO)
+        for pod in self.spend:
+            for line, amount in pod.by_phase.items():
+                totals[line] += amount
+        return totals
+
+
+def build(session: Session, config: GovernorConfig, budget_id: str, now: datetime) -> Report:
+    book = open_book(session, budget_id, now, config)
+    timeline = list(
+        session.scalars(
+            select(EventRow).where(EventRow.budget_id == budget_id).order_by(EventRow.id)
+        ).all()
+    )
+    return Report(
+        book=book,
+        spend=_spend(session, book),
+        timeline=timeline,
+        stops=_stops(session, budget_id, timeline),
+        failures={
+            c: [e for e in timeline if e.category is c and e.severity is not Severity.INFO]
+            for c in FAILURE_CATEGORIES
+        },
+        extensions=repo.extensions(session, budget_id=budget_id),
+        peaks=_peaks(session, book.runs),
+        plans=repo.plan_checks_of(session, budget_id),
+    )
+
+
+def _spend(session: Session, book: Book) -> list[PodSpend]:
+    entries: dict[str, list[LedgerEntryRow]] = defaultdict(list)
+    for entry in session.scalars(
+        select(LedgerEntryRow)
+        .where(LedgerEntryRow.budget_id == book.budget.id)
+        .order_by(LedgerEntryRow.id)
+    ):
+        entries[entry.pod_id].append(entry)
+    spans = _phase_spans(session, book.runs)
+    result = []
+    for pod in book.pods:
+        charges = [
+            Charge(e.charge, e.amount_usd, e.period_start, e.period_end)
+            for e in entries[pod.id]
+            if e.kind is EntryKind.ACCRUAL
+        ]
+        charges += accrue(meter(pod), book.now)  # what the next accrual will book
+        pod_spans = [s for run in book.runs_on(pod.id) for s in spans[run.id]]
+        by_phase = dict.fromkeys(SPEND_LINES, ZERO)
+        by_phase.update(attribute(charges, pod_spans, pod.stopped_at))
+        for entry in entries[pod.id]:
+            if entry.kind is not EntryKind.ACCRUAL:
+                by_phase[entry.kind.value] += entry.amount_usd
+        result.append(PodSpend(pod, book.spent_on(pod), by_phase))
+    return result
+
+
+def _phase_spans(session: Session, runs: Sequence[RunRow]) -> dict[str, list[PhaseSpan]]:
+    changes: dict[str, list[tuple[datetime, Phase]]] = defaultdict(list)
+    if runs:
+        for row in session.scalars(
+            select(RunPhaseRow).where(RunPhaseRow.run_id.in_([r.id for r in runs]))
+        ):
+            changes[row.run_id].append((row.at, row.phase))
+    return {r.id: spans_of(changes[r.id], r.ended_at) for r in runs}
+
+
+def _stops(session: Session, budget_id: str, timeline: Sequence[EventRow]) -> list[Stop]:
+    orders = session.scalars(
+        select(StopOrderRow)
+        .where(StopOrderRow.budget_id == budget_id)
+        .order_by(StopOrderRow.created_at)
+    ).all()
+    decided: dict[str, str] = {}
+    for event in timeline:
+        order_id = event.evidence.get("stop_order")
+        if isinstance(order_id, str):
+            decided.setdefault(order_id, event.message)
+    return [Stop(order, decided.get(order.id)) for order in orders]
+
+
+def _peaks(session: Session, runs: Sequence[RunRow]) -> list[Peak]:
+    peaks = repo.peaks_of(session, [r.id for r in runs])
+    return [Peak(run, p) for run in runs for p in peaks if p.run_id == run.id]

@@ -1,0 +1,425 @@
+"""The dashboard's read model: every budget with its figures, chart series, pods, GPUs, runs,
+pending extensions, and the latest events, as of one instant. Plain values; the HTML page and
+GET /v1/status render the same thing.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import TypeVar
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from governor.db import repository as repo
+from governor.db.tables import GpuSampleRow, LedgerEntryRow, PodRow, RunRow, StopOrderRow
+from governor.domain.model import (
+    Action,
+    BudgetState,
+    Category,
+    ExtensionState,
+    Phase,
+    PodState,
+    Reason,
+    Requester,
+    RunStatus,
+    Severity,
+)
+from governor.domain.money import ZERO
+from governor.services.book import Book, meter, open_book
+from governor.services.context import GovernorConfig
+from governor.services.telemetry import RAW
+
+CHART_POINTS = 240  # the most points of a spend series; older detail is thinned, never the end
+GPU_WINDOW = timedelta(minutes=15)  # how far back a GPU sparkline reaches from its last sample
+GPU_POINTS = 90
+EVENTS = 25
+PRE_STOP = Decimal("0.9")  # committed share at which the policy asks for a checkpoint
+WARN_SPENT = Decimal("0.8")  # spent share from which threshold alerts are warnings
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class SpendPoint:
+    at: datetime
+    spent: Decimal  # cumulative, from the budget's declaration to `at`
+
+
+@dataclass(frozen=True)
+class Threshold:
+    pct: int
+    amount: Decimal  # pct of the effective ceiling, as the threshold alerts count it
+
+
+@dataclass(frozen=True)
+class StopMark:
+    at: datetime
+    pod_id: str
+    what: str  # "requested" or "stopped"
+    reason: Reason
+
+
+@dataclass(frozen=True)
+class SpendChart:
+    start: datetime
+    end: datetime
+    points: tuple[SpendPoint, ...]
+    ceiling: Decimal
+    effective_ceiling: Decimal
+    thresholds: tuple[Threshold, ...]
+    stops: tuple[StopMark, ...]
+
+
+@dataclass(frozen=True)
+class GpuPoint:
+    at: datetime
+    utilization_pct: float | None
+    memory_used_bytes: int | None
+
+
+@dataclass(frozen=True)
+class GpuTrace:
+    uuid: str
+    index: int
+    name: str
+    last_at: datetime
+    utilization_pct: float | None
+    memory_used_bytes: int | None
+    memory_total_bytes: int | None
+    peak_utilization_pct: float | None  # over the window shown
+    peak_memory_bytes: int | None  # the most any run on the pod held, or the window's most
+    points: tuple[GpuPoint, ...]
+
+
+@dataclass(frozen=True)
+class StopInfo:
+    state: str
+    reason: Reason
+    created_at: datetime
+    confirmed_at: datetime | None
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class PodStatus:
+    id: str
+    provider: str
+    provider_ref: str
+    gpu_type: str | None
+    gpu_count: int | None
+    state: PodState
+    spent: Decimal
+    burn_per_hour: Decimal  # what it costs now, in its current state
+    compute_per_hour: Decimal
+    storage_per_hour: Decimal
+    stopped_storage_per_hour: Decimal  # what its volume costs once stopped
+    stop: StopInfo | None
+    telemetry_note: str | None
+    gpus: tuple[GpuTrace, ...]
+
+
+@dataclass(frozen=True)
+class RunLine:
+    id: str
+    name: str
+    pod_id: str
+    status: RunStatus
+    phase: Phase | None
+    step: int
+    total_steps: int | None
+    progress_pct: float | None
+    last_heartbeat_at: datetime | None
+    heartbeat_age_s: float | None
+    heartbeat_timeout_s: float
+    heartbeat_late: bool  # a live run not heard from within its timeout
+    directive: Action
+    directive_reason: Reason | None
+    directive_message: str | None
+
+
+@dataclass(frozen=True)
+class PendingExtension:
+    id: str
+    amount: Decimal
+    reason: str
+    requested_by: Requester
+    run_id: str | None
+    created_at: datetime
+    effective_ceiling_if_approved: Decimal
+
+
+@dataclass(frozen=True)
+class BudgetStatus:
+    id: str
+    name: str
+    state: BudgetState
+    ceiling: Decimal
+    approved_extensions: Decimal
+    effective_ceiling: Decimal
+    reserve: Decimal
+    spent: Decimal
+    committed: Decimal
+    remaining: Decimal
+    burn_per_hour: Decimal
+    projected_exhaustion_at: datetime | None
+    spent_pct: float
+    committed_pct: float
+    attention: Severity | None  # critical: at the ceiling or stopping; warning: close to it
+    chart: SpendChart
+    pods: tuple[PodStatus, ...]
+    runs: tuple[RunLine, ...]
+    pending_extensions: tuple[PendingExtension, ...]
+
+
+@dataclass(frozen=True)
+class EventLine:
+    id: int
+    at: datetime
+    severity: Severity
+    category: Category
+    subject: str
+    budget_id: str | None
+    budget_name: str | None
+    message: str
+
+
+@dataclass(frozen=True)
+class Dashboard:
+    at: datetime
+    budgets: tuple[BudgetStatus, ...]
+    events: tuple[EventLine, ...]
+
+
+def dashboard(session: Session, config: GovernorConfig, now: datetime) -> Dashboard:
+    """Everything the status page shows, read in one transaction."""
+    budgets = tuple(
+        budget_status(session, open_book(session, b, now, config)) for b in repo.budget_ids(session)
+    )
+    names = {b.id: b.name for b in budgets}
+    events = tuple(
+        EventLine(
+            e.id,
+            e.at,
+            e.severity,
+            e.category,
+            e.subject,
+            e.budget_id,
+            names.get(e.budget_id or ""),
+            e.message,
+        )
+        for e in repo.events(session, limit=EVENTS)
+    )
+    return Dashboard(now, budgets, events)
+
+
+def budget_status(session: Session, book: Book) -> BudgetStatus:
+    row, f = book.budget, book.figures
+    pending = repo.extensions(session, budget_id=row.id, state=ExtensionState.PENDING)
+    return BudgetStatus(
+        id=row.id,
+        name=row.name,
+        state=row.state,
+        ceiling=row.ceiling_usd,
+        approved_extensions=f.effective_ceiling - row.ceiling_usd,
+        effective_ceiling=f.effective_ceiling,
+        reserve=row.reserve_usd,
+        spent=f.spent,
+        committed=f.committed,
+        remaining=f.remaining,
+        burn_per_hour=f.burn_per_hour,
+        projected_exhaustion_at=f.projected_exhaustion_at,
+        spent_pct=_pct(f.spent, f.effective_ceiling),
+        committed_pct=_pct(f.committed, f.effective_ceiling),
+        attention=attention(row.state, f.spent_fraction, f.committed_fraction),
+        chart=spend_chart(session, book),
+        pods=tuple(pod_status(session, book, p) for p in book.pods),
+        runs=tuple(run_line(r, book.now) for r in book.runs),
+        pending_extensions=tuple(
+            PendingExtension(
+                e.id,
+                e.amount_usd,
+                e.reason,
+                e.requested_by,
+                e.run_id,
+                e.created_at,
+                f.effective_ceiling + e.amount_usd,
+            )
+            for e in pending
+        ),
+    )
+
+
+def attention(state: BudgetState, spent: Decimal, committed: Decimal) -> Severity | None:
+    """How urgently the budget wants a look: the same lines the policy acts on."""
+    if state in (BudgetState.STOPPING, BudgetState.EXHAUSTED) or committed >= 1:
+        return Severity.CRITICAL
+    if committed >= PRE_STOP or spent >= WARN_SPENT:
+        return Severity.WARNING
+    return None
+
+
+# --- the spend chart -----------------------------------------------------------------------
+
+
+def spend_chart(session: Session, book: Book) -> SpendChart:
+    """Cumulative spend from the ledger, ending at the book's figure for now."""
+    row, f = book.budget, book.figures
+    ticks = session.execute(
+        select(LedgerEntryRow.period_end, func.sum(LedgerEntryRow.amount_usd))
+        .where(LedgerEntryRow.budget_id == row.id)
+        .group_by(LedgerEntryRow.period_end)
+        .order_by(LedgerEntryRow.period_end)
+    ).all()
+    points = [SpendPoint(row.created_at, ZERO)]
+    total = ZERO
+    for at, amount in ticks:
+        total += amount or ZERO
+        points.append(SpendPoint(at, total))
+    end = max(book.now, points[-1].at)
+    points.append(SpendPoint(end, f.spent))
+    orders = session.scalars(
+        select(StopOrderRow)
+        .where(StopOrderRow.budget_id == row.id)
+        .order_by(StopOrderRow.created_at)
+    ).all()
+    stops = [StopMark(o.created_at, o.pod_id, "requested", o.reason) for o in orders]
+    stops += [
+        StopMark(o.confirmed_at, o.pod_id, "stopped", o.reason) for o in orders if o.confirmed_at
+    ]
+    return SpendChart(
+        start=row.created_at,
+        end=end,
+        points=thin(points, CHART_POINTS),
+        ceiling=row.ceiling_usd,
+        effective_ceiling=f.effective_ceiling,
+        thresholds=tuple(
+            Threshold(pct, f.effective_ceiling * pct / 100) for pct in row.alert_thresholds
+        ),
+        stops=tuple(sorted(stops, key=lambda s: s.at)),
+    )
+
+
+def thin(items: Sequence[T], most: int) -> tuple[T, ...]:
+    """At most `most` items, evenly spread, always keeping the first and the last."""
+    if len(items) <= most:
+        return tuple(items)
+    step = (len(items) - 1) / (most - 1)
+    return tuple(items[round(i * step)] for i in range(most))
+
+
+# --- pods and their GPUs ---------------------------------------------------------------------
+
+
+def pod_status(session: Session, book: Book, pod: PodRow) -> PodStatus:
+    m = meter(pod)
+    order = repo.latest_stop_order(session, pod.id)
+    stop = None
+    if order is not None:
+        stop = StopInfo(
+            order.state.value, order.reason, order.created_at, order.confirmed_at, order.last_error
+        )
+    return PodStatus(
+        id=pod.id,
+        provider=pod.provider,
+        provider_ref=pod.provider_ref,
+        gpu_type=pod.gpu_type,
+        gpu_count=pod.gpu_count,
+        state=pod.state,
+        spent=book.spent_on(pod),
+        burn_per_hour=m.burn_per_hour,
+        compute_per_hour=m.compute_per_hour,
+        storage_per_hour=m.storage_per_hour,
+        stopped_storage_per_hour=m.stopped_storage_per_hour,
+        stop=stop,
+        telemetry_note=pod.telemetry_note,
+        gpus=gpu_traces(session, pod, book.runs_on(pod.id)),
+    )
+
+
+def gpu_traces(session: Session, pod: PodRow, runs: Sequence[RunRow]) -> tuple[GpuTrace, ...]:
+    """Each GPU's recent samples, up to GPU_WINDOW before the pod's newest one."""
+    newest = session.scalar(
+        select(func.max(GpuSampleRow.at)).where(
+            GpuSampleRow.pod_id == pod.id, GpuSampleRow.resolution == RAW
+        )
+    )
+    if newest is None:
+        return ()
+    rows = session.scalars(
+        select(GpuSampleRow)
+        .where(
+            GpuSampleRow.pod_id == pod.id,
+            GpuSampleRow.resolution == RAW,
+            GpuSampleRow.at >= newest - GPU_WINDOW,
+        )
+        .order_by(GpuSampleRow.at, GpuSampleRow.id)
+    ).all()
+    by_gpu: dict[str, list[GpuSampleRow]] = defaultdict(list)
+    for row in rows:
+        by_gpu[row.gpu_uuid].append(row)
+    peaks: dict[str, int] = {}
+    for peak in repo.peaks_of(session, [r.id for r in runs]):
+        peaks[peak.gpu_uuid] = max(peaks.get(peak.gpu_uuid, 0), peak.peak_used_bytes)
+    traces = [_trace(samples, peaks.get(uuid)) for uuid, samples in by_gpu.items()]
+    return tuple(sorted(traces, key=lambda t: t.index))
+
+
+def _trace(samples: list[GpuSampleRow], run_peak: int | None) -> GpuTrace:
+    last = samples[-1]
+    utils = [s.utilization_pct for s in samples if s.utilization_pct is not None]
+    used = [s.memory_used_bytes for s in samples if s.memory_used_bytes is not None]
+    window_peak = max(used, default=None)
+    peak_memory = max((p for p in (run_peak, window_peak) if p is not None), default=None)
+    return GpuTrace(
+        uuid=last.gpu_uuid,
+        index=last.gpu_index,
+        name=last.name,
+        last_at=last.at,
+        utilization_pct=last.utilization_pct,
+        memory_used_bytes=last.memory_used_bytes,
+        memory_total_bytes=last.memory_total_bytes,
+        peak_utilization_pct=max(utils, default=None),
+        peak_memory_bytes=peak_memory,
+        points=thin(
+            [GpuPoint(s.at, s.utilization_pct, s.memory_used_bytes) for s in samples], GPU_POINTS
+        ),
+    )
+
+
+# --- runs ----------------------------------------------------------------------------------
+
+
+def run_line(run: RunRow, now: datetime) -> RunLine:
+    age = None
+    if run.last_heartbeat_at is not None:
+        age = max(0.0, (now - run.last_heartbeat_at).total_seconds())
+    since = age if age is not None else (now - run.created_at).total_seconds()
+    progress = None
+    if run.total_steps:
+        progress = min(100.0, 100.0 * run.step / run.total_steps)
+    return RunLine(
+        id=run.id,
+        name=run.name,
+        pod_id=run.pod_id,
+        status=run.status,
+        phase=run.phase,
+        step=run.step,
+        total_steps=run.total_steps,
+        progress_pct=progress,
+        last_heartbeat_at=run.last_heartbeat_at,
+        heartbeat_age_s=age,
+        heartbeat_timeout_s=run.heartbeat_timeout_s,
+        heartbeat_late=run.status.is_live and since > run.heartbeat_timeout_s,
+        directive=run.directive,
+        directive_reason=run.directive_reason,
+        directive_message=run.directive_message,
+    )
+
+
+def _pct(part: Decimal, whole: Decimal) -> float:
+    return 0.0 if whole <= 0 else round(float(part / whole * 100), 1)

@@ -1,0 +1,45 @@
+"""The dashboard at /status: server-rendered HTML over services.status, no front-end build."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jinja2
+from fastapi import APIRouter, Depends, Request
+from fastapi.templating import Jinja2Templates
+
+from governor.web import charts, routes
+from governor.web.auth import Keys
+from governor.web.deps import Kit
+from governor.web.format import FILTERS
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+def templates() -> Jinja2Templates:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(FILTERS)
+    env.globals.update(
+        spend_plot=charts.spend_plot,
+        utilization_spark=charts.utilization_spark,
+        memory_spark=charts.memory_spark,
+    )
+    return Jinja2Templates(env=env)
+
+
+def build_router() -> APIRouter:
+    """The page's routes with a kit of their own: a session secret made now, and templates."""
+    kit = Kit(keys=Keys(), templates=templates())
+
+    def provide(request: Request) -> None:
+        request.state.web_kit = kit
+
+    router = APIRouter()
+    router.include_router(routes.router, dependencies=[Depends(provide)])
+    return router

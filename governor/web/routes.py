@@ -1,0 +1,164 @@
+"""The dashboard's routes: sign in and out, the status page, and an operator's decisions.
+
+Thin: each reads its inputs, calls one service and renders or redirects. A viewer may look;
+only an operator may decide, and only with the session's CSRF token in the form.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request
+from fastapi.responses import FileResponse, RedirectResponse, Response
+
+from governor.domain.errors import Conflict, Forbidden, NotFound, Unauthenticated
+from governor.services import extensions, logins, status
+from governor.web.auth import COOKIE
+from governor.web.deps import Context, Form, Now, SignedIn, Tx, WebKit
+
+STATIC = Path(__file__).parent / "static"
+ASSETS = {"dashboard.css": "text/css", "refresh.js": "text/javascript"}
+REFRESH_S = 5
+NOTICES = {
+    "approved": ("ok", "Extension approved: the effective ceiling has risen."),
+    "denied": ("ok", "Extension denied."),
+    "already-decided": ("warning", "That request had already been decided by someone else."),
+    "not-found": ("warning", "That request no longer exists."),
+}
+HEADERS = {
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; "
+        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "same-origin",
+    "X-Content-Type-Options": "nosniff",
+}
+
+router = APIRouter(include_in_schema=False)
+
+
+def _render(
+    kit: WebKit, request: Request, name: str, context: dict[str, Any], status_code: int = 200
+) -> Response:
+    return kit.templates.TemplateResponse(
+        request, name, context, status_code=status_code, headers=HEADERS
+    )
+
+
+def _to(path: str) -> RedirectResponse:
+    return RedirectResponse(path, status_code=303, headers={"Cache-Control": "no-store"})
+
+
+@router.get("/")
+def home() -> RedirectResponse:
+    return _to("/status")
+
+
+@router.get("/login")
+def login_form(request: Request, kit: WebKit, page: SignedIn) -> Response:
+    if page is not None:
+        return _to("/status")
+    return _render(kit, request, "login.html", {"error": None})
+
+
+@router.post("/login")
+def login(request: Request, kit: WebKit, form: Form, tx: Tx, now: Now) -> Response:
+    """Exchange a viewer or operator token for a session cookie (HttpOnly, SameSite=Strict)."""
+    try:
+        with tx() as session:
+            found = logins.sign_in(session, form.get("token", ""))
+    except (Unauthenticated, Forbidden) as exc:
+        code = 403 if isinstance(exc, Forbidden) else 401
+        message = (
+            "That token cannot open the dashboard: use a viewer or operator token."
+            if code == 403
+            else "Unknown token. Paste a viewer or operator token."
+        )
+        return _render(kit, request, "login.html", {"error": message}, code)
+    value, max_age = kit.keys.issue(found.token_id, now)
+    response = _to("/status")
+    response.set_cookie(
+        COOKIE,
+        value,
+        max_age=max_age,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/",
+    )
+    return response
+
+
+@router.post("/logout")
+def logout(page: SignedIn, kit: WebKit, form: Form, now: Now) -> Response:
+    if page is not None:
+        if not kit.keys.csrf_ok(page, form.get("csrf")):
+            return _refused("The form had expired; reload the page and try again.")
+        kit.keys.end(page, now)
+    response = _to("/login")
+    response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+    return response
+
+
+@router.get("/status")
+def status_page(
+    request: Request, kit: WebKit, page: SignedIn, ctx: Context, tx: Tx, now: Now
+) -> Response:
+    """The dashboard: every budget, its chart, pods, GPUs, runs, pending requests, events."""
+    if page is None:
+        return _to("/login")
+    with tx() as session:
+        dashboard = status.dashboard(session, ctx.config, now)
+    notice = NOTICES.get(request.query_params.get("notice", ""))
+    context = {"dash": dashboard, "page": page, "notice": notice, "refresh_s": REFRESH_S}
+    return _render(kit, request, "status.html", context)
+
+
+@router.post("/status/extensions/{extension_id}/{decision}")
+def decide(
+    extension_id: str,
+    decision: Literal["approve", "deny"],
+    page: SignedIn,
+    kit: WebKit,
+    form: Form,
+    ctx: Context,
+    tx: Tx,
+    now: Now,
+) -> Response:
+    """An operator approves or denies a pending extension from the page."""
+    if page is None:
+        return _to("/login")
+    if not kit.keys.csrf_ok(page, form.get("csrf")):
+        return _refused("The form had expired; reload the page and try again.")
+    if not page.can_decide:
+        return _refused("A viewer token can look but not decide: sign in as an operator.")
+    approve = decision == "approve"
+    note = form.get("note", "").strip() or "from the dashboard."
+    try:
+        with tx() as session:
+            row = extensions.decide(session, ctx.config, extension_id, approve, note, now)
+    except Conflict:
+        return _to("/status?notice=already-decided")
+    except NotFound:
+        return _to("/status?notice=not-found")
+    return _to(f"/status?notice={'approved' if approve else 'denied'}#budget-{row.budget_id}")
+
+
+def _refused(message: str) -> Response:
+    body = (
+        "<!doctype html><meta charset=utf-8><title>Refused</title>"
+        f"<p>{message}</p><p><a href=/status>Back to the dashboard</a></p>"
+    )
+    return Response(body, status_code=403, media_type="text/html", headers=HEADERS)
+
+
+@router.get("/static/{name}")
+def asset(name: str) -> Response:
+    if name not in ASSETS:
+        return Response("not found", status_code=404, media_type="text/plain")
+    return FileResponse(
+        STATIC / name, media_type=ASSETS[name], headers={"Cache-Control": "max-age=300"}
+    )

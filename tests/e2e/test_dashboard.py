@@ -1,0 +1,413 @@
+"""The dashboard in a real headless Chromium against the real server, and its JSON twin.
+
+Chromium is Debian's (`apt-get install chromium`), driven by Playwright for Python; Playwright
+never downloads a browser here. Without /usr/bin/chromium these tests fail, they never skip.
+One server per database serves every test in this module; each test declares its own budget.
+Screenshots go to the test's tmp dir and to artifacts/ in the repository root.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import reset_postgres
+from tests.e2e.conftest import (
+    GovernorServer,
+    SimulatedJob,
+    agent_token,
+    assert_error,
+    declare_budget,
+    is_postgres,
+    migrate,
+    ok,
+    register_pod,
+    wait_for,
+    wait_pod_stopped,
+)
+
+pytestmark = pytest.mark.e2e
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
+LAPTOP = {"width": 1280, "height": 900}
+PHONE = {"width": 390, "height": 844}
+EXPECT_MS = 20_000
+SERVER_ENV = {
+    "GOVERNOR_FAKE_NVML": "healthy:gpus=2",  # local pods get two scripted H100s
+    "GOVERNOR_TELEMETRY_INTERVAL_S": "0.5",
+}
+
+
+# --- fixtures: one server per database, one browser per module -------------------------------
+
+
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param("sqlite", id="sqlite"),
+        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    ],
+)
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[GovernorServer]:
+    workdir = tmp_path_factory.mktemp("dashboard")
+    url = reset_postgres() if request.param == "postgres" else f"sqlite:///{workdir / 'gov.db'}"
+    governor = GovernorServer(workdir, url, dict(SERVER_ENV))
+    if is_postgres(url):
+        migrate(url, workdir)
+    try:
+        yield governor.start().wait_ready()
+    finally:
+        governor.close()
+
+
+@pytest.fixture
+def operator(server: GovernorServer) -> Iterator[httpx.Client]:
+    with server.client() as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's Chromium under Playwright. Missing Chromium or Playwright fails the test."""
+    if not CHROMIUM.exists():
+        pytest.fail(
+            f"Chromium is not installed at {CHROMIUM}: the dashboard tests need a real browser. "
+            "Install Debian's package: apt-get update && apt-get install -y chromium"
+        )
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("Playwright for Python is missing: pip install -e '.[dev]'")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def new_page(browser: Any, server: GovernorServer, viewport: dict[str, int] = LAPTOP) -> Any:
+    context = browser.new_context(base_url=server.url, viewport=viewport)
+    context.set_default_timeout(EXPECT_MS)
+    return context.new_page()
+
+
+def sign_in(page: Any, token: str) -> None:
+    page.goto("/status")
+    assert page.url.endswith("/login"), page.url  # no session yet: sent to the sign-in form
+    page.fill("input[name=token]", token)
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r"/status"))
+
+
+def shoot(page: Any, tmp_path: Path, name: str) -> Path:
+    """A full-page screenshot under the test's tmp dir, copied to artifacts/ for inspection."""
+    path = tmp_path / name
+    page.screenshot(path=str(path), full_page=True)
+    ARTIFACTS.mkdir(exist_ok=True)
+    shutil.copyfile(path, ARTIFACTS / name)
+    return path
+
+
+# --- helpers over the API --------------------------------------------------------------------
+
+
+def viewer_token(operator: httpx.Client) -> str:
+    body = {"role": "viewer", "label": "dashboard test"}
+    token: str = ok(operator.post("/v1/tokens", json=body), 201)["token"]
+    return token
+
+
+def request_extension(client: httpx.Client, budget_id: str, amount: str, reason: str) -> str:
+    body = {"amount_usd": amount, "reason": reason}
+    extension_id: str = ok(client.post(f"/v1/budgets/{budget_id}/extensions", json=body), 201)["id"]
+    return extension_id
+
+
+def extension_state(operator: httpx.Client, budget_id: str, extension_id: str) -> str:
+    found = ok_list(operator.get("/v1/extensions", params={"budget_id": budget_id}))
+    [extension] = [e for e in found if e["id"] == extension_id]
+    state: str = extension["state"]
+    return state
+
+
+def ok_list(response: httpx.Response) -> list[dict[str, Any]]:
+    assert response.status_code == 200, response.text[:500]
+    body: list[dict[str, Any]] = response.json()
+    return body
+
+
+def spending_budget(server: GovernorServer, operator: httpx.Client, name: str) -> dict[str, Any]:
+    """A $8 budget whose local fake pod ($1/s) runs a training job into the ceiling."""
+    budget = declare_budget(operator, "8.00", name=name)
+    pod = register_pod(operator, budget["id"], f"{name}-pod", local=True)
+    run_body = {
+        "name": "lora-finetune",
+        "pod_id": pod["id"],
+        "total_steps": 400,
+        "heartbeat_timeout_s": 5,
+        "checkpoint_grace_s": 1,
+    }
+    run = ok(operator.post(f"/v1/budgets/{budget['id']}/runs", json=run_body), 201)
+    with SimulatedJob(server.url, run, on_stop="ack", phase="training") as job:
+        job.join()
+        wait_pod_stopped(operator, pod["id"])
+        with server.client(run["token"]) as job_client:
+            extension = request_extension(
+                job_client, budget["id"], "10", "40 more steps to finish the epoch"
+            )
+    return {"budget": budget, "pod": pod, "run": run, "extension": extension}
+
+
+# --- the page in a browser -------------------------------------------------------------------
+
+
+def test_an_operator_sees_the_chart_and_approves_an_extension_from_the_page(
+    server: GovernorServer, operator: httpx.Client, browser: Any, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    made = spending_budget(server, operator, "pilot-operator")
+    budget_id, extension_id = made["budget"]["id"], made["extension"]
+
+    page = new_page(browser, server)
+    page.clock.install()  # the page's own reload timer waits until the test lets it run
+    sign_in(page, server.env["GOVERNOR_OPERATOR_TOKEN"])
+    section = page.locator(f"#budget-{budget_id}")
+    expect(section.locator("h2")).to_have_text("pilot-operator")
+    expect(page.locator(".top [data-role=operator]")).to_be_visible()
+    expect(section.locator("[data-field=ceiling]")).to_have_text("$8.00")
+    expect(section.locator("[data-field=effective-ceiling]")).to_have_text("$8.00")
+
+    chart = section.locator("svg.spend-chart")
+    expect(chart.locator("line[data-role=ceiling]")).to_have_count(1)
+    expect(chart.locator("line[data-role=threshold]")).to_have_count(3)
+    expect(chart.locator("line[data-role=stop-requested]")).to_have_count(1)
+    expect(chart.locator("line[data-role=stop-stopped]")).to_have_count(1)
+    spend = chart.locator("path[data-role=spend]")
+    d = spend.get_attribute("d") or ""
+    assert len(re.findall(r"[ML]\s*[\d.]+,[\d.]+", d)) >= 5, d
+    assert int(spend.get_attribute("data-points") or 0) >= 5
+    ceiling_y = float(chart.locator("line[data-role=ceiling]").get_attribute("y1") or "nan")
+    spend_ys = [float(y) for y in re.findall(r",([\d.]+)", d)]
+    assert min(spend_ys) > ceiling_y, "the spend must stay below the ceiling line (higher y)"
+
+    gpus = section.locator(".gpu")
+    expect(gpus).to_have_count(2)
+    expect(gpus.first.locator("svg.spark.util path.spark-line")).to_have_count(1)
+    expect(gpus.first).to_contain_text("GiB")
+    run_row = section.locator(f"tr[data-run-id='{made['run']['id']}']")
+    expect(run_row).to_contain_text("stop")
+    expect(run_row).to_contain_text("/ 400")
+    expect(page.locator(".event.sev-critical").first).to_be_visible()
+
+    pending = section.locator(f"li[data-extension-id='{extension_id}']")
+    expect(pending).to_contain_text("+$10.00")
+    expect(pending).to_contain_text("$18.00")
+    shoot(page, tmp_path, "dashboard.png")
+
+    pending.locator("button.approve").click()
+    page.wait_for_url(re.compile(r"/status"))
+    expect(page.locator(".notice")).to_contain_text("approved")
+    expect(section.locator("[data-field=effective-ceiling]")).to_have_text("$18.00")
+    expect(section.locator("[data-field=approved-extensions]")).to_have_text("+$10.00")
+    expect(section.locator("li.extension")).to_have_count(0)
+    expect(section.locator("svg.spend-chart line[data-role=effective]")).to_have_count(1)
+    assert extension_state(operator, budget_id, extension_id) == "approved"
+    budget = ok(operator.get(f"/v1/budgets/{budget_id}"))
+    assert budget["effective_ceiling_usd"] == "18.00"
+    shoot(page, tmp_path, "dashboard-approved.png")
+
+    phone = new_page(browser, server, PHONE)
+    phone.clock.install()
+    sign_in(phone, server.env["GOVERNOR_OPERATOR_TOKEN"])
+    expect(phone.locator(f"#budget-{budget_id} [data-field=effective-ceiling]")).to_have_text(
+        "$18.00"
+    )
+    width = phone.evaluate("document.documentElement.scrollWidth")
+    assert width <= PHONE["width"], f"the page scrolls sideways on a phone ({width} px)"
+    shoot(phone, tmp_path, "dashboard-phone.png")
+
+
+def test_a_viewer_sees_no_buttons_and_a_post_from_a_viewer_is_refused(
+    server: GovernorServer, operator: httpx.Client, browser: Any, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    budget = declare_budget(operator, "50", name="pilot-viewer")
+    extension_id = request_extension(operator, budget["id"], "5", "a longer eval")
+    page = new_page(browser, server)
+    sign_in(page, viewer_token(operator))
+    expect(page.locator(".top [data-role=viewer]")).to_be_visible()
+    pending = page.locator(f"li[data-extension-id='{extension_id}']")
+    expect(pending).to_contain_text("+$5.00")
+    expect(pending).to_contain_text("An operator can approve or deny this.")
+    expect(page.locator("button.approve")).to_have_count(0)
+    expect(page.locator("button.deny")).to_have_count(0)
+    shoot(page, tmp_path, "dashboard-viewer.png")
+
+    csrf = page.locator("form[action='/logout'] input[name=csrf]").get_attribute("value")
+    refused = page.request.post(
+        f"/status/extensions/{extension_id}/approve", form={"csrf": csrf or ""}, max_redirects=0
+    )
+    assert refused.status == 403, refused.text()
+    assert "viewer" in refused.text()
+    assert extension_state(operator, budget["id"], extension_id) == "pending"
+
+    as_of = page.locator(".session .muted").inner_text()
+    wait_for(
+        lambda: page.locator(".session .muted").inner_text() != as_of,
+        "the page to refresh itself",
+        timeout_s=20,
+        interval_s=0.5,
+    )
+
+
+# --- sessions and CSRF over plain HTTP -------------------------------------------------------
+
+
+def login(server: GovernorServer, token: str) -> httpx.Response:
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        return client.post("/login", data={"token": token})
+
+
+def page_client(server: GovernorServer, cookie: str | None) -> httpx.Client:
+    headers = {"Cookie": f"governor_session={cookie}"} if cookie else {}
+    return httpx.Client(base_url=server.url, headers=headers, timeout=30)
+
+
+def csrf_of(html: str) -> str:
+    match = re.search(r'name="csrf" value="([0-9a-f]+)"', html)
+    assert match, "no CSRF field on the page"
+    return match.group(1)
+
+
+def test_sessions_are_httponly_strict_cookies_and_decisions_need_the_csrf_token(
+    server: GovernorServer, operator: httpx.Client
+) -> None:
+    with page_client(server, None) as anonymous:
+        response = anonymous.get("/status")
+        assert response.status_code == 303 and response.headers["location"] == "/login"
+        assert anonymous.get("/login").status_code == 200
+
+    assert login(server, "not-a-token").status_code == 401
+    pod = register_pod(operator, declare_budget(operator, "1000", name="pilot-csrf")["id"], "csrf")
+    assert login(server, agent_token(operator, pod["id"])).status_code == 403
+
+    token = server.env["GOVERNOR_OPERATOR_TOKEN"]
+    signed_in = login(server, token)
+    assert signed_in.status_code == 303 and signed_in.headers["location"] == "/status"
+    set_cookie = signed_in.headers["set-cookie"]
+    assert set_cookie.startswith("governor_session=")
+    for flag in ("HttpOnly", "SameSite=strict", "Path=/", "Max-Age="):
+        assert flag.lower() in set_cookie.lower(), set_cookie
+    cookie = signed_in.cookies["governor_session"]
+    assert token not in cookie
+
+    extension_id = request_extension(operator, pod["budget_id"], "3", "csrf check")
+    with page_client(server, cookie) as browser_like:
+        page = browser_like.get("/status")
+        assert page.status_code == 200, page.text[:300]
+        assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+        csrf = csrf_of(page.text)
+        path = f"/status/extensions/{extension_id}/approve"
+        assert browser_like.post(path, data={}).status_code == 403
+        assert browser_like.post(path, data={"csrf": "0" * 64}).status_code == 403
+        assert extension_state(operator, pod["budget_id"], extension_id) == "pending"
+        approved = browser_like.post(path, data={"csrf": csrf})
+        assert approved.status_code == 303, approved.text[:300]
+        assert approved.headers["location"].startswith("/status?notice=approved")
+        assert extension_state(operator, pod["budget_id"], extension_id) == "approved"
+        again = browser_like.post(path, data={"csrf": csrf})
+        assert again.headers["location"] == "/status?notice=already-decided"
+
+        tampered = cookie[:-1] + ("0" if cookie[-1] != "0" else "1")
+        with page_client(server, tampered) as forged:
+            assert forged.get("/status").status_code == 303
+
+        out = browser_like.post("/logout", data={"csrf": csrf})
+        assert out.status_code == 303 and out.headers["location"] == "/login"
+        assert (
+            'governor_session=""' in out.headers["set-cookie"]
+            or "Max-Age=0" in (out.headers["set-cookie"])
+        )
+        ended = browser_like.get("/status")  # the same cookie, replayed after signing out
+        assert ended.status_code == 303 and ended.headers["location"] == "/login"
+
+
+# --- GET /v1/status --------------------------------------------------------------------------
+
+
+def test_get_v1_status_needs_a_viewer_token_and_has_the_dashboards_shape(
+    server: GovernorServer, operator: httpx.Client
+) -> None:
+    budget = declare_budget(operator, "20", name="pilot-api")
+    pod = register_pod(operator, budget["id"], "api-pod")
+    extension_id = request_extension(operator, budget["id"], "2.50", "shape check")
+    wait_for(
+        lambda: ok(operator.get(f"/v1/budgets/{budget['id']}"))["spent_usd"] != "0.00", "spend"
+    )
+
+    with server.client(None) as anonymous:
+        assert_error(anonymous.get("/v1/status"), 401)
+    with server.client(agent_token(operator, pod["id"])) as agent:
+        assert_error(agent.get("/v1/status"), 403)
+    with server.client(viewer_token(operator)) as viewer:
+        body = ok(viewer.get("/v1/status"))
+
+    assert set(body) == {"at", "budgets", "events"}
+    [b] = [b for b in body["budgets"] if b["id"] == budget["id"]]
+    money = (
+        "ceiling_usd",
+        "approved_extensions_usd",
+        "effective_ceiling_usd",
+        "reserve_usd",
+        "spent_usd",
+        "committed_usd",
+        "remaining_usd",
+        "burn_rate_usd_per_hour",
+    )
+    for key in money:
+        assert isinstance(b[key], str) and re.fullmatch(r"-?\d+\.\d{2,6}", b[key]), (key, b[key])
+    assert b["name"] == "pilot-api" and b["ceiling_usd"] == "20.00"
+    assert b["burn_rate_usd_per_hour"] == "3600.00"
+    assert {"spent_pct", "committed_pct", "attention", "projected_exhaustion_at"} <= set(b)
+    chart = b["chart"]
+    assert chart["ceiling_usd"] == "20.00"
+    assert [t["pct"] for t in chart["thresholds"]] == [50, 80, 90]
+    assert chart["points"][0]["spent_usd"] == "0.00" and len(chart["points"]) >= 2
+    [p] = b["pods"]
+    assert (p["id"], p["provider_ref"]) == (pod["id"], "api-pod")
+    assert {"state", "spent_usd", "burn_rate_usd_per_hour", "stopped_storage_usd_per_hour"} <= set(
+        p
+    )
+    assert p["gpus"] == []
+    [e] = b["pending_extensions"]
+    assert (e["id"], e["amount_usd"], e["effective_ceiling_if_approved_usd"]) == (
+        extension_id,
+        "2.50",
+        "22.50",
+    )
+    assert b["runs"] == []
+    assert body["events"] and {"id", "at", "severity", "category", "message"} <= set(
+        body["events"][0]
+    )

@@ -1,0 +1,174 @@
+"""Real trainers against the real server: at the ceiling a transformers Trainer and a Lightning
+Trainer save a checkpoint, acknowledge the stop with it, and stop; the pod is then stopped.
+
+Tiny randomly initialised models on CPU, random data, nothing downloaded. A fake pod bills a
+dollar a second; with a $15.00 ceiling and a 10 s grace the stop comes about 4.4 s in (the
+grace is long so that a loaded machine still saves before the deadline).
+SQLite only: these tests are about the trainers, not the server's database.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers reads it: nothing here may download
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, Dataset, TensorDataset
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+
+from governor.client.hf import GovernorCallback
+from governor.client.lightning import GovernorLightningCallback
+from tests.e2e.conftest import (
+    GovernorServer,
+    create_run,
+    declare_budget,
+    ok,
+    register_pod,
+    wait_pod_stopped,
+)
+
+pytestmark = pytest.mark.e2e
+
+CEILING_USD = "15.00"
+GRACE_S = 10
+NEVER = 1_000_000  # max_steps: only the governor ends these runs
+
+
+@pytest.fixture
+def database_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return f"sqlite:///{tmp_path_factory.mktemp('db') / 'governor.db'}"
+
+
+def start_run(operator: httpx.Client, monkeypatch: pytest.MonkeyPatch, url: str) -> dict:
+    """A budget, a pod and a run; the job's settings in the environment, as a launcher sets them.
+
+    Torch's one-time cost is paid before the pod bills: the first optimizer in a process
+    imports torch._dynamo, which takes seconds on a loaded machine.
+    """
+    torch.optim.SGD([torch.zeros(1, requires_grad=True)])
+    budget = declare_budget(operator, CEILING_USD)
+    pod = register_pod(operator, budget["id"])
+    run = create_run(operator, budget["id"], pod["id"], checkpoint_grace_s=GRACE_S)
+    monkeypatch.setenv("GOVERNOR_URL", url)
+    monkeypatch.setenv("GOVERNOR_RUN_ID", run["id"])
+    monkeypatch.setenv("GOVERNOR_TOKEN", run["token"])
+    return run
+
+
+def acknowledged_stop(operator: httpx.Client, run: dict) -> dict[str, Any]:
+    """The pod stopped at the ceiling after the job acknowledged; returns the acked checkpoint."""
+    order = wait_pod_stopped(operator, run["pod_id"])["stop_order"]
+    assert order["reason"] == "ceiling"
+    assert order["acked_at"] is not None, "the stop went out without the job's acknowledgement"
+    run_now = ok(operator.get(f"/v1/runs/{run['id']}"))
+    assert run_now["status"] == "stopped"
+    assert run_now["checkpoint"]["path"] == order["ack_checkpoint"]["path"]
+    checkpoint: dict[str, Any] = order["ack_checkpoint"]
+    return checkpoint
+
+
+class RandomTokens(Dataset[dict[str, torch.Tensor]]):
+    def __init__(self, vocab_size: int, length: int = 16, size: int = 64) -> None:
+        self.ids = torch.randint(0, vocab_size, (size, length))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        return {"input_ids": self.ids[index], "labels": self.ids[index]}
+
+
+def test_a_transformers_trainer_saves_acknowledges_and_stops_at_the_ceiling(
+    server: GovernorServer,
+    operator: httpx.Client,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    config = GPT2Config(
+        vocab_size=64,
+        n_positions=16,
+        n_embd=16,
+        n_layer=2,
+        n_head=2,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
+    model = GPT2LMHeadModel(config)
+    args = TrainingArguments(
+        output_dir=str(tmp_path),
+        max_steps=NEVER,
+        per_device_train_batch_size=4,
+        save_strategy="no",
+        logging_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        disable_tqdm=True,
+    )
+    run = start_run(operator, monkeypatch, server.url)
+
+    gov = GovernorCallback.from_env()
+    trainer = Trainer(model=model, args=args, train_dataset=RandomTokens(64), callbacks=[gov])
+    with gov.guard():
+        trainer.train()
+
+    assert trainer.state.global_step < NEVER
+    checkpoint = acknowledged_stop(operator, run)
+    assert checkpoint["step"] == trainer.state.global_step
+    assert checkpoint["path"] == str(tmp_path / f"checkpoint-{trainer.state.global_step}")
+    reloaded = GPT2LMHeadModel.from_pretrained(checkpoint["path"])
+    for name, weight in model.state_dict().items():
+        assert torch.equal(reloaded.state_dict()[name], weight), name
+
+
+class TinyModule(pl.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(8, 1)
+
+    def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+        inputs, targets = batch
+        return torch.nn.functional.mse_loss(self.layer(inputs), targets)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+# pytorch-lightning 2.6 builds torch's deprecated LeafSpec (torch 2.13 warns); not our code.
+@pytest.mark.filterwarnings(r"ignore:`isinstance\(treespec, LeafSpec\)`:FutureWarning")
+def test_a_lightning_trainer_saves_acknowledges_and_stops_at_the_ceiling(
+    server: GovernorServer,
+    operator: httpx.Client,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    data = DataLoader(TensorDataset(torch.randn(64, 8), torch.randn(64, 1)), batch_size=8)
+    trainer = pl.Trainer(
+        max_steps=NEVER,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
+    run = start_run(operator, monkeypatch, server.url)
+
+    gov = GovernorLightningCallback.from_env()
+    trainer.callbacks.append(gov)
+    with gov.guard():
+        trainer.fit(TinyModule(), data)
+
+    assert trainer.global_step < NEVER
+    checkpoint = acknowledged_stop(operator, run)
+    assert checkpoint["step"] == trainer.global_step
+    assert checkpoint["path"] == str(tmp_path / f"governor-step={trainer.global_step}.ckpt")
+    reloaded = TinyModule.load_from_checkpoint(checkpoint["path"])
+    assert torch.equal(reloaded.layer.weight, trainer.lightning_module.layer.weight)

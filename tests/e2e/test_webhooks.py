@@ -1,0 +1,155 @@
+"""Webhooks from a real server to a receiver in this test process (127.0.0.1): exactly one
+notification per event that reaches a sink's minimum severity, a retry after a first 500,
+bounded attempts against a sink that is down, and identical messages collapsed."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import (
+    ServerFactory,
+    SimulatedJob,
+    budget_events,
+    create_run,
+    declare_budget,
+    get_budget,
+    http_client,
+    ok,
+    register_pod,
+    wait_for,
+    wait_pod_stopped,
+)
+
+pytestmark = pytest.mark.e2e
+
+RANK = {"info": 0, "warning": 1, "critical": 2}
+MAX_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class Received:
+    path: str
+    event_id: int
+    status: int
+    body: dict[str, Any]
+
+
+class Receiver:
+    """Records every POST. `/flaky` answers 500 to its first request, `/down` to every one."""
+
+    def __init__(self) -> None:
+        self.received: list[Received] = []
+        self._lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                key = self.headers["Idempotency-Key"]
+                with receiver._lock:
+                    seen = [r for r in receiver.received if r.path == self.path]
+                    failing = self.path == "/down" or (self.path == "/flaky" and not seen)
+                    status = 500 if failing else 200
+                    event_id = int(key.removeprefix("governor-event-"))
+                    receiver.received.append(Received(self.path, event_id, status, body))
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def at(self, path: str) -> list[Received]:
+        with self._lock:
+            return [r for r in self.received if r.path == path]
+
+    def delivered(self, path: str) -> Counter[int]:
+        return Counter(r.event_id for r in self.at(path) if r.status == 200)
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def test_every_event_that_crosses_a_sinks_severity_arrives_exactly_once(
+    start_server: ServerFactory, receiver: Receiver
+) -> None:
+    hooks = [
+        {"url": f"{receiver.url}/flaky", "kind": "json", "min_severity": "warning"},
+        {"url": f"{receiver.url}/slack", "kind": "slack", "min_severity": "critical"},
+        {"url": f"{receiver.url}/down", "kind": "json", "min_severity": "critical"},
+    ]
+    server = start_server(
+        GOVERNOR_WEBHOOKS=json.dumps(hooks),
+        GOVERNOR_WEBHOOK_BACKOFF_S="0.1",
+        GOVERNOR_WEBHOOK_MAX_ATTEMPTS=str(MAX_ATTEMPTS),
+    )
+    with server.client() as operator:
+        budget = declare_budget(operator, "4")  # $1 a second: the ceiling comes in seconds
+        pod = register_pod(operator, budget["id"])
+        run = create_run(operator, budget["id"], pod["id"])
+        with SimulatedJob(server.url, run) as job, http_client(server.url, job.token) as c:
+            path = f"/v1/runs/{run['id']}/events"
+            reports = [
+                ("info", "provider", "a note: the image pull took 40 s"),
+                ("warning", "harness", "disk almost full on /workspace"),
+                ("warning", "harness", "disk almost full on /workspace"),  # collapses
+                ("critical", "model", "CUDA out of memory at step 12"),
+            ]
+            for severity, category, message in reports:
+                body = {"severity": severity, "category": category, "message": message}
+                ok(c.post(path, json=body), 201)
+            wait_pod_stopped(operator, pod["id"])  # the ceiling: critical events
+            wait_for(
+                lambda: get_budget(operator, budget["id"])["state"] == "exhausted", "exhausted"
+            )
+        log = budget_events(operator, budget["id"])
+
+    repeated = [e for e in log if e["message"] == "disk almost full on /workspace"][1]["id"]
+    wanted = {
+        "/flaky": {e["id"] for e in log if RANK[e["severity"]] >= 1} - {repeated},
+        "/slack": {e["id"] for e in log if e["severity"] == "critical"},
+    }
+    assert len(wanted["/slack"]) >= 3  # the OOM, the ceiling stop, the exhaustion
+
+    def all_arrived() -> bool:
+        return all(set(receiver.delivered(p)) >= ids for p, ids in wanted.items())
+
+    wait_for(all_arrived, "every notification")
+    criticals = len(wanted["/slack"])
+    wait_for(lambda: len(receiver.at("/down")) >= criticals * MAX_ATTEMPTS, "the retries")
+    threading.Event().wait(1.0)  # anything more would come within this second
+
+    for p, ids in wanted.items():
+        assert receiver.delivered(p) == Counter(dict.fromkeys(ids, 1)), p
+    first = receiver.at("/flaky")[0]
+    assert first.status == 500
+    assert receiver.delivered("/flaky")[first.event_id] == 1  # the retry reached it
+    attempts = Counter(r.event_id for r in receiver.at("/down"))
+    assert attempts == Counter(dict.fromkeys(wanted["/slack"], MAX_ATTEMPTS))
+
+    by_id = {e["id"]: e for e in log}
+    for r in receiver.at("/flaky"):
+        assert r.body["event"]["message"] == by_id[r.event_id]["message"]
+    for r in receiver.at("/slack"):
+        assert r.body["text"].startswith(":rotating_light: *CRITICAL*")

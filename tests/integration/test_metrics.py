@@ -1,0 +1,103 @@
+"""The families behind /metrics, with a frozen clock: every figure exact (SQLite and
+PostgreSQL); and the Grafana dashboard asks only for series that exist."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+
+from governor.db import repository as repo
+from governor.domain.model import Requester
+from governor.domain.telemetry import GIB
+from governor.services import extensions, metrics, pods
+from tests.integration.conftest import Governor
+from tests.integration.test_telemetry import gpu
+from tests.integration.test_telemetry import report as send_telemetry
+
+DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana" / "governor-dashboard.json"
+
+
+def scrape(gov: Governor) -> dict[str, dict[tuple[str, ...], float]]:
+    with gov.session() as s:
+        families = metrics.collect(s, gov.ctx.config, gov.clock.now())
+    return {f.name: dict(f.samples) for f in families}
+
+
+def test_a_running_pilot_is_measured_exactly(gov: Governor) -> None:
+    budget = gov.budget(ceiling="100", reserve="5")
+    pod = gov.pod(budget)
+    run = gov.run(budget, pod)  # 300 s of checkpoint grace
+    gov.beat(run)
+    with gov.session() as s:
+        ext = extensions.request(
+            s, budget, Decimal(20), "eval", Requester.OPERATOR, gov.clock.now()
+        )
+    with gov.session() as s:
+        extensions.decide(s, gov.ctx.config, ext.id, True, None, gov.clock.now())
+    send_telemetry(gov, pod, gpu(util=87.5, used_gib=60.0))
+    gov.tick(10)
+
+    m = scrape(gov)
+    b = (budget, "pilot")
+    assert m["governor_budget_ceiling_dollars"] == {b: 100.0}
+    assert m["governor_budget_effective_ceiling_dollars"] == {b: 120.0}
+    assert m["governor_budget_spent_dollars"] == {b: 0.01}  # 10 s at $3.60/h
+    # + 3.60/h x (300 s grace + 30 s stop latency + 4 x 5 s reaction) + the $5 reserve
+    assert m["governor_budget_committed_dollars"] == {b: 5.36}
+    assert m["governor_budget_remaining_dollars"] == {b: 114.64}
+    assert m["governor_budget_burn_rate_dollars_per_hour"] == {b: 3.6}
+    assert m["governor_budget_state"][(*b, "open")] == 1.0
+    assert sum(m["governor_budget_state"].values()) == 1.0
+    assert m["governor_extensions"][(budget, "approved")] == 1
+    assert m["governor_pod_state"][(pod, budget, "running")] == 1.0
+    assert m["governor_pod_rate_dollars_per_hour"] == {(pod, budget): 3.6}
+    assert m["governor_pod_spent_dollars"] == {(pod, budget): 0.01}
+    assert m["governor_run_heartbeat_age_seconds"] == {(run, pod, budget): 10.0}
+    g = ("GPU-0", pod)
+    assert m["governor_gpu_info"] == {(*g, "0", "H100"): 1.0}
+    assert m["governor_gpu_utilization_ratio"] == {g: 0.875}
+    assert m["governor_gpu_memory_used_bytes"] == {g: 60.0 * GIB}
+    assert m["governor_gpu_memory_total_bytes"] == {g: 80.0 * GIB}
+    assert m["governor_gpu_power_watts"] == {g: 600.0}
+    assert m["governor_gpu_temperature_celsius"] == {g: 60.0}
+    assert m["governor_gpu_sample_age_seconds"] == {g: 10.0}
+    assert set(m["governor_stop_orders"].values()) == {0}
+
+
+def test_stop_orders_and_events_are_counted(gov: Governor) -> None:
+    budget = gov.budget()
+    pod = gov.pod(budget)
+    send_telemetry(gov, pod, gpu())
+    with gov.session() as s:
+        pods.stop_manually(s, gov.ctx, pod, "done", gov.clock.now())
+    assert scrape(gov)["governor_stop_orders"][(budget, "requested")] == 1
+    gov.tick(1)
+    gov.tick(60)
+    m = scrape(gov)
+    assert m["governor_stop_orders"][(budget, "stopped")] == 1
+    assert sum(m["governor_stop_orders"].values()) == 1
+    assert m["governor_pod_state"][(pod, budget, "stopped")] == 1.0
+    assert m["governor_gpu_info"] == {}  # a stopped pod's GPUs are no longer its own
+    with gov.session() as s:
+        recorded = Counter((e.severity.value, e.category.value) for e in repo.events(s, limit=1000))
+    counted = {k: v for k, v in m["governor_events_total"].items() if v}
+    assert counted == dict(recorded)
+    assert len(m["governor_events_total"]) == 3 * 7  # every severity and category, zeros too
+
+
+def test_the_dashboard_queries_only_exported_series(gov: Governor) -> None:
+    exported = set(scrape(gov))
+    dashboard = json.loads(DASHBOARD.read_text())
+    panels = [p for p in dashboard["panels"] if p["type"] != "row"]
+    queried = set()
+    for panel in panels:
+        assert panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            queried |= set(re.findall(r"\bgovernor_[a-z_]+\b", target["expr"]))
+    variables = json.dumps(dashboard["templating"])
+    queried |= set(re.findall(r"\bgovernor_[a-z_]+\b", variables))
+    assert queried <= exported, queried - exported
+    assert exported <= queried, f"not on the dashboard: {exported - queried}"

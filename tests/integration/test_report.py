@@ -1,0 +1,189 @@
+"""The run report on the real schema: spend split by phase from the ledger and the phase
+history (adding up to spent exactly), stops with why and when, failures by category,
+extensions, and measured peaks next to the preflight verdicts (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from governor.api.report_markdown import render
+from governor.api.schemas import PlanIn
+from governor.db.tables import LedgerEntryRow
+from governor.domain.model import (
+    Category,
+    ChargeKind,
+    EntryKind,
+    ExtensionState,
+    Phase,
+    Reason,
+    Requester,
+    RunStatus,
+    Severity,
+)
+from governor.domain.money import ZERO
+from governor.services import admission, checkins, events, extensions, pods, report
+from tests.integration.conftest import Governor
+from tests.integration.test_telemetry import gpu
+from tests.integration.test_telemetry import report as send_telemetry
+from tests.plans import variant
+
+D = Decimal
+
+
+def beat(
+    gov: Governor,
+    run: str,
+    phase: Phase | None,
+    status: RunStatus = RunStatus.RUNNING,
+    checkpoint: checkins.Checkpoint | None = None,
+) -> None:
+    heartbeat = checkins.Heartbeat(step=1, phase=phase, status=status, checkpoint=checkpoint)
+    with gov.session() as s:
+        checkins.heartbeat(s, gov.ctx.config, run, heartbeat, gov.clock.now())
+
+
+def build(gov: Governor, budget: str) -> report.Report:
+    with gov.session() as s:
+        return report.build(s, gov.ctx.config, budget, gov.clock.now())
+
+
+def pilot(gov: Governor) -> tuple[str, str, str]:
+    """$3.60/h ($0.001 a second) of compute, $1/h of storage once stopped: 100 s loading,
+    80 s training, 51 s checkpointing until the manual stop is confirmed, then an hour
+    stopped; an approved extension and a harness failure reported by the job."""
+    budget = gov.budget(ceiling="100")
+    pod = gov.pod(budget, storage_gb=73, storage="0", stopped_storage="10")
+    run = gov.run(budget, pod, timeout_s=100_000, grace_s=60)
+    beat(gov, run, Phase.LOADING)
+    gov.tick(100)
+    beat(gov, run, Phase.TRAINING)
+    gov.tick(50)
+    gov.clock.advance(30)
+    beat(gov, run, Phase.CHECKPOINTING)
+    gov.tick(20)
+    with gov.session() as s:
+        pods.stop_manually(s, gov.ctx, pod, "end of day", gov.clock.now())
+    saved = checkins.Checkpoint(1, "/workspace/ckpt-1")
+    beat(gov, run, None, RunStatus.STOPPING, saved)
+    gov.tick(1)  # the stop is sent
+    gov.tick(30)  # and confirmed (the fake cloud takes 30 s)
+    gov.tick(3600)
+    with gov.session() as s:
+        ext = extensions.request(
+            s, budget, D("20"), "eval rerun", Requester.OPERATOR, gov.clock.now()
+        )
+    with gov.session() as s:
+        extensions.decide(s, gov.ctx.config, ext.id, True, "last one", gov.clock.now())
+    with gov.session() as s:
+        events.record(
+            s,
+            gov.clock.now(),
+            Severity.WARNING,
+            Category.HARNESS,
+            f"run:{run}",
+            "dataloader worker crashed",
+            budget_id=budget,
+        )
+    return budget, pod, run
+
+
+def test_spend_is_split_by_the_phase_the_run_was_in(gov: Governor) -> None:
+    budget, pod, _ = pilot(gov)
+    r = build(gov, budget)
+    phases = {k: v for k, v in r.by_phase.items() if v != ZERO}
+    assert phases == {
+        "loading": D("0.100000"),
+        "training": D("0.080000"),
+        "checkpointing": D("0.051000"),  # from the phase change to the confirmed stop
+        "stopped_storage": D("1.000000"),
+    }
+    assert sum(r.by_phase.values()) == r.book.figures.spent == D("1.231000")
+    assert [p.pod.id for p in r.spend] == [pod]
+
+
+def test_what_has_not_been_accrued_yet_and_time_without_a_phase_count_too(gov: Governor) -> None:
+    budget = gov.budget()
+    pod = gov.pod(budget)
+    gov.tick(10)  # the pod bills before any run: no phase
+    run = gov.run(budget, pod, timeout_s=100_000)
+    beat(gov, run, None)
+    gov.clock.advance(5)  # a job that never says its phase
+    beat(gov, run, Phase.EVALUATION)
+    gov.clock.advance(7)  # not accrued yet
+    r = build(gov, budget)
+    assert r.by_phase["unphased"] == D("0.015000")
+    assert r.by_phase["evaluation"] == D("0.007000")
+    assert sum(r.by_phase.values()) == r.book.figures.spent
+
+
+def test_true_ups_and_adjustments_are_lines_of_their_own(gov: Governor) -> None:
+    budget = gov.budget()
+    pod = gov.pod(budget)
+    now = gov.clock.now()
+    with gov.session() as s:
+        for kind, amount in ((EntryKind.TRUE_UP, "0.50"), (EntryKind.ADJUSTMENT, "1.25")):
+            s.add(
+                LedgerEntryRow(
+                    budget_id=budget,
+                    pod_id=pod,
+                    kind=kind,
+                    charge=ChargeKind.COMPUTE,
+                    amount_usd=D(amount),
+                    period_start=now,
+                    period_end=now,
+                    created_at=now,
+                )
+            )
+    r = build(gov, budget)
+    assert (r.by_phase["true_up"], r.by_phase["adjustment"]) == (D("0.50"), D("1.25"))
+    assert sum(r.by_phase.values()) == r.book.figures.spent == D("1.75")
+
+
+def test_stops_failures_and_extensions_are_on_record(gov: Governor) -> None:
+    budget, pod, run = pilot(gov)
+    r = build(gov, budget)
+
+    [stop] = r.stops
+    assert (stop.order.pod_id, stop.order.reason) == (pod, Reason.MANUAL)
+    assert stop.why is not None and stop.why.startswith("Stop ordered (manual)")
+    assert stop.order.ack_checkpoint == {"step": 1, "path": "/workspace/ckpt-1"}
+    assert stop.order.confirmed_at is not None
+
+    assert {c.value: len(rows) for c, rows in r.failures.items()} == {
+        "harness": 1,  # the checkpoint notes are info, not failures
+        "model": 0,
+        "provider": 0,
+    }
+    assert r.failures[Category.HARNESS][0].message == "dataloader worker crashed"
+    [ext] = r.extensions
+    assert (ext.state, ext.amount_usd, ext.decision_note) == (
+        ExtensionState.APPROVED,
+        D("20"),
+        "last one",
+    )
+    assert [e.id for e in r.timeline] == sorted(e.id for e in r.timeline)
+    assert any(e.subject == f"run:{run}" for e in r.timeline)
+
+
+def test_peaks_are_shown_next_to_the_preflight_verdicts(gov: Governor) -> None:
+    budget = gov.budget(ceiling="500")
+    pod = gov.pod(budget)
+    gov.run(budget, pod)
+    doc = PlanIn.model_validate(
+        variant({"hardware.rate_quoted_at": gov.clock.now().date().isoformat()})
+    )
+    with gov.session() as s:
+        admission.check(s, gov.ctx.config, budget, doc.to_plan(), doc.document(), gov.clock.now())
+    send_telemetry(gov, pod, gpu(used_gib=60.0), gpu(used_gib=50.0, index=1))
+    gov.clock.advance(5)
+    send_telemetry(gov, pod, gpu(used_gib=70.5), gpu(used_gib=40.0, index=1))
+    r = build(gov, budget)
+    assert [(p.peak.gpu_uuid, p.peak.peak_used_bytes / 2**30) for p in r.peaks] == [
+        ("GPU-0", 70.5),
+        ("GPU-1", 50.0),
+    ]
+    [plan] = r.plans
+    text = render(r)
+    memory = text[text.index("## Memory") : text.index("## Timeline")]
+    assert "| H100 GPU-0 | 70.5 | 80.0 |" in memory
+    assert f"| {plan.job_id} | {plan.verdict.value} | H200 | {plan.modeled_gib:.1f} |" in memory

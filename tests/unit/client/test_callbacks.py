@@ -1,0 +1,70 @@
+"""The framework callbacks map directives onto each trainer's own controls."""
+
+from __future__ import annotations
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers reads it: nothing here may download
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from transformers import TrainerControl, TrainerState
+
+from governor.client import GovernorLoop
+from governor.client.hf import GovernorCallback
+from governor.client.lightning import GovernorLightningCallback
+from tests.unit.client.fakes import ScriptedServer, beat_with, directive, eventually
+
+
+def hf_step(gov: GovernorCallback, step: int) -> TrainerControl:
+    control = TrainerControl()
+    gov.on_step_end(SimpleNamespace(), TrainerState(global_step=step), control)
+    return control
+
+
+def test_hf_checkpoint_saves_and_stop_saves_then_stops_acknowledging_the_save() -> None:
+    server = ScriptedServer(directive("checkpoint", reason="pre-stop"))
+    gov = GovernorCallback(GovernorLoop(server.governor(), phase="loading"))
+    args: Any = SimpleNamespace(output_dir="/out")
+    gov.on_train_begin(args, TrainerState(global_step=0, max_steps=50), TrainerControl())
+    beat_with(server, phase="training", total_steps=50)
+
+    eventually(gov.governor.should_checkpoint, "the checkpoint directive")
+    control = hf_step(gov, 3)
+    assert control.should_save and not control.should_training_stop
+    gov.on_save(args, TrainerState(global_step=3), control)
+    beat_with(server, status="running", checkpoint={"step": 3, "path": "/out/checkpoint-3"})
+
+    server.answer(directive("stop", reason="ceiling"))
+    eventually(gov.governor.should_stop, "the stop directive")
+    control = hf_step(gov, 4)
+    assert control.should_save and control.should_training_stop
+    gov.on_save(args, TrainerState(global_step=4), control)
+    beat_with(server, status="stopping", checkpoint={"step": 4, "path": "/out/checkpoint-4"})
+    gov.on_train_end(args, TrainerState(global_step=4), control)
+    assert server.bodies()[-1]["status"] == "stopped"
+
+
+class FakeLightningTrainer(SimpleNamespace):
+    def save_checkpoint(self, path: str) -> None:
+        Path(path).write_text("weights")
+
+
+def test_lightning_saves_when_asked_and_reports_a_crash(tmp_path: Path) -> None:
+    server = ScriptedServer(directive("checkpoint", reason="pre-stop"))
+    gov = GovernorLightningCallback(GovernorLoop(server.governor()), tmp_path)
+    trainer: Any = FakeLightningTrainer(global_step=7, should_stop=False)
+    eventually(gov.governor.should_checkpoint, "the checkpoint directive")
+
+    gov.on_train_batch_end(trainer, None, None, None, 0)
+
+    saved = tmp_path / "governor-step=7.ckpt"
+    assert saved.exists() and not trainer.should_stop
+    beat_with(server, checkpoint={"step": 7, "path": str(saved)})
+
+    gov.on_exception(trainer, None, RuntimeError("CUDA out of memory"))
+    [event] = server.bodies("/events")
+    assert (event["category"], event["kind"]) == ("model", "oom")
+    assert server.bodies()[-1]["status"] == "failed"
