@@ -305,4 +305,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for noisy in ("apscheduler", "alembic.runtime.plugins", "httpx"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     handler = args.handler
-    return int(handler(args))
+    try:
+        return int(handler(args))
+    except BrokenPipeError:  # the reader went away (`governor events | head`): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
