@@ -12,11 +12,13 @@ import pytest
 from sqlalchemy.orm import Session
 
 from governor.adapters.providers.fake import FakeProvider
+from governor.db import repository as repo
 from governor.db import schema
 from governor.db.engine import build_engine, session_factory, unit_of_work
 from governor.domain.model import RunStatus
+from governor.domain.telemetry import GIB, DeviceProblem, GpuProcess, GpuSample, Reading
 from governor.scheduler import tasks
-from governor.services import budgets, checkins, pods, runs
+from governor.services import budgets, checkins, pods, runs, telemetry
 from governor.services.book import Book
 from governor.services.context import GovernorConfig, ServiceContext
 from governor.services.health import TickLog
@@ -90,9 +92,46 @@ class Governor:
         with self.session() as s:
             return checkins.heartbeat(s, self.ctx.config, run_id, beat, self.clock.now())
 
+    def report(
+        self,
+        pod_id: str,
+        *gpus: GpuSample,
+        problems: tuple[DeviceProblem, ...] = (),
+        available: bool = True,
+    ) -> None:
+        """One telemetry reading for the pod, taken now."""
+        reading = Reading(
+            self.clock.now(),
+            gpus=gpus,
+            problems=problems,
+            available=available,
+            unavailable_reason=None if available else "no NVML: libnvidia-ml.so.1 not found",
+        )
+        with self.session() as s:
+            telemetry.ingest(s, repo.get_pod(s, pod_id), [reading], self.clock.now())
+
     def book(self, budget_id: str) -> Book:
         with self.session() as s:
             return budgets.book(s, self.ctx.config, budget_id, self.clock.now())
+
+
+def gpu_sample(util: float = 95.0, used_gib: float = 60.0, index: int = 0) -> GpuSample:
+    """An 80 GiB H100 at `util`% holding `used_gib`, its one process holding all of it."""
+    used, total = int(used_gib * GIB), 80 * GIB
+    return GpuSample(
+        uuid=f"GPU-{index}",
+        index=index,
+        name="H100",
+        utilization_pct=util,
+        utilization_max_pct=util,
+        memory_total_bytes=total,
+        memory_used_bytes=used,
+        memory_free_bytes=total - used,
+        power_w=600.0,
+        temperature_c=60.0,
+        processes=(GpuProcess(4100, used),),
+        clock_event_reasons=0,
+    )
 
 
 def make_governor(

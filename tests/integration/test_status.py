@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from governor.db import repository as repo
 from governor.domain.model import (
     Action,
     BudgetState,
@@ -14,10 +13,10 @@ from governor.domain.model import (
     RunStatus,
     Severity,
 )
-from governor.domain.telemetry import GIB, GpuProcess, GpuSample, Reading
-from governor.services import extensions, status, telemetry
+from governor.domain.telemetry import GIB
+from governor.services import extensions, status
 from governor.services.status import Dashboard, thin
-from tests.integration.conftest import Governor
+from tests.integration.conftest import Governor, gpu_sample
 
 D = Decimal
 
@@ -25,30 +24,6 @@ D = Decimal
 def read(gov: Governor) -> Dashboard:
     with gov.session() as s:
         return status.dashboard(s, gov.ctx.config, gov.clock.now())
-
-
-def gpu(util: float, used_gib: float, index: int = 0) -> GpuSample:
-    used, total = int(used_gib * GIB), 80 * GIB
-    return GpuSample(
-        uuid=f"GPU-{index}",
-        index=index,
-        name="H100",
-        utilization_pct=util,
-        utilization_max_pct=util,
-        memory_total_bytes=total,
-        memory_used_bytes=used,
-        memory_free_bytes=total - used,
-        power_w=600.0,
-        temperature_c=60.0,
-        processes=(GpuProcess(4100, used),),
-        clock_event_reasons=0,
-    )
-
-
-def report(gov: Governor, pod_id: str, *gpus: GpuSample) -> None:
-    with gov.session() as s:
-        reading = Reading(gov.clock.now(), gpus=gpus)
-        telemetry.ingest(s, repo.get_pod(s, pod_id), [reading], gov.clock.now())
 
 
 def test_a_budget_shows_the_books_figures_and_a_rising_spend_series(gov: Governor) -> None:
@@ -152,11 +127,11 @@ def test_gpu_traces_hold_recent_samples_and_the_peak(gov: Governor) -> None:
     budget = gov.budget(ceiling="1000")
     pod = gov.pod(budget)
     gov.run(budget, pod)
-    report(gov, pod, gpu(95, 70, 0), gpu(40, 20, 1))  # the run's peak on GPU 0: 70 GiB
+    gov.report(pod, gpu_sample(95, 70, 0), gpu_sample(40, 20, 1))  # the run's peak on GPU 0: 70 GiB
     gov.clock.advance(20 * 60)  # older than the sparkline's window
     for util, used in ((90, 50), (0, 19.5), (50, 30)):
         gov.clock.advance(5)
-        report(gov, pod, gpu(util, used, 0), gpu(util, used, 1))
+        gov.report(pod, gpu_sample(util, used, 0), gpu_sample(util, used, 1))
 
     [p] = read(gov).budgets[0].pods
     g0, g1 = p.gpus

@@ -8,47 +8,9 @@ from governor.db import repository as repo
 from governor.db.tables import GpuSampleRow
 from governor.domain.model import Action, Category, PodState, Reason, Severity
 from governor.domain.policy import Watch
-from governor.domain.telemetry import GIB, DeviceProblem, GpuProcess, GpuSample, Reading
+from governor.domain.telemetry import GIB, DeviceProblem, GpuProcess, Reading
 from governor.services import telemetry
-from tests.integration.conftest import Governor
-
-TOTAL = 80 * GIB
-
-
-def gpu(util: float = 95.0, used_gib: float = 60.0, index: int = 0) -> GpuSample:
-    used = int(used_gib * GIB)
-    return GpuSample(
-        uuid=f"GPU-{index}",
-        index=index,
-        name="H100",
-        utilization_pct=util,
-        utilization_max_pct=util,
-        memory_total_bytes=TOTAL,
-        memory_used_bytes=used,
-        memory_free_bytes=TOTAL - used,
-        power_w=600.0,
-        temperature_c=60.0,
-        processes=(GpuProcess(4100, used),),
-        clock_event_reasons=0,
-    )
-
-
-def report(
-    gov: Governor,
-    pod_id: str,
-    *gpus: GpuSample,
-    problems: tuple[DeviceProblem, ...] = (),
-    available: bool = True,
-) -> None:
-    reading = Reading(
-        gov.clock.now(),
-        gpus=gpus,
-        problems=problems,
-        available=available,
-        unavailable_reason=None if available else "no NVML: libnvidia-ml.so.1 not found",
-    )
-    with gov.session() as s:
-        telemetry.ingest(s, repo.get_pod(s, pod_id), [reading], gov.clock.now())
+from tests.integration.conftest import Governor, gpu_sample
 
 
 def event_messages(gov: Governor, category: Category = Category.TELEMETRY) -> list[str]:
@@ -61,7 +23,7 @@ def test_samples_are_stored_and_the_peak_per_run_is_kept(gov: Governor) -> None:
     pod = gov.pod(budget)
     run = gov.run(budget, pod)
     for used in (40, 72.5, 61):
-        report(gov, pod, gpu(used_gib=used))
+        gov.report(pod, gpu_sample(used_gib=used))
         gov.clock.advance(1)
     with gov.session() as s:
         [peak] = repo.peaks_of(s, [run])
@@ -76,10 +38,10 @@ def test_a_lost_gpu_is_reported_once_and_its_return_too(gov: Governor) -> None:
     pod = gov.pod(gov.budget())
     lost = DeviceProblem(1, "GPU-1", "nvmlDeviceGetHandleByIndex: GPU is lost", lost=True)
     for _ in range(3):
-        report(gov, pod, gpu(), problems=(lost,))
+        gov.report(pod, gpu_sample(), problems=(lost,))
     with gov.session() as s:
         assert repo.get_pod(s, pod).lost_gpus == ["GPU-1"]
-    report(gov, pod, gpu(), gpu(index=1))
+    gov.report(pod, gpu_sample(), gpu_sample(index=1))
     messages = event_messages(gov)
     assert [m for m in messages if "is lost" in m] == [
         "GPU 1 (GPU-1) is lost: nvmlDeviceGetHandleByIndex: GPU is lost. "
@@ -93,18 +55,18 @@ def test_a_lost_gpu_is_reported_once_and_its_return_too(gov: Governor) -> None:
 def test_no_nvml_is_noted_once(gov: Governor) -> None:
     pod = gov.pod(gov.budget())
     for _ in range(3):
-        report(gov, pod, available=False)
+        gov.report(pod, available=False)
     with gov.session() as s:
         assert repo.get_pod(s, pod).telemetry_note == "no NVML: libnvidia-ml.so.1 not found"
         [event] = repo.events(s, category=Category.TELEMETRY)
     assert event.severity is Severity.WARNING
-    report(gov, pod, gpu())
+    gov.report(pod, gpu_sample())
     assert event_messages(gov)[-1] == "GPU telemetry is available again."
 
 
 def test_a_reading_from_the_future_is_stored_as_now(gov: Governor) -> None:
     pod = gov.pod(gov.budget())
-    ahead = Reading(gov.clock.now() + timedelta(hours=1), gpus=(gpu(),))
+    ahead = Reading(gov.clock.now() + timedelta(hours=1), gpus=(gpu_sample(),))
     with gov.session() as s:
         telemetry.ingest(s, repo.get_pod(s, pod), [ahead], gov.clock.now())
         assert s.scalar(select(GpuSampleRow.at)) == gov.clock.now()
@@ -114,7 +76,7 @@ def test_old_samples_fold_into_minutes_and_expire(gov: Governor) -> None:
     pod = gov.pod(gov.budget())
     gov.clock.current = gov.clock.current.replace(second=0)
     for util in (10.0, 20.0, 90.0):  # three polls within one minute
-        report(gov, pod, gpu(util=util, used_gib=util / 2))
+        gov.report(pod, gpu_sample(util=util, used_gib=util / 2))
         gov.clock.advance(15)
     gov.clock.advance(7200)
     with gov.session() as s:
@@ -133,11 +95,13 @@ def test_old_samples_fold_into_minutes_and_expire(gov: Governor) -> None:
 
 def test_gpu_views_say_since_when_each_gpu_is_idle(gov: Governor) -> None:
     pod = gov.pod(gov.budget())
-    report(gov, pod, gpu(util=95), gpu(util=0, used_gib=19.5, index=1))
+    gov.report(pod, gpu_sample(util=95), gpu_sample(util=0, used_gib=19.5, index=1))
     gov.clock.advance(10)
     idle_from = gov.clock.now()
     for _ in range(3):
-        report(gov, pod, gpu(util=0, used_gib=19.5), gpu(util=0, used_gib=19.5, index=1))
+        gov.report(
+            pod, gpu_sample(util=0, used_gib=19.5), gpu_sample(util=0, used_gib=19.5, index=1)
+        )
         gov.clock.advance(10)
     with gov.session() as s:
         views = telemetry.gpu_views(s, pod, gov.clock.now(), Watch())
@@ -155,11 +119,11 @@ def test_a_deadlocked_job_is_warned_then_stopped_with_its_workspace(gov: Governo
     budget = gov.budget("1000")
     pod = gov.pod(budget)
     run = gov.run(budget, pod, timeout_s=3600, grace_s=30)
-    report(gov, pod, gpu())
+    gov.report(pod, gpu_sample())
     gov.beat(run, step=100)
     for _ in range(80):  # 10 s polls: training is over, the merge deadlocked
         gov.clock.advance(10)
-        report(gov, pod, gpu(util=0, used_gib=19.5))
+        gov.report(pod, gpu_sample(util=0, used_gib=19.5))
         directive = gov.beat(run, step=100)
         if directive.action is Action.STOP:
             break
