@@ -2,25 +2,32 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+RUNTIME := $(VENV)/.installed-runtime
+DEV := $(VENV)/.installed-dev
 
-.PHONY: setup serve demo test lint
+.PHONY: serve demo test lint
 
-$(STAMP): pyproject.toml
+$(VENV):
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# The governor itself: what `make serve` needs.
+$(RUNTIME): pyproject.toml | $(VENV)
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUNTIME)
+
+# Plus the test tools and what the tests drive (torch CPU, transformers, Lightning, Playwright).
+$(DEV): pyproject.toml | $(VENV)
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	touch $(DEV) $(RUNTIME)
 
-setup: $(STAMP)
-
-serve: setup
+serve: $(RUNTIME)
 	$(BIN)/governor serve
 
-demo: setup
+demo: $(RUNTIME)
 	$(BIN)/governor demo
 
-lint: setup
+lint: $(DEV)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
