@@ -13,9 +13,7 @@ from governor.db import repository as repo
 from governor.domain.model import Requester
 from governor.domain.telemetry import GIB
 from governor.services import extensions, metrics, pods
-from tests.integration.conftest import Governor
-from tests.integration.test_telemetry import gpu
-from tests.integration.test_telemetry import report as send_telemetry
+from tests.integration.conftest import Governor, gpu_sample
 
 DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana" / "governor-dashboard.json"
 
@@ -37,7 +35,7 @@ def test_a_running_pilot_is_measured_exactly(gov: Governor) -> None:
         )
     with gov.session() as s:
         extensions.decide(s, gov.ctx.config, ext.id, True, None, gov.clock.now())
-    send_telemetry(gov, pod, gpu(util=87.5, used_gib=60.0))
+    gov.report(pod, gpu_sample(util=87.5, used_gib=60.0))
     gov.tick(10)
 
     m = scrape(gov)
@@ -70,7 +68,7 @@ def test_a_running_pilot_is_measured_exactly(gov: Governor) -> None:
 def test_stop_orders_and_events_are_counted(gov: Governor) -> None:
     budget = gov.budget()
     pod = gov.pod(budget)
-    send_telemetry(gov, pod, gpu())
+    gov.report(pod, gpu_sample())
     with gov.session() as s:
         pods.stop_manually(s, gov.ctx, pod, "done", gov.clock.now())
     assert scrape(gov)["governor_stop_orders"][(budget, "requested")] == 1

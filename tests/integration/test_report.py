@@ -22,9 +22,7 @@ from governor.domain.model import (
 )
 from governor.domain.money import ZERO
 from governor.services import admission, checkins, events, extensions, pods, report
-from tests.integration.conftest import Governor
-from tests.integration.test_telemetry import gpu
-from tests.integration.test_telemetry import report as send_telemetry
+from tests.integration.conftest import Governor, gpu_sample
 from tests.plans import variant
 
 D = Decimal
@@ -174,9 +172,9 @@ def test_peaks_are_shown_next_to_the_preflight_verdicts(gov: Governor) -> None:
     )
     with gov.session() as s:
         admission.check(s, gov.ctx.config, budget, doc.to_plan(), doc.document(), gov.clock.now())
-    send_telemetry(gov, pod, gpu(used_gib=60.0), gpu(used_gib=50.0, index=1))
+    gov.report(pod, gpu_sample(used_gib=60.0), gpu_sample(used_gib=50.0, index=1))
     gov.clock.advance(5)
-    send_telemetry(gov, pod, gpu(used_gib=70.5), gpu(used_gib=40.0, index=1))
+    gov.report(pod, gpu_sample(used_gib=70.5), gpu_sample(used_gib=40.0, index=1))
     r = build(gov, budget)
     assert [(p.peak.gpu_uuid, p.peak.peak_used_bytes / 2**30) for p in r.peaks] == [
         ("GPU-0", 70.5),
