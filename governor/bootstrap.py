@@ -7,7 +7,9 @@ from collections.abc import Callable
 import httpx
 
 from governor.adapters.notify.webhook import WebhookSink
+from governor.adapters.providers._http import provider_client
 from governor.adapters.providers.fake import FakeProvider
+from governor.adapters.providers.runpod import RunPodProvider
 from governor.adapters.telemetry.fake import FakeNvml
 from governor.adapters.telemetry.nvml import NvmlSource
 from governor.db import schema
@@ -22,7 +24,17 @@ from governor.services.health import TickLog
 from governor.services.notifications import Notifier, Retry, Subscription, route_events
 from governor.settings import Settings
 
-ProviderFactory = Callable[[Settings, Clock], PodController]
+ProviderFactory = Callable[[Settings, Clock], PodController | None]  # None: not configured
+
+
+def _runpod(settings: Settings, _clock: Clock) -> RunPodProvider | None:
+    if settings.runpod_api_key is None:
+        return None
+    key = settings.runpod_api_key.get_secret_value()
+    return RunPodProvider(
+        provider_client(), key, settings.runpod_url, stop_latency_s=settings.runpod_stop_latency_s
+    )
+
 
 PROVIDERS: dict[str, ProviderFactory] = {
     "fake": lambda s, clock: FakeProvider(
@@ -32,7 +44,17 @@ PROVIDERS: dict[str, ProviderFactory] = {
         stop_failures=s.fake_stop_failures,
         state_file=s.fake_state_file,
     ),
+    "runpod": _runpod,
 }
+HOW_TO_CONFIGURE = {
+    "runpod": "set GOVERNOR_RUNPOD_API_KEY (or GOVERNOR_RUNPOD_API_KEY_FILE) and restart",
+}
+
+
+def build_providers(settings: Settings, clock: Clock) -> dict[str, PodController]:
+    """Every provider whose credentials are configured ("fake" always is)."""
+    built = {name: make(settings, clock) for name, make in PROVIDERS.items()}
+    return {name: provider for name, provider in built.items() if provider is not None}
 
 
 class DatabaseBehind(RuntimeError):
@@ -75,13 +97,15 @@ def build_context(settings: Settings, clock: Clock | None = None) -> ServiceCont
     engine = build_engine(settings.database_url)
     sessions = session_factory(engine)
     notifier = build_notifier(settings)
+    providers = build_providers(settings, clock)
     if notifier is not None:
         route_events(sessions, notifier)
     return ServiceContext(
         engine=engine,
         sessions=sessions,
         clock=clock,
-        providers={name: make(settings, clock) for name, make in PROVIDERS.items()},
+        providers=providers,
+        unconfigured={n: how for n, how in HOW_TO_CONFIGURE.items() if n not in providers},
         config=GovernorConfig(
             enforce_interval_s=settings.enforce_interval_s,
             finished_linger_s=settings.finished_linger_s,

@@ -7,7 +7,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite:///governor.db"
@@ -51,6 +51,22 @@ class Settings(BaseSettings):
     )
     fake_state_file: Path | None = Field(
         None, description="Where the fake provider keeps its pods across restarts (JSON)."
+    )
+    runpod_api_key: SecretStr | None = Field(
+        None, description="RunPod API key; the runpod provider exists only when one is set."
+    )
+    runpod_api_key_file: Path | None = Field(
+        None, description="A file holding the RunPod API key (instead of the key itself)."
+    )
+    runpod_url: str = Field(
+        "https://api.runpod.io/graphql",
+        pattern=r"^https?://",
+        description="RunPod's GraphQL endpoint (a fake one in tests).",
+    )
+    runpod_stop_latency_s: float = Field(
+        30.0,
+        ge=0,
+        description="Seconds a RunPod pod may bill after podStop (reserved under the ceiling).",
     )
     idle_util_pct: float = Field(
         5.0, gt=0, le=100, description="A GPU below this utilization counts as idle."
@@ -108,6 +124,23 @@ class Settings(BaseSettings):
             except json.JSONDecodeError as exc:
                 raise ValueError(f"not a JSON list of webhooks ({exc})") from None
         return value
+
+    @field_validator("runpod_url")
+    @classmethod
+    def _no_key_in_url(cls, url: str) -> str:
+        if "api_key" in url:
+            raise ValueError("keep the key out of the URL: set GOVERNOR_RUNPOD_API_KEY instead")
+        return url
+
+    @model_validator(mode="after")
+    def _runpod_key_file(self) -> Settings:
+        if self.runpod_api_key_file is not None and self.runpod_api_key is None:
+            path = self.runpod_api_key_file
+            key = path.read_text().strip()
+            if not key:
+                raise ValueError(f"GOVERNOR_RUNPOD_API_KEY_FILE {path} is empty")
+            self.runpod_api_key = SecretStr(key)
+        return self
 
     @field_validator("database_url")
     @classmethod

@@ -45,11 +45,15 @@ class StopResult:
 
 
 class ProviderError(Exception):
-    """A provider call that failed; `retryable` says whether trying again may help."""
+    """A provider call that failed; `retryable` says whether trying again may help, and
+    `retry_after_s` how long the provider asked to wait first (None: it did not say)."""
 
-    def __init__(self, message: str, *, retryable: bool) -> None:
+    def __init__(
+        self, message: str, *, retryable: bool, retry_after_s: float | None = None
+    ) -> None:
         super().__init__(message)
         self.retryable = retryable
+        self.retry_after_s = retry_after_s
 
 
 class PodController(Protocol):

@@ -51,10 +51,15 @@ class ServiceContext:
     ticks: TickLog
     telemetry: TelemetrySource | None = None  # this machine's GPUs, for pods marked local
     notifier: Notifier | None = None  # webhook sinks for warning and critical events
+    unconfigured: Mapping[str, str] = field(default_factory=dict)  # provider -> how to enable
 
     def provider(self, name: str) -> PodController:
         try:
             return self.providers[name]
         except KeyError:
+            if name in self.unconfigured:
+                raise Invalid(
+                    f"provider {name!r} is not configured: {self.unconfigured[name]}"
+                ) from None
             known = ", ".join(sorted(self.providers)) or "none"
             raise Invalid(f"unknown provider {name!r}; configured providers: {known}") from None

@@ -1,0 +1,91 @@
+"""The one HTTP helper every provider adapter uses: timeouts, error classes, no secrets.
+
+Classification: 429 (honouring Retry-After), 5xx, connection errors and timeouts are
+retryable; any other 4xx is permanent; a body that is not JSON is retryable. Every message
+that leaves here has been through `redact`, so an API key never reaches an error, a log
+line or an event.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+
+from governor.domain.ports import ProviderError
+
+MASK = "***"
+_CREDENTIALS = re.compile(r"(?i)(bearer\s+|api[_-]?key[=:]\s*)[^\s&\"',;]+")
+
+
+def redact(text: str, *secrets: str) -> str:
+    """`text` with every secret, bearer token and api_key=... value masked."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, MASK)
+    return _CREDENTIALS.sub(lambda m: m.group(1) + MASK, text)
+
+
+def retry_after_s(value: str | None, now: datetime | None = None) -> float | None:
+    """Retry-After as seconds: either delay-seconds or an HTTP date; None if absent or bad."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+def provider_client(timeout_s: float = 10.0) -> httpx.Client:
+    """The client adapters are built with: every call bounded, connecting a little faster."""
+    return httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(5.0, timeout_s)))
+
+
+class ProviderHttp:
+    """POSTs JSON for one provider and returns the decoded body, or raises ProviderError."""
+
+    def __init__(self, client: httpx.Client, provider: str, secret: str) -> None:
+        self._client = client
+        self._provider = provider
+        self._secret = secret
+
+    def post_json(self, url: str, body: dict[str, Any], headers: dict[str, str]) -> Any:
+        try:
+            response = self._client.post(url, json=body, headers=headers)
+        except httpx.TimeoutException as exc:
+            raise self.error(f"timed out ({type(exc).__name__})", True) from None
+        except httpx.TransportError as exc:
+            raise self.error(f"unreachable ({type(exc).__name__}: {exc})", True) from None
+        self._raise_for_status(response)
+        try:
+            return response.json()
+        except ValueError:
+            snippet = response.text[:200]
+            raise self.error(f"answered a body that is not JSON: {snippet!r}", True) from None
+
+    def _raise_for_status(self, response: httpx.Response) -> None:
+        status = response.status_code
+        if status < 400:
+            return
+        said = f"HTTP {status}: {response.text[:200]!r}"
+        if status == 429:
+            delay = retry_after_s(response.headers.get("Retry-After"))
+            wait = "" if delay is None else f"; retry after {delay:g} s"
+            raise self.error(f"rate limited ({said}){wait}", True, retry_after=delay)
+        if status >= 500:
+            raise self.error(f"failed on its side ({said})", True)
+        raise self.error(f"refused the request ({said})", False)
+
+    def error(
+        self, message: str, retryable: bool, *, retry_after: float | None = None
+    ) -> ProviderError:
+        """A ProviderError saying `message` about this provider, with every secret masked."""
+        text = redact(f"{self._provider} {message}", self._secret)
+        return ProviderError(text, retryable=retryable, retry_after_s=retry_after)

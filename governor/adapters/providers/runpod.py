@@ -1,0 +1,124 @@
+"""RunPod over its GraphQL API: read a pod's rate and state, and stop it keeping its volume.
+
+Only `pod` (query) and `podStop` (mutation) are ever sent; never `podTerminate`, which
+destroys the volume. RunPod answers client errors as HTTP 200 with an `errors` list, so
+those are classified here: "not found" means the pod is gone, a rate limit is retryable,
+anything else is permanent.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import httpx
+
+from governor.adapters.providers._http import ProviderHttp
+from governor.domain.model import PodState
+from governor.domain.ports import PodDescription, ProviderError, StopOutcome, StopResult
+
+DEFAULT_URL = "https://api.runpod.io/graphql"
+STOP_LATENCY_S = 30.0  # podStop answers at once; the host takes tens of seconds to exit
+
+POD_QUERY = (
+    "query Pod($podId: String!) { pod(input: {podId: $podId}) "
+    "{ id desiredStatus costPerHr volumeInGb containerDiskInGb } }"
+)
+STOP_MUTATION = (
+    "mutation PodStop($podId: String!) { podStop(input: {podId: $podId}) { id desiredStatus } }"
+)
+STATES = {
+    "RUNNING": PodState.RUNNING,
+    "CREATED": PodState.RUNNING,
+    "RESTARTING": PodState.RUNNING,
+    "EXITED": PodState.STOPPED,
+    "PAUSED": PodState.STOPPED,
+    "TERMINATED": PodState.GONE,
+}
+
+
+class PodNotFound(ProviderError):
+    def __init__(self, ref: str) -> None:
+        super().__init__(f"runpod has no pod {ref!r}", retryable=False)
+
+
+class RunPodProvider:
+    """Implements PodController against RunPod's GraphQL endpoint."""
+
+    def __init__(
+        self,
+        client: httpx.Client,
+        api_key: str,
+        url: str = DEFAULT_URL,
+        *,
+        stop_latency_s: float = STOP_LATENCY_S,
+    ) -> None:
+        self.stop_latency_s = stop_latency_s
+        self._http = ProviderHttp(client, "runpod", api_key)
+        self._url = url
+        self._headers = {"Authorization": f"Bearer {api_key}"}
+
+    def describe(self, ref: str) -> PodDescription:
+        pod = self._pod(ref)
+        try:
+            rate, volume = _decimal(pod.get("costPerHr")), _decimal(pod.get("volumeInGb"))
+        except InvalidOperation:
+            raise self._http.error(f"answered a non-number in {pod!r:.200}", True) from None
+        return PodDescription(state=_state(pod), hourly_rate_usd=rate, storage_gb=volume)
+
+    def stop(self, ref: str) -> StopResult:
+        try:
+            state = _state(self._pod(ref))
+            if state is not PodState.RUNNING:
+                return StopResult(StopOutcome.DONE, f"already {state.value}")
+            stopped = self._graphql(STOP_MUTATION, ref).get("podStop")
+        except PodNotFound:
+            return StopResult(StopOutcome.DONE, "already gone")
+        except ProviderError as exc:
+            outcome = StopOutcome.RETRYABLE if exc.retryable else StopOutcome.PERMANENT
+            return StopResult(outcome, str(exc))
+        if isinstance(stopped, dict) and stopped.get("desiredStatus") == "EXITED":
+            return StopResult(StopOutcome.DONE, "stopped; volume kept")
+        return StopResult(StopOutcome.PENDING, "podStop accepted; not exited yet")
+
+    def _pod(self, ref: str) -> dict[str, Any]:
+        pod = self._graphql(POD_QUERY, ref).get("pod")
+        if pod is None:
+            raise PodNotFound(ref)
+        if not isinstance(pod, dict):
+            raise self._http.error(f"answered a malformed pod: {pod!r:.200}", True)
+        return pod
+
+    def _graphql(self, query: str, ref: str) -> dict[str, Any]:
+        body = {"query": query, "variables": {"podId": ref}}
+        answer = self._http.post_json(self._url, body, self._headers)
+        if not isinstance(answer, dict):
+            raise self._http.error(f"answered {answer!r:.200}, not an object", True)
+        errors = answer.get("errors")
+        if errors:
+            raise self._classify(errors, ref)
+        data = answer.get("data")
+        if not isinstance(data, dict):
+            raise self._http.error(f"answered no data: {answer!r:.200}", True)
+        return data
+
+    def _classify(self, errors: Any, ref: str) -> ProviderError:
+        """A GraphQL `errors` list (inside an HTTP 200) as the error it amounts to."""
+        said = "; ".join(
+            str(e.get("message", e)) if isinstance(e, dict) else str(e)
+            for e in (errors if isinstance(errors, list) else [errors])
+        )[:300]
+        lowered = said.lower()
+        if "not found" in lowered:
+            return PodNotFound(ref)
+        retryable = "rate limit" in lowered or "too many requests" in lowered
+        return self._http.error(f"refused: {said}", retryable)
+
+
+def _state(pod: dict[str, Any]) -> PodState:
+    return STATES.get(str(pod.get("desiredStatus")), PodState.RUNNING)
+
+
+def _decimal(value: Any) -> Decimal | None:
+    """A number RunPod sent as a float or a string (its specs show both); None stays None."""
+    return None if value is None else Decimal(str(value))

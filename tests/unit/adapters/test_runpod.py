@@ -1,0 +1,160 @@
+"""The RunPod adapter against the fake RunPod cloud, over real HTTP on a thread.
+
+Every answer the real API can give the adapter: a pod and its rate, no such pod, a pod
+already stopped, 429 with and without Retry-After, 5xx, a timeout, a body that is not JSON
+and GraphQL errors inside a 200. Whatever happens, podTerminate is never sent and the key
+never appears in an error or a log line.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import httpx
+import pytest
+
+from governor.adapters.providers.fake_runpod import FakeRunPod, serve
+from governor.adapters.providers.runpod import STOP_LATENCY_S, RunPodProvider
+from governor.domain.model import PodState
+from governor.domain.ports import ProviderError, StopOutcome
+
+KEY = "rpa_UNIT_TEST_SECRET_0123456789"
+TIMEOUT_S = 0.3
+
+
+class Cloud:
+    def __init__(self, fake: FakeRunPod, url: str) -> None:
+        self.fake = fake
+        self.url = url
+
+    def answer_next(self, *answers: str) -> None:
+        response = httpx.post(f"{self.url}/_fake/answers", json={"answers": list(answers)})
+        assert response.status_code == 204
+
+    def mutations(self) -> list[str]:
+        return self.fake.state.mutation_names()
+
+
+@pytest.fixture
+def cloud(tmp_path: Path) -> Iterator[Cloud]:
+    fake = FakeRunPod(tmp_path / "runpod.json", KEY)
+    fake.add_pod("pod-1", "0.44")
+    fake.add_pod("pod-2", "3600")
+    server = serve(fake)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    yield Cloud(fake, f"http://127.0.0.1:{server.server_port}")
+    server.shutdown()
+    server.server_close()
+    assert "podTerminate" not in fake.state.mutation_names()
+
+
+@pytest.fixture
+def runpod(cloud: Cloud) -> Iterator[RunPodProvider]:
+    with httpx.Client(timeout=TIMEOUT_S) as client:
+        yield RunPodProvider(client, KEY, f"{cloud.url}/graphql")
+
+
+def test_describe_reads_the_rate_from_cost_per_hr(runpod: RunPodProvider) -> None:
+    pod = runpod.describe("pod-1")
+    assert pod.state is PodState.RUNNING
+    assert pod.hourly_rate_usd == Decimal("0.44")
+    assert pod.storage_gb == Decimal(20)
+    assert runpod.stop_latency_s == STOP_LATENCY_S == 30.0
+
+
+def test_describe_of_an_unknown_pod_is_a_permanent_error(runpod: RunPodProvider) -> None:
+    with pytest.raises(ProviderError, match="no pod 'nope'") as caught:
+        runpod.describe("nope")
+    assert caught.value.retryable is False
+
+
+def test_stop_sends_pod_stop_and_is_idempotent(runpod: RunPodProvider, cloud: Cloud) -> None:
+    first = runpod.stop("pod-1")
+    assert first.outcome is StopOutcome.DONE, first
+    assert runpod.describe("pod-1").state is PodState.STOPPED
+    again = runpod.stop("pod-1")
+    assert again.outcome is StopOutcome.DONE and "already stopped" in again.detail
+    assert cloud.mutations() == ["podStop"]  # the second stop saw EXITED and sent nothing
+    pod = cloud.fake.state.pods["pod-1"]
+    assert pod.desired_status == "EXITED" and pod.stopped_at is not None
+
+
+def test_the_bill_stops_when_the_pod_stops(runpod: RunPodProvider, cloud: Cloud) -> None:
+    runpod.stop("pod-2")
+    pod = cloud.fake.state.pods["pod-2"]
+    assert pod.stopped_at is not None
+    stopped_at = datetime.fromisoformat(pod.stopped_at)
+    assert pod.bill_usd(stopped_at + timedelta(hours=1)) == pod.bill_usd(stopped_at) > 0
+
+
+def test_stopping_an_unknown_pod_is_done(runpod: RunPodProvider, cloud: Cloud) -> None:
+    result = runpod.stop("nope")
+    assert result.outcome is StopOutcome.DONE and "gone" in result.detail
+    assert cloud.mutations() == []
+
+
+def test_pod_stop_answering_not_found_is_done(runpod: RunPodProvider, cloud: Cloud) -> None:
+    cloud.answer_next("", "graphql:pod not found to stop")
+    assert runpod.stop("pod-1").outcome is StopOutcome.DONE
+
+
+@pytest.mark.parametrize(
+    ("answer", "outcome", "says"),
+    [
+        ("429", StopOutcome.RETRYABLE, "rate limited"),
+        ("429:9", StopOutcome.RETRYABLE, "retry after 9 s"),
+        ("500", StopOutcome.RETRYABLE, "HTTP 500"),
+        (f"slow:{TIMEOUT_S * 3}", StopOutcome.RETRYABLE, "timed out"),
+        ("malformed", StopOutcome.RETRYABLE, "not JSON"),
+        ("graphql:Rate limit exceeded", StopOutcome.RETRYABLE, "Rate limit exceeded"),
+        ("graphql:This pod is locked", StopOutcome.PERMANENT, "locked"),
+    ],
+)
+def test_failed_stops_are_classified(
+    runpod: RunPodProvider, cloud: Cloud, answer: str, outcome: StopOutcome, says: str
+) -> None:
+    cloud.answer_next(answer)
+    result = runpod.stop("pod-1")
+    assert result.outcome is outcome, result
+    assert says in result.detail
+    assert KEY not in result.detail
+    assert runpod.stop("pod-1").outcome is StopOutcome.DONE  # the next try goes through
+
+
+def test_429_on_describe_carries_the_delay(runpod: RunPodProvider, cloud: Cloud) -> None:
+    cloud.answer_next("429:4")
+    with pytest.raises(ProviderError) as caught:
+        runpod.describe("pod-1")
+    assert caught.value.retryable and caught.value.retry_after_s == 4.0
+
+
+def test_a_wrong_key_is_permanent_and_never_echoed(cloud: Cloud) -> None:
+    wrong = "rpa_WRONG_KEY_987"
+    with httpx.Client(timeout=TIMEOUT_S) as client:
+        result = RunPodProvider(client, wrong, f"{cloud.url}/graphql").stop("pod-1")
+    assert result.outcome is StopOutcome.PERMANENT and "HTTP 401" in result.detail
+    assert wrong not in result.detail
+
+
+def test_the_legacy_api_key_parameter_is_accepted_by_the_fake(cloud: Cloud) -> None:
+    body = {"query": 'query { pod(input: {podId: "pod-1"}) { id costPerHr } }'}
+    answer = httpx.post(f"{cloud.url}/graphql", params={"api_key": KEY}, json=body).json()
+    assert answer["data"]["pod"]["costPerHr"] == 0.44
+
+
+def test_no_log_line_carries_the_key(
+    runpod: RunPodProvider, cloud: Cloud, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    cloud.answer_next("429", "500", "malformed", "graphql:bad", f"slow:{TIMEOUT_S * 3}")
+    for _ in range(6):
+        runpod.stop("pod-1")
+    runpod.describe("pod-1")
+    assert caplog.records, "expected the HTTP client to log its requests"
+    assert KEY not in caplog.text
