@@ -30,7 +30,7 @@ from governor.domain.model import (
     Severity,
 )
 from governor.domain.money import ZERO
-from governor.services.book import Book, meter, open_book
+from governor.services.book import Book, heard_from, meter, open_book
 from governor.services.context import GovernorConfig
 from governor.services.telemetry import RAW
 
@@ -398,7 +398,6 @@ def run_line(run: RunRow, now: datetime) -> RunLine:
     age = None
     if run.last_heartbeat_at is not None:
         age = max(0.0, (now - run.last_heartbeat_at).total_seconds())
-    since = age if age is not None else (now - run.created_at).total_seconds()
     progress = None
     if run.total_steps:
         progress = min(100.0, 100.0 * run.step / run.total_steps)
@@ -414,7 +413,7 @@ def run_line(run: RunRow, now: datetime) -> RunLine:
         last_heartbeat_at=run.last_heartbeat_at,
         heartbeat_age_s=age,
         heartbeat_timeout_s=run.heartbeat_timeout_s,
-        heartbeat_late=run.status.is_live and since > run.heartbeat_timeout_s,
+        heartbeat_late=run.status.is_live and not heard_from(run, now),
         directive=run.directive,
         directive_reason=run.directive_reason,
         directive_message=run.directive_message,
