@@ -16,7 +16,7 @@ from governor.db import schema
 from governor.db.engine import build_engine, session_factory, unit_of_work
 from governor.domain.model import Severity
 from governor.domain.policy import Watch
-from governor.domain.ports import Clock, PodController, SystemClock
+from governor.domain.ports import AnyProvider, Clock, SystemClock
 from governor.domain.telemetry import TelemetrySource
 from governor.services import tokens
 from governor.services.context import GovernorConfig, ServiceContext
@@ -24,7 +24,7 @@ from governor.services.health import TickLog
 from governor.services.notifications import Notifier, Retry, Subscription, route_events
 from governor.settings import Settings
 
-ProviderFactory = Callable[[Settings, Clock], PodController | None]  # None: not configured
+ProviderFactory = Callable[[Settings, Clock], AnyProvider | None]  # None: not configured
 
 
 def _runpod(settings: Settings, _clock: Clock) -> RunPodProvider | None:
@@ -51,7 +51,7 @@ HOW_TO_CONFIGURE = {
 }
 
 
-def build_providers(settings: Settings, clock: Clock) -> dict[str, PodController]:
+def build_providers(settings: Settings, clock: Clock) -> dict[str, AnyProvider]:
     """Every provider whose credentials are configured ("fake" always is)."""
     built = {name: make(settings, clock) for name, make in PROVIDERS.items()}
     return {name: provider for name, provider in built.items() if provider is not None}

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from governor.domain.model import PodState
 
@@ -23,12 +24,36 @@ class SystemClock:
 
 
 @dataclass(frozen=True)
+class Storage:
+    """A pod's persistent storage and what it costs per GB-month, running and stopped."""
+
+    gb: Decimal
+    usd_per_gb_month: Decimal
+    stopped_usd_per_gb_month: Decimal
+
+
+@dataclass(frozen=True)
 class PodDescription:
-    """What a provider says about one pod. `None` means the provider does not say."""
+    """What a provider says about one pod. `None` means the provider does not say.
+
+    `filesystems` maps each persistent filesystem attached to the pod to where it is
+    mounted; `cannot_preserve` says why a stop would lose the workspace (an instance-store
+    root disk, a locked pod, an ephemeral volume), None when it would not.
+    """
 
     state: PodState
     hourly_rate_usd: Decimal | None
-    storage_gb: Decimal | None = None
+    storage: Storage | None = None
+    filesystems: Mapping[str, str] = field(default_factory=dict)
+    cannot_preserve: str | None = None
+
+
+@dataclass(frozen=True)
+class Billed:
+    """What a provider has billed for one pod so far, and the instant that figure runs to."""
+
+    amount_usd: Decimal
+    through: datetime
 
 
 class StopOutcome(StrEnum):
@@ -42,29 +67,71 @@ class StopOutcome(StrEnum):
 class StopResult:
     outcome: StopOutcome
     detail: str = ""
+    retry_after_s: float | None = None  # how long the provider asked us to wait, if it said
+
+    @classmethod
+    def failed(cls, error: ProviderError) -> StopResult:
+        """The result a failed provider call amounts to."""
+        outcome = StopOutcome.RETRYABLE if error.retryable else StopOutcome.PERMANENT
+        return cls(outcome, str(error), error.retry_after_s)
 
 
 class ProviderError(Exception):
-    """A provider call that failed; `retryable` says whether trying again may help, and
-    `retry_after_s` how long the provider asked to wait first (None: it did not say)."""
+    """A provider call that failed; `retryable` says whether trying again may help,
+    `retry_after_s` how long the provider asked to wait first (None: it did not say) and
+    `status` the HTTP status it answered with (None: no answer, or not over HTTP)."""
 
     def __init__(
-        self, message: str, *, retryable: bool, retry_after_s: float | None = None
+        self,
+        message: str,
+        *,
+        retryable: bool,
+        retry_after_s: float | None = None,
+        status: int | None = None,
     ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.retry_after_s = retry_after_s
+        self.status = status
 
 
-class PodController(Protocol):
-    """A provider that can stop a pod while keeping its persistent workspace.
-
-    `stop` is idempotent: a pod that is already stopped, or already gone, is DONE.
-    It never terminates or deletes anything.
-    """
+class Provider(Protocol):
+    """What every provider can do: say what a pod is and costs. `stop_latency_s` is how
+    long a pod may keep billing after the governor asks for it to stop."""
 
     stop_latency_s: float
 
     def describe(self, ref: str) -> PodDescription: ...
 
+
+@runtime_checkable
+class StopsPreserving(Provider, Protocol):
+    """A provider that can stop a pod while keeping its persistent workspace.
+
+    `stop` is idempotent: a pod that is already stopped, or already gone, is DONE. Such a
+    provider has no way to terminate or delete anything.
+    """
+
     def stop(self, ref: str) -> StopResult: ...
+
+
+@runtime_checkable
+class TerminateOnly(Provider, Protocol):
+    """A provider that cannot stop a pod, only terminate it, losing its own disks.
+
+    The governor terminates only after the job acknowledged a checkpoint on the persistent
+    filesystem named at registration; `terminate` refuses (PERMANENT) unless `keep` is
+    still attached to the pod. Already terminated or gone is DONE.
+    """
+
+    def terminate(self, ref: str, *, keep: str) -> StopResult: ...
+
+
+@runtime_checkable
+class ReportsBilling(Protocol):
+    """A provider that says what it has billed for a pod so far (it lags the meter)."""
+
+    def billed(self, ref: str) -> Billed: ...
+
+
+AnyProvider = StopsPreserving | TerminateOnly

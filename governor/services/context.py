@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from governor.domain.errors import Invalid
 from governor.domain.policy import Watch
-from governor.domain.ports import Clock, PodController
+from governor.domain.ports import AnyProvider, Clock
 from governor.domain.telemetry import TelemetrySource
 from governor.services.health import TickLog
 from governor.services.notifications import Notifier
@@ -46,14 +46,14 @@ class ServiceContext:
     engine: Engine
     sessions: sessionmaker[Session]
     clock: Clock
-    providers: Mapping[str, PodController]
+    providers: Mapping[str, AnyProvider]
     config: GovernorConfig
     ticks: TickLog
     telemetry: TelemetrySource | None = None  # this machine's GPUs, for pods marked local
     notifier: Notifier | None = None  # webhook sinks for warning and critical events
     unconfigured: Mapping[str, str] = field(default_factory=dict)  # provider -> how to enable
 
-    def provider(self, name: str) -> PodController:
+    def provider(self, name: str) -> AnyProvider:
         try:
             return self.providers[name]
         except KeyError:

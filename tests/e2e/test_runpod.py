@@ -9,6 +9,7 @@ own bill ends under the ceiling. The fake stops at once, so the stop latency res
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -75,7 +76,7 @@ class RunPodCloud:
             return False
 
     def state(self) -> CloudState:
-        return CloudState.load(self.state_file)
+        return CloudState.restore(json.loads(self.state_file.read_text()))
 
     def close(self) -> None:
         if self.process is not None:

@@ -49,21 +49,40 @@ def provider_client(timeout_s: float = 10.0) -> httpx.Client:
 
 
 class ProviderHttp:
-    """POSTs JSON for one provider and returns the decoded body, or raises ProviderError."""
+    """Calls one provider's HTTP API and returns decoded JSON bodies, or raises ProviderError.
 
-    def __init__(self, client: httpx.Client, provider: str, secret: str) -> None:
+    `headers` (usually the credentials) go with every call; `secret` is masked in every
+    message. A 204 or an empty body decodes to None.
+    """
+
+    def __init__(
+        self, client: httpx.Client, provider: str, secret: str, headers: dict[str, str]
+    ) -> None:
         self._client = client
         self._provider = provider
         self._secret = secret
+        self._headers = headers
 
-    def post_json(self, url: str, body: dict[str, Any], headers: dict[str, str]) -> Any:
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        json: Any = None,
+        params: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
         try:
-            response = self._client.post(url, json=body, headers=headers)
+            response = self._client.request(
+                method, url, json=json, params=params, headers={**self._headers, **(headers or {})}
+            )
         except httpx.TimeoutException as exc:
             raise self.error(f"timed out ({type(exc).__name__})", True) from None
         except httpx.TransportError as exc:
             raise self.error(f"unreachable ({type(exc).__name__}: {exc})", True) from None
         self._raise_for_status(response)
+        if response.status_code == 204 or not response.content:
+            return None
         try:
             return response.json()
         except ValueError:
@@ -78,14 +97,19 @@ class ProviderHttp:
         if status == 429:
             delay = retry_after_s(response.headers.get("Retry-After"))
             wait = "" if delay is None else f"; retry after {delay:g} s"
-            raise self.error(f"rate limited ({said}){wait}", True, retry_after=delay)
+            raise self.error(f"rate limited ({said}){wait}", True, retry_after=delay, status=status)
         if status >= 500:
-            raise self.error(f"failed on its side ({said})", True)
-        raise self.error(f"refused the request ({said})", False)
+            raise self.error(f"failed on its side ({said})", True, status=status)
+        raise self.error(f"refused the request ({said})", False, status=status)
 
     def error(
-        self, message: str, retryable: bool, *, retry_after: float | None = None
+        self,
+        message: str,
+        retryable: bool,
+        *,
+        retry_after: float | None = None,
+        status: int | None = None,
     ) -> ProviderError:
         """A ProviderError saying `message` about this provider, with every secret masked."""
         text = redact(f"{self._provider} {message}", self._secret)
-        return ProviderError(text, retryable=retryable, retry_after_s=retry_after)
+        return ProviderError(text, retryable=retryable, retry_after_s=retry_after, status=status)

@@ -71,7 +71,7 @@ class FakeCloudState:
 
 
 class FakeProvider:
-    """Implements PodController against a simulated cloud."""
+    """Implements StopsPreserving against a simulated cloud."""
 
     def __init__(
         self,

@@ -15,10 +15,19 @@ import httpx
 
 from governor.adapters.providers._http import ProviderHttp
 from governor.domain.model import PodState
-from governor.domain.ports import PodDescription, ProviderError, StopOutcome, StopResult
+from governor.domain.ports import (
+    PodDescription,
+    ProviderError,
+    StopOutcome,
+    StopResult,
+    Storage,
+)
 
 DEFAULT_URL = "https://api.runpod.io/graphql"
 STOP_LATENCY_S = 30.0  # podStop answers at once; the host takes tens of seconds to exit
+# RunPod's list prices for a pod's volume disk; the container disk is wiped on stop, unbilled.
+VOLUME_USD_PER_GB_MONTH = Decimal("0.10")
+STOPPED_VOLUME_USD_PER_GB_MONTH = Decimal("0.20")
 
 POD_QUERY = (
     "query Pod($podId: String!) { pod(input: {podId: $podId}) "
@@ -43,7 +52,7 @@ class PodNotFound(ProviderError):
 
 
 class RunPodProvider:
-    """Implements PodController against RunPod's GraphQL endpoint."""
+    """Implements StopsPreserving against RunPod's GraphQL endpoint."""
 
     def __init__(
         self,
@@ -52,11 +61,13 @@ class RunPodProvider:
         url: str = DEFAULT_URL,
         *,
         stop_latency_s: float = STOP_LATENCY_S,
+        volume_usd_per_gb_month: Decimal = VOLUME_USD_PER_GB_MONTH,
+        stopped_volume_usd_per_gb_month: Decimal = STOPPED_VOLUME_USD_PER_GB_MONTH,
     ) -> None:
         self.stop_latency_s = stop_latency_s
-        self._http = ProviderHttp(client, "runpod", api_key)
+        self._volume_rates = (volume_usd_per_gb_month, stopped_volume_usd_per_gb_month)
+        self._http = ProviderHttp(client, "runpod", api_key, {"Authorization": f"Bearer {api_key}"})
         self._url = url
-        self._headers = {"Authorization": f"Bearer {api_key}"}
 
     def describe(self, ref: str) -> PodDescription:
         pod = self._pod(ref)
@@ -64,7 +75,8 @@ class RunPodProvider:
             rate, volume = _decimal(pod.get("costPerHr")), _decimal(pod.get("volumeInGb"))
         except InvalidOperation:
             raise self._http.error(f"answered a non-number in {pod!r:.200}", True) from None
-        return PodDescription(state=_state(pod), hourly_rate_usd=rate, storage_gb=volume)
+        storage = None if volume is None else Storage(volume, *self._volume_rates)
+        return PodDescription(_state(pod), rate, storage)
 
     def stop(self, ref: str) -> StopResult:
         try:
@@ -75,8 +87,7 @@ class RunPodProvider:
         except PodNotFound:
             return StopResult(StopOutcome.DONE, "already gone")
         except ProviderError as exc:
-            outcome = StopOutcome.RETRYABLE if exc.retryable else StopOutcome.PERMANENT
-            return StopResult(outcome, str(exc))
+            return StopResult.failed(exc)
         if isinstance(stopped, dict) and stopped.get("desiredStatus") == "EXITED":
             return StopResult(StopOutcome.DONE, "stopped; volume kept")
         return StopResult(StopOutcome.PENDING, "podStop accepted; not exited yet")
@@ -91,7 +102,7 @@ class RunPodProvider:
 
     def _graphql(self, query: str, ref: str) -> dict[str, Any]:
         body = {"query": query, "variables": {"podId": ref}}
-        answer = self._http.post_json(self._url, body, self._headers)
+        answer = self._http.request("POST", self._url, json=body)
         if not isinstance(answer, dict):
             raise self._http.error(f"answered {answer!r:.200}, not an object", True)
         errors = answer.get("errors")

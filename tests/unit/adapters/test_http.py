@@ -22,17 +22,36 @@ def helper(answer: httpx.Response | Exception) -> ProviderHttp:
             raise answer
         return answer
 
-    return ProviderHttp(httpx.Client(transport=httpx.MockTransport(handle)), "acme", KEY)
+    client = httpx.Client(transport=httpx.MockTransport(handle))
+    return ProviderHttp(client, "acme", KEY, {"Authorization": f"Bearer {KEY}"})
 
 
 def failure(answer: httpx.Response | Exception) -> ProviderError:
     with pytest.raises(ProviderError) as caught:
-        helper(answer).post_json(URL, {}, {"Authorization": f"Bearer {KEY}"})
+        helper(answer).request("POST", URL, json={})
     return caught.value
 
 
 def test_a_json_answer_comes_back_decoded() -> None:
-    assert helper(httpx.Response(200, json={"data": 1})).post_json(URL, {}, {}) == {"data": 1}
+    assert helper(httpx.Response(200, json={"data": 1})).request("GET", URL) == {"data": 1}
+
+
+def test_no_content_decodes_to_none() -> None:
+    assert helper(httpx.Response(204)).request("DELETE", URL) is None
+
+
+def test_the_credentials_go_with_every_call() -> None:
+    seen: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={})
+
+    client = httpx.Client(transport=httpx.MockTransport(handle))
+    http = ProviderHttp(client, "acme", KEY, {"Authorization": f"Bearer {KEY}"})
+    http.request("PUT", URL, json={"state": "stopped"}, params={"owner": "me"})
+    assert seen[0].headers["Authorization"] == f"Bearer {KEY}"
+    assert seen[0].url.params["owner"] == "me" and seen[0].method == "PUT"
 
 
 @pytest.mark.parametrize(
@@ -54,6 +73,8 @@ def test_classification(answer: httpx.Response | Exception, retryable: bool) -> 
     error = failure(answer)
     assert error.retryable is retryable
     assert str(error).startswith("acme ")
+    refused = isinstance(answer, httpx.Response) and answer.status_code >= 400
+    assert error.status == (answer.status_code if refused else None)
 
 
 def test_429_carries_the_retry_after_delay() -> None:

@@ -18,7 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from governor.adapters.providers.fake_runpod import FakeRunPod, serve
+from governor.adapters.providers.fake_cloud import serve
+from governor.adapters.providers.fake_runpod import FakeRunPod
 from governor.adapters.providers.runpod import STOP_LATENCY_S, RunPodProvider
 from governor.domain.model import PodState
 from governor.domain.ports import ProviderError, StopOutcome
@@ -64,7 +65,7 @@ def test_describe_reads_the_rate_from_cost_per_hr(runpod: RunPodProvider) -> Non
     pod = runpod.describe("pod-1")
     assert pod.state is PodState.RUNNING
     assert pod.hourly_rate_usd == Decimal("0.44")
-    assert pod.storage_gb == Decimal(20)
+    assert pod.storage is not None and pod.storage.gb == Decimal(20)
     assert runpod.stop_latency_s == STOP_LATENCY_S == 30.0
 
 

@@ -1,0 +1,264 @@
+"""What every fake cloud shares: an HTTP server on 127.0.0.1, a key, canned failures, a
+request log, state kept in a JSON file, and the command line that runs one as a process.
+
+A fake cloud answers its provider's real request and response shapes; this base only
+routes requests to `FakeCloud.handle` and, when a canned failure is queued, answers that
+instead. POST /_fake/answers {"answers": [...]} queues them, one per provider request:
+
+    ""               answer normally
+    "429"            rate limited, no Retry-After      "429:<s>"  with Retry-After: <s>
+    "500"            the provider's own 5xx            "status:<code>"  its error with that code
+    "malformed"      a 200 whose body is an HTML page  "slow:<s>"  answer normally after <s> s
+
+and whatever else a provider's fake adds in `canned` (e.g. GraphQL errors inside a 200).
+GET /_fake/state returns the state, which is also written to the state file after every
+request. Every provider request is logged, so a test can prove what was never sent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class FakeRequest:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: Any  # decoded JSON; the raw text when it is not JSON; None when empty
+
+    def param(self, name: str) -> str | None:
+        values = self.query.get(name)
+        return values[0] if values else None
+
+    def bearer(self) -> str:
+        return self.headers.get("authorization", "").removeprefix("Bearer ").strip()
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    body: Any = None  # JSON-encoded unless `text` is given
+    headers: dict[str, str] = field(default_factory=dict)
+    text: str | None = None
+    content_type: str = "application/json"
+
+
+class FakeCloud(ABC):
+    """A provider's cloud in one process. Subclasses answer `handle` and say what the
+    provider's errors look like; the state they keep goes in `snapshot`."""
+
+    provider = "cloud"
+
+    def __init__(self, state_file: Path, api_key: str) -> None:
+        self.state_file = state_file
+        self.api_key = api_key
+        self.lock = threading.RLock()
+        self.answers: list[str] = []
+        saved = json.loads(state_file.read_text()) if state_file.exists() else {}
+        self.requests: list[dict[str, str]] = saved.get("requests", [])
+        self.saved: dict[str, Any] = saved  # what the state file held: a subclass restores it
+
+    # What a subclass provides ------------------------------------------------------------
+
+    @abstractmethod
+    def add_pod(self, ref: str, hourly_rate_usd: str) -> None:
+        """A running pod billing `hourly_rate_usd` from now."""
+
+    @abstractmethod
+    def handle(self, request: FakeRequest) -> Reply:
+        """The provider's answer to an authorized request (called under the lock)."""
+
+    @abstractmethod
+    def snapshot(self) -> dict[str, Any]:
+        """Everything a test may want to see, as JSON-ready data."""
+
+    def authorized(self, request: FakeRequest) -> bool:
+        return request.bearer() == self.api_key
+
+    def error(self, status: int, message: str) -> Reply:
+        """The provider's error body for `status`."""
+        return Reply(status, {"error": message})
+
+    def rate_limited(self, retry_after: str) -> Reply:
+        headers = {"Retry-After": retry_after} if retry_after else {}
+        return Reply(429, self.error(429, "Too Many Requests").body, headers)
+
+    def canned(self, kind: str, arg: str) -> Reply | None:
+        """A provider-specific canned answer; None: `kind` is not one."""
+        return None
+
+    # The shared machinery ----------------------------------------------------------------
+
+    def serve_request(self, request: FakeRequest) -> Reply:
+        if not self.authorized(request):
+            return self.error(401, "invalid api key")
+        with self.lock:
+            canned = self.answers.pop(0) if self.answers else ""
+        kind, _, arg = canned.partition(":")
+        if kind == "slow":
+            time.sleep(float(arg))
+        elif kind == "429":
+            return self._logged(request, self.rate_limited(arg))
+        elif kind == "500":
+            return self._logged(request, self.error(500, "internal server error"))
+        elif kind == "status":
+            return self._logged(request, self.error(int(arg), f"canned HTTP {arg}"))
+        elif kind == "malformed":
+            page = "<html><body>502 Bad Gateway</body></html>"
+            return self._logged(request, Reply(200, text=page, content_type="text/html"))
+        elif kind:
+            reply = self.canned(kind, arg)
+            if reply is None:
+                raise ValueError(f"unknown canned answer {canned!r}")
+            return self._logged(request, reply)
+        with self.lock:
+            return self._logged(request, self.handle(request))
+
+    def _logged(self, request: FakeRequest, reply: Reply) -> Reply:
+        with self.lock:
+            self.requests.append(
+                {"method": request.method, "path": request.path, "at": now().isoformat()}
+            )
+            self.save()
+        return reply
+
+    def calls(self, method: str | None = None) -> list[str]:
+        """The provider requests received so far, as "METHOD /path"."""
+        with self.lock:
+            return [
+                f"{r['method']} {r['path']}"
+                for r in self.requests
+                if method is None or r["method"] == method
+            ]
+
+    def dump(self) -> dict[str, Any]:
+        with self.lock:
+            return {"requests": list(self.requests), **self.snapshot()}
+
+    def save(self) -> None:
+        tmp = self.state_file.with_suffix(self.state_file.suffix + ".tmp")
+        tmp.write_text(json.dumps(self.dump(), indent=2, default=str))
+        os.replace(tmp, self.state_file)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: FakeServer
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")
+
+    def do_PATCH(self) -> None:
+        self._dispatch("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    def _dispatch(self, method: str) -> None:
+        cloud = self.server.cloud
+        url = urlsplit(self.path)
+        raw = self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode(errors="replace")
+        if url.path == "/_fake/answers" and method == "POST":
+            with cloud.lock:
+                cloud.answers.extend(body["answers"])
+            return self._send(Reply(204))
+        if url.path == "/_fake/state" and method == "GET":
+            return self._send(Reply(200, cloud.dump()))
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        request = FakeRequest(method, url.path, parse_qs(url.query), headers, body)
+        self._send(cloud.serve_request(request))
+
+    def _send(self, reply: Reply) -> None:
+        if reply.text is not None:
+            data = reply.text.encode()
+        elif reply.body is None:
+            data = b""
+        else:
+            data = json.dumps(reply.body, default=str).encode()
+        self.send_response(reply.status)
+        self.send_header("Content-Type", reply.content_type)
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: request lines would carry a key when a caller puts one in the URL."""
+
+
+class FakeServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, port: int, cloud: FakeCloud) -> None:
+        super().__init__(("127.0.0.1", port), _Handler)
+        self.cloud = cloud
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_port}"
+
+
+def serve(cloud: FakeCloud, port: int = 0) -> FakeServer:
+    """A server for `cloud` bound on 127.0.0.1 (port 0: any free one); call serve_forever()."""
+    return FakeServer(port, cloud)
+
+
+def parse_pods(spec: str) -> dict[str, str]:
+    """'pod-1=3600,pod-2=0.44' as {ref: hourly rate}."""
+    pairs = (item.split("=", 1) for item in spec.split(",") if item.strip())
+    return {ref.strip(): str(Decimal(rate)) for ref, rate in pairs}
+
+
+def main(
+    cloud_class: type[FakeCloud],
+    default_key: str,
+    argv: Sequence[str] | None = None,
+    *,
+    path: str = "",
+) -> None:
+    """Run a `cloud_class` cloud as a process until it is killed; `path` is its API's."""
+    parser = argparse.ArgumentParser(
+        description=f"A fake {cloud_class.provider} cloud for tests and demos, over real HTTP."
+    )
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--state", type=Path, required=True, help="where its state is written")
+    parser.add_argument("--pods", default="", help="ref=USD-per-hour,... running from the start")
+    parser.add_argument("--api-key", default=default_key)
+    args = parser.parse_args(argv)
+    cloud = cloud_class(args.state, args.api_key)
+    for ref, rate in parse_pods(args.pods).items():
+        cloud.add_pod(ref, rate)
+    with cloud.lock:
+        cloud.save()
+    server = serve(cloud, args.port)
+    print(f"fake {cloud.provider} listening on {server.url}{path}", flush=True)
+    server.serve_forever()

@@ -1,0 +1,40 @@
+"""What the provider contract suite needs from each adapter: a fake of its cloud with one
+running pod, and the adapter pointed at that fake over real HTTP.
+
+Every `harness_<provider>.py` in this folder defines `HARNESS`, an instance of a Harness
+subclass; the suite runs every contract test against each of them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+import httpx
+
+from governor.adapters.providers.fake_cloud import FakeCloud
+from governor.domain.ports import AnyProvider
+
+
+class Harness(ABC):
+    name: str
+    running: str = "pod-1"  # a running pod the fake starts with
+    missing: str = "pod-404"  # a pod the fake has never heard of
+    keep: str | None = None  # terminate-only: the persistent filesystem attached to `running`
+    retry_after_honoured: bool = True  # a 429's Retry-After reaches StopResult.retry_after_s
+
+    @abstractmethod
+    def cloud(self, state_file: Path, secret: str) -> FakeCloud:
+        """A fake of the provider's cloud accepting `secret`, with `running` in it."""
+
+    @abstractmethod
+    def adapter(self, url: str, secret: str, client: httpx.Client) -> AnyProvider:
+        """The real adapter, configured to reach the fake at `url` with `secret`."""
+
+    @abstractmethod
+    def stopped(self, cloud: FakeCloud, ref: str) -> bool:
+        """Whether the fake cloud has `ref` stopped (terminated, for terminate-only)."""
+
+    @abstractmethod
+    def destructive_calls(self, cloud: FakeCloud) -> list[str]:
+        """Requests the fake received that destroy a workspace (terminate, delete)."""

@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+
+from governor.adapters.providers.fake_cloud import FakeCloud
+from governor.adapters.providers.fake_runpod import FakeRunPod
+from governor.adapters.providers.runpod import RunPodProvider
+from tests.contract.harness import Harness
+
+
+class RunPodHarness(Harness):
+    name = "runpod"
+
+    def cloud(self, state_file: Path, secret: str) -> FakeRunPod:
+        fake = FakeRunPod(state_file, secret)
+        fake.add_pod(self.running, "0.44")
+        return fake
+
+    def adapter(self, url: str, secret: str, client: httpx.Client) -> RunPodProvider:
+        return RunPodProvider(client, secret, f"{url}/graphql", stop_latency_s=0.0)
+
+    def stopped(self, cloud: FakeCloud, ref: str) -> bool:
+        assert isinstance(cloud, FakeRunPod)
+        return cloud.state.pods[ref].desired_status == "EXITED"
+
+    def destructive_calls(self, cloud: FakeCloud) -> list[str]:
+        assert isinstance(cloud, FakeRunPod)
+        return [name for name in cloud.state.mutation_names() if name != "podStop"]
+
+
+HARNESS = RunPodHarness()

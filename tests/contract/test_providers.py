@@ -1,0 +1,132 @@
+"""The contract every provider adapter keeps, each against a fake of its cloud over HTTP.
+
+Stopping is idempotent (already stopped or gone is done), a preserving adapter cannot
+terminate anything, failures are classified the same way everywhere (rate limits, 5xx,
+timeouts and malformed bodies retryable; a refused key permanent) and no secret reaches an
+error text or a log line.
+"""
+
+from __future__ import annotations
+
+import logging
+from decimal import Decimal
+
+import httpx
+import pytest
+
+from governor.domain.model import PodState
+from governor.domain.ports import (
+    StopOutcome,
+    StopResult,
+    StopsPreserving,
+    TerminateOnly,
+)
+from tests.contract.conftest import SECRET, TIMEOUT_S, Governed
+
+FAILURES = [
+    ("429", "rate limited"),
+    ("500", ""),
+    (f"slow:{TIMEOUT_S * 3}", "timed out"),
+    ("malformed", "not JSON"),
+]
+
+
+def halt(governed: Governed, ref: str) -> StopResult:
+    """What the governor asks of the adapter when a pod must stop."""
+    adapter = governed.adapter
+    if isinstance(adapter, StopsPreserving):
+        return adapter.stop(ref)
+    assert isinstance(adapter, TerminateOnly) and governed.harness.keep is not None
+    return adapter.terminate(ref, keep=governed.harness.keep)
+
+
+def halt_until_done(governed: Governed, ref: str) -> StopResult:
+    for _ in range(50):
+        result = halt(governed, ref)
+        assert result.outcome in (StopOutcome.DONE, StopOutcome.PENDING), result
+        if result.outcome is StopOutcome.DONE:
+            return result
+    raise AssertionError(f"{governed.harness.name} never finished stopping {ref}")
+
+
+def test_the_adapter_has_exactly_one_capability(governed: Governed) -> None:
+    adapter = governed.adapter
+    preserving = isinstance(adapter, StopsPreserving)
+    assert preserving != isinstance(adapter, TerminateOnly)
+    assert preserving == (governed.harness.keep is None)
+    if preserving:
+        assert not hasattr(adapter, "terminate") and not hasattr(adapter, "delete")
+
+
+def test_describe_reads_a_running_pod(governed: Governed) -> None:
+    described = governed.adapter.describe(governed.harness.running)
+    assert described.state is PodState.RUNNING
+    rate = described.hourly_rate_usd
+    assert rate is None or (isinstance(rate, Decimal) and rate >= 0)
+
+
+def test_stop_is_idempotent(governed: Governed) -> None:
+    ref = governed.harness.running
+    halt_until_done(governed, ref)
+    assert governed.harness.stopped(governed.cloud, ref)
+    assert halt(governed, ref).outcome is StopOutcome.DONE
+    assert governed.adapter.describe(ref).state is not PodState.RUNNING
+
+
+def test_a_pod_that_is_not_there_is_done(governed: Governed) -> None:
+    assert halt(governed, governed.harness.missing).outcome is StopOutcome.DONE
+
+
+@pytest.mark.parametrize(("answer", "says"), FAILURES, ids=[a for a, _ in FAILURES])
+def test_transient_failures_are_retryable(governed: Governed, answer: str, says: str) -> None:
+    governed.answer_next(answer)
+    result = halt(governed, governed.harness.running)
+    assert result.outcome is StopOutcome.RETRYABLE, result
+    assert says in result.detail
+    assert SECRET not in result.detail
+    halt_until_done(governed, governed.harness.running)  # the next tries go through
+
+
+def test_retry_after_is_carried(honours_retry_after: Governed) -> None:
+    governed = honours_retry_after
+    governed.answer_next("429:7")
+    result = halt(governed, governed.harness.running)
+    assert result.outcome is StopOutcome.RETRYABLE and result.retry_after_s == 7.0
+    governed.answer_next("429")
+    assert halt(governed, governed.harness.running).retry_after_s is None
+
+
+def test_a_refused_key_is_permanent_and_never_echoed(governed: Governed) -> None:
+    wrong = "sk_WRONG_KEY_never_echoed_77"
+    with httpx.Client(timeout=TIMEOUT_S) as client:
+        adapter = governed.adapter_with(wrong, client)
+        if isinstance(adapter, StopsPreserving):
+            result = adapter.stop(governed.harness.running)
+        else:
+            result = adapter.terminate(governed.harness.running, keep=str(governed.harness.keep))
+    assert result.outcome is StopOutcome.PERMANENT, result
+    assert wrong not in result.detail
+    assert not governed.harness.stopped(governed.cloud, governed.harness.running)
+
+
+def test_no_log_line_or_error_carries_the_secret(
+    governed: Governed, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    details = []
+    for answer, _ in FAILURES:
+        governed.answer_next(answer)
+        details.append(halt(governed, governed.harness.running).detail)
+    halt_until_done(governed, governed.harness.running)
+    assert caplog.records, "expected the HTTP client to log its requests"
+    assert SECRET not in caplog.text
+    assert all(SECRET not in detail for detail in details)
+
+
+def test_terminate_only_refuses_without_the_named_filesystem(terminating: Governed) -> None:
+    governed, adapter = terminating, terminating.adapter
+    assert isinstance(adapter, TerminateOnly)
+    result = adapter.terminate(governed.harness.running, keep="not-attached-fs")
+    assert result.outcome is StopOutcome.PERMANENT and "not-attached-fs" in result.detail
+    assert governed.harness.destructive_calls(governed.cloud) == []
+    assert not governed.harness.stopped(governed.cloud, governed.harness.running)
