@@ -13,7 +13,7 @@ from governor.db.tables import PodRow, StopOrderRow
 from governor.domain.errors import Conflict, Invalid
 from governor.domain.model import BudgetState, Category, PodState, RateSource, Severity
 from governor.domain.money import ZERO, dollars, format_usd
-from governor.domain.ports import ProviderError
+from governor.domain.ports import ProviderError, Storage
 from governor.services import events
 from governor.services.context import ServiceContext
 from governor.services.enforcement import enforce
@@ -65,7 +65,13 @@ def register(
             f"{reg.provider} does not report an hourly rate for {reg.provider_ref!r}: "
             "declare hourly_rate_usd"
         )
-    storage_gb = reg.storage_gb or float(described.storage_gb or 0)
+    storage = described.storage or Storage(
+        Decimal(str(reg.storage_gb)),
+        reg.storage_usd_per_gb_month,
+        reg.storage_usd_per_gb_month
+        if reg.stopped_storage_usd_per_gb_month is None
+        else reg.stopped_storage_usd_per_gb_month,
+    )
     pod = PodRow(
         id=new_id("pod"),
         budget_id=budget.id,
@@ -75,13 +81,9 @@ def register(
         gpu_count=reg.gpu_count,
         hourly_rate_usd=rate,
         rate_source=source,
-        storage_gb=storage_gb,
-        storage_usd_per_gb_month=reg.storage_usd_per_gb_month,
-        stopped_storage_usd_per_gb_month=(
-            reg.storage_usd_per_gb_month
-            if reg.stopped_storage_usd_per_gb_month is None
-            else reg.stopped_storage_usd_per_gb_month
-        ),
+        storage_gb=float(storage.gb),
+        storage_usd_per_gb_month=storage.usd_per_gb_month,
+        stopped_storage_usd_per_gb_month=storage.stopped_usd_per_gb_month,
         stop_latency_s=provider.stop_latency_s,
         local=reg.local,
         state=described.state,
@@ -112,7 +114,8 @@ def register(
             if reg.hourly_rate_usd is None
             else format_usd(reg.hourly_rate_usd),
             "state": described.state.value,
-            "storage_gb": storage_gb,
+            "storage_gb": float(storage.gb),
+            "storage_source": "declared" if described.storage is None else "provider",
         },
     )
     return pod
