@@ -117,6 +117,7 @@ def build_context(settings: Settings, clock: Clock | None = None) -> ServiceCont
                 headroom_pct=settings.headroom_pct,
             ),
             telemetry_interval_s=settings.telemetry_interval_s,
+            billing_interval_s=settings.billing_interval_s,
             telemetry_raw_keep_s=settings.telemetry_raw_keep_s,
             telemetry_minute_keep_s=settings.telemetry_minute_keep_s,
             metrics_require_token=settings.metrics_require_token,

@@ -27,6 +27,7 @@ import uvicorn
 from governor.adapters.providers.fake import FakeProvider
 from governor.app import create_app
 from governor.bootstrap import bootstrap_operator, build_context, prepare_database
+from governor.domain.model import PodState
 from governor.domain.money import dollars
 from governor.settings import load_settings
 
@@ -249,9 +250,8 @@ def _summary(
     spent, ceiling = Decimal(budget["spent_usd"]), Decimal(budget["effective_ceiling_usd"])
     order = pod["stop_order"] or {}
     ack = order.get("ack_checkpoint") or {}
-    kept = fake.state.pods[POD_REF].volume_kept
-    violations = fake.state.violations
-    ok = pod["state"] == "stopped" and spent <= ceiling and kept and not violations
+    kept = fake.describe(POD_REF).state is PodState.STOPPED  # stopped, not gone
+    ok = pod["state"] == "stopped" and spent <= ceiling and kept
     say()
     say(f"Result after {took:.0f} s: {'OK' if ok else 'NOT OK'}")
     say(
@@ -264,11 +264,7 @@ def _summary(
         f"the job acknowledged with step {ack.get('step', '-')}"
     )
     say(f"  checkpoint   {ack.get('path', 'none acknowledged')}")
-    say(
-        "  terminate    never called"
-        if not violations
-        else f"  terminate    CALLED: {'; '.join(violations)}"
-    )
+    say("  stop         the provider's stop that keeps the volume (it cannot terminate)")
     say(f"  files        {home} (the SQLite database and workspace/); delete it when done")
     return ok
 

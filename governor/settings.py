@@ -68,6 +68,12 @@ class Settings(BaseSettings):
         ge=0,
         description="Seconds a RunPod pod may bill after podStop (reserved under the ceiling).",
     )
+    billing_interval_s: float = Field(
+        300.0,
+        gt=0,
+        le=86_400,
+        description="Seconds between asking providers what they billed (RunPod, Vast.ai, fake).",
+    )
     idle_util_pct: float = Field(
         5.0, gt=0, le=100, description="A GPU below this utilization counts as idle."
     )

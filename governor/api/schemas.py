@@ -131,6 +131,11 @@ class PodIn(Strict):
     storage_usd_per_gb_month: Usd = Decimal(0)
     stopped_storage_usd_per_gb_month: Usd | None = None
     local: bool = Field(False, description="this server samples the pod's GPUs itself")
+    persistent_filesystem: Annotated[str, Field(min_length=1, max_length=200)] | None = Field(
+        None,
+        description="terminate-only providers (Lambda): the attached filesystem a checkpoint "
+        "must be saved on before the governor may terminate the pod",
+    )
 
 
 class StopIn(Strict):
@@ -198,6 +203,13 @@ class PodOut(BaseModel):
     stopped_at: datetime | None
     stop_order: StopOrderOut | None
     local: bool
+    persistent_filesystem: str | None
+    persistent_mount: str | None
+    billed_usd: UsdText | None = Field(
+        description="what the provider has billed since the pod was registered, when it says"
+    )
+    billed_through: datetime | None
+    billing_drift: bool = Field(description="metered and billed disagree by more than 5%")
     telemetry: PodTelemetryOut
 
 

@@ -98,6 +98,13 @@ def pod(session: Session, row: PodRow, book: Book, order: StopOrderRow | None) -
         stopped_at=row.stopped_at,
         stop_order=None if order is None else stop_order(order),
         local=row.local,
+        persistent_filesystem=row.persistent_filesystem,
+        persistent_mount=row.persistent_mount,
+        billed_usd=None
+        if row.billed_usd is None or row.billed_baseline_usd is None
+        else format_usd(row.billed_usd - row.billed_baseline_usd),
+        billed_through=row.billed_through,
+        billing_drift=row.billing_drift,
         telemetry=pod_telemetry(session, row),
     )
 

@@ -22,7 +22,7 @@ from governor.db.tables import (
     TokenRow,
 )
 from governor.domain.errors import NotFound
-from governor.domain.model import Category, ExtensionState, PodState, Role, Severity
+from governor.domain.model import Category, EntryKind, ExtensionState, PodState, Role, Severity
 from governor.domain.money import ZERO
 from governor.domain.stop_order import ACTIVE_STATES
 
@@ -87,6 +87,36 @@ def pods_of(session: Session, budget_id: str) -> Sequence[PodRow]:
     return session.scalars(
         select(PodRow).where(PodRow.budget_id == budget_id).order_by(PodRow.created_at)
     ).all()
+
+
+def pods_not_gone(session: Session) -> Sequence[PodRow]:
+    """Every pod that may still be billed: running, stopping or stopped with its storage."""
+    return session.scalars(
+        select(PodRow).where(PodRow.state != PodState.GONE).order_by(PodRow.created_at)
+    ).all()
+
+
+def pod_entries(
+    session: Session, pod_id: str, kind: EntryKind, start: datetime, end: datetime
+) -> Sequence[LedgerEntryRow]:
+    """A pod's ledger entries of one kind whose period overlaps [start, end]."""
+    return session.scalars(
+        select(LedgerEntryRow).where(
+            LedgerEntryRow.pod_id == pod_id,
+            LedgerEntryRow.kind == kind,
+            LedgerEntryRow.period_end > start,
+            LedgerEntryRow.period_start < end,
+        )
+    ).all()
+
+
+def pod_total(session: Session, pod_id: str, kind: EntryKind) -> Decimal:
+    total = session.scalar(
+        select(func.sum(LedgerEntryRow.amount_usd)).where(
+            LedgerEntryRow.pod_id == pod_id, LedgerEntryRow.kind == kind
+        )
+    )
+    return total or ZERO
 
 
 def runs_of(session: Session, budget_id: str) -> Sequence[RunRow]:

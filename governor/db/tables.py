@@ -98,6 +98,15 @@ class PodRow(Base):
     stopped_storage_usd_per_gb_month: Mapped[Decimal] = mapped_column(MicroUSD)
     stop_latency_s: Mapped[float]
     local: Mapped[bool] = mapped_column(default=False, server_default=false())
+    # terminate-only providers: the persistent filesystem a checkpoint must land on first
+    persistent_filesystem: Mapped[str | None] = mapped_column(String(200))
+    persistent_mount: Mapped[str | None] = mapped_column(Text)
+    # billing reconciliation: the first billed figure covering registration, and the latest
+    billed_baseline_usd: Mapped[Decimal | None] = mapped_column(MicroUSD)
+    billed_baseline_through: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    billed_usd: Mapped[Decimal | None] = mapped_column(MicroUSD)
+    billed_through: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    billing_drift: Mapped[bool] = mapped_column(default=False, server_default=false())
     telemetry_note: Mapped[str | None] = mapped_column(Text)
     lost_gpus: Mapped[list[str] | None] = mapped_column(JSON)
     state: Mapped[PodState] = mapped_column(_enum(PodState))
@@ -203,6 +212,7 @@ class StopOrderRow(Base):
     next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime)
     confirmed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_error: Mapped[str | None] = mapped_column(Text)
+    alerted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # last "held" alert
 
     __table_args__ = (
         Index(

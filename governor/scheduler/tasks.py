@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from governor.db import repository as repo
 from governor.db.engine import unit_of_work
-from governor.services import enforcement, metering, stops, telemetry
+from governor.services import billing, enforcement, metering, stops, telemetry
 from governor.services.context import ServiceContext
 
 
@@ -59,6 +59,11 @@ def fold_telemetry(ctx: ServiceContext) -> None:
         )
 
 
+def reconcile_billing(ctx: ServiceContext) -> None:
+    """Compare the meter with what each provider that says so has billed."""
+    billing.reconcile_all(ctx)
+
+
 @dataclass(frozen=True)
 class Periodic:
     """A task and the name of the setting that says how often it runs."""
@@ -76,6 +81,7 @@ TASKS: dict[str, Periodic] = {
     "accrue": Periodic(accrue),
     "sample": Periodic(sample_local_gpus, "telemetry_interval_s"),
     "fold": Periodic(fold_telemetry, "fold_interval_s"),
+    "billing": Periodic(reconcile_billing, "billing_interval_s"),
 }
 
 

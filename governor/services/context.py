@@ -29,6 +29,7 @@ class GovernorConfig:
     telemetry_raw_keep_s: float = 7200.0
     telemetry_minute_keep_s: float = 7 * 86400.0
     fold_interval_s: float = 60.0
+    billing_interval_s: float = 300.0  # how often providers are asked what they billed
     metrics_require_token: bool = False  # /metrics for viewer and operator tokens only
 
     def watch_for(self, overrides: dict[str, float] | None) -> Watch:

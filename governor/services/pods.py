@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -13,8 +14,8 @@ from governor.db.tables import PodRow, StopOrderRow
 from governor.domain.errors import Conflict, Invalid
 from governor.domain.model import BudgetState, Category, PodState, RateSource, Severity
 from governor.domain.money import ZERO, dollars, format_usd
-from governor.domain.ports import ProviderError, Storage
-from governor.services import events
+from governor.domain.ports import ProviderError, ReportsBilling, Storage, TerminateOnly
+from governor.services import billing, events
 from governor.services.context import ServiceContext
 from governor.services.enforcement import enforce
 from governor.services.ids import new_id
@@ -35,6 +36,7 @@ class Registration:
     storage_usd_per_gb_month: Decimal = ZERO
     stopped_storage_usd_per_gb_month: Decimal | None = None
     local: bool = False  # this server samples the pod's GPUs itself
+    persistent_filesystem: str | None = None  # terminate-only: where checkpoints must land
 
 
 def register(
@@ -56,6 +58,12 @@ def register(
         )
     if repo.pod_by_ref(session, reg.provider, reg.provider_ref) is not None:
         raise Conflict(f"{reg.provider} pod {reg.provider_ref!r} is already registered")
+    if described.cannot_preserve:
+        raise Invalid(
+            f"{reg.provider} pod {reg.provider_ref!r} cannot be stopped without losing its "
+            f"workspace: {described.cannot_preserve}"
+        )
+    mount = _persistent_mount(reg, described.filesystems)
     if described.hourly_rate_usd is not None:
         rate, source = described.hourly_rate_usd, RateSource.PROVIDER
     elif reg.hourly_rate_usd is not None:
@@ -86,13 +94,19 @@ def register(
         stopped_storage_usd_per_gb_month=storage.stopped_usd_per_gb_month,
         stop_latency_s=provider.stop_latency_s,
         local=reg.local,
+        persistent_filesystem=reg.persistent_filesystem,
+        persistent_mount=mount,
         state=described.state,
         accrued_until=now,
         created_at=now,
     )
     session.add(pod)
     session.flush()
+    if isinstance(provider, ReportsBilling):
+        _billing_baseline(session, provider, pod, now)
     declared_differs = reg.hourly_rate_usd is not None and reg.hourly_rate_usd != rate
+    if isinstance(provider, TerminateOnly):
+        _warn_terminate_only(session, pod, now)
     events.record(
         session,
         now,
@@ -119,6 +133,61 @@ def register(
         },
     )
     return pod
+
+
+def _billing_baseline(
+    session: Session, provider: ReportsBilling, pod: PodRow, now: datetime
+) -> None:
+    """What the provider has billed so far, so later bills are compared from registration on.
+    A provider that does not answer now gets its baseline at the next reconciliation."""
+    try:
+        billed = provider.billed(pod.provider_ref)
+    except ProviderError:
+        return
+    billing.book_billed(session, pod.id, billed, now)
+
+
+def _persistent_mount(reg: Registration, filesystems: Mapping[str, str]) -> str | None:
+    """Where the named persistent filesystem is mounted on the pod; it must be attached."""
+    if reg.persistent_filesystem is None:
+        return None
+    mount = filesystems.get(reg.persistent_filesystem)
+    if mount is None:
+        attached = ", ".join(sorted(filesystems)) or "none"
+        raise Invalid(
+            f"{reg.provider} pod {reg.provider_ref!r} has no filesystem named "
+            f"{reg.persistent_filesystem!r} attached (attached: {attached})"
+        )
+    return mount
+
+
+def _warn_terminate_only(session: Session, pod: PodRow, now: datetime) -> None:
+    if pod.persistent_filesystem:
+        message = (
+            f"{pod.provider} cannot stop a pod, only terminate it: the governor will terminate "
+            f"this one only after the job acknowledges a checkpoint under {pod.persistent_mount} "
+            f"(filesystem {pod.persistent_filesystem!r}); otherwise it alerts and keeps billing."
+        )
+    else:
+        message = (
+            f"{pod.provider} cannot stop a pod, only terminate it, and no persistent filesystem "
+            "was named: the governor will never terminate this pod. At a limit it alerts, and "
+            "the pod keeps billing until someone stops it. Register it with "
+            "persistent_filesystem to let the governor terminate it after a checkpoint there."
+        )
+    events.record(
+        session,
+        now,
+        Severity.WARNING,
+        Category.PROVIDER,
+        f"pod:{pod.id}",
+        message,
+        budget_id=pod.budget_id,
+        evidence={
+            "persistent_filesystem": pod.persistent_filesystem,
+            "persistent_mount": pod.persistent_mount,
+        },
+    )
 
 
 def stop_manually(

@@ -7,8 +7,10 @@ resumed on the next pass and never doubles anything: stopping is idempotent.
 from __future__ import annotations
 
 import logging
+import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -17,13 +19,21 @@ from governor.db import repository as repo
 from governor.db.engine import unit_of_work
 from governor.db.tables import BudgetRow, PodRow, StopOrderRow
 from governor.domain.model import BudgetState, Category, PodState, Severity
-from governor.domain.ports import Clock, StopOutcome, StopResult
+from governor.domain.ports import (
+    AnyProvider,
+    Clock,
+    ProviderError,
+    StopOutcome,
+    StopResult,
+    TerminateOnly,
+)
 from governor.domain.stop_order import (
     ACTIVE_STATES,
     ESCALATE_AFTER_ATTEMPTS,
     StopState,
     after_clock,
     retry_delay_s,
+    saved_on,
 )
 from governor.services import events
 from governor.services.context import ServiceContext
@@ -32,11 +42,23 @@ from governor.services.metering import accrue_pod
 log = logging.getLogger(__name__)
 
 
+HELD_RECHECK_S = 60.0  # how often a held pod is looked at (stopped by hand? saved since?)
+HELD_ALERT_EVERY_S = 900.0  # how often a held pod's critical alert is repeated
+
+
+class Action(StrEnum):
+    STOP = "stop"  # a preserving stop
+    TERMINATE = "terminate"  # terminate-only, after a checkpoint on the persistent filesystem
+    LOOK = "look"  # a held pod: has someone stopped it by hand?
+
+
 @dataclass(frozen=True)
 class _Call:
     order_id: str
     provider: str
     ref: str
+    action: Action
+    keep: str | None = None
 
 
 def advance(ctx: ServiceContext) -> int:
@@ -48,27 +70,78 @@ def advance(ctx: ServiceContext) -> int:
     calls = []
     for budget_id in budget_ids:  # one budget per transaction: writers never hold two
         with unit_of_work(ctx.sessions) as session:
-            calls += _prepare(session, budget_id, ctx.clock)
+            calls += _prepare(session, ctx, budget_id)
     for call in calls:
         result = _call_provider(ctx, call)
+        if call.action is Action.LOOK and result.outcome is not StopOutcome.DONE:
+            continue  # still held: it is looked at again, and alerted on, as _hold set out
         with unit_of_work(ctx.sessions) as session:
-            _record_outcome(session, call.order_id, result, ctx.clock)
+            _record_outcome(session, call, result, ctx.clock)
     return len(calls)
 
 
-def _prepare(session: Session, budget_id: str, clock: Clock) -> list[_Call]:
+def _prepare(session: Session, ctx: ServiceContext, budget_id: str) -> list[_Call]:
     repo.get_budget(session, budget_id, lock=True)
-    now = clock.now()  # read once the budget is ours, so the record keeps its true order
+    now = ctx.clock.now()  # read once the budget is ours, so the record keeps its true order
     calls = []
     for order in repo.active_stop_orders(session, budget_id):
         if order.next_attempt_at > now:
             continue
         pod = repo.get_pod(session, order.pod_id)
         _check_deadline(session, order, pod, now)
-        if order.state.ready_for_provider:
+        terminate_only = isinstance(ctx.provider(pod.provider), TerminateOnly)
+        if order.state is StopState.HELD or (
+            terminate_only
+            and order.state.ready_for_provider
+            and order.state is not StopState.PROVIDER_STOP_SENT
+            and not _saved_on_persistent(order, pod)
+        ):
+            _hold(session, order, pod, now)
+            calls.append(_Call(order.id, pod.provider, pod.provider_ref, Action.LOOK))
+        elif order.state.ready_for_provider:
             _mark_sent(session, order, pod, now)
-            calls.append(_Call(order.id, pod.provider, pod.provider_ref))
+            action = Action.TERMINATE if terminate_only else Action.STOP
+            calls.append(
+                _Call(order.id, pod.provider, pod.provider_ref, action, pod.persistent_filesystem)
+            )
     return calls
+
+
+def _saved_on_persistent(order: StopOrderRow, pod: PodRow) -> bool:
+    path = (order.ack_checkpoint or {}).get("path")
+    return saved_on(path if isinstance(path, str) else None, pod.persistent_mount)
+
+
+def _hold(session: Session, order: StopOrderRow, pod: PodRow, now: datetime) -> None:
+    """A terminate-only pod the governor will not terminate: alert, and look again later."""
+    order.state, order.updated_at = StopState.HELD, now
+    order.next_attempt_at = now + timedelta(seconds=HELD_RECHECK_S)
+    if order.alerted_at and (now - order.alerted_at).total_seconds() < HELD_ALERT_EVERY_S:
+        return
+    order.alerted_at = now
+    where = (
+        f"on its persistent filesystem {pod.persistent_filesystem!r} (under {pod.persistent_mount})"
+        if pod.persistent_filesystem
+        else "on a persistent filesystem (none was named when the pod was registered)"
+    )
+    events.record(
+        session,
+        now,
+        Severity.CRITICAL,
+        Category.PROVIDER,
+        f"pod:{pod.id}",
+        f"{pod.provider} can only terminate this pod, which would lose its disk, and the job "
+        f"has not acknowledged a checkpoint {where}. The governor will not terminate it; the "
+        "pod is still billing. Have the job save there, or stop the pod by hand.",
+        budget_id=pod.budget_id,
+        evidence={
+            "stop_order": order.id,
+            "ack_checkpoint": order.ack_checkpoint,
+            "persistent_filesystem": pod.persistent_filesystem,
+            "persistent_mount": pod.persistent_mount,
+            "alert_every_s": HELD_ALERT_EVERY_S,
+        },
+    )
 
 
 def _check_deadline(session: Session, order: StopOrderRow, pod: PodRow, now: datetime) -> None:
@@ -113,15 +186,39 @@ def _mark_sent(session: Session, order: StopOrderRow, pod: PodRow, now: datetime
 
 
 def _call_provider(ctx: ServiceContext, call: _Call) -> StopResult:
+    provider = ctx.provider(call.provider)
     try:
-        return ctx.provider(call.provider).stop(call.ref)
+        if call.action is Action.LOOK:
+            return _look(provider, call.ref)
+        if isinstance(provider, TerminateOnly):
+            return provider.terminate(call.ref, keep=call.keep or "")
+        return provider.stop(call.ref)
+    except ProviderError as exc:
+        return StopResult.failed(exc)
     except Exception as exc:  # a provider bug must not kill the pass: retry it
-        log.exception("stop call to %s failed", call.provider)
+        log.exception("%s call to %s failed", call.action.value, call.provider)
         return StopResult(StopOutcome.RETRYABLE, f"{type(exc).__name__}: {exc}")
 
 
-def _record_outcome(session: Session, order_id: str, result: StopResult, clock: Clock) -> None:
-    order = repo.get_stop_order(session, order_id)
+def _look(provider: AnyProvider, ref: str) -> StopResult:
+    """A held pod is done once it no longer runs, whoever stopped it."""
+    state = provider.describe(ref).state
+    if state in (PodState.STOPPED, PodState.GONE):
+        return StopResult(StopOutcome.DONE, f"the provider says the pod is {state.value}")
+    return StopResult(StopOutcome.PENDING, f"still {state.value}")
+
+
+_DONE = {
+    Action.STOP: "Pod stopped; its workspace is kept and its storage is still counted.",
+    Action.TERMINATE: "Pod terminated after the job saved on its persistent filesystem {fs!r}, "
+    "which is kept and still counted.",
+    Action.LOOK: "The pod is no longer running (stopped outside the governor); its storage is "
+    "still counted.",
+}
+
+
+def _record_outcome(session: Session, call: _Call, result: StopResult, clock: Clock) -> None:
+    order = repo.get_stop_order(session, call.order_id)
     budget = repo.get_budget(session, order.budget_id, lock=True)
     now = clock.now()
     session.refresh(order)
@@ -138,7 +235,7 @@ def _record_outcome(session: Session, order_id: str, result: StopResult, clock: 
             Severity.INFO,
             Category.PROVIDER,
             subject,
-            "Pod stopped; its workspace is kept and its storage is still counted.",
+            _DONE[call.action].format(fs=pod.persistent_filesystem),
             budget_id=pod.budget_id,
             evidence=evidence,
         )
@@ -146,7 +243,7 @@ def _record_outcome(session: Session, order_id: str, result: StopResult, clock: 
     elif result.outcome is StopOutcome.PENDING:
         order.next_attempt_at, order.updated_at = now, now
     elif result.outcome is StopOutcome.RETRYABLE:
-        delay = retry_delay_s(order.attempts)
+        delay = retry_delay_s(order.attempts, asked_s=result.retry_after_s, spread=random.random())
         order.last_error, order.updated_at = result.detail, now
         order.next_attempt_at = now + timedelta(seconds=delay)
         escalate = order.attempts >= ESCALATE_AFTER_ATTEMPTS
@@ -156,10 +253,10 @@ def _record_outcome(session: Session, order_id: str, result: StopResult, clock: 
             Severity.CRITICAL if escalate else Severity.WARNING,
             Category.PROVIDER,
             subject,
-            f"Stop attempt {order.attempts} failed ({result.detail}); retrying in {delay:g} s."
+            f"Stop attempt {order.attempts} failed ({result.detail}); retrying in {delay:.1f} s."
             + (" The pod is still billing." if escalate else ""),
             budget_id=pod.budget_id,
-            evidence={**evidence, "retry_in_s": delay},
+            evidence={**evidence, "retry_in_s": round(delay, 3), "asked_s": result.retry_after_s},
         )
     else:
         order.state, order.last_error, order.updated_at = StopState.FAILED, result.detail, now

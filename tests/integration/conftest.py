@@ -142,8 +142,9 @@ def make_governor(
     latency: float = 30.0,
     failures: int = 0,
     state_file: Path | None = None,
+    cloud: FakeProvider | None = None,
 ) -> Governor:
-    cloud = FakeProvider(
+    cloud = cloud or FakeProvider(
         clock,
         hourly_rate_usd=Decimal(rate),
         stop_latency_s=latency,

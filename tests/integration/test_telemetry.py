@@ -139,4 +139,3 @@ def test_a_deadlocked_job_is_warned_then_stopped_with_its_workspace(gov: Governo
     gov.tick(30)  # the fake cloud's stop latency
     with gov.session() as s:
         assert repo.get_pod(s, pod).state is PodState.STOPPED
-    assert gov.cloud.state.pods["pod-1"].volume_kept

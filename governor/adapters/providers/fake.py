@@ -2,8 +2,9 @@
 
 Pods appear on first sight, running and billing at one configured rate. A stop takes
 `stop_latency_s` and keeps the volume; the first `stop_failures` stop calls fail in a
-retryable way. Terminating is recorded as a violation: the governor must never do it.
-With a state file the cloud outlives the process, as a real one would.
+retryable way (asking to wait `retry_after_s`, if set). It has no way to terminate
+anything, as no preserving provider does. BillingFakeProvider also says what it has
+billed. With a state file the cloud outlives the process, as a real one would.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 from governor.domain.model import PodState
-from governor.domain.money import charge
-from governor.domain.ports import Clock, PodDescription, StopOutcome, StopResult
+from governor.domain.money import charge, usd
+from governor.domain.ports import Billed, Clock, PodDescription, StopOutcome, StopResult
 
 
 @dataclass
@@ -28,7 +30,6 @@ class FakePod:
     started_at: str
     stop_requested_at: str | None = None
     stopped_at: str | None = None
-    volume_kept: bool = True
     stop_calls: int = 0
 
     def state(self, now: datetime) -> PodState:
@@ -50,7 +51,6 @@ class FakePod:
 @dataclass
 class FakeCloudState:
     pods: dict[str, FakePod] = field(default_factory=dict)
-    violations: list[str] = field(default_factory=list)
 
     @classmethod
     def load(cls, path: Path) -> FakeCloudState:
@@ -58,14 +58,11 @@ class FakeCloudState:
             return cls()
         raw = json.loads(path.read_text())
         pods = {ref: FakePod(**pod) for ref, pod in raw["pods"].items()}
-        return cls(pods=pods, violations=list(raw["violations"]))
+        return cls(pods=pods)
 
     def save(self, path: Path) -> None:
         tmp = path.with_suffix(path.suffix + ".tmp")
-        payload = {
-            "pods": {r: asdict(p) for r, p in self.pods.items()},
-            "violations": self.violations,
-        }
+        payload = {"pods": {r: asdict(p) for r, p in self.pods.items()}}
         tmp.write_text(json.dumps(payload, indent=2))
         os.replace(tmp, path)
 
@@ -80,12 +77,14 @@ class FakeProvider:
         hourly_rate_usd: Decimal = Decimal("2.00"),
         stop_latency_s: float = 2.0,
         stop_failures: int = 0,
+        retry_after_s: float | None = None,
         state_file: Path | None = None,
     ) -> None:
         self.clock = clock
         self.hourly_rate_usd = hourly_rate_usd
         self.stop_latency_s = stop_latency_s
         self._failures_left = stop_failures
+        self._retry_after_s = retry_after_s
         self._state_file = state_file
         self._lock = threading.Lock()
         self._state = FakeCloudState.load(state_file) if state_file else FakeCloudState()
@@ -110,7 +109,11 @@ class FakeProvider:
             if self._failures_left > 0:
                 self._failures_left -= 1
                 self._save()
-                return StopResult(StopOutcome.RETRYABLE, "simulated provider error (HTTP 503)")
+                return StopResult(
+                    StopOutcome.RETRYABLE,
+                    "simulated provider error (HTTP 503)",
+                    self._retry_after_s,
+                )
             if pod.stop_requested_at is None:
                 pod.stop_requested_at = now.isoformat()
                 pod.stopped_at = (now + timedelta(seconds=self.stop_latency_s)).isoformat()
@@ -118,16 +121,6 @@ class FakeProvider:
             if pod.state(now) is PodState.STOPPED:
                 return StopResult(StopOutcome.DONE, "stopped; volume kept")
             return StopResult(StopOutcome.PENDING, "stopping")
-
-    def terminate(self, ref: str) -> None:
-        """Destroys the workspace. The governor never calls this; if anything does, it shows."""
-        with self._lock:
-            pod = self._pod(ref)
-            pod.volume_kept = False
-            self._state.violations.append(
-                f"terminate called on {ref} at {self.clock.now().isoformat()}"
-            )
-            self._save()
 
     def _pod(self, ref: str) -> FakePod:
         pod = self._state.pods.get(ref)
@@ -140,3 +133,25 @@ class FakeProvider:
     def _save(self) -> None:
         if self._state_file is not None:
             self._state.save(self._state_file)
+
+
+class BillingFakeProvider(FakeProvider):
+    """The fake cloud that also says what it has billed (compute only, like its bill): times
+    `billing_factor` (a rate wrong somewhere) and `billing_lag_s` behind, as billing lags."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        billing_factor: Decimal = Decimal(1),
+        billing_lag_s: float = 0.0,
+        **options: Any,
+    ) -> None:
+        super().__init__(clock, **options)
+        self.billing_factor = billing_factor
+        self.billing_lag_s = billing_lag_s
+
+    def billed(self, ref: str) -> Billed:
+        with self._lock:
+            through = self.clock.now() - timedelta(seconds=self.billing_lag_s)
+            return Billed(usd(self._pod(ref).bill_usd(through) * self.billing_factor), through)

@@ -58,3 +58,18 @@ def test_only_saved_or_late_orders_go_to_the_provider() -> None:
 )
 def test_retry_backoff_doubles_up_to_a_minute(attempts: int, delay: float) -> None:
     assert retry_delay_s(attempts) == delay
+
+
+@pytest.mark.parametrize("spread", [0.0, 0.5, 0.999])
+def test_jitter_shortens_a_step_by_at_most_a_fifth(spread: float) -> None:
+    delay = retry_delay_s(3, spread=spread)
+    assert 4.0 * 0.8 < delay <= 4.0
+    assert delay == 4.0 * (1 - 0.2 * spread)
+
+
+@pytest.mark.parametrize(
+    ("attempts", "asked", "delay"),
+    [(1, 30.0, 30.0), (7, 5.0, 60.0), (1, 0.0, 1.0), (1, 86_400.0, 900.0)],
+)
+def test_a_providers_retry_after_is_honoured(attempts: int, asked: float, delay: float) -> None:
+    assert retry_delay_s(attempts, asked_s=asked) == delay

@@ -1,0 +1,144 @@
+"""Reconciling the meter with what the provider billed: true-ups, drift, lag, baseline."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from sqlalchemy import select
+
+from governor.adapters.providers.fake import BillingFakeProvider
+from governor.db import repository as repo
+from governor.db.tables import EventRow, LedgerEntryRow
+from governor.domain.model import EntryKind, Severity
+from governor.services import billing
+from tests.clock import FrozenClock
+from tests.integration.conftest import Governor, make_governor
+
+Govern = Callable[..., Governor]
+
+
+@pytest.fixture
+def governed(migrated_url: str, clock: FrozenClock) -> Iterator[Govern]:
+    """Governors over a fake cloud billing $36/h, `factor` times off and `lag_s` late."""
+    made: list[Governor] = []
+
+    def govern(factor: str = "1", lag_s: float = 0.0) -> Governor:
+        cloud = BillingFakeProvider(
+            clock,
+            hourly_rate_usd=Decimal("36"),
+            billing_factor=Decimal(factor),
+            billing_lag_s=lag_s,
+        )
+        made.append(make_governor(migrated_url, clock, cloud=cloud))
+        return made[-1]
+
+    yield govern
+    for gov in made:
+        gov.ctx.engine.dispose()
+
+
+def run_for(gov: Governor, minutes: int) -> None:
+    for _ in range(minutes):
+        gov.tick(60)
+
+
+def true_ups(gov: Governor, pod_id: str) -> list[LedgerEntryRow]:
+    with gov.session() as s:
+        return list(
+            s.scalars(
+                select(LedgerEntryRow).where(
+                    LedgerEntryRow.pod_id == pod_id, LedgerEntryRow.kind == EntryKind.TRUE_UP
+                )
+            )
+        )
+
+
+def drift_events(gov: Governor) -> list[EventRow]:
+    with gov.session() as s:
+        found = [e for e in repo.events(s) if "billed" in e.message or "agree" in e.message]
+        return sorted(found, key=lambda e: e.id)
+
+
+def test_an_honest_bill_changes_nothing(governed: Govern, clock: FrozenClock) -> None:
+    gov = governed()
+    budget = gov.budget("1000")
+    pod = gov.pod(budget)
+    run_for(gov, 60)
+    assert true_ups(gov, pod) == []
+    assert drift_events(gov) == []
+    with gov.session() as s:
+        row = repo.get_pod(s, pod)
+        assert row.billed_usd is not None and row.billed_baseline_usd is not None
+        assert row.billed_usd - row.billed_baseline_usd == Decimal("36")
+    assert gov.book(budget).figures.spent == Decimal("36")
+
+
+def test_a_higher_bill_is_trued_up_and_drift_is_said_once(
+    governed: Govern, clock: FrozenClock
+) -> None:
+    gov = governed(factor="1.10")
+    budget = gov.budget("1000")
+    pod = gov.pod(budget)
+    run_for(gov, 60)
+    booked = sum((e.amount_usd for e in true_ups(gov, pod)), Decimal(0))
+    assert booked == Decimal("3.6")  # an hour at $36/h billed 10% over the meter
+    assert gov.book(budget).figures.spent == Decimal("39.6")  # spend counts the bill
+    [drift] = drift_events(gov)
+    assert drift.severity is Severity.WARNING
+    assert "more than 5% apart" in drift.message
+    with gov.session() as s:
+        assert repo.get_pod(s, pod).billing_drift is True
+
+
+def test_a_lower_bill_never_lowers_spend(governed: Govern, clock: FrozenClock) -> None:
+    gov = governed(factor="0.80")
+    budget = gov.budget("1000")
+    pod = gov.pod(budget)
+    run_for(gov, 30)
+    assert true_ups(gov, pod) == []
+    assert gov.book(budget).figures.spent == Decimal("18")
+    assert len(drift_events(gov)) == 1
+
+
+def test_drift_that_ends_is_said_to_have_ended(governed: Govern, clock: FrozenClock) -> None:
+    gov = governed(factor="0.5")
+    cloud = gov.cloud
+    assert isinstance(cloud, BillingFakeProvider)
+    budget = gov.budget("1000")
+    gov.pod(budget)
+    run_for(gov, 10)
+    cloud.billing_factor = Decimal(1)  # the provider's bill catches up with the meter
+    run_for(gov, 10)
+    drifted, agreed = drift_events(gov)
+    assert drifted.severity is Severity.WARNING
+    assert agreed.severity is Severity.INFO and "agree again" in agreed.message
+
+
+def test_lagging_bills_are_compared_over_the_same_window(
+    governed: Govern, clock: FrozenClock
+) -> None:
+    gov = governed(lag_s=600)
+    budget = gov.budget("1000")
+    pod = gov.pod(budget)
+    gov.tick(300)
+    with gov.session() as s:  # the bill does not cover registration yet: no baseline
+        assert repo.get_pod(s, pod).billed_baseline_through is None
+    run_for(gov, 60)
+    assert true_ups(gov, pod) == []
+    assert drift_events(gov) == []
+    with gov.session() as s:
+        row = repo.get_pod(s, pod)
+        assert row.billed_baseline_through is not None and row.billed_through is not None
+        assert row.billed_baseline_through >= row.created_at
+        assert row.billed_through == clock.now() - timedelta(seconds=600)
+
+
+def test_a_provider_that_does_not_bill_is_skipped(gov: Governor) -> None:
+    # the plain fake does not report billing
+    budget = gov.budget("1000")
+    gov.pod(budget)
+    gov.tick(60)
+    assert billing.reconcile_all(gov.ctx) == 0
