@@ -4,6 +4,7 @@ from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 
+from governor.adapters.providers.fake import FakeProvider
 from governor.db import repository as repo
 from governor.db.tables import StopOrderRow
 from governor.domain.model import (
@@ -160,6 +161,21 @@ def test_retryable_provider_failures_back_off_then_succeed(
     gov.tick(2)  # attempt 3 succeeds
     assert order_of(gov, pod).state is StopState.STOPPED
     assert gov.cloud.state.pods["pod-1"].stop_calls == 3
+    gov.ctx.engine.dispose()
+
+
+def test_a_providers_retry_after_is_waited_out(migrated_url: str, clock: FrozenClock) -> None:
+    cloud = FakeProvider(clock, stop_failures=1, stop_latency_s=0, retry_after_s=30.0)
+    gov = make_governor(migrated_url, clock, cloud=cloud)
+    pod = gov.pod(gov.budget())
+    with gov.session() as s:
+        pods.stop_manually(s, gov.ctx, pod, "test", clock.now())
+    gov.tick()  # refused: "retry after 30 s", far longer than the 1 s backoff
+    assert order_of(gov, pod).next_attempt_at == clock.now() + timedelta(seconds=30)
+    gov.tick(29)
+    assert order_of(gov, pod).attempts == 1
+    gov.tick(1)
+    assert order_of(gov, pod).state is StopState.STOPPED
     gov.ctx.engine.dispose()
 
 

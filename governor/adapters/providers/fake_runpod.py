@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -38,11 +38,35 @@ class CloudPod:
     volume_in_gb: int = 20
     container_disk_in_gb: int = 50
 
-    def bill_usd(self, now: datetime) -> Decimal:
-        """costPerHr for every second it ran, by the cloud's own clock."""
+    def bill_usd(self, now: datetime, since: datetime | None = None) -> Decimal:
+        """costPerHr for every second it ran (from `since`), by the cloud's own clock."""
+        start = max(
+            datetime.fromisoformat(self.started_at), since or datetime.min.replace(tzinfo=UTC)
+        )
         end = datetime.fromisoformat(self.stopped_at) if self.stopped_at else now
-        seconds = (min(end, now) - datetime.fromisoformat(self.started_at)).total_seconds()
+        seconds = (min(end, now) - start).total_seconds()
         return charge(Decimal(self.cost_per_hr), max(0.0, seconds))
+
+    def billing_records(self, now: datetime) -> list[dict[str, Any]]:
+        """REST v2 billing records, one per hour since the pod started (the last in progress).
+        Only compute is billed here: the volume's storage is left to the pod description."""
+        first = datetime.fromisoformat(self.started_at).replace(minute=0, second=0, microsecond=0)
+        records = []
+        while first < now:
+            end = first + timedelta(hours=1)
+            amount = self.bill_usd(min(end, now), first)
+            records.append(
+                {
+                    "startTime": first.isoformat(),
+                    "endTime": end.isoformat(),
+                    "podId": self.id,
+                    "totalAmount": float(amount),
+                    "gpuAmount": float(amount),
+                    "diskAmount": 0.0,
+                }
+            )
+            first = end
+        return records
 
     def graphql(self) -> dict[str, Any]:
         return {
@@ -96,6 +120,8 @@ class FakeRunPod(FakeCloud):
         return asdict(self.state)
 
     def handle(self, request: FakeRequest) -> Reply:
+        if request.path == "/v2/billing/pods" and request.method == "GET":
+            return self._billing(request.param("podId"))
         if request.path != "/graphql" or request.method != "POST":
             return self.error(404, "not found")
         body = request.body if isinstance(request.body, dict) else {}
@@ -106,6 +132,11 @@ class FakeRunPod(FakeCloud):
             return Reply(200, self._mutate(query, ref))
         pod = self.state.pods.get(ref)
         return Reply(200, {"data": {"pod": pod.graphql() if pod else None}})
+
+    def _billing(self, ref: str | None) -> Reply:
+        pods = [p for p in self.state.pods.values() if ref is None or p.id == ref]
+        records = [r for pod in pods for r in pod.billing_records(now())]
+        return Reply(200, {"records": records, "metadata": {"recordCount": len(records)}})
 
     def _mutate(self, query: str, ref: str) -> dict[str, Any]:
         name = (_MUTATION_FIELD.findall(query) or ["(unknown)"])[0]

@@ -1,13 +1,16 @@
-"""RunPod over its GraphQL API: read a pod's rate and state, and stop it keeping its volume.
+"""RunPod over its GraphQL API: read a pod's rate and state, and stop it keeping its volume;
+and over its REST v2 API on the same host: what a pod has been billed so far.
 
 Only `pod` (query) and `podStop` (mutation) are ever sent; never `podTerminate`, which
-destroys the volume. RunPod answers client errors as HTTP 200 with an `errors` list, so
-those are classified here: "not found" means the pod is gone, a rate limit is retryable,
-anything else is permanent.
+destroys the volume. Billing is `GET /v2/billing/pods?podId=...&bucketSize=hour`, whose
+records (the hour in progress included) add up to what the pod has cost. RunPod answers
+client errors as HTTP 200 with an `errors` list, so those are classified here: "not found"
+means the pod is gone, a rate limit is retryable, anything else is permanent.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -16,6 +19,7 @@ import httpx
 from governor.adapters.providers._http import ProviderHttp
 from governor.domain.model import PodState
 from governor.domain.ports import (
+    Billed,
     PodDescription,
     ProviderError,
     StopOutcome,
@@ -68,6 +72,8 @@ class RunPodProvider:
         self._volume_rates = (volume_usd_per_gb_month, stopped_volume_usd_per_gb_month)
         self._http = ProviderHttp(client, "runpod", api_key, {"Authorization": f"Bearer {api_key}"})
         self._url = url
+        origin = httpx.URL(url)
+        self._billing_url = str(origin.copy_with(path="/v2/billing/pods", query=None))
 
     def describe(self, ref: str) -> PodDescription:
         pod = self._pod(ref)
@@ -91,6 +97,24 @@ class RunPodProvider:
         if isinstance(stopped, dict) and stopped.get("desiredStatus") == "EXITED":
             return StopResult(StopOutcome.DONE, "stopped; volume kept")
         return StopResult(StopOutcome.PENDING, "podStop accepted; not exited yet")
+
+    def billed(self, ref: str) -> Billed:
+        """Every hourly billing record of the pod, summed; through the moment RunPod answered."""
+        asked_at = datetime.now(UTC)
+        answer = self._http.request(
+            "GET", self._billing_url, params={"podId": ref, "bucketSize": "hour"}
+        )
+        records = answer.get("records") if isinstance(answer, dict) else None
+        if not isinstance(records, list):
+            raise self._http.error(f"answered billing without records: {answer!r:.200}", True)
+        try:
+            total = sum(
+                (Decimal(str(r.get("totalAmount", 0))) for r in records if r.get("podId") == ref),
+                Decimal(0),
+            )
+        except (InvalidOperation, AttributeError):
+            raise self._http.error(f"answered malformed billing: {records!r:.200}", True) from None
+        return Billed(total, asked_at)
 
     def _pod(self, ref: str) -> dict[str, Any]:
         pod = self._graphql(POD_QUERY, ref).get("pod")

@@ -159,3 +159,25 @@ def test_no_log_line_carries_the_key(
     runpod.describe("pod-1")
     assert caplog.records, "expected the HTTP client to log its requests"
     assert KEY not in caplog.text
+
+
+def test_billed_sums_the_pods_hourly_records(runpod: RunPodProvider, cloud: Cloud) -> None:
+    pod = cloud.fake.state.pods["pod-2"]  # $3600/h: a dollar a second
+    pod.started_at = (datetime.fromisoformat(pod.started_at) - timedelta(hours=2)).isoformat()
+    billed = runpod.billed("pod-2")
+    expected = pod.bill_usd(billed.through)
+    assert abs(billed.amount_usd - expected) <= Decimal(2)  # the fake answered a moment later
+    assert billed.amount_usd >= Decimal(7200)
+    records = cloud.fake.state.pods["pod-2"].billing_records(billed.through)
+    assert len(records) in (3, 4)  # two whole hours before this one, the hour in progress
+
+
+def test_billed_of_a_pod_with_no_records_is_zero(runpod: RunPodProvider) -> None:
+    assert runpod.billed("nope").amount_usd == 0
+
+
+def test_malformed_billing_is_retryable(runpod: RunPodProvider, cloud: Cloud) -> None:
+    cloud.answer_next("malformed")
+    with pytest.raises(ProviderError) as caught:
+        runpod.billed("pod-1")
+    assert caught.value.retryable and KEY not in str(caught.value)
