@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import signal
+import ssl
 from collections.abc import Callable
+from functools import partial
+from pathlib import Path
 
 import httpx
+from pydantic import SecretStr
 
 from governor.adapters.notify.webhook import WebhookSink
+from governor.adapters.providers import kubernetes
 from governor.adapters.providers._http import provider_client
-from governor.adapters.providers.fake import FakeProvider
+from governor.adapters.providers.fake import BillingFakeProvider, FakeProvider
+from governor.adapters.providers.gcp import GcpProvider, MetadataToken, StaticToken
+from governor.adapters.providers.kubernetes import KubernetesProvider
+from governor.adapters.providers.lambda_cloud import LambdaProvider
+from governor.adapters.providers.local import LocalProvider
 from governor.adapters.providers.runpod import RunPodProvider
+from governor.adapters.providers.vast import VastProvider
 from governor.adapters.telemetry.fake import FakeNvml
 from governor.adapters.telemetry.nvml import NvmlSource
 from governor.db import schema
@@ -27,27 +38,168 @@ from governor.settings import Settings
 ProviderFactory = Callable[[Settings, Clock], AnyProvider | None]  # None: not configured
 
 
-def _runpod(settings: Settings, _clock: Clock) -> RunPodProvider | None:
-    if settings.runpod_api_key is None:
+class ProviderSetupError(ValueError):
+    """A provider is configured in a way that cannot work; the message says what to change."""
+
+
+def _secret(value: SecretStr | None) -> str | None:
+    return None if value is None else value.get_secret_value()
+
+
+def _fake(s: Settings, clock: Clock) -> FakeProvider:
+    options = {
+        "hourly_rate_usd": s.fake_hourly_rate_usd,
+        "stop_latency_s": s.fake_stop_latency_s,
+        "stop_failures": s.fake_stop_failures,
+        "state_file": s.fake_state_file,
+    }
+    if s.fake_billing_factor is None:
+        return FakeProvider(clock, **options)
+    return BillingFakeProvider(
+        clock,
+        billing_factor=s.fake_billing_factor,
+        billing_lag_s=s.fake_billing_lag_s,
+        **options,
+    )
+
+
+def _runpod(s: Settings, _clock: Clock) -> RunPodProvider | None:
+    key = _secret(s.runpod_api_key)
+    if key is None:
         return None
-    key = settings.runpod_api_key.get_secret_value()
     return RunPodProvider(
-        provider_client(), key, settings.runpod_url, stop_latency_s=settings.runpod_stop_latency_s
+        provider_client(),
+        key,
+        s.runpod_url,
+        stop_latency_s=s.runpod_stop_latency_s,
+        volume_usd_per_gb_month=s.runpod_volume_usd_per_gb_month,
+        stopped_volume_usd_per_gb_month=s.runpod_stopped_volume_usd_per_gb_month,
+    )
+
+
+def _vast(s: Settings, _clock: Clock) -> VastProvider | None:
+    key = _secret(s.vast_api_key)
+    if key is None:
+        return None
+    return VastProvider(provider_client(), key, s.vast_url, stop_latency_s=s.vast_stop_latency_s)
+
+
+def _lambda(s: Settings, _clock: Clock) -> LambdaProvider | None:
+    key = _secret(s.lambda_api_key)
+    if key is None:
+        return None
+    return LambdaProvider(
+        provider_client(),
+        key,
+        s.lambda_url,
+        stop_latency_s=s.lambda_stop_latency_s,
+        filesystem_usd_per_gb_month=s.lambda_filesystem_usd_per_gb_month,
+    )
+
+
+def _gcp(s: Settings, clock: Clock) -> GcpProvider | None:
+    if s.gcp_project is None:
+        return None
+    client = provider_client()
+    token = _secret(s.gcp_access_token)
+    source = (
+        StaticToken(token)
+        if token is not None
+        else MetadataToken(client, s.gcp_metadata_url, clock=clock)
+    )
+    return GcpProvider(
+        client,
+        source,
+        s.gcp_project,
+        s.gcp_url,
+        rates=s.gcp_rates,
+        disk_rates=s.gcp_disk_rates,
+        stop_latency_s=s.gcp_stop_latency_s,
+    )
+
+
+def _aws(s: Settings, _clock: Clock) -> AnyProvider | None:
+    if s.aws_region is None:
+        return None
+    try:
+        from governor.adapters.providers.aws import Ec2Provider  # boto3: an optional extra
+    except ImportError:
+        raise ProviderSetupError(
+            "GOVERNOR_AWS_REGION is set but boto3 is not installed: pip install 'gpu-governor[aws]'"
+        ) from None
+    return Ec2Provider.connect(
+        s.aws_region,
+        endpoint_url=s.aws_endpoint_url,
+        rates=s.aws_rates,
+        ebs_usd_per_gb_month=s.aws_ebs_usd_per_gb_month,
+        stop_latency_s=s.aws_stop_latency_s,
+    )
+
+
+def _kubernetes(s: Settings, _clock: Clock) -> KubernetesProvider | None:
+    """From the settings, or inside a cluster from its service account. A token file is
+    read at every call: Kubernetes rotates service-account tokens."""
+    token_file = s.kubernetes_token_file
+    url, token, ca = s.kubernetes_url, _secret(s.kubernetes_token), s.kubernetes_ca_file
+    in_cluster = Path(kubernetes.TOKEN_FILE)
+    if url is None and token is None and token_file is None and in_cluster.exists():
+        url, token_file = kubernetes.DEFAULT_URL, in_cluster
+        ca = ca or Path(kubernetes.CA_FILE)
+    if url is None and token is None and token_file is None:
+        return None
+    if url is None or (token is None and token_file is None):
+        raise ProviderSetupError(
+            "Kubernetes needs both GOVERNOR_KUBERNETES_URL and GOVERNOR_KUBERNETES_TOKEN "
+            "(or GOVERNOR_KUBERNETES_TOKEN_FILE)"
+        )
+    credential: str | Callable[[], str] = token or partial(_read_token, token_file)
+    verify = ssl.create_default_context(cafile=str(ca)) if ca is not None else True
+    client = httpx.Client(timeout=httpx.Timeout(10.0, connect=5.0), verify=verify)
+    return KubernetesProvider(client, credential, url, stop_latency_s=s.kubernetes_stop_latency_s)
+
+
+def _read_token(path: Path | None) -> str:
+    return path.read_text().strip() if path is not None else ""
+
+
+def _local(s: Settings, _clock: Clock) -> LocalProvider | None:
+    if s.local_stop_command is None and s.local_stop_signal is None:
+        return None
+    try:
+        signum = signal.Signals[s.local_stop_signal or "SIGTERM"]
+    except KeyError:
+        raise ProviderSetupError(
+            f"GOVERNOR_LOCAL_STOP_SIGNAL {s.local_stop_signal!r} is not a signal name "
+            "(e.g. SIGTERM, SIGINT)"
+        ) from None
+    return LocalProvider(
+        stop_command=s.local_stop_command,
+        stop_signal=signum,
+        command_timeout_s=s.local_command_timeout_s,
+        stop_latency_s=s.local_stop_latency_s,
     )
 
 
 PROVIDERS: dict[str, ProviderFactory] = {
-    "fake": lambda s, clock: FakeProvider(
-        clock,
-        hourly_rate_usd=s.fake_hourly_rate_usd,
-        stop_latency_s=s.fake_stop_latency_s,
-        stop_failures=s.fake_stop_failures,
-        state_file=s.fake_state_file,
-    ),
+    "fake": _fake,
     "runpod": _runpod,
+    "vast": _vast,
+    "lambda": _lambda,
+    "gcp": _gcp,
+    "aws": _aws,
+    "kubernetes": _kubernetes,
+    "local": _local,
 }
 HOW_TO_CONFIGURE = {
     "runpod": "set GOVERNOR_RUNPOD_API_KEY (or GOVERNOR_RUNPOD_API_KEY_FILE) and restart",
+    "vast": "set GOVERNOR_VAST_API_KEY (or GOVERNOR_VAST_API_KEY_FILE) and restart",
+    "lambda": "set GOVERNOR_LAMBDA_API_KEY (or GOVERNOR_LAMBDA_API_KEY_FILE) and restart",
+    "gcp": "set GOVERNOR_GCP_PROJECT (and GOVERNOR_GCP_RATES) and restart",
+    "aws": "set GOVERNOR_AWS_REGION (and GOVERNOR_AWS_RATES), install gpu-governor[aws], "
+    "and restart",
+    "kubernetes": "run inside the cluster, or set GOVERNOR_KUBERNETES_URL and "
+    "GOVERNOR_KUBERNETES_TOKEN, and restart",
+    "local": "set GOVERNOR_LOCAL_STOP_COMMAND or GOVERNOR_LOCAL_STOP_SIGNAL and restart",
 }
 
 

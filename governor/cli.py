@@ -49,7 +49,7 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     try:
         ctx = build_context(settings)
-    except ValueError as exc:  # a fake NVML scenario that does not exist
+    except ValueError as exc:  # a fake NVML scenario or a provider setup that cannot work
         print(f"governor: {exc}", file=sys.stderr)
         return 2
     token = bootstrap_operator(ctx, settings)
@@ -204,6 +204,46 @@ def _redact(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
+def _providers_check(_args: argparse.Namespace) -> int:
+    from governor.bootstrap import build_context, close_context, prepare_database
+    from governor.domain.money import format_usd
+    from governor.operator import table
+    from governor.services import providers
+
+    settings = load_settings()
+    prepare_database(settings)
+    try:
+        ctx = build_context(settings)
+    except ValueError as exc:  # a provider configured in a way that cannot work
+        print(f"governor: {exc}", file=sys.stderr)
+        return 2
+    try:
+        registered = providers.registered_pods(ctx)
+        checks = providers.check_all(ctx, registered)
+    finally:
+        close_context(ctx)
+    for check in checks:
+        mark = "ok" if check.ok else "FAILED"
+        print(f"{check.name}: {mark} ({check.capability}): {check.said}")
+        rows = [
+            (
+                pod.ref,
+                pod.description.state.value,
+                "-"
+                if pod.description.hourly_rate_usd is None
+                else format_usd(pod.description.hourly_rate_usd),
+                "-" if pod.description.storage is None else f"{pod.description.storage.gb:g}",
+                check.registered.get(pod.ref, "-"),
+            )
+            for pod in check.pods
+        ]
+        if rows:
+            print(table(("REF", "STATE", "USD/H", "STORAGE GB", "GOVERNED AS"), rows))
+    for name, how in sorted(ctx.unconfigured.items()):
+        print(f"{name}: not configured ({how})")
+    return 0 if all(check.ok for check in checks) else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="governor",
@@ -283,6 +323,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--json", action="store_true", help="print the verdict as JSON")
     check.set_defaults(handler=_plan_check)
+    providers = commands.add_parser(
+        "providers", help="check the configured cloud providers (run where the server runs)"
+    )
+    provider_commands = providers.add_subparsers(
+        dest="providers_command", required=True, metavar="VERB"
+    )
+    providers_check = provider_commands.add_parser(
+        "check",
+        help="verify each configured provider's credentials and list the pods it can see, "
+        "with their rates; exit 1 if any provider failed",
+    )
+    providers_check.set_defaults(handler=_providers_check)
     add_verbs(commands)
     return parser
 
@@ -302,7 +354,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
     )
-    for noisy in ("apscheduler", "alembic.runtime.plugins", "httpx"):
+    # httpx and botocore at DEBUG would log request headers (botocore: the AWS key id)
+    for noisy in ("apscheduler", "alembic.runtime.plugins", "httpx", "botocore", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     handler = args.handler
     try:

@@ -261,6 +261,7 @@ def pod_add(api: Api, a: argparse.Namespace) -> Shown:
         storage_usd_per_gb_month=a.storage_usd_per_gb_month,
         stopped_storage_usd_per_gb_month=a.stopped_storage_usd_per_gb_month,
         local=a.local or None,
+        persistent_filesystem=a.persistent_filesystem,
     )
     return api.call("POST", f"/v1/budgets/{a.budget_id}/pods", body=body), show_pod
 
@@ -399,6 +400,11 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     add.add_argument("--storage-usd-per-gb-month", metavar="USD")
     add.add_argument("--stopped-storage-usd-per-gb-month", metavar="USD")
     add.add_argument("--local", action="store_true", help="the server samples its own GPUs")
+    add.add_argument(
+        "--persistent-filesystem",
+        metavar="NAME",
+        help="terminate-only providers (lambda): the filesystem checkpoints must be saved on",
+    )
     verb(pods, "show", "a pod with its spend, stop order and GPUs", pod_show).add_argument("pod_id")
     stop = verb(pods, "stop", "stop a pod, keeping its workspace, after its job saves", pod_stop)
     stop.add_argument("pod_id")

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from governor.provider_settings import ProviderSettings, json_setting
 
 DEFAULT_DATABASE_URL = "sqlite:///governor.db"
 
@@ -23,7 +24,7 @@ class Webhook(BaseModel):
     min_severity: Literal["warning", "critical"] = "warning"
 
 
-class Settings(BaseSettings):
+class Settings(ProviderSettings, BaseSettings):
     model_config = SettingsConfigDict(env_prefix="GOVERNOR_", extra="ignore")
 
     database_url: str = Field(
@@ -52,21 +53,13 @@ class Settings(BaseSettings):
     fake_state_file: Path | None = Field(
         None, description="Where the fake provider keeps its pods across restarts (JSON)."
     )
-    runpod_api_key: SecretStr | None = Field(
-        None, description="RunPod API key; the runpod provider exists only when one is set."
+    fake_billing_factor: Decimal | None = Field(
+        None,
+        gt=0,
+        description="Make the fake provider say what it billed: its bill times this factor.",
     )
-    runpod_api_key_file: Path | None = Field(
-        None, description="A file holding the RunPod API key (instead of the key itself)."
-    )
-    runpod_url: str = Field(
-        "https://api.runpod.io/graphql",
-        pattern=r"^https?://",
-        description="RunPod's GraphQL endpoint (a fake one in tests).",
-    )
-    runpod_stop_latency_s: float = Field(
-        30.0,
-        ge=0,
-        description="Seconds a RunPod pod may bill after podStop (reserved under the ceiling).",
+    fake_billing_lag_s: float = Field(
+        0.0, ge=0, description="How far behind the fake provider's billing runs."
     )
     billing_interval_s: float = Field(
         300.0,
@@ -124,29 +117,7 @@ class Settings(BaseSettings):
     @field_validator("webhooks", mode="before")
     @classmethod
     def _webhooks_json(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            try:
-                return json.loads(value) if value.strip() else []
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"not a JSON list of webhooks ({exc})") from None
-        return value
-
-    @field_validator("runpod_url")
-    @classmethod
-    def _no_key_in_url(cls, url: str) -> str:
-        if "api_key" in url:
-            raise ValueError("keep the key out of the URL: set GOVERNOR_RUNPOD_API_KEY instead")
-        return url
-
-    @model_validator(mode="after")
-    def _runpod_key_file(self) -> Settings:
-        if self.runpod_api_key_file is not None and self.runpod_api_key is None:
-            path = self.runpod_api_key_file
-            key = path.read_text().strip()
-            if not key:
-                raise ValueError(f"GOVERNOR_RUNPOD_API_KEY_FILE {path} is empty")
-            self.runpod_api_key = SecretStr(key)
-        return self
+        return json_setting(value, [], "a JSON list of webhooks")
 
     @field_validator("database_url")
     @classmethod

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -132,6 +132,21 @@ class ReportsBilling(Protocol):
     """A provider that says what it has billed for a pod so far (it lags the meter)."""
 
     def billed(self, ref: str) -> Billed: ...
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One pod an account can see, as `ListsPods` reports it."""
+
+    ref: str
+    description: PodDescription
+
+
+@runtime_checkable
+class ListsPods(Protocol):
+    """A provider that can list the pods its credentials can see."""
+
+    def pods(self) -> Sequence[Listed]: ...
 
 
 AnyProvider = StopsPreserving | TerminateOnly

@@ -58,7 +58,7 @@ def register(
         )
     if repo.pod_by_ref(session, reg.provider, reg.provider_ref) is not None:
         raise Conflict(f"{reg.provider} pod {reg.provider_ref!r} is already registered")
-    if described.cannot_preserve:
+    if described.cannot_preserve and not isinstance(provider, TerminateOnly):
         raise Invalid(
             f"{reg.provider} pod {reg.provider_ref!r} cannot be stopped without losing its "
             f"workspace: {described.cannot_preserve}"

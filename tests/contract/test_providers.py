@@ -27,7 +27,7 @@ FAILURES = [
     ("429", "rate limited"),
     ("500", ""),
     (f"slow:{TIMEOUT_S * 3}", "timed out"),
-    ("malformed", "not JSON"),
+    ("malformed", "body that is not"),  # not JSON, not EC2's XML: what the API speaks
 ]
 
 

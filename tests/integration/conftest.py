@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from decimal import Decimal
@@ -16,6 +16,7 @@ from governor.db import repository as repo
 from governor.db import schema
 from governor.db.engine import build_engine, session_factory, unit_of_work
 from governor.domain.model import RunStatus
+from governor.domain.ports import AnyProvider
 from governor.domain.telemetry import GIB, DeviceProblem, GpuProcess, GpuSample, Reading
 from governor.scheduler import tasks
 from governor.services import budgets, checkins, pods, runs, telemetry
@@ -143,6 +144,7 @@ def make_governor(
     failures: int = 0,
     state_file: Path | None = None,
     cloud: FakeProvider | None = None,
+    others: Mapping[str, AnyProvider] | None = None,
 ) -> Governor:
     cloud = cloud or FakeProvider(
         clock,
@@ -156,7 +158,7 @@ def make_governor(
         engine=engine,
         sessions=session_factory(engine),
         clock=clock,
-        providers={"fake": cloud},
+        providers={"fake": cloud, **(others or {})},
         config=GovernorConfig(enforce_interval_s=5.0, finished_linger_s=60.0),
         ticks=TickLog(interval_s=5.0),
     )

@@ -80,7 +80,7 @@ class ProviderHttp:
             raise self.error(f"timed out ({type(exc).__name__})", True) from None
         except httpx.TransportError as exc:
             raise self.error(f"unreachable ({type(exc).__name__}: {exc})", True) from None
-        self._raise_for_status(response)
+        self.raise_for_status(response)
         if response.status_code == 204 or not response.content:
             return None
         try:
@@ -89,7 +89,11 @@ class ProviderHttp:
             snippet = response.text[:200]
             raise self.error(f"answered a body that is not JSON: {snippet!r}", True) from None
 
-    def _raise_for_status(self, response: httpx.Response) -> None:
+    def raise_for_status(self, response: httpx.Response) -> None:
+        """Raise the ProviderError an answer amounts to (nothing for a success).
+
+        A provider that explains its refusals in the body (an error code, a reason) extends
+        this: read the body, raise a more precise error, or leave it to this one."""
         status = response.status_code
         if status < 400:
             return

@@ -20,7 +20,14 @@ from typing import Any
 
 from governor.domain.model import PodState
 from governor.domain.money import charge, usd
-from governor.domain.ports import Billed, Clock, PodDescription, StopOutcome, StopResult
+from governor.domain.ports import (
+    Billed,
+    Clock,
+    Listed,
+    PodDescription,
+    StopOutcome,
+    StopResult,
+)
 
 
 @dataclass
@@ -100,6 +107,11 @@ class FakeProvider:
                 state=pod.state(self.clock.now()),
                 hourly_rate_usd=Decimal(pod.hourly_rate_usd),
             )
+
+    def pods(self) -> list[Listed]:
+        with self._lock:
+            refs = list(self._state.pods)
+        return [Listed(ref, self.describe(ref)) for ref in refs]
 
     def stop(self, ref: str) -> StopResult:
         with self._lock:

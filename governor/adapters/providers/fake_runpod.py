@@ -128,6 +128,9 @@ class FakeRunPod(FakeCloud):
         query, variables = str(body.get("query", "")), body.get("variables") or {}
         literal = re.search(r'podId:\s*"([^"]+)"', query)
         ref = str(variables.get("podId") or (literal.group(1) if literal else ""))
+        if "myself" in query:
+            pods = [pod.graphql() for pod in self.state.pods.values()]
+            return Reply(200, {"data": {"myself": {"pods": pods}}})
         if query.lstrip().startswith("mutation"):
             return Reply(200, self._mutate(query, ref))
         pod = self.state.pods.get(ref)

@@ -20,6 +20,7 @@ from governor.adapters.providers._http import ProviderHttp
 from governor.domain.model import PodState
 from governor.domain.ports import (
     Billed,
+    Listed,
     PodDescription,
     ProviderError,
     StopOutcome,
@@ -33,6 +34,9 @@ STOP_LATENCY_S = 30.0  # podStop answers at once; the host takes tens of seconds
 VOLUME_USD_PER_GB_MONTH = Decimal("0.10")
 STOPPED_VOLUME_USD_PER_GB_MONTH = Decimal("0.20")
 
+PODS_QUERY = (
+    "query Pods { myself { pods { id desiredStatus costPerHr volumeInGb containerDiskInGb } } }"
+)
 POD_QUERY = (
     "query Pod($podId: String!) { pod(input: {podId: $podId}) "
     "{ id desiredStatus costPerHr volumeInGb containerDiskInGb } }"
@@ -76,7 +80,17 @@ class RunPodProvider:
         self._billing_url = str(origin.copy_with(path="/v2/billing/pods", query=None))
 
     def describe(self, ref: str) -> PodDescription:
-        pod = self._pod(ref)
+        return self._description(self._pod(ref))
+
+    def pods(self) -> list[Listed]:
+        """Every pod of the account, stopped ones included (they still cost storage)."""
+        myself = self._graphql(PODS_QUERY, None).get("myself")
+        pods = myself.get("pods") if isinstance(myself, dict) else None
+        if not isinstance(pods, list):
+            raise self._http.error(f"answered no pods: {myself!r:.200}", True)
+        return [Listed(str(p.get("id")), self._description(p)) for p in pods]
+
+    def _description(self, pod: dict[str, Any]) -> PodDescription:
         try:
             rate, volume = _decimal(pod.get("costPerHr")), _decimal(pod.get("volumeInGb"))
         except InvalidOperation:
@@ -124,8 +138,8 @@ class RunPodProvider:
             raise self._http.error(f"answered a malformed pod: {pod!r:.200}", True)
         return pod
 
-    def _graphql(self, query: str, ref: str) -> dict[str, Any]:
-        body = {"query": query, "variables": {"podId": ref}}
+    def _graphql(self, query: str, ref: str | None) -> dict[str, Any]:
+        body = {"query": query, "variables": {} if ref is None else {"podId": ref}}
         answer = self._http.request("POST", self._url, json=body)
         if not isinstance(answer, dict):
             raise self._http.error(f"answered {answer!r:.200}, not an object", True)
@@ -137,14 +151,14 @@ class RunPodProvider:
             raise self._http.error(f"answered no data: {answer!r:.200}", True)
         return data
 
-    def _classify(self, errors: Any, ref: str) -> ProviderError:
+    def _classify(self, errors: Any, ref: str | None) -> ProviderError:
         """A GraphQL `errors` list (inside an HTTP 200) as the error it amounts to."""
         said = "; ".join(
             str(e.get("message", e)) if isinstance(e, dict) else str(e)
             for e in (errors if isinstance(errors, list) else [errors])
         )[:300]
         lowered = said.lower()
-        if "not found" in lowered:
+        if "not found" in lowered and ref is not None:
             return PodNotFound(ref)
         retryable = "rate limit" in lowered or "too many requests" in lowered
         return self._http.error(f"refused: {said}", retryable)

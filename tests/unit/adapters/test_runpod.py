@@ -181,3 +181,11 @@ def test_malformed_billing_is_retryable(runpod: RunPodProvider, cloud: Cloud) ->
     with pytest.raises(ProviderError) as caught:
         runpod.billed("pod-1")
     assert caught.value.retryable and KEY not in str(caught.value)
+
+
+def test_pods_lists_every_pod_of_the_account(runpod: RunPodProvider) -> None:
+    runpod.stop("pod-1")
+    listed = {pod.ref: pod.description for pod in runpod.pods()}
+    assert set(listed) == {"pod-1", "pod-2"}
+    assert listed["pod-1"].state is PodState.STOPPED
+    assert listed["pod-2"].hourly_rate_usd == Decimal(3600)

@@ -1,0 +1,270 @@
+"""AWS EC2 through boto3: read an instance's state, rate and EBS storage, and stop it
+keeping its EBS volumes.
+
+Only DescribeInstances, DescribeVolumes and StopInstances are ever sent, the stop without
+Hibernate or Force; never TerminateInstances, which deletes the root volume. An instance
+whose root device is instance store cannot be stopped at all (EC2 refuses, and its data
+would not survive anyway), so `describe` says so and `stop` never tries.
+
+EC2's API carries no prices: the hourly rate comes from a table keyed by instance type.
+The client makes a single attempt per call, since the governor's scheduler does the
+retrying, and errors are classified here the way the shared HTTP helper classifies them
+for other providers: throttling, 5xx, timeouts and unreadable answers are retryable,
+everything else permanent. EC2 throttles with RequestLimitExceeded and no Retry-After,
+so `retry_after_s` is always None. Every message is masked of the credentials.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+from typing import Any
+
+import boto3
+from botocore import exceptions as boto
+from botocore import xform_name
+from botocore.client import BaseClient
+from botocore.config import Config
+from botocore.parsers import ResponseParserError
+
+from governor.adapters.providers._http import redact
+from governor.domain.model import PodState
+from governor.domain.ports import (
+    PodDescription,
+    ProviderError,
+    StopOutcome,
+    StopResult,
+    Storage,
+)
+
+# StopInstances puts the instance in `stopping` at once, and EC2 bills neither stopping nor
+# stopped instances; this leaves room for the call to take effect.
+STOP_LATENCY_S = 30.0
+EBS_USD_PER_GB_MONTH = Decimal("0.08")  # gp3 list price in us-east-1; EBS bills stopped too
+STATES = {
+    "pending": PodState.RUNNING,
+    "running": PodState.RUNNING,
+    "stopping": PodState.STOPPING,
+    "shutting-down": PodState.STOPPING,
+    "stopped": PodState.STOPPED,
+    "terminated": PodState.GONE,
+}
+THROTTLED = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException"})
+UNAVAILABLE = frozenset({"InternalError", "ServiceUnavailable", "Unavailable"})
+CREDENTIALS_REFUSED = frozenset(
+    {"AuthFailure", "UnauthorizedOperation", "InvalidClientTokenId", "SignatureDoesNotMatch"}
+)
+NOT_FOUND = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"})
+CANNOT_PRESERVE = (
+    "its root device is an instance store, which EC2 cannot stop; "
+    "the data on it would be lost when the instance ends"
+)
+
+
+class InstanceNotFound(ProviderError):
+    def __init__(self, ref: str, why: str) -> None:
+        super().__init__(f"aws has no such instance {ref!r} ({why})", retryable=False)
+
+
+class WrongState(ProviderError):
+    """EC2's IncorrectInstanceState: the instance is in no state to do what was asked."""
+
+
+class Ec2Provider:
+    """Implements StopsPreserving against EC2's Query API, through a boto3 EC2 client.
+
+    `rates` maps an instance type to its $/hour, and "<type>:spot" to its spot rate;
+    `secrets` are masked in every message (the access key id, secret key, session token).
+    """
+
+    def __init__(
+        self,
+        client: BaseClient,
+        *,
+        rates: Mapping[str, Decimal] | None = None,
+        ebs_usd_per_gb_month: Decimal = EBS_USD_PER_GB_MONTH,
+        stop_latency_s: float = STOP_LATENCY_S,
+        secrets: Iterable[str | None] = (),
+    ) -> None:
+        self.stop_latency_s = stop_latency_s
+        self._client = client
+        self._rates = dict(rates or {})
+        self._ebs_rate = ebs_usd_per_gb_month
+        self._secrets = tuple(s for s in secrets if s)
+
+    @classmethod
+    def connect(
+        cls,
+        region: str,
+        *,
+        endpoint_url: str | None = None,
+        access_key_id: str | None = None,
+        secret_access_key: str | None = None,
+        timeout_s: float = 10.0,
+        session: boto3.session.Session | None = None,
+        **options: Any,
+    ) -> Ec2Provider:
+        """An adapter with its own EC2 client for `region`: one attempt per call, each
+        bounded by `timeout_s`. Without explicit keys, boto3's usual credential chain
+        (environment, shared files, instance role) applies. `session` is the boto3 session
+        to build the client from (default: a new one; sharing one spares reloading EC2's
+        API model). `options` go to the adapter."""
+        session = session or boto3.session.Session()
+        config = Config(
+            retries={"mode": "standard", "total_max_attempts": 1},
+            connect_timeout=min(5.0, timeout_s),
+            read_timeout=timeout_s,
+        )
+        client = session.client(
+            "ec2",
+            region_name=region,
+            endpoint_url=endpoint_url,
+            aws_access_key_id=access_key_id,
+            aws_secret_access_key=secret_access_key,
+            config=config,
+        )
+        secrets: list[str | None] = [access_key_id, secret_access_key]
+        if access_key_id is None and secret_access_key is None:
+            found = session.get_credentials()  # what the chain gave the client
+            frozen = found.get_frozen_credentials() if found else None
+            if frozen:
+                secrets += [frozen.access_key, frozen.secret_key, frozen.token]
+        return cls(client, secrets=secrets, **options)
+
+    def describe(self, ref: str) -> PodDescription:
+        instance = self._instance(ref)
+        store_root = instance.get("RootDeviceType") == "instance-store"
+        return PodDescription(
+            STATES[instance["State"]["Name"]],
+            self._rate(instance),
+            self._storage(ref, instance),
+            cannot_preserve=CANNOT_PRESERVE if store_root else None,
+        )
+
+    def stop(self, ref: str) -> StopResult:
+        try:
+            instance = self._instance(ref)
+            state = instance["State"]["Name"]
+            if (settled := _settled(state)) is not None:
+                return settled
+            if instance.get("RootDeviceType") == "instance-store":
+                return StopResult(
+                    StopOutcome.PERMANENT, f"aws will not stop {ref}: {CANNOT_PRESERVE}"
+                )
+            answer = self._call("StopInstances", ref, InstanceIds=[ref])
+        except InstanceNotFound:
+            return StopResult(StopOutcome.DONE, "already gone")
+        except WrongState as exc:
+            return self._reread(ref, exc)
+        except ProviderError as exc:
+            return StopResult.failed(exc)
+        changes = [c for c in answer.get("StoppingInstances") or [] if c.get("InstanceId") == ref]
+        current = changes[0].get("CurrentState", {}).get("Name") if changes else None
+        if current is None:
+            return StopResult.failed(self._unreadable("StopInstances"))
+        if current == "stopped":
+            return StopResult(StopOutcome.DONE, "stopped; EBS volumes kept")
+        return StopResult(StopOutcome.PENDING, f"StopInstances accepted; {current}")
+
+    def _reread(self, ref: str, refused: WrongState) -> StopResult:
+        """After IncorrectInstanceState: the state now says whether the stop is moot."""
+        try:
+            state = self._instance(ref)["State"]["Name"]
+        except InstanceNotFound:
+            return StopResult(StopOutcome.DONE, "already gone")
+        except ProviderError as exc:
+            return StopResult.failed(exc)
+        settled = _settled(state)
+        return settled or StopResult(StopOutcome.RETRYABLE, f"{refused} (it is {state})")
+
+    def _instance(self, ref: str) -> dict[str, Any]:
+        answer = self._call("DescribeInstances", ref, InstanceIds=[ref])
+        reservations = answer.get("Reservations")
+        if not isinstance(reservations, list):
+            raise self._unreadable("DescribeInstances")
+        found = [
+            i for r in reservations for i in r.get("Instances", []) if i.get("InstanceId") == ref
+        ]
+        if not found:
+            raise InstanceNotFound(ref, "not in the DescribeInstances answer")
+        if found[0].get("State", {}).get("Name") not in STATES:
+            raise self._unreadable("DescribeInstances")
+        return found[0]
+
+    def _rate(self, instance: dict[str, Any]) -> Decimal | None:
+        """The table's rate for the instance type: for a spot instance its spot rate if
+        known, else the on-demand rate (by default spot never costs more than on-demand)."""
+        kind = str(instance.get("InstanceType"))
+        if instance.get("InstanceLifecycle") == "spot" and f"{kind}:spot" in self._rates:
+            return self._rates[f"{kind}:spot"]
+        return self._rates.get(kind)
+
+    def _storage(self, ref: str, instance: dict[str, Any]) -> Storage | None:
+        """The instance's EBS volumes, which survive a stop and bill while stopped."""
+        volumes = [
+            m["Ebs"]["VolumeId"]
+            for m in instance.get("BlockDeviceMappings", [])
+            if m.get("Ebs", {}).get("VolumeId")
+        ]
+        if not volumes:
+            return None
+        answer = self._call("DescribeVolumes", ref, VolumeIds=volumes)
+        sizes = [v.get("Size") for v in answer.get("Volumes") or []]
+        if len(sizes) != len(volumes) or not all(isinstance(s, int) for s in sizes):
+            raise self._unreadable("DescribeVolumes")
+        return Storage(Decimal(sum(sizes)), self._ebs_rate, self._ebs_rate)
+
+    def _call(self, action: str, ref: str, **params: Any) -> dict[str, Any]:
+        """One EC2 action, with every failure as the ProviderError it amounts to."""
+        try:
+            answer = getattr(self._client, xform_name(action))(**params)
+        except boto.ClientError as exc:
+            raise self._refused(action, ref, exc) from None
+        except ResponseParserError as exc:
+            raise self._unreadable(action, str(exc)) from None
+        except (boto.ReadTimeoutError, boto.ConnectTimeoutError) as exc:
+            raise self._error(f"timed out on {action} ({type(exc).__name__})", True) from None
+        except (boto.HTTPClientError, boto.ConnectionError) as exc:
+            raise self._error(f"unreachable for {action} ({exc})", True) from None
+        except (boto.NoCredentialsError, boto.PartialCredentialsError) as exc:
+            raise self._error(f"has no usable credentials ({exc})", False) from None
+        except boto.BotoCoreError as exc:
+            raise self._error(f"failed {action} ({type(exc).__name__}: {exc})", True) from None
+        return answer
+
+    def _refused(self, action: str, ref: str, exc: boto.ClientError) -> ProviderError:
+        """An EC2 error answer as the error it amounts to."""
+        error = exc.response.get("Error", {})
+        code, said = str(error.get("Code", "")), str(error.get("Message", ""))
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        detail = f"HTTP {status} {code}: {said}"[:300]
+        if code in NOT_FOUND:
+            return InstanceNotFound(ref, code)
+        if code == "IncorrectInstanceState":
+            return WrongState(self._text(f"refused {action} ({detail})"), retryable=False)
+        if code in THROTTLED:
+            return self._error(f"rate limited {action} ({detail})", True, status)
+        if code in UNAVAILABLE or (status or 0) >= 500:
+            return self._error(f"failed {action} on its side ({detail})", True, status)
+        if code in CREDENTIALS_REFUSED:
+            return self._error(f"refused the credentials for {action} ({detail})", False, status)
+        return self._error(f"refused {action} ({detail})", False, status)
+
+    def _unreadable(self, action: str, why: str = "") -> ProviderError:
+        said = f": {why[:200]!r}" if why else ""
+        return self._error(f"answered {action} with a body that is not EC2's XML{said}", True)
+
+    def _error(self, message: str, retryable: bool, status: int | None = None) -> ProviderError:
+        return ProviderError(self._text(message), retryable=retryable, status=status)
+
+    def _text(self, message: str) -> str:
+        return redact(f"aws {message}", *self._secrets)
+
+
+def _settled(state: str) -> StopResult | None:
+    """What a stop amounts to for an instance already on its way down; None if it is up."""
+    if state in ("stopped", "terminated"):
+        return StopResult(StopOutcome.DONE, f"already {state}")
+    if state in ("stopping", "shutting-down"):
+        return StopResult(StopOutcome.PENDING, f"already {state}")
+    return None

@@ -1,0 +1,344 @@
+"""A fake GCP Compute Engine project speaking the REST subset the GCP adapter uses, over
+real HTTP.
+
+    GET    /compute/v1/projects/{p}/zones/{z}/instances/{name}
+    POST   /compute/v1/projects/{p}/zones/{z}/instances/{name}/stop?discardLocalSsd=&requestId=
+    DELETE /compute/v1/projects/{p}/zones/{z}/instances/{name}     (destroys its disks)
+    GET    /compute/v1/projects/{p}/zones/{z}/disks/{disk}
+    GET    /compute/v1/projects/{p}/zones/{z}/operations/{operation}
+    GET    /computeMetadata/v1/instance/service-accounts/default/token  (Metadata-Flavor: Google)
+
+Compute calls need `Authorization: Bearer <token>`; the metadata server hands that token
+out. A stop answers a zonal Operation and the VM is STOPPING for `stop_delay_s`, then
+TERMINATED; it bills its rate for every second until then, by this process's clock. Every
+request is logged, so a test can prove a DELETE never came. Errors are Google's
+`{"error": {"code", "message", "errors": [{"domain", "reason", "message"}]}}`. Besides the
+canned answers every fake cloud has, "reason:<status>:<reason>" answers the next call with
+that error (e.g. "reason:403:rateLimitExceeded") and "operation-error:<CODE>" with an
+Operation that failed with that code.
+
+    python -m governor.adapters.providers.fake_gcp --port 8765 --state cloud.json \\
+        --pods 'us-central1-a/pod-1=3.67' [--api-key TOKEN]
+
+Pods started from the command line are a2-highgpu-1g VMs in project "fake-project".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+from governor.adapters.providers import fake_cloud
+from governor.adapters.providers.fake_cloud import FakeCloud, FakeRequest, Reply, now
+from governor.domain.money import charge
+
+DEFAULT_TOKEN = "fake-gcp-token"
+DEFAULT_PROJECT = "fake-project"
+DEFAULT_MACHINE_TYPE = "a2-highgpu-1g"
+TOKEN_PATH = "/computeMetadata/v1/instance/service-accounts/default/token"
+API = "https://www.googleapis.com/compute/v1"  # how Google spells its resource URLs
+REASONS = {
+    400: "invalid",
+    401: "authError",
+    403: "forbidden",
+    404: "notFound",
+    409: "conflict",
+    429: "rateLimitExceeded",
+}
+UNAUTHENTICATED = (
+    "Request had invalid authentication credentials. Expected OAuth 2 access token, "
+    "login cookie or other valid authentication credential."
+)
+_COMPUTE_PATH = re.compile(
+    r"/compute/v1/projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/"
+    r"(?P<collection>instances|disks|operations)/(?P<name>[^/]+)(?P<verb>/stop)?"
+)
+
+
+@dataclass
+class CloudDisk:
+    zone: str
+    name: str
+    type: str
+    size_gb: int
+
+
+@dataclass
+class CloudInstance:
+    zone: str
+    name: str
+    machine_type: str
+    hourly_rate_usd: str
+    started_at: str
+    disks: list[str]  # its persistent disks as "zone/name", boot disk first
+    spot: bool = False
+    accelerators: dict[str, int] = field(default_factory=dict)
+    local_ssds: int = 0
+    stopped_at: str | None = None  # when it is (or will be) TERMINATED
+
+    def status(self, at: datetime) -> str:
+        if self.stopped_at is None:
+            return "RUNNING"
+        return "STOPPING" if at < datetime.fromisoformat(self.stopped_at) else "TERMINATED"
+
+    def bill_usd(self, at: datetime) -> Decimal:
+        """Its rate for every second until it is TERMINATED, by the cloud's own clock."""
+        end = min(at, datetime.fromisoformat(self.stopped_at)) if self.stopped_at else at
+        seconds = (end - datetime.fromisoformat(self.started_at)).total_seconds()
+        return charge(Decimal(self.hourly_rate_usd), max(0.0, seconds))
+
+
+@dataclass
+class CloudOperation:
+    zone: str
+    name: str
+    type: str  # "stop" or "delete"
+    instance: str
+    request_id: str | None
+    discard_local_ssd: str | None
+    inserted_at: str
+
+
+@dataclass
+class CloudState:
+    instances: dict[str, CloudInstance] = field(default_factory=dict)
+    disks: dict[str, CloudDisk] = field(default_factory=dict)
+    operations: dict[str, CloudOperation] = field(default_factory=dict)
+
+    @classmethod
+    def restore(cls, saved: dict[str, Any]) -> CloudState:
+        return cls(
+            instances={k: CloudInstance(**v) for k, v in saved.get("instances", {}).items()},
+            disks={k: CloudDisk(**v) for k, v in saved.get("disks", {}).items()},
+            operations={k: CloudOperation(**v) for k, v in saved.get("operations", {}).items()},
+        )
+
+
+class FakeGcp(FakeCloud):
+    """One project: its VMs, their disks, the operations on them and the metadata server."""
+
+    provider = "gcp"
+
+    def __init__(
+        self,
+        state_file: Path,
+        api_key: str = DEFAULT_TOKEN,
+        *,
+        project: str = DEFAULT_PROJECT,
+        stop_delay_s: float = 0.0,
+    ) -> None:
+        super().__init__(state_file, api_key)
+        self.project = project
+        self.stop_delay_s = stop_delay_s
+        self.token_expires_in_s = 3599  # what the metadata server says of each token
+        self.state = CloudState.restore(self.saved)
+
+    def add_pod(
+        self,
+        ref: str,
+        hourly_rate_usd: str,
+        *,
+        machine_type: str = DEFAULT_MACHINE_TYPE,
+        spot: bool = False,
+        disks: Sequence[tuple[str, int]] = (("pd-balanced", 100),),
+        accelerators: Mapping[str, int] | None = None,
+        local_ssds: int = 0,
+    ) -> None:
+        """A running VM "zone/name" with persistent `disks` (type, GB), the first one its
+        boot disk, and `local_ssds` 375 GB local SSDs."""
+        zone, _, name = ref.partition("/")
+        with self.lock:
+            if ref not in self.state.instances:
+                names = [name] + [f"{name}-data-{i}" for i in range(1, len(disks))]
+                for disk_name, (kind, gb) in zip(names, disks, strict=True):
+                    self.state.disks[f"{zone}/{disk_name}"] = CloudDisk(zone, disk_name, kind, gb)
+                self.state.instances[ref] = CloudInstance(
+                    zone,
+                    name,
+                    machine_type,
+                    hourly_rate_usd,
+                    started_at=now().isoformat(),
+                    disks=[f"{zone}/{n}" for n in names],
+                    spot=spot,
+                    accelerators=dict(accelerators or {}),
+                    local_ssds=local_ssds,
+                )
+            self.save()
+
+    def authorized(self, request: FakeRequest) -> bool:
+        return request.path == TOKEN_PATH or request.bearer() == self.api_key
+
+    def error(self, status: int, message: str) -> Reply:
+        return _google_error(status, REASONS.get(status, "backendError"), message)
+
+    def canned(self, kind: str, arg: str) -> Reply | None:
+        if kind == "reason":
+            status, _, reason = arg.partition(":")
+            return _google_error(int(status), reason, f"canned {reason}")
+        if kind == "operation-error":
+            body = {"kind": "compute#operation", "name": f"operation-{uuid4().hex[:12]}"}
+            errors = [{"code": arg, "message": f"canned {arg}"}]
+            return Reply(200, {**body, "status": "DONE", "error": {"errors": errors}})
+        return None
+
+    def snapshot(self) -> dict[str, Any]:
+        return asdict(self.state)
+
+    def handle(self, request: FakeRequest) -> Reply:
+        if request.path == TOKEN_PATH:
+            return self._token(request)
+        match = _COMPUTE_PATH.fullmatch(request.path)
+        if match is None:
+            return self.error(404, f"The requested URL {request.path} was not found")
+        if match["project"] != self.project:
+            return self.error(404, f"The resource 'projects/{match['project']}' was not found")
+        zone, name, collection = match["zone"], match["name"], match["collection"]
+        key = f"{zone}/{name}"
+        route = (request.method, collection, bool(match["verb"]))
+        if route == ("GET", "instances", False):
+            found = self.state.instances.get(key)
+            return Reply(200, self._instance(found)) if found else self._missing(key, collection)
+        if route in (("POST", "instances", True), ("DELETE", "instances", False)):
+            return self._act(request, key)
+        if route == ("GET", "disks", False):
+            disk = self.state.disks.get(key)
+            return Reply(200, self._disk(disk)) if disk else self._missing(key, collection)
+        if route == ("GET", "operations", False):
+            operation = self.state.operations.get(key)
+            if operation is None:
+                return self._missing(key, collection)
+            return Reply(200, self._operation(operation))
+        return self.error(400, f"{request.method} {request.path} is not supported by the fake")
+
+    def _token(self, request: FakeRequest) -> Reply:
+        if request.headers.get("metadata-flavor") != "Google":
+            page = "Missing Metadata-Flavor:Google header."
+            return Reply(403, text=page, content_type="text/html")
+        token = {"access_token": self.api_key, "expires_in": self.token_expires_in_s}
+        return Reply(200, {**token, "token_type": "Bearer"})
+
+    def _act(self, request: FakeRequest, key: str) -> Reply:
+        """instances.stop (the VM goes STOPPING, then TERMINATED) or instances.delete."""
+        instance = self.state.instances.get(key)
+        if instance is None:
+            return self._missing(key, "instances")
+        kind = "stop" if request.method == "POST" else "delete"
+        request_id, discard = request.param("requestId"), request.param("discardLocalSsd")
+        for operation in self.state.operations.values():
+            if request_id and operation.request_id == request_id:  # a retry: the same answer
+                return Reply(200, self._operation(operation))
+        if kind == "stop" and instance.local_ssds and discard not in ("true", "false"):
+            message = "The instance has a local SSD attached: say whether to discard it"
+            return self.error(400, f"Invalid value for field 'discardLocalSsd': {message}")
+        if kind == "delete":
+            del self.state.instances[key]
+            for disk in instance.disks:
+                self.state.disks.pop(disk, None)
+        elif instance.stopped_at is None:
+            instance.stopped_at = (now() + timedelta(seconds=self.stop_delay_s)).isoformat()
+        name = f"operation-{uuid4().hex[:16]}"
+        operation = CloudOperation(
+            instance.zone, name, kind, key, request_id, discard, now().isoformat()
+        )
+        self.state.operations[f"{instance.zone}/{name}"] = operation
+        return Reply(200, self._operation(operation))
+
+    def _missing(self, key: str, collection: str) -> Reply:
+        zone, _, name = key.partition("/")
+        resource = f"projects/{self.project}/zones/{zone}/{collection}/{name}"
+        return self.error(404, f"The resource '{resource}' was not found")
+
+    def _zone_url(self, zone: str) -> str:
+        return f"{API}/projects/{self.project}/zones/{zone}"
+
+    def _instance(self, instance: CloudInstance) -> dict[str, Any]:
+        zone_url = self._zone_url(instance.zone)
+        status = instance.status(now())
+        disks = [
+            {
+                "type": "PERSISTENT",
+                "mode": "READ_WRITE",
+                "source": f"{zone_url}/disks/{self.state.disks[key].name}",
+                "deviceName": self.state.disks[key].name,
+                "boot": index == 0,
+                "autoDelete": index == 0,
+                "diskSizeGb": str(self.state.disks[key].size_gb),
+            }
+            for index, key in enumerate(instance.disks)
+        ]
+        disks += [
+            {"type": "SCRATCH", "interface": "NVME", "autoDelete": True, "diskSizeGb": "375"}
+            for _ in range(instance.local_ssds)
+        ]
+        accelerators = [
+            {"acceleratorType": f"{zone_url}/acceleratorTypes/{kind}", "acceleratorCount": count}
+            for kind, count in instance.accelerators.items()
+        ]
+        return {
+            "kind": "compute#instance",
+            "name": instance.name,
+            "zone": zone_url,
+            "machineType": f"{zone_url}/machineTypes/{instance.machine_type}",
+            "status": status,
+            "scheduling": {
+                "provisioningModel": "SPOT" if instance.spot else "STANDARD",
+                "preemptible": instance.spot,
+                "automaticRestart": not instance.spot,
+            },
+            "disks": disks,
+            "guestAccelerators": accelerators,
+            "lastStartTimestamp": instance.started_at,
+            **({"lastStopTimestamp": instance.stopped_at} if status == "TERMINATED" else {}),
+            "selfLink": f"{zone_url}/instances/{instance.name}",
+        }
+
+    def _disk(self, disk: CloudDisk) -> dict[str, Any]:
+        zone_url = self._zone_url(disk.zone)
+        return {
+            "kind": "compute#disk",
+            "name": disk.name,
+            "zone": zone_url,
+            "sizeGb": str(disk.size_gb),
+            "type": f"{zone_url}/diskTypes/{disk.type}",
+            "status": "READY",
+            "selfLink": f"{zone_url}/disks/{disk.name}",
+        }
+
+    def _operation(self, operation: CloudOperation) -> dict[str, Any]:
+        """DONE once the VM is TERMINATED (or deleted); RUNNING until then."""
+        instance = self.state.instances.get(operation.instance)
+        done = instance is None or instance.status(now()) == "TERMINATED"
+        zone_url = self._zone_url(operation.zone)
+        return {
+            "kind": "compute#operation",
+            "name": operation.name,
+            "zone": zone_url,
+            "operationType": operation.type,
+            "targetLink": f"{zone_url}/instances/{operation.instance.partition('/')[2]}",
+            "status": "DONE" if done else "RUNNING",
+            "progress": 100 if done else 0,
+            "insertTime": operation.inserted_at,
+            "selfLink": f"{zone_url}/operations/{operation.name}",
+        }
+
+
+def _google_error(status: int, reason: str, message: str) -> Reply:
+    if status == 401:
+        message = UNAUTHENTICATED
+    domain = "usageLimits" if "ratelimit" in reason.lower() else "global"
+    detail = {"domain": domain, "reason": reason, "message": message}
+    return Reply(status, {"error": {"code": status, "message": message, "errors": [detail]}})
+
+
+def main(argv: list[str] | None = None) -> None:
+    fake_cloud.main(FakeGcp, DEFAULT_TOKEN, argv, path="/compute/v1")
+
+
+if __name__ == "__main__":
+    main()

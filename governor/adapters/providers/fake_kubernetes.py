@@ -1,0 +1,391 @@
+"""A fake Kubernetes API server holding the workloads the Kubernetes adapter governs, over
+real HTTP.
+
+Jobs (batch/v1), Deployments and StatefulSets (apps/v1) in namespaces, read with GET and
+changed with PATCH as JSON merge patches (RFC 7386, `application/merge-patch+json`) on the
+object or on its `scale` subresource; a `metadata.resourceVersion` in a patch is a
+precondition (409 Conflict when stale). Errors are `Status` objects with the API server's
+reasons, and a bearer token is required. DELETE is honoured (the workload and its pods go)
+and recorded, so a test can prove it never came.
+
+Pods: a workload that wants pods (a Job neither suspended nor finished, replicas above zero)
+has them at once; one that no longer does loses them `stop_delay_s` later (0 by default), as
+graceful termination would. Kubernetes bills nothing itself: the fake bills the rate given at
+`add_pod` for every second any pod runs, as the node under them would. Besides the canned
+answers every fake cloud has, "throttled:<s>" answers 429 with `details.retryAfterSeconds`
+and no Retry-After header.
+
+    python -m governor.adapters.providers.fake_kubernetes --port 8766 --state cloud.json \\
+        --pods 'ml/job/train-llama=3.5' [--api-key TOKEN]
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from governor.adapters.providers import fake_cloud
+from governor.adapters.providers.fake_cloud import FakeCloud, FakeRequest, Reply, now
+from governor.domain.money import charge
+
+DEFAULT_TOKEN = "fake-kubernetes-token"
+KINDS = {  # the kind in a ref: its API group, resource and object kind
+    "job": ("batch", "jobs", "Job"),
+    "deployment": ("apps", "deployments", "Deployment"),
+    "statefulset": ("apps", "statefulsets", "StatefulSet"),
+}
+_PATH = re.compile(
+    r"/apis/(?P<group>[a-z.]+)/v1/namespaces/(?P<namespace>[^/]+)/(?P<resource>[a-z]+)"
+    r"/(?P<name>[^/]+)(?P<scale>/scale)?"
+)
+REASONS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    409: "Conflict",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+}
+
+
+@dataclass
+class Workload:
+    """One Job, Deployment or StatefulSet: its object as stored and the pods it runs."""
+
+    kind: str
+    manifest: dict[str, Any]  # apiVersion, kind, metadata and spec: everything but status
+    hourly_rate_usd: str
+    runs: list[list[str | None]] = field(default_factory=list)  # [from, until] with pods
+    pods: int = 0  # how many pods the latest run has
+    finished: str | None = None  # a Job that ran to its end: Complete or Failed
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return self.manifest["spec"]
+
+    def wanted(self) -> int:
+        """How many pods the workload asks for now."""
+        if self.kind == "job":
+            suspended = self.spec.get("suspend") or self.finished
+            return 0 if suspended else int(self.spec.get("parallelism", 1))
+        return int(self.spec.get("replicas", 1))
+
+    def running(self, at: datetime) -> bool:
+        if not self.runs:
+            return False
+        until = self.runs[-1][1]
+        return until is None or datetime.fromisoformat(until) > at
+
+    def settle(self, at: datetime, stop_delay_s: float) -> None:
+        """Start pods for a workload that wants them; let them go from one that does not."""
+        wanted = self.wanted()
+        if wanted and self.running(at):
+            self.runs[-1][1] = None  # pods on their way out are kept after all
+        elif wanted:
+            self.runs.append([at.isoformat(), None])
+        elif self.runs and self.runs[-1][1] is None:
+            self.runs[-1][1] = (at + timedelta(seconds=stop_delay_s)).isoformat()
+        if wanted:
+            self.pods = wanted
+
+    def bill_usd(self, at: datetime) -> Decimal:
+        """The rate for every second any pod ran, by the cloud's own clock."""
+        seconds = 0.0
+        for started, until in self.runs:
+            end = min(at, datetime.fromisoformat(until)) if until else at
+            seconds += max(0.0, (end - datetime.fromisoformat(str(started))).total_seconds())
+        return charge(Decimal(self.hourly_rate_usd), seconds)
+
+    def obj(self, at: datetime) -> dict[str, Any]:
+        return {**self.manifest, "status": self.status(at)}
+
+    def status(self, at: datetime) -> dict[str, Any]:
+        """The status the controllers would write; counts of zero are left out, as theirs are."""
+        pods = self.pods if self.running(at) else 0
+        if self.kind == "job":
+            status: dict[str, Any] = {"active": pods} if pods else {}
+            if self.runs:
+                status["startTime"] = _timestamp(datetime.fromisoformat(str(self.runs[0][0])))
+            if self.finished:
+                count = "succeeded" if self.finished == "Complete" else "failed"
+                status[count] = self.spec.get("completions") or 1
+                status["conditions"] = [{"type": self.finished, "status": "True"}]
+            elif self.spec.get("suspend"):
+                status["conditions"] = [
+                    {"type": "Suspended", "status": "True", "reason": "JobSuspended"}
+                ]
+            return status
+        status = {"replicas": pods, "readyReplicas": pods, "availableReplicas": pods}
+        return {key: value for key, value in status.items() if value}
+
+    def scale(self, at: datetime) -> dict[str, Any]:
+        metadata = self.manifest["metadata"]
+        return {
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {key: metadata[key] for key in ("name", "namespace", "uid")}
+            | {"resourceVersion": metadata["resourceVersion"]},
+            "spec": {"replicas": self.spec.get("replicas", 1)},
+            "status": {"replicas": self.status(at).get("replicas", 0)},
+        }
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386: objects merge key by key, null removes a key, anything else replaces."""
+    if not isinstance(patch, dict):
+        return patch
+    merged = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = merge_patch(merged.get(key), value)
+    return merged
+
+
+def manifest(namespace: str, kind: str, name: str, version: int) -> dict[str, Any]:
+    """A workload as a user would create it: one GPU container writing to a persistent
+    claim mounted at /workspace."""
+    group, _, object_kind = KINDS[kind]
+    container = {
+        "name": "train",
+        "image": "trainer:latest",
+        "resources": {"limits": {"nvidia.com/gpu": 1}},
+        "volumeMounts": [{"name": "workspace", "mountPath": "/workspace"}],
+    }
+    template: dict[str, Any] = {"metadata": {"labels": {"app": name}}, "spec": {}}
+    spec: dict[str, Any] = {"template": template}
+    if kind == "statefulset":
+        spec |= {
+            "replicas": 1,
+            "serviceName": name,
+            "selector": {"matchLabels": {"app": name}},
+            "volumeClaimTemplates": [
+                {
+                    "metadata": {"name": "workspace"},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "100Gi"}},
+                    },
+                }
+            ],
+            "persistentVolumeClaimRetentionPolicy": {
+                "whenDeleted": "Retain",
+                "whenScaled": "Retain",
+            },
+        }
+    else:
+        template["spec"]["volumes"] = [
+            {"name": "workspace", "persistentVolumeClaim": {"claimName": f"{name}-workspace"}}
+        ]
+    if kind == "deployment":
+        spec |= {"replicas": 1, "selector": {"matchLabels": {"app": name}}}
+    if kind == "job":
+        spec |= {"parallelism": 1, "completions": 1, "backoffLimit": 6, "suspend": False}
+        template["spec"]["restartPolicy"] = "Never"
+    template["spec"]["containers"] = [container]
+    return {
+        "apiVersion": f"{group}/v1",
+        "kind": object_kind,
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": str(uuid.uuid4()),
+            "resourceVersion": str(version),
+            "generation": 1,
+            "creationTimestamp": _timestamp(now()),
+        },
+        "spec": spec,
+    }
+
+
+class FakeKubernetes(FakeCloud):
+    """The API server: its workloads and the requests it answers."""
+
+    provider = "kubernetes"
+
+    def __init__(
+        self, state_file: Path, api_key: str = DEFAULT_TOKEN, *, stop_delay_s: float = 0.0
+    ) -> None:
+        super().__init__(state_file, api_key)
+        self.stop_delay_s = stop_delay_s
+        saved = self.saved.get("workloads", {})
+        self.workloads = {ref: Workload(**workload) for ref, workload in saved.items()}
+        self.deletions: list[dict[str, str]] = self.saved.get("deletions", [])
+        self.version = int(self.saved.get("version", 0))  # the last resourceVersion given
+
+    def add_pod(self, ref: str, hourly_rate_usd: str, spec: dict[str, Any] | None = None) -> None:
+        """A running workload for `ref` ("namespace/kind/name"); `spec` is merged into the
+        default one (the volumes a test needs, replicas, a retention policy)."""
+        namespace, kind, name = ref.split("/")
+        with self.lock:
+            if ref not in self.workloads:
+                self.version += 1
+                obj = manifest(namespace, kind, name, self.version)
+                obj["spec"] = merge_patch(obj["spec"], spec or {})
+                self.workloads[ref] = Workload(kind, obj, hourly_rate_usd)
+                self.workloads[ref].settle(now(), self.stop_delay_s)
+            self.save()
+
+    def finish(self, ref: str, condition: str = "Complete") -> None:
+        """A Job runs to its end (Complete or Failed): its pods exit and it makes no more."""
+        with self.lock:
+            workload = self.workloads[ref]
+            workload.finished = condition
+            workload.settle(now(), 0.0)
+            self.save()
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "workloads": {ref: asdict(workload) for ref, workload in self.workloads.items()},
+            "deletions": self.deletions,
+            "version": self.version,
+        }
+
+    def error(self, status: int, message: str, details: dict[str, Any] | None = None) -> Reply:
+        body = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": REASONS.get(status, "Unknown"),
+            "details": details or {},
+            "code": status,
+        }
+        return Reply(status, body)
+
+    def rate_limited(self, retry_after: str) -> Reply:
+        headers = {"Retry-After": retry_after} if retry_after else {}
+        details = {"retryAfterSeconds": int(retry_after)} if retry_after else {}
+        reply = self.error(429, "Too many requests, please try again later.", details)
+        return Reply(429, reply.body, headers)
+
+    def canned(self, kind: str, arg: str) -> Reply | None:
+        if kind != "throttled":
+            return None
+        details = {"retryAfterSeconds": int(arg)}
+        return self.error(429, "Too many requests, please try again later.", details)
+
+    def handle(self, request: FakeRequest) -> Reply:
+        route = _PATH.fullmatch(request.path)
+        kind = _kind(route)
+        if route is None or kind is None:
+            return self.error(404, "the server could not find the requested resource")
+        group, resource, _ = KINDS[kind]
+        name, scale = route["name"], route["scale"] is not None
+        workload = self.workloads.get(f"{route['namespace']}/{kind}/{name}")
+        if scale and kind == "job":
+            return self.error(404, "the server could not find the requested resource")
+        if workload is None:
+            details = {"name": name, "group": group, "kind": resource}
+            return self.error(404, f'{resource}.{group} "{name}" not found', details)
+        at = now()
+        if request.method == "GET":
+            return Reply(200, workload.scale(at) if scale else workload.obj(at))
+        if request.method == "PATCH":
+            return self._patch(workload, request, scale, at)
+        if request.method == "DELETE" and not scale:
+            return self._delete(route["namespace"], kind, workload, at)
+        return self.error(405, f"{request.method} is not supported on {request.path}")
+
+    def _patch(self, workload: Workload, request: FakeRequest, scale: bool, at: datetime) -> Reply:
+        content_type = request.headers.get("content-type", "")
+        if not content_type.startswith("application/merge-patch+json"):
+            return self.error(
+                415,
+                f"the body of the request was in an unknown format ({content_type!r}): "
+                "this server accepts application/merge-patch+json",
+            )
+        patch = request.body
+        if not isinstance(patch, dict):
+            return self.error(400, "the patch is not a JSON object")
+        metadata = workload.manifest["metadata"]
+        asked = patch.get("metadata") if isinstance(patch.get("metadata"), dict) else {}
+        expected = asked.get("resourceVersion")
+        if expected is not None and expected != metadata["resourceVersion"]:
+            group, resource, _ = KINDS[workload.kind]
+            return self.error(
+                409,
+                f'Operation cannot be fulfilled on {resource}.{group} "{metadata["name"]}": the '
+                "object has been modified; please apply your changes to the latest version and "
+                "try again",
+                {"name": metadata["name"], "group": group, "kind": resource},
+            )
+        if scale:
+            changes = {"spec": {"replicas": (patch.get("spec") or {}).get("replicas")}}
+        else:
+            changes = {key: patch[key] for key in ("metadata", "spec") if key in patch}
+        changed = merge_patch(workload.manifest, changes)
+        invalid = _invalid(workload.kind, changed["spec"])
+        if invalid:
+            return self.error(422, invalid)
+        identity = ("name", "namespace", "uid", "creationTimestamp", "generation")
+        changed["metadata"] |= {key: metadata[key] for key in identity}
+        if changed["spec"] != workload.manifest["spec"]:
+            changed["metadata"]["generation"] = metadata["generation"] + 1
+        self.version += 1
+        changed["metadata"]["resourceVersion"] = str(self.version)
+        workload.manifest = changed
+        workload.settle(at, self.stop_delay_s)
+        return Reply(200, workload.scale(at) if scale else workload.obj(at))
+
+    def _delete(self, namespace: str, kind: str, workload: Workload, at: datetime) -> Reply:
+        """Honoured, as a cluster would: the workload and its pods go, with any volume that
+        dies with them. Recorded, so a test can prove it never came."""
+        name = workload.manifest["metadata"]["name"]
+        ref = f"{namespace}/{kind}/{name}"
+        self.deletions.append({"ref": ref, "at": at.isoformat()})
+        if workload.running(at):
+            workload.runs[-1][1] = at.isoformat()
+        del self.workloads[ref]
+        group, resource, _ = KINDS[kind]
+        details = {"name": name, "group": group, "kind": resource}
+        return Reply(
+            200, {"kind": "Status", "apiVersion": "v1", "status": "Success", "details": details}
+        )
+
+
+def _timestamp(at: datetime) -> str:
+    """A time as the API server writes it: RFC 3339 in UTC, to the second."""
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _kind(route: re.Match[str] | None) -> str | None:
+    """The workload kind a request path is about, if it is one this server serves."""
+    if route is None:
+        return None
+    for kind, (group, resource, _) in KINDS.items():
+        if (route["group"], route["resource"]) == (group, resource):
+            return kind
+    return None
+
+
+def _invalid(kind: str, spec: dict[str, Any]) -> str | None:
+    """Why the API server would reject a patched spec (422), None if it would not."""
+    replicas = spec.get("replicas", 1)
+    if kind != "job" and (
+        not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0
+    ):
+        return f"spec.replicas: Invalid value: {replicas!r}: must be greater than or equal to 0"
+    if kind == "job" and not isinstance(spec.get("suspend", False), bool):
+        return f"spec.suspend: Invalid value: {spec['suspend']!r}: must be a boolean"
+    return None
+
+
+def main(argv: list[str] | None = None) -> None:
+    fake_cloud.main(FakeKubernetes, DEFAULT_TOKEN, argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,246 @@
+"""A fake Vast.ai cloud speaking the REST subset the Vast adapter uses, over real HTTP.
+
+    GET    /api/v0/instances/{id}/?owner=me   {"instances": {...}}, null when there is none
+    PUT    /api/v0/instances/{id}/            {"state": "stopped"} -> {"success": true}
+    DELETE /api/v0/instances/{id}/            destroys it, disk and all (recorded)
+    GET    /api/v0/charges/?select_filters=   its charges, one per hour, in pages
+
+The key goes as `Authorization: Bearer` or `?api_key=` (the real API takes both). An instance
+bills `dph_base` for every second it holds its GPU and `storage_total_cost` ($/hr) for every
+second it exists, by this cloud's clock; a stop takes `stop_delay_s` to finish. Errors come in
+Vast's shape, {"success": false, "error": code, "msg": ...}, and a 429 is Vast's plain text,
+without Retry-After unless a canned "429:<s>" asks for one. Besides the canned answers every
+fake cloud has: "refused:<code>" answers HTTP 200 with success false and that code,
+"error:<status>:<code>" answers that status with {"error": code, "message": ...} (the shape
+some endpoints use), and "body:<json>" answers HTTP 200 with exactly that body.
+
+    python -m governor.adapters.providers.fake_vast --port 8766 --state cloud.json \\
+        --pods '1001=0.44' [--api-key KEY]
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from governor.adapters.providers import fake_cloud
+from governor.adapters.providers.fake_cloud import FakeCloud, FakeRequest, Reply, now
+from governor.domain.money import charge
+
+DEFAULT_API_KEY = "fake-vast-key"
+INSTANCE_PATH = re.compile(r"^/api/v0/instances/([^/]+)/$")
+CODES = {400: "invalid_args", 401: "invalid_token", 402: "missing_billing", 404: "not_found"}
+TOO_FREQUENT = "API requests too frequent endpoint threshold=1.0"
+HOUR = timedelta(hours=1)
+DISK_GB = 40.0
+DISK_USD_PER_HOUR = "0.0082"  # about $0.15 per GB-month for DISK_GB
+
+
+@dataclass
+class CloudInstance:
+    id: str
+    dph_base: str  # $/hr while it holds its GPU
+    started_at: str
+    storage_total_cost: str = DISK_USD_PER_HOUR  # its disk, in every state until destroyed
+    disk_space: float = DISK_GB
+    intended_status: str = "running"
+    stops_at: str | None = None  # when the GPU is let go, once a stop was asked
+    destroyed_at: str | None = None
+
+    def actual_status(self, at: datetime) -> str:
+        stopped = self.stops_at is not None and at >= datetime.fromisoformat(self.stops_at)
+        return "stopped" if stopped else "running"
+
+    def vast(self, at: datetime) -> dict[str, Any]:
+        """The instance as Vast shows it: numbers as JSON floats, times as unix seconds."""
+        total = Decimal(self.dph_base) + Decimal(self.storage_total_cost)
+        actual = self.actual_status(at)
+        return {
+            "id": int(self.id),
+            "actual_status": actual,
+            "intended_status": self.intended_status,
+            "cur_state": actual,
+            "dph_base": float(self.dph_base),
+            "dph_total": float(total),
+            "storage_total_cost": float(self.storage_total_cost),
+            "disk_space": self.disk_space,
+            "start_date": datetime.fromisoformat(self.started_at).timestamp(),
+        }
+
+    def charges(self, at: datetime) -> list[dict[str, Any]]:
+        """A GPU and a storage charge for every hour of its life, the last hour in progress."""
+        start = datetime.fromisoformat(self.started_at)
+        gone = datetime.fromisoformat(self.destroyed_at) if self.destroyed_at else at
+        exists_until = min(at, gone)
+        gpu_until = exists_until
+        if self.stops_at is not None:
+            gpu_until = min(gpu_until, datetime.fromisoformat(self.stops_at))
+        records = []
+        hour = start
+        while hour < exists_until:
+            end = min(hour + HOUR, exists_until)
+            records.append(self._charge(hour, end, "storage", self.storage_total_cost))
+            if gpu_until > hour:
+                records.append(self._charge(hour, min(end, gpu_until), "gpu", self.dph_base))
+            hour = end
+        return records
+
+    def bill_usd(self, at: datetime) -> Decimal:
+        return sum((Decimal(str(c["amount"])) for c in self.charges(at)), Decimal(0))
+
+    def _charge(self, start: datetime, end: datetime, what: str, rate: str) -> dict[str, Any]:
+        return {
+            "start": start.timestamp(),
+            "end": end.timestamp(),
+            "type": "instance",
+            "source": f"instance-{self.id}",
+            "description": f"instance {self.id} {what}",
+            "amount": float(charge(Decimal(rate), (end - start).total_seconds())),
+            "metadata": {},
+        }
+
+
+@dataclass
+class CloudState:
+    instances: dict[str, CloudInstance] = field(default_factory=dict)
+    stop_delay_s: float = 0.0
+
+    @classmethod
+    def restore(cls, saved: dict[str, Any]) -> CloudState:
+        instances = {ref: CloudInstance(**i) for ref, i in saved.get("instances", {}).items()}
+        return cls(instances, saved.get("stop_delay_s", 0.0))
+
+
+class FakeVast(FakeCloud):
+    """The cloud: its instances, its charges and the REST calls it answers."""
+
+    provider = "vast"
+
+    def __init__(self, state_file: Path, api_key: str = DEFAULT_API_KEY) -> None:
+        super().__init__(state_file, api_key)
+        self.state = CloudState.restore(self.saved)
+        self.clock: Callable[[], datetime] = now
+        self.charges_page_limit = 500  # Vast's own maximum; tests lower it to see paging
+
+    def add_pod(
+        self,
+        ref: str,
+        hourly_rate_usd: str,
+        *,
+        started_at: datetime | None = None,
+        storage_total_cost: str = DISK_USD_PER_HOUR,
+        disk_space: float = DISK_GB,
+    ) -> None:
+        """A running instance whose GPU bills `hourly_rate_usd` (its dph_base)."""
+        with self.lock:
+            if ref not in self.state.instances:
+                started = (started_at or self.clock()).isoformat()
+                self.state.instances[ref] = CloudInstance(
+                    ref, hourly_rate_usd, started, storage_total_cost, disk_space
+                )
+            self.save()
+
+    def authorized(self, request: FakeRequest) -> bool:
+        return self.api_key in (request.bearer(), request.param("api_key"))
+
+    def error(self, status: int, message: str) -> Reply:
+        code = CODES.get(status, "server_error" if status >= 500 else "invalid_request")
+        return Reply(status, {"success": False, "error": code, "msg": message})
+
+    def rate_limited(self, retry_after: str) -> Reply:
+        headers = {"Retry-After": retry_after} if retry_after else {}
+        return Reply(429, text=TOO_FREQUENT, content_type="text/plain", headers=headers)
+
+    def canned(self, kind: str, arg: str) -> Reply | None:
+        if kind == "refused":
+            return Reply(200, {"success": False, "error": arg, "msg": f"canned {arg}"})
+        if kind == "error":
+            status, _, code = arg.partition(":")
+            return Reply(int(status), {"error": code, "message": f"canned {code}"})
+        if kind == "body":
+            return Reply(200, json.loads(arg))
+        return None
+
+    def snapshot(self) -> dict[str, Any]:
+        return asdict(self.state)
+
+    def live(self, ref: str) -> CloudInstance | None:
+        instance = self.state.instances.get(ref)
+        return None if instance is None or instance.destroyed_at else instance
+
+    def handle(self, request: FakeRequest) -> Reply:
+        at = self.clock()
+        if request.path == "/api/v0/charges/" and request.method == "GET":
+            return self._charges(request, at)
+        match = INSTANCE_PATH.match(request.path)
+        if match is None or request.method not in ("GET", "PUT", "DELETE"):
+            return Reply(404, text="<html><body>Not Found</body></html>", content_type="text/html")
+        ref = match.group(1)
+        if not ref.isdigit():
+            return self.error(400, f"{ref!r} is not an instance id")
+        instance = self.live(ref)
+        if request.method == "GET":
+            return Reply(200, {"instances": instance.vast(at) if instance else None})
+        if instance is None:
+            return Reply(404, {"success": False, "error": "no_such_instance", "msg": "no such id"})
+        if request.method == "DELETE":
+            instance.destroyed_at = at.isoformat()
+            return Reply(200, {"success": True})
+        body = request.body if isinstance(request.body, dict) else {}
+        if body.get("state") != "stopped":
+            return self.error(400, "this fake only stops instances")
+        if instance.stops_at is None:
+            instance.intended_status = "stopped"
+            instance.stops_at = (at + timedelta(seconds=self.state.stop_delay_s)).isoformat()
+        return Reply(200, {"success": True})
+
+    def _charges(self, request: FakeRequest, at: datetime) -> Reply:
+        try:
+            filters = json.loads(request.param("select_filters") or "{}")
+            gte, lte = float(filters["day"]["gte"]), float(filters["day"]["lte"])
+            types = filters.get("type", {}).get("in", ["instance"])
+            token = request.param("after_token")
+            offset = int(json.loads(base64.b64decode(token))["offset"]) if token else 0
+            limit = min(int(request.param("limit") or 100), self.charges_page_limit)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            msg = "Must provide both 'day' gte and lte filters for instance charges"
+            return self.error(400, msg)
+        records = [
+            c
+            for i in self.state.instances.values()
+            for c in i.charges(at)
+            if "instance" in types and c["start"] <= lte and c["end"] >= gte
+        ]
+        records.sort(key=lambda c: (-c["start"], c["source"], c["description"]))
+        end = offset + limit
+        sources = len({c["source"] for c in records})
+        return Reply(
+            200,
+            {
+                "success": True,
+                "count": sources,
+                "total": sources,
+                "results": records[offset:end],
+                "next_token": _token(end) if end < len(records) else None,
+            },
+        )
+
+
+def _token(offset: int) -> str:
+    """An opaque keyset cursor, base64 JSON as Vast's are."""
+    return base64.b64encode(json.dumps({"offset": offset}).encode()).decode()
+
+
+def main(argv: list[str] | None = None) -> None:
+    fake_cloud.main(FakeVast, DEFAULT_API_KEY, argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,343 @@
+"""GCP Compute Engine over its REST API: read a VM's rate, state and disks, and stop it
+keeping its persistent disks.
+
+Only `instances.get`, `disks.get` and `instances.stop` are ever sent; never
+`instances.delete`, which takes every auto-delete disk (the boot disk by default) with it.
+A stopped VM is TERMINATED in GCP's words; its persistent disks keep billing. Local SSDs
+are kept too (`discardLocalSsd=false`), since a stop that discards them loses their data.
+
+The API carries no prices, so the hourly rate comes from a configured table keyed by
+machine type (and accelerator type, for GPUs attached to a general-purpose VM). There is no
+billing call: GCP's billing data (budget notifications, the BigQuery export) lags the meter
+by hours, too late to govern with; the governor meters rate x time itself.
+
+Instances stop asynchronously: `instances.stop` answers a zonal Operation, and the
+Operation finishing is not the VM being TERMINATED, so a stop that was accepted is PENDING
+and the next stop call re-reads the VM.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal, InvalidOperation
+from types import MappingProxyType
+from typing import Any, Protocol
+from uuid import uuid4
+
+import httpx
+
+from governor.adapters.providers._http import ProviderHttp
+from governor.domain.model import PodState
+from governor.domain.ports import (
+    Clock,
+    PodDescription,
+    ProviderError,
+    StopOutcome,
+    StopResult,
+    Storage,
+    SystemClock,
+)
+
+DEFAULT_URL = "https://compute.googleapis.com/compute/v1"
+DEFAULT_METADATA_URL = "http://metadata.google.internal"
+TOKEN_PATH = "/computeMetadata/v1/instance/service-accounts/default/token"
+TOKEN_REFRESH_MARGIN_S = 60.0  # a cached token is replaced this long before it expires
+STOP_LATENCY_S = 90.0  # the guest gets a graceful shutdown before the VM is TERMINATED
+NO_RATES: Mapping[str, Decimal] = MappingProxyType({})
+# Google's list prices per GB-month of provisioned size; a stopped VM's disks bill the same.
+DISK_RATES: Mapping[str, Decimal] = MappingProxyType(
+    {"pd-standard": Decimal("0.04"), "pd-balanced": Decimal("0.10"), "pd-ssd": Decimal("0.17")}
+)
+# Disk types not in the table (hyperdisk-*, pd-extreme) are priced as pd-balanced: an
+# estimate, since their real price also depends on provisioned IOPS and throughput.
+FALLBACK_DISK_TYPE = "pd-balanced"
+
+STATES = {
+    "PROVISIONING": PodState.RUNNING,
+    "STAGING": PodState.RUNNING,
+    "RUNNING": PodState.RUNNING,
+    "REPAIRING": PodState.RUNNING,
+    "STOPPING": PodState.STOPPING,
+    "SUSPENDING": PodState.STOPPING,
+    "TERMINATED": PodState.STOPPED,  # stopped, not deleted
+    "SUSPENDED": PodState.STOPPED,
+}
+RATE_LIMIT_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded"})
+# Operation error codes that may pass on a later try; any other code is permanent.
+RETRYABLE_OPERATION_CODES = frozenset(
+    {"RESOURCE_NOT_READY", "RESOURCE_OPERATION_RATE_EXCEEDED", "RATE_LIMIT_EXCEEDED"}
+)
+_GCE_NAME = r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?"
+_REF = re.compile(rf"(?P<zone>{_GCE_NAME})/(?P<name>{_GCE_NAME})")
+
+
+class TokenSource(Protocol):
+    """Where OAuth2 access tokens come from; `token()` gives one that is valid now."""
+
+    def token(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class StaticToken:
+    """An access token minted elsewhere (e.g. `gcloud auth print-access-token`); it is
+    never refreshed, so it stops working when it expires (an hour, by default)."""
+
+    access_token: str
+
+    def token(self) -> str:
+        return self.access_token
+
+
+class MetadataToken:
+    """The VM's service-account token from the GCE metadata server, cached until shortly
+    before it expires. Works only on a GCE VM (or wherever the metadata server answers)."""
+
+    def __init__(
+        self,
+        client: httpx.Client,
+        metadata_url: str = DEFAULT_METADATA_URL,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        self._http = ProviderHttp(client, "gcp metadata server", "", {"Metadata-Flavor": "Google"})
+        self._url = metadata_url.rstrip("/") + TOKEN_PATH
+        self._clock = clock or SystemClock()
+        self._cached: tuple[str, datetime] | None = None  # the token and when to replace it
+
+    def token(self) -> str:
+        now = self._clock.now()
+        if self._cached is None or now >= self._cached[1]:
+            answer = self._http.request("GET", self._url)
+            try:
+                token, expires_in = str(answer["access_token"]), float(answer["expires_in"])
+            except (KeyError, TypeError, ValueError):
+                # The body may hold a token: it is not quoted here.
+                raise self._http.error(
+                    "answered without a usable access_token and expires_in", True
+                ) from None
+            refresh_at = now + timedelta(seconds=expires_in - TOKEN_REFRESH_MARGIN_S)
+            self._cached = (token, refresh_at)
+        return self._cached[0]
+
+
+class InstanceNotFound(ProviderError):
+    """Google answered 404 for the instance itself (not for its project or zone)."""
+
+
+class WrongState(ProviderError):
+    """Google refused a call because of the instance's state (409, resourceNotReady)."""
+
+
+class _ComputeHttp(ProviderHttp):
+    """ProviderHttp that reads Google's error body: 403 rateLimitExceeded is retryable,
+    a 404 naming an instance is InstanceNotFound and a state conflict is WrongState."""
+
+    def raise_for_status(self, response: httpx.Response) -> None:
+        status = response.status_code
+        google = _google_error(response)
+        if google is None or not 400 <= status < 500 or status == 429:
+            super().raise_for_status(response)
+            return
+        said, reasons = google
+        what = f"(HTTP {status} {'/'.join(sorted(reasons)) or 'error'}: {said})"
+        if status == 404 and "/instances/" in said:
+            error = self.error(f"has no such instance {what}", False, status=status)
+            raise InstanceNotFound(str(error), retryable=False, status=status)
+        if status == 409 or "resourceNotReady" in reasons:
+            error = self.error(
+                f"refused: the instance is in the wrong state {what}", True, status=status
+            )
+            raise WrongState(str(error), retryable=True, status=status)
+        if status == 403 and reasons & RATE_LIMIT_REASONS:
+            raise self.error(f"rate limited {what}", True, status=status)
+        raise self.error(f"refused the request {what}", False, status=status)
+
+
+class GcpProvider:
+    """Implements StopsPreserving against the Compute Engine API for one project.
+
+    `rates` maps a machine type to its $/hour, and "<type>:spot" to its Spot price; a
+    machine type not in it has no known rate (None). GPUs attached to a general-purpose
+    VM (N1) are priced by accelerator type ("nvidia-tesla-t4", "nvidia-tesla-t4:spot") and
+    added per GPU; accelerator-optimized types (a2, a3, g2) include their GPUs, so price
+    those on the machine type and leave their accelerators out of the table.
+    """
+
+    def __init__(
+        self,
+        client: httpx.Client,
+        token: TokenSource,
+        project: str,
+        url: str = DEFAULT_URL,
+        *,
+        rates: Mapping[str, Decimal] = NO_RATES,
+        disk_rates: Mapping[str, Decimal] = DISK_RATES,
+        stop_latency_s: float = STOP_LATENCY_S,
+    ) -> None:
+        self.stop_latency_s = stop_latency_s
+        self._client = client
+        self._token = token
+        self._project = project
+        self._url = url.rstrip("/")
+        self._rates = {key: Decimal(str(rate)) for key, rate in rates.items()}
+        self._disk_rates = {**DISK_RATES, **disk_rates}
+
+    def describe(self, ref: str) -> PodDescription:
+        url, http = self._instance_url(ref), self._http()
+        instance = _instance(http, url)
+        return PodDescription(
+            _state(instance), self._hourly_rate(instance), self._storage(http, instance)
+        )
+
+    def stop(self, ref: str) -> StopResult:
+        try:
+            url, http = self._instance_url(ref), self._http()
+            state = _state(_instance(http, url))
+            if state is not PodState.RUNNING:
+                return _settled(state)
+            params = {"discardLocalSsd": "false", "requestId": str(uuid4())}
+            try:
+                operation = http.request("POST", f"{url}/stop", params=params)
+            except WrongState as exc:
+                state = _state(_instance(http, url))
+                return StopResult.failed(exc) if state is PodState.RUNNING else _settled(state)
+            return _accepted(http, _object(http, operation, "an operation"))
+        except InstanceNotFound:
+            return StopResult(StopOutcome.DONE, "already gone")
+        except ProviderError as exc:
+            return StopResult.failed(exc)
+
+    def _http(self) -> _ComputeHttp:
+        """A client for one call with the token valid now, which is also the secret masked
+        in its errors."""
+        token = self._token.token()
+        return _ComputeHttp(self._client, "gcp", token, {"Authorization": f"Bearer {token}"})
+
+    def _instance_url(self, ref: str) -> str:
+        match = _REF.fullmatch(ref)
+        if match is None:
+            raise ProviderError(
+                f"gcp instance ref {ref!r} is not '<zone>/<instance-name>' "
+                "(e.g. 'us-central1-a/train-1')",
+                retryable=False,
+            )
+        zone, name = match["zone"], match["name"]
+        return f"{self._url}/projects/{self._project}/zones/{zone}/instances/{name}"
+
+    def _hourly_rate(self, instance: dict[str, Any]) -> Decimal | None:
+        scheduling = instance.get("scheduling") or {}
+        spot = (
+            scheduling.get("provisioningModel") == "SPOT" or scheduling.get("preemptible") is True
+        )
+        rate = self._rate(_last_segment(instance.get("machineType")), spot)
+        if rate is None:
+            return None
+        for accelerator in instance.get("guestAccelerators") or []:
+            per_gpu = self._rate(_last_segment(accelerator.get("acceleratorType")), spot)
+            if per_gpu is not None:
+                rate += per_gpu * Decimal(str(accelerator.get("acceleratorCount", 1)))
+        return rate
+
+    def _rate(self, name: str, spot: bool) -> Decimal | None:
+        """The table's rate for `name`; a Spot VM without a Spot entry gets the on-demand
+        rate, which over-counts rather than under-counts."""
+        if spot and f"{name}:spot" in self._rates:
+            return self._rates[f"{name}:spot"]
+        return self._rates.get(name)
+
+    def _storage(self, http: _ComputeHttp, instance: dict[str, Any]) -> Storage | None:
+        """The persistent disks (boot and attached) and their size-weighted price; local
+        SSDs (SCRATCH) are not persistent and not counted. The instance names each disk
+        only by URL, so each one is read for its type and size."""
+        total_gb = monthly_usd = Decimal(0)
+        for attached in instance.get("disks") or []:
+            if attached.get("type") != "PERSISTENT":
+                continue
+            source = str(attached.get("source", ""))
+            if "projects/" not in source:
+                raise http.error(f"answered a disk without a source: {attached!r:.200}", True)
+            disk_url = f"{self._url}/{_from_projects(source)}"
+            disk = _object(http, http.request("GET", disk_url), "a disk")
+            try:
+                gb = Decimal(str(disk["sizeGb"]))
+            except (KeyError, InvalidOperation):
+                raise http.error(f"answered a disk without a size: {disk!r:.200}", True) from None
+            kind = _last_segment(disk.get("type"))
+            rate = self._disk_rates.get(kind, self._disk_rates[FALLBACK_DISK_TYPE])
+            total_gb += gb
+            monthly_usd += gb * rate
+        if not total_gb:
+            return None
+        rate = monthly_usd / total_gb
+        return Storage(total_gb, rate, rate)
+
+
+def _google_error(response: httpx.Response) -> tuple[str, frozenset[str]] | None:
+    """Google's `{"error": {"message", "errors": [{"reason"}]}}` as (message, reasons);
+    None when the body is not in that shape."""
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return None
+    details = error.get("errors") if isinstance(error.get("errors"), list) else []
+    reasons = frozenset(
+        str(d["reason"]) for d in details if isinstance(d, dict) and d.get("reason")
+    )
+    return str(error.get("message", ""))[:300], reasons
+
+
+def _accepted(http: _ComputeHttp, operation: dict[str, Any]) -> StopResult:
+    """What a stop's Operation amounts to: PENDING unless it already failed."""
+    error = operation.get("error")
+    errors = error.get("errors") if isinstance(error, dict) else None
+    if not errors:
+        name, status = operation.get("name", "?"), operation.get("status", "?")
+        return StopResult(
+            StopOutcome.PENDING, f"stop accepted (operation {name} {status}); not TERMINATED yet"
+        )
+    codes = {str(e.get("code")) for e in errors if isinstance(e, dict)}
+    if "RESOURCE_NOT_FOUND" in codes:
+        return StopResult(StopOutcome.DONE, "already gone")
+    said = "; ".join(
+        f"{e.get('code')}: {e.get('message')}" if isinstance(e, dict) else str(e) for e in errors
+    )[:300]
+    retryable = bool(codes & RETRYABLE_OPERATION_CODES)
+    return StopResult.failed(http.error(f"stop operation failed: {said}", retryable))
+
+
+def _settled(state: PodState) -> StopResult:
+    """The result for a VM that is not running: stopped is DONE, stopping is PENDING."""
+    if state is PodState.STOPPING:
+        return StopResult(StopOutcome.PENDING, "stopping; not TERMINATED yet")
+    return StopResult(StopOutcome.DONE, f"already {state.value}")
+
+
+def _instance(http: _ComputeHttp, url: str) -> dict[str, Any]:
+    return _object(http, http.request("GET", url), "an instance")
+
+
+def _object(http: _ComputeHttp, answer: Any, what: str) -> dict[str, Any]:
+    if not isinstance(answer, dict):
+        raise http.error(f"answered {answer!r:.200}, not {what}", True)
+    return answer
+
+
+def _state(instance: dict[str, Any]) -> PodState:
+    """An unknown status counts as running: billing is assumed until GCP says otherwise."""
+    return STATES.get(str(instance.get("status")), PodState.RUNNING)
+
+
+def _last_segment(url: Any) -> str:
+    """The name at the end of a resource URL (machineType, disk type, accelerator type)."""
+    return str(url or "").rstrip("/").rsplit("/", 1)[-1]
+
+
+def _from_projects(url: str) -> str:
+    """A resource URL from "projects/" on, to be read through the configured endpoint."""
+    return url[url.index("projects/") :]

@@ -1,0 +1,339 @@
+"""Kubernetes over its API server: a Job, Deployment or StatefulSet is the pod the governor
+stops, keeping its PersistentVolumeClaims.
+
+A Job is suspended (`spec.suspend: true`: its controller deletes the pods and makes none
+until it is resumed). A Deployment or StatefulSet is scaled to zero through its `scale`
+subresource, after its replica count is recorded in an annotation so that it can be
+restored. Only GET and JSON merge-patch PATCH are sent; nothing is ever deleted. Volumes that
+die with their pods (generic ephemeral volumes, claims a StatefulSet deletes when scaled
+down) make the adapter refuse to stop rather than lose them.
+
+Kubernetes has no prices: the rate is declared at registration, and stopping saves money
+only where the node goes with the pods (a cluster autoscaler, per-pod billing).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from governor.adapters.providers._http import ProviderHttp
+from governor.domain.model import PodState
+from governor.domain.ports import PodDescription, ProviderError, StopOutcome, StopResult
+
+DEFAULT_URL = "https://kubernetes.default.svc"
+# Where a pod's service account token and the cluster's CA certificate are mounted.
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+TOKEN_FILE = f"{SERVICE_ACCOUNT_DIR}/token"
+CA_FILE = f"{SERVICE_ACCOUNT_DIR}/ca.crt"
+# Pods get terminationGracePeriodSeconds (30 s by default) to exit, after the controller acts.
+STOP_LATENCY_S = 60.0
+REPLICAS_ANNOTATION = "gpu-governor/replicas-before-stop"
+MERGE_PATCH = {"Content-Type": "application/merge-patch+json"}
+
+API = {  # the kind in a ref: its API group/version, resource and object kind
+    "job": ("batch/v1", "jobs", "Job"),
+    "deployment": ("apps/v1", "deployments", "Deployment"),
+    "statefulset": ("apps/v1", "statefulsets", "StatefulSet"),
+}
+REF_FORM = (
+    "<namespace>/<kind>/<name> with kind job, deployment or statefulset (e.g. ml/job/train-llama)"
+)
+_DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")  # what Kubernetes accepts in names
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What a ref names: one Job, Deployment or StatefulSet in a namespace."""
+
+    namespace: str
+    kind: str
+    name: str
+
+    @classmethod
+    def parse(cls, ref: str) -> Workload:
+        parts = ref.split("/")
+        if (
+            len(parts) == 3
+            and parts[1] in API
+            and len(parts[0]) <= 63
+            and len(parts[2]) <= 253
+            and all(_DNS_NAME.fullmatch(part) for part in (parts[0], parts[2]))
+        ):
+            return cls(*parts)
+        raise ProviderError(f"kubernetes ref {ref!r} is not {REF_FORM}", retryable=False)
+
+    @property
+    def path(self) -> str:
+        version, resource, _ = API[self.kind]
+        return f"/apis/{version}/namespaces/{self.namespace}/{resource}/{self.name}"
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+class NoSuchWorkload(ProviderError):
+    def __init__(self, workload: Workload) -> None:
+        super().__init__(f"kubernetes has no such {workload}", retryable=False, status=404)
+
+
+class StatusError(ProviderError):
+    """A refusal the API server explained with a Status object: its `reason` (NotFound,
+    Conflict, Forbidden, ...) and the name of the object it is about, when it says."""
+
+    def __init__(self, error: ProviderError, reason: str, name: str | None) -> None:
+        super().__init__(
+            str(error),
+            retryable=error.retryable,
+            retry_after_s=error.retry_after_s,
+            status=error.status,
+        )
+        self.reason = reason
+        self.name = name
+
+
+class KubernetesHttp(ProviderHttp):
+    """ProviderHttp that reads the API server's Status bodies: their message in plain words,
+    and the delay a 429 asks for in `details.retryAfterSeconds` when no Retry-After came."""
+
+    def raise_for_status(self, response: httpx.Response) -> None:
+        try:
+            super().raise_for_status(response)
+        except ProviderError as exc:
+            raise self._explained(response, exc) from None
+
+    def _explained(self, response: httpx.Response, exc: ProviderError) -> ProviderError:
+        try:
+            status = response.json()
+        except ValueError:
+            return exc
+        if not isinstance(status, dict) or status.get("kind") != "Status":
+            return exc
+        details = status.get("details")
+        details = details if isinstance(details, dict) else {}
+        delay = exc.retry_after_s
+        if delay is None and response.status_code == 429:
+            asked = details.get("retryAfterSeconds")
+            counted = isinstance(asked, int) and not isinstance(asked, bool) and asked > 0
+            delay = float(asked) if counted else None
+        reason = str(status.get("reason") or "")
+        verb = "rate limited the request" if response.status_code == 429 else "answered"
+        said = f"{verb}: HTTP {response.status_code} {reason}: {status.get('message', '')}"
+        wait = "" if delay is None else f"; retry after {delay:g} s"
+        error = self.error(
+            f"{said[:400]}{wait}", exc.retryable, retry_after=delay, status=exc.status
+        )
+        name = details.get("name")
+        return StatusError(error, reason, name if isinstance(name, str) else None)
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """A workload as read: the object and the state it amounts to."""
+
+    workload: Workload
+    obj: dict[str, Any]
+    state: PodState
+
+
+class KubernetesProvider:
+    """Implements StopsPreserving against a cluster's API server.
+
+    `client` is built by the caller, trusting the cluster's CA (`verify=`); `token` is a
+    bearer token (a service account's) allowed to get and patch jobs, deployments,
+    statefulsets and their scale subresources in the namespaces it governs.
+    """
+
+    def __init__(
+        self,
+        client: httpx.Client,
+        token: str | Callable[[], str],
+        url: str = DEFAULT_URL,
+        *,
+        stop_latency_s: float = STOP_LATENCY_S,
+    ) -> None:
+        self.stop_latency_s = stop_latency_s
+        self._client = client
+        self._token = token if callable(token) else lambda: token
+        self._url = url.rstrip("/")
+
+    def describe(self, ref: str) -> PodDescription:
+        seen = self._read(Workload.parse(ref))
+        return PodDescription(seen.state, None, None, cannot_preserve=_cannot_preserve(seen))
+
+    def stop(self, ref: str) -> StopResult:
+        try:
+            workload = Workload.parse(ref)
+        except ProviderError as exc:
+            return StopResult.failed(exc)
+        try:
+            seen = self._read(workload)
+            settled = _settled(seen)
+            if settled is not None:
+                return settled
+            reason = _cannot_preserve(seen)
+            if reason is not None:
+                return StopResult(
+                    StopOutcome.PERMANENT, f"kubernetes: left running, because {reason}"
+                )
+            self._halt(seen)
+        except NoSuchWorkload:
+            return StopResult(StopOutcome.DONE, "already gone")
+        except StatusError as exc:
+            if exc.status == 409:
+                return self._after_conflict(workload)
+            return StopResult.failed(exc)
+        except ProviderError as exc:
+            return StopResult.failed(exc)
+        how = "suspended" if workload.kind == "job" else "scaled to zero"
+        return StopResult(StopOutcome.PENDING, f"{workload} {how}; its pods are exiting")
+
+    def _halt(self, seen: _Seen) -> None:
+        workload = seen.workload
+        if workload.kind == "job":
+            self._patch(workload, workload.path, {"spec": {"suspend": True}})
+            return
+        metadata = _section(seen.obj, "metadata")
+        recorded: dict[str, Any] = {"annotations": {REPLICAS_ANNOTATION: str(_replicas(seen))}}
+        version = metadata.get("resourceVersion")
+        if isinstance(version, str):  # only if nobody changed it since it was read
+            recorded["resourceVersion"] = version
+        self._patch(workload, workload.path, {"metadata": recorded})
+        self._patch(workload, f"{workload.path}/scale", {"spec": {"replicas": 0}})
+
+    def _after_conflict(self, workload: Workload) -> StopResult:
+        """The object changed under the patch (409): whoever changed it may have stopped it."""
+        try:
+            seen = self._read(workload)
+        except NoSuchWorkload:
+            return StopResult(StopOutcome.DONE, "already gone")
+        except ProviderError as exc:
+            return StopResult.failed(exc)
+        return _settled(seen) or StopResult(
+            StopOutcome.RETRYABLE, f"kubernetes: {workload} changed while being stopped (409)"
+        )
+
+    def _read(self, workload: Workload) -> _Seen:
+        obj = self._call(workload, "GET", workload.path)
+        if not isinstance(obj, dict) or obj.get("kind") != API[workload.kind][2]:
+            raise _malformed(f"not a {API[workload.kind][2]}: {obj!r:.200}")
+        return _Seen(workload, obj, _state(workload, obj))
+
+    def _patch(self, workload: Workload, path: str, body: dict[str, Any]) -> None:
+        self._call(workload, "PATCH", path, json=body, headers=MERGE_PATCH)
+
+    def _call(
+        self,
+        workload: Workload,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
+        try:
+            return self._http().request(method, self._url + path, json=json, headers=headers)
+        except StatusError as exc:
+            # Only a NotFound naming the object means it is gone: a wrong URL is also a 404.
+            if exc.reason == "NotFound" and exc.name == workload.name:
+                raise NoSuchWorkload(workload) from None
+            raise
+
+    def _http(self) -> KubernetesHttp:
+        """A client with the token valid now (a service account's token file is rotated),
+        which is also the secret masked in its errors."""
+        token = self._token()
+        return KubernetesHttp(
+            self._client, "kubernetes", token, {"Authorization": f"Bearer {token}"}
+        )
+
+
+def _settled(seen: _Seen) -> StopResult | None:
+    """What a stop amounts to for a workload that is no longer running; None if it is."""
+    if seen.state is PodState.STOPPED:
+        return StopResult(StopOutcome.DONE, "already stopped")
+    if seen.state is PodState.STOPPING:
+        return StopResult(StopOutcome.PENDING, f"{seen.workload} is stopping; pods still exiting")
+    return None
+
+
+def _state(workload: Workload, obj: dict[str, Any]) -> PodState:
+    """RUNNING while the workload wants pods; then STOPPING until the last one has exited."""
+    spec, status = _section(obj, "spec"), _section(obj, "status")
+    if workload.kind == "job":
+        wants_pods = spec.get("suspend") is not True and not _finished(spec, status)
+        pods = _count(status, "active") + _count(status, "terminating")
+    else:
+        wants_pods = _count(spec, "replicas", default=1) > 0
+        pods = _count(status, "replicas") + _count(status, "terminatingReplicas")
+    if wants_pods:
+        return PodState.RUNNING
+    return PodState.STOPPING if pods else PodState.STOPPED
+
+
+def _finished(spec: dict[str, Any], status: dict[str, Any]) -> bool:
+    """A Job that is Complete or Failed, or has all the successes it asks for: it will make
+    no pod again."""
+    conditions = status.get("conditions")
+    for condition in conditions if isinstance(conditions, list) else []:
+        if (
+            isinstance(condition, dict)
+            and condition.get("type") in ("Complete", "Failed")
+            and condition.get("status") == "True"
+        ):
+            return True
+    completions = spec.get("completions")
+    return isinstance(completions, int) and _count(status, "succeeded") >= completions
+
+
+def _replicas(seen: _Seen) -> int:
+    return _count(_section(seen.obj, "spec"), "replicas", default=1)
+
+
+def _cannot_preserve(seen: _Seen) -> str | None:
+    """Why stopping would lose data kept in volumes, None if it would not."""
+    spec = _section(seen.obj, "spec")
+    pod_spec = _section(_section(spec, "template"), "spec")
+    volumes = pod_spec.get("volumes")
+    reasons = [
+        f"its volume {volume.get('name')!r} is a generic ephemeral volume, whose "
+        "PersistentVolumeClaim is deleted with the pod"
+        for volume in (volumes if isinstance(volumes, list) else [])
+        if isinstance(volume, dict) and volume.get("ephemeral") is not None
+    ]
+    policy = _section(spec, "persistentVolumeClaimRetentionPolicy")
+    if seen.workload.kind == "statefulset" and policy.get("whenScaled") == "Delete":
+        reasons.append(
+            "its persistentVolumeClaimRetentionPolicy.whenScaled is Delete, so scaling it "
+            "to zero deletes its PersistentVolumeClaims"
+        )
+    if not reasons:
+        return None
+    return f"stopping {seen.workload} would lose data: " + "; ".join(reasons) + "."
+
+
+def _section(obj: dict[str, Any], key: str) -> dict[str, Any]:
+    value = obj.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _malformed(f"{key}: {value!r:.200}")
+    return value
+
+
+def _count(section: dict[str, Any], key: str, default: int = 0) -> int:
+    """A count the API server omits when it is zero (or when it is the default)."""
+    value = section.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _malformed(f"{key}: {value!r:.200}")
+    return value
+
+
+def _malformed(what: str) -> ProviderError:
+    return ProviderError(f"kubernetes answered a malformed object ({what})", retryable=True)

@@ -1,0 +1,298 @@
+"""Vast.ai over its REST API: read an instance's rate and state, stop it keeping its disk, and
+read what Vast has charged for it.
+
+Only `GET /api/v0/instances/{id}/`, `PUT /api/v0/instances/{id}/ {"state": "stopped"}` and
+`GET /api/v0/charges/` are ever sent; never `DELETE`, which destroys the instance and its
+disk. Vast refuses with `{"success": false, "error": <code>, "msg"|"message": ...}`, under a
+4xx or inside an HTTP 200, so the code decides: a missing instance is gone, a rate limit is
+retryable, anything else is permanent. Its 429 is often plain text, with no Retry-After.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import httpx
+
+from governor.adapters.providers._http import ProviderHttp
+from governor.domain.model import PodState
+from governor.domain.money import HOURS_PER_MONTH
+from governor.domain.ports import (
+    Billed,
+    PodDescription,
+    ProviderError,
+    StopOutcome,
+    StopResult,
+    Storage,
+)
+
+DEFAULT_URL = "https://console.vast.ai"
+# The PUT answers at once; the host stops the container when it next hears from Vast.
+STOP_LATENCY_S = 60.0
+CHARGES_LOOKBACK_DAYS = 90.0  # how far back billed() asks for an instance's charges
+CHARGES_PAGE = 500  # the most charges Vast returns in one page
+
+GONE_CODES = frozenset({"no_such_instance", "not_found"})
+RETRYABLE_CODES = frozenset({"rate_limit_exceeded"})
+# A container that stopped or exited no longer runs; whether the GPU is still held depends on
+# what was asked: only an instance asked to stop is stopped (see _state).
+HALTED = frozenset({"stopped", "exited"})
+
+
+class VastRefused(ProviderError):
+    """Vast refused with one of its error codes; `gone` when the code means no such instance."""
+
+    def __init__(self, message: str, code: str, status: int | None = None) -> None:
+        super().__init__(message, retryable=code in RETRYABLE_CODES, status=status)
+        self.code = code
+
+    @property
+    def gone(self) -> bool:
+        return self.code in GONE_CODES
+
+
+class NoSuchInstance(VastRefused):
+    def __init__(self, ref: str, code: str = "no_such_instance", status: int | None = None) -> None:
+        super().__init__(f"vast has no instance {ref} ({code})", code, status)
+
+
+class VastHttp(ProviderHttp):
+    """ProviderHttp that lets Vast's error code, not only the HTTP status, classify a 4xx.
+
+    A 404 carrying `no_such_instance` means the instance is gone, while a 404 without a Vast
+    code (a wrong URL) must stay a permanent failure; a 4xx carrying `rate_limit_exceeded`
+    is retryable. 429 and 5xx are left to ProviderHttp.
+    """
+
+    def raise_for_status(self, response: httpx.Response) -> None:
+        status = response.status_code
+        if 400 <= status < 500 and status != 429:
+            refusal = self.refusal(_json_or_none(response), status)
+            if refusal is not None:
+                raise refusal
+        super().raise_for_status(response)
+
+    def refusal(self, body: Any, status: int) -> VastRefused | None:
+        """The refusal a Vast body states, None if it states none."""
+        if not isinstance(body, dict) or body.get("success") is True:
+            return None
+        code = body.get("error")
+        if not isinstance(code, str) or not code:
+            return None
+        said = str(body.get("msg") or body.get("message") or "")[:200]
+        error = self.error(f"refused (HTTP {status}, {code}): {said}", False)
+        return VastRefused(str(error), code, status)
+
+
+class VastProvider:
+    """Implements StopsPreserving and ReportsBilling against Vast's REST API.
+
+    A ref is the instance id (digits). The hourly rate is the compute alone, `dph_total`
+    less `storage_total_cost`: Vast's total includes the disk, which is reported as storage
+    and billed every second the instance exists, running or stopped.
+    """
+
+    def __init__(
+        self,
+        client: httpx.Client,
+        api_key: str,
+        url: str = DEFAULT_URL,
+        *,
+        stop_latency_s: float = STOP_LATENCY_S,
+        charges_lookback_days: float = CHARGES_LOOKBACK_DAYS,
+    ) -> None:
+        self.stop_latency_s = stop_latency_s
+        self._lookback = timedelta(days=charges_lookback_days)
+        self._http = VastHttp(client, "vast", api_key, {"Authorization": f"Bearer {api_key}"})
+        self._url = url.rstrip("/")
+
+    def describe(self, ref: str) -> PodDescription:
+        instance = self._instance(ref)
+        try:
+            total, disk_hourly, disk_gb = [
+                _decimal(instance.get(name))
+                for name in ("dph_total", "storage_total_cost", "disk_space")
+            ]
+        except InvalidOperation:
+            raise self._http.error(f"answered a non-number in {instance!r:.200}", True) from None
+        rate = None if total is None else total - (disk_hourly or 0)
+        return PodDescription(_state(instance), rate, _storage(disk_hourly, disk_gb))
+
+    def stop(self, ref: str) -> StopResult:
+        settled = self._settled(ref)
+        if settled is not None:
+            return settled
+        try:
+            self._call("PUT", self._instance_url(ref), body={"state": "stopped"})
+        except ProviderError as exc:
+            if exc.status != 409:
+                return _gone_or_failed(exc)
+            # A wrong-state refusal: what the instance is now decides.
+            return self._settled(ref) or StopResult(
+                StopOutcome.RETRYABLE, f"{exc}; the instance is still running"
+            )
+        return StopResult(StopOutcome.PENDING, "stop accepted; the instance has not stopped yet")
+
+    def billed(self, ref: str) -> Billed:
+        """Every instance charge Vast lists for `ref` over the lookback, to the latest `end`."""
+        source = f"instance-{_instance_id(ref)}"
+        until = datetime.now(UTC)
+        since = (until - self._lookback).replace(hour=0, minute=0, second=0, microsecond=0)
+        filters = {
+            "day": {"gte": int(since.timestamp()), "lte": int(until.timestamp())},
+            "type": {"in": ["instance"]},
+        }
+        params = {"select_filters": json.dumps(filters), "limit": str(CHARGES_PAGE)}
+        amount, through = Decimal(0), since
+        for charge in self._charges(params):
+            if charge.get("source") != source:
+                continue
+            try:
+                amount += _required(charge.get("amount"))
+                through = max(through, _instant(charge.get("end")))
+            except InvalidOperation:
+                raise self._http.error(
+                    f"answered a malformed charge: {charge!r:.200}", True
+                ) from None
+        return Billed(amount, through)
+
+    def _settled(self, ref: str) -> StopResult | None:
+        """What a stop amounts to given the instance's state now (or a failed read); None while
+        it runs."""
+        try:
+            state = _state(self._instance(ref))
+        except ProviderError as exc:
+            return _gone_or_failed(exc)
+        if state is PodState.STOPPED:
+            return StopResult(StopOutcome.DONE, "already stopped; disk kept")
+        if state is PodState.STOPPING:
+            return StopResult(StopOutcome.PENDING, "stop asked; the instance has not stopped yet")
+        return None
+
+    def _instance(self, ref: str) -> dict[str, Any]:
+        try:
+            answer = self._call("GET", self._instance_url(ref), params={"owner": "me"})
+        except VastRefused as exc:
+            if exc.gone:
+                raise NoSuchInstance(ref, exc.code, exc.status) from None
+            raise
+        instance = answer.get("instances")
+        if instance is None:
+            raise NoSuchInstance(ref)
+        if not isinstance(instance, dict):
+            raise self._http.error(f"answered a malformed instance: {instance!r:.200}", True)
+        return instance
+
+    def _charges(self, params: dict[str, str]) -> Iterator[dict[str, Any]]:
+        """Every charge `params` select, following Vast's next_token from page to page."""
+        seen: set[str] = set()
+        token: Any = None
+        while True:
+            page_params = {**params, "after_token": token} if token else params
+            page = self._call("GET", f"{self._url}/api/v0/charges/", params=page_params)
+            results = page.get("results")
+            if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
+                raise self._http.error(f"answered malformed charges: {page!r:.200}", True)
+            yield from results
+            token = page.get("next_token")
+            if not token:
+                return
+            if not isinstance(token, str) or token in seen:
+                raise self._http.error(f"answered a next_token that loops: {token!r:.100}", True)
+            seen.add(token)
+
+    def _instance_url(self, ref: str) -> str:
+        return f"{self._url}/api/v0/instances/{_instance_id(ref)}/"
+
+    def _call(
+        self,
+        method: str,
+        url: str,
+        *,
+        body: Any = None,
+        params: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        answer = self._http.request(method, url, json=body, params=params)
+        if not isinstance(answer, dict):
+            raise self._http.error(f"answered {answer!r:.200}, not an object", True)
+        refusal = self._http.refusal(answer, 200)
+        if refusal is not None:
+            raise refusal
+        return answer
+
+
+def _instance_id(ref: str) -> str:
+    """`ref` if it is an instance id; a ref that is not one is refused before any call."""
+    if not (ref.isascii() and ref.isdigit()):
+        raise ProviderError(f"vast instance ids are numbers, not {ref!r}", retryable=False)
+    return ref
+
+
+def _state(instance: dict[str, Any]) -> PodState:
+    """The instance's state from `actual_status` and `intended_status`.
+
+    Stopped only when the container is down and a stop was asked (or nothing was): an
+    `exited` container asked to run still holds its GPU, and Vast bills a `frozen` one
+    (paused, memory kept). `loading`, `scheduling` (a restart waiting for its GPU),
+    `unknown` (no heartbeat), `offline` (host disconnected) and null (being created) may
+    run or bill at any moment, so they count as running: the governor meters them and
+    sends the stop, which is harmless if the GPU was not held.
+    """
+    actual, intended = instance.get("actual_status"), instance.get("intended_status")
+    if actual in HALTED and intended in (None, "stopped"):
+        return PodState.STOPPED
+    if intended == "stopped":
+        return PodState.STOPPING
+    return PodState.RUNNING
+
+
+def _storage(disk_hourly: Decimal | None, disk_gb: Decimal | None) -> Storage | None:
+    """The instance's disk: Vast bills it at the same rate in every state."""
+    if disk_hourly is None or disk_gb is None or disk_gb <= 0:
+        return None
+    per_gb_month = disk_hourly * HOURS_PER_MONTH / disk_gb
+    return Storage(disk_gb, per_gb_month, per_gb_month)
+
+
+def _gone_or_failed(error: ProviderError) -> StopResult:
+    if isinstance(error, VastRefused) and error.gone:
+        return StopResult(StopOutcome.DONE, "already gone")
+    return StopResult.failed(error)
+
+
+def _decimal(value: Any) -> Decimal | None:
+    """A number Vast sent (a JSON number, sometimes a string); None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise InvalidOperation(f"{value!r} is not a number")
+    number = Decimal(str(value))
+    if not number.is_finite():
+        raise InvalidOperation(f"{value!r} is not a finite number")
+    return number
+
+
+def _required(value: Any) -> Decimal:
+    number = _decimal(value)
+    if number is None:
+        raise InvalidOperation("a number is missing")
+    return number
+
+
+def _instant(value: Any) -> datetime:
+    """Unix seconds as an aware UTC instant."""
+    try:
+        return datetime.fromtimestamp(float(_required(value)), UTC)
+    except (OverflowError, OSError, ValueError):
+        raise InvalidOperation(f"{value!r} is not an instant") from None
+
+
+def _json_or_none(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None

@@ -1,0 +1,185 @@
+"""The cloud providers' settings (GOVERNOR_<PROVIDER>_*): part of the server's Settings.
+
+A provider exists only when its credentials (or, for AWS, its region; for on-prem, a stop
+method) are set. Every key may instead be read from a file (`..._FILE`), the usual way
+secrets reach a container; no key may sit in a URL.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import NoDecode
+
+Rates = Annotated[dict[str, Decimal], NoDecode]
+Url = Annotated[str, Field(pattern=r"^https?://")]
+SECRET_FILES = {  # the key setting -> the setting naming a file that holds it
+    "runpod_api_key": "runpod_api_key_file",
+    "vast_api_key": "vast_api_key_file",
+    "lambda_api_key": "lambda_api_key_file",
+    "gcp_access_token": "gcp_access_token_file",
+}
+
+
+def json_setting(value: Any, empty: Any, shape: str) -> Any:
+    """A setting given as JSON text in the environment, decoded; blank text is `empty`."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value) if value.strip() else empty
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not {shape} ({exc})") from None
+
+
+class ProviderSettings(BaseModel):
+    runpod_api_key: SecretStr | None = Field(
+        None, description="RunPod API key; the runpod provider exists only when one is set."
+    )
+    runpod_api_key_file: Path | None = Field(
+        None, description="A file holding the RunPod API key (instead of the key itself)."
+    )
+    runpod_url: Url = Field(
+        "https://api.runpod.io/graphql",
+        description="RunPod's GraphQL endpoint; billing is read from /v2/billing on its host.",
+    )
+    runpod_stop_latency_s: float = Field(
+        30.0, ge=0, description="Seconds a RunPod pod may bill after podStop."
+    )
+    runpod_volume_usd_per_gb_month: Decimal = Field(
+        Decimal("0.10"), ge=0, description="RunPod volume disk price while the pod runs."
+    )
+    runpod_stopped_volume_usd_per_gb_month: Decimal = Field(
+        Decimal("0.20"), ge=0, description="RunPod volume disk price while the pod is stopped."
+    )
+
+    vast_api_key: SecretStr | None = Field(
+        None, description="Vast.ai API key; the vast provider exists only when one is set."
+    )
+    vast_api_key_file: Path | None = Field(None, description="A file holding the Vast.ai key.")
+    vast_url: Url = Field("https://console.vast.ai", description="Vast.ai's API host.")
+    vast_stop_latency_s: float = Field(
+        60.0, ge=0, description="Seconds a Vast.ai instance may bill after it is stopped."
+    )
+
+    lambda_api_key: SecretStr | None = Field(
+        None, description="Lambda Cloud API key; the lambda provider exists only when one is set."
+    )
+    lambda_api_key_file: Path | None = Field(None, description="A file holding the Lambda key.")
+    lambda_url: Url = Field("https://cloud.lambda.ai/api/v1", description="Lambda's API base.")
+    lambda_stop_latency_s: float = Field(
+        120.0, ge=0, description="Seconds a Lambda instance may bill after it is terminated."
+    )
+    lambda_filesystem_usd_per_gb_month: Decimal = Field(
+        Decimal("0.20"), ge=0, description="Lambda's persistent filesystem price per GB-month."
+    )
+
+    gcp_project: str | None = Field(
+        None, description="GCP project id; the gcp provider exists only when one is set."
+    )
+    gcp_access_token: SecretStr | None = Field(
+        None, description="A static OAuth2 token; unset: the VM's metadata server mints them."
+    )
+    gcp_access_token_file: Path | None = Field(
+        None, description="A file holding the OAuth2 access token."
+    )
+    gcp_url: Url = Field(
+        "https://compute.googleapis.com/compute/v1", description="The Compute Engine API base."
+    )
+    gcp_metadata_url: Url = Field(
+        "http://metadata.google.internal", description="The GCE metadata server."
+    )
+    gcp_rates: Rates = Field(
+        default_factory=dict,
+        description='$/hour by machine type, e.g. {"a2-highgpu-1g": "3.67", '
+        '"a2-highgpu-1g:spot": "1.47"} (the API has no prices).',
+    )
+    gcp_disk_rates: Rates = Field(
+        default_factory=dict,
+        description="$/GB-month by disk type, over pd-standard 0.04, pd-balanced 0.10, "
+        "pd-ssd 0.17.",
+    )
+    gcp_stop_latency_s: float = Field(
+        90.0, ge=0, description="Seconds a GCP VM may bill after instances.stop."
+    )
+
+    aws_region: str | None = Field(
+        None,
+        description="AWS region; the aws provider exists only when one is set (credentials: "
+        "boto3's usual chain). Needs the aws extra.",
+    )
+    aws_endpoint_url: Url | None = Field(None, description="An EC2 endpoint other than AWS's.")
+    aws_rates: Rates = Field(
+        default_factory=dict,
+        description='$/hour by instance type, e.g. {"p5.48xlarge": "98.32"} (the API has none).',
+    )
+    aws_ebs_usd_per_gb_month: Decimal = Field(
+        Decimal("0.08"), ge=0, description="EBS price per GB-month (gp3 list price)."
+    )
+    aws_stop_latency_s: float = Field(
+        30.0, ge=0, description="Seconds an EC2 instance may bill after StopInstances."
+    )
+
+    kubernetes_url: Url | None = Field(
+        None,
+        description="The Kubernetes API server; unset inside a cluster: its service account.",
+    )
+    kubernetes_token: SecretStr | None = Field(None, description="A Kubernetes bearer token.")
+    kubernetes_token_file: Path | None = Field(
+        None, description="A file holding the Kubernetes bearer token (re-read at every call)."
+    )
+    kubernetes_ca_file: Path | None = Field(
+        None, description="The cluster's CA certificate (PEM) to verify the API server with."
+    )
+    kubernetes_stop_latency_s: float = Field(
+        60.0, ge=0, description="Seconds a workload's pods may run after it is suspended."
+    )
+
+    local_stop_command: Annotated[list[str] | None, NoDecode] = Field(
+        None,
+        description='On-prem: the command that stops a pod, as a JSON list ("{ref}" is '
+        'replaced), e.g. ["systemctl", "stop", "train@{ref}"].',
+    )
+    local_stop_signal: str | None = Field(
+        None,
+        description="On-prem: the signal sent to the pod's process (ref: a pid or "
+        "pidfile:/path), e.g. SIGTERM.",
+    )
+    local_command_timeout_s: float = Field(
+        30.0, gt=0, description="On-prem: how long the stop command may run."
+    )
+    local_stop_latency_s: float = Field(
+        90.0, ge=0, description="Seconds an on-prem pod may bill after it is asked to stop."
+    )
+
+    @field_validator("gcp_rates", "gcp_disk_rates", "aws_rates", mode="before")
+    @classmethod
+    def _json_rates(cls, value: Any) -> Any:
+        return json_setting(value, {}, 'a JSON object of rates, e.g. {"type": "2.50"}')
+
+    @field_validator("local_stop_command", mode="before")
+    @classmethod
+    def _json_command(cls, value: Any) -> Any:
+        return json_setting(value, None, 'a JSON list, e.g. ["systemctl", "stop", "{ref}"]')
+
+    @field_validator("runpod_url", "vast_url", "lambda_url", "gcp_url", "kubernetes_url")
+    @classmethod
+    def _no_key_in_url(cls, url: str | None) -> str | None:
+        if url is not None and ("api_key" in url or "token=" in url):
+            raise ValueError("keep the key out of the URL: set the provider's key setting")
+        return url
+
+    @model_validator(mode="after")
+    def _secret_files(self) -> ProviderSettings:
+        for key, file in SECRET_FILES.items():
+            path = getattr(self, file)
+            if path is None or getattr(self, key) is not None:
+                continue
+            secret = path.read_text().strip()
+            if not secret:
+                raise ValueError(f"GOVERNOR_{file.upper()} {path} is empty")
+            setattr(self, key, SecretStr(secret))
+        return self

@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+import boto3
+import httpx
+
+from governor.adapters.providers.aws import Ec2Provider
+from governor.adapters.providers.fake_aws import FAKE_ACCESS_KEY_ID, FakeEc2
+from governor.adapters.providers.fake_cloud import FakeCloud
+from tests.contract.harness import Harness
+
+SESSION = boto3.session.Session()  # shared, so EC2's API model is loaded once
+
+
+class AwsHarness(Harness):
+    name = "aws"
+    running = "i-0123456789abcdef0"
+    missing = "i-0000000000000404f"
+    retry_after_honoured = False  # EC2 throttles with 503 RequestLimitExceeded, no Retry-After
+
+    def cloud(self, state_file: Path, secret: str) -> FakeEc2:
+        fake = FakeEc2(state_file, secret)
+        fake.add_instance(self.running, "1.006", instance_type="g5.xlarge")
+        return fake
+
+    def adapter(self, url: str, secret: str, client: httpx.Client) -> Ec2Provider:
+        """boto3 brings its own HTTP client: only the suite's timeout is taken from `client`."""
+        return Ec2Provider.connect(
+            "us-east-1",
+            endpoint_url=url,
+            access_key_id=FAKE_ACCESS_KEY_ID,
+            secret_access_key=secret,
+            timeout_s=client.timeout.read or 10.0,
+            session=SESSION,
+            rates={"g5.xlarge": Decimal("1.006")},
+            stop_latency_s=0.0,
+        )
+
+    def stopped(self, cloud: FakeCloud, ref: str) -> bool:
+        assert isinstance(cloud, FakeEc2)
+        return cloud.state.instances[ref].state == "stopped"
+
+    def destructive_calls(self, cloud: FakeCloud) -> list[str]:
+        assert isinstance(cloud, FakeEc2)
+        return [a for a in cloud.state.action_names() if a == "TerminateInstances"]
+
+
+HARNESS = AwsHarness()

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+import httpx
+
+from governor.adapters.providers.fake_cloud import FakeCloud, now
+from governor.adapters.providers.fake_gcp import FakeGcp
+from governor.adapters.providers.gcp import GcpProvider, StaticToken
+from tests.contract.harness import Harness
+
+MACHINE_TYPE = "a2-highgpu-1g"
+RATE = "3.67"
+
+
+class GcpHarness(Harness):
+    name = "gcp"
+    running = "us-central1-a/pod-1"
+    missing = "us-central1-a/pod-404"
+
+    def cloud(self, state_file: Path, secret: str) -> FakeGcp:
+        fake = FakeGcp(state_file, secret, project="contract-project")
+        fake.add_pod(self.running, RATE, machine_type=MACHINE_TYPE)
+        return fake
+
+    def adapter(self, url: str, secret: str, client: httpx.Client) -> GcpProvider:
+        return GcpProvider(
+            client,
+            StaticToken(secret),
+            "contract-project",
+            f"{url}/compute/v1",
+            rates={MACHINE_TYPE: Decimal(RATE)},
+            stop_latency_s=0.0,
+        )
+
+    def stopped(self, cloud: FakeCloud, ref: str) -> bool:
+        assert isinstance(cloud, FakeGcp)
+        return cloud.state.instances[ref].status(now()) == "TERMINATED"
+
+    def destructive_calls(self, cloud: FakeCloud) -> list[str]:
+        return cloud.calls("DELETE")
+
+
+HARNESS = GcpHarness()

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+
+from governor.adapters.providers.fake_cloud import FakeCloud, now
+from governor.adapters.providers.fake_kubernetes import FakeKubernetes
+from governor.adapters.providers.kubernetes import KubernetesProvider
+from tests.contract.harness import Harness
+
+
+class KubernetesHarness(Harness):
+    name = "kubernetes"
+    running = "ml/job/pod-1"
+    missing = "ml/job/pod-404"
+
+    def cloud(self, state_file: Path, secret: str) -> FakeKubernetes:
+        fake = FakeKubernetes(state_file, secret)
+        fake.add_pod(self.running, "2.50")
+        return fake
+
+    def adapter(self, url: str, secret: str, client: httpx.Client) -> KubernetesProvider:
+        return KubernetesProvider(client, secret, url, stop_latency_s=0.0)
+
+    def stopped(self, cloud: FakeCloud, ref: str) -> bool:
+        assert isinstance(cloud, FakeKubernetes)
+        workload = cloud.workloads[ref]
+        return workload.wanted() == 0 and not workload.running(now())
+
+    def destructive_calls(self, cloud: FakeCloud) -> list[str]:
+        return cloud.calls("DELETE")
+
+
+HARNESS = KubernetesHarness()

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+
+from governor.adapters.providers.fake_cloud import FakeCloud
+from governor.adapters.providers.fake_lambda import FakeLambda
+from governor.adapters.providers.lambda_cloud import LambdaProvider
+from tests.contract.harness import Harness
+
+
+class LambdaHarness(Harness):
+    name = "lambda"
+    keep = "ckpts"  # the filesystem FakeLambda.add_pod attaches
+
+    def cloud(self, state_file: Path, secret: str) -> FakeLambda:
+        fake = FakeLambda(state_file, secret)
+        fake.add_pod(self.running, "0.44")
+        return fake
+
+    def adapter(self, url: str, secret: str, client: httpx.Client) -> LambdaProvider:
+        return LambdaProvider(client, secret, f"{url}/api/v1", stop_latency_s=0.0)
+
+    def stopped(self, cloud: FakeCloud, ref: str) -> bool:
+        assert isinstance(cloud, FakeLambda)
+        return cloud.state.instances[ref].status in ("terminating", "terminated")
+
+    def destructive_calls(self, cloud: FakeCloud) -> list[str]:
+        assert isinstance(cloud, FakeLambda)
+        return [f"terminate {call['instance_ids']}" for call in cloud.state.terminate_calls]
+
+
+HARNESS = LambdaHarness()

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+
+from governor.adapters.providers.fake_cloud import FakeCloud
+from governor.adapters.providers.fake_vast import FakeVast
+from governor.adapters.providers.vast import VastProvider
+from tests.contract.harness import Harness
+
+
+class VastHarness(Harness):
+    name = "vast"
+    running = "1001"  # Vast instance ids are numbers
+    missing = "404404"
+
+    def cloud(self, state_file: Path, secret: str) -> FakeVast:
+        fake = FakeVast(state_file, secret)
+        fake.add_pod(self.running, "0.44")
+        return fake
+
+    def adapter(self, url: str, secret: str, client: httpx.Client) -> VastProvider:
+        return VastProvider(client, secret, url, stop_latency_s=0.0)
+
+    def stopped(self, cloud: FakeCloud, ref: str) -> bool:
+        assert isinstance(cloud, FakeVast)
+        return cloud.state.instances[ref].actual_status(cloud.clock()) == "stopped"
+
+    def destructive_calls(self, cloud: FakeCloud) -> list[str]:
+        assert isinstance(cloud, FakeVast)
+        return cloud.calls("DELETE")
+
+
+HARNESS = VastHarness()

@@ -1,0 +1,51 @@
+"""`governor providers check`: each configured provider's key verified, its pods listed."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from governor.adapters.providers.fake_cloud import FakeServer, serve
+from governor.adapters.providers.fake_runpod import FakeRunPod
+from governor.cli import main
+
+KEY = "rpa_CHECK_KEY_123"
+
+
+@pytest.fixture
+def runpod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeServer]:
+    cloud = FakeRunPod(tmp_path / "runpod.json", KEY)
+    cloud.add_pod("pod-a", "2.49")
+    cloud.add_pod("pod-b", "0.44")
+    server = serve(cloud)
+    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
+    monkeypatch.setenv("GOVERNOR_DATABASE_URL", f"sqlite:///{tmp_path / 'governor.db'}")
+    monkeypatch.setenv("GOVERNOR_RUNPOD_URL", f"{server.url}/graphql")
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_lists_the_pods_each_provider_sees(
+    runpod: FakeServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("GOVERNOR_RUNPOD_API_KEY", KEY)
+    assert main(["providers", "check"]) == 0
+    out = capsys.readouterr().out
+    assert "runpod: ok (stops keeping the workspace): credentials accepted; 2 pod(s)" in out
+    assert "pod-a" in out and "2.49" in out and "pod-b" in out and "0.44" in out
+    assert "lambda: not configured (set GOVERNOR_LAMBDA_API_KEY" in out
+    assert KEY not in out
+
+
+def test_a_refused_key_fails_the_check_without_showing_it(
+    runpod: FakeServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("GOVERNOR_RUNPOD_API_KEY", "rpa_WRONG_KEY_456")
+    assert main(["providers", "check"]) == 1
+    out = capsys.readouterr().out
+    assert "runpod: FAILED" in out and "HTTP 401" in out
+    assert "rpa_WRONG_KEY_456" not in out

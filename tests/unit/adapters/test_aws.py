@@ -1,0 +1,354 @@
+"""The EC2 adapter against the fake EC2, over real HTTP on a thread, signed by boto3.
+
+Every answer the real API can give the adapter: an instance with its type, lifecycle and
+EBS volumes; an instance-store root that must never be stopped; no such instance; an
+instance already stopping or stopped; IncorrectInstanceState; throttling, 5xx, a timeout,
+bodies that are not EC2's XML and EC2's own error codes; a wrong secret. Whatever
+happens, TerminateInstances is never sent and neither key reaches an error text.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import boto3
+import httpx
+import pytest
+
+from governor.adapters.providers.aws import CANNOT_PRESERVE, STOP_LATENCY_S, Ec2Provider
+from governor.adapters.providers.fake_aws import FakeEc2
+from governor.adapters.providers.fake_cloud import FakeRequest, Reply, serve
+from governor.domain.model import PodState
+from governor.domain.ports import ProviderError, StopOutcome, StopsPreserving
+
+KEY_ID = "AKIAUNITTESTKEYID0001"
+SECRET = "wJalrUNITTEST/SECRET+ACCESSKEY0123456789"
+TIMEOUT_S = 0.3
+ON_DEMAND = "i-0123456789abcdef0"
+SPOT = "i-0aaaaaaaaaaaaaaa1"
+STORE_ROOT = "i-0bbbbbbbbbbbbbbb2"
+RATES = {"g5.xlarge": Decimal("1.006"), "g5.xlarge:spot": Decimal("0.4024")}
+SESSION = boto3.session.Session()  # shared, so EC2's API model is loaded once
+
+
+class Cloud:
+    def __init__(self, fake: FakeEc2, url: str) -> None:
+        self.fake = fake
+        self.url = url
+
+    def answer_next(self, *answers: str) -> None:
+        response = httpx.post(f"{self.url}/_fake/answers", json={"answers": list(answers)})
+        assert response.status_code == 204
+
+    def actions(self) -> list[str]:
+        return self.fake.state.action_names()
+
+    def state(self, ref: str) -> str:
+        return self.fake.state.instances[ref].state
+
+    def adapter(
+        self,
+        secret: str | None = SECRET,
+        key_id: str | None = KEY_ID,
+        rates: dict[str, Decimal] = RATES,
+        session: boto3.session.Session | None = SESSION,
+    ) -> Ec2Provider:
+        return Ec2Provider.connect(
+            "us-east-1",
+            endpoint_url=self.url,
+            access_key_id=key_id,
+            secret_access_key=secret,
+            timeout_s=TIMEOUT_S,
+            session=session,
+            rates=rates,
+        )
+
+
+def start(tmp_path: Path, stop_delay_s: float = 0.0) -> Iterator[Cloud]:
+    fake = FakeEc2(tmp_path / "ec2.json", SECRET, access_key_id=KEY_ID, stop_delay_s=stop_delay_s)
+    fake.add_instance(
+        ON_DEMAND, "1.006", volumes={"vol-0root000000000001": 100, "vol-0data000000000001": 400}
+    )
+    fake.add_instance(SPOT, "0.4024", lifecycle="spot")
+    fake.add_instance(
+        STORE_ROOT, "0.69", instance_type="d2.xlarge", root_device_type="instance-store"
+    )
+    server = serve(fake)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    yield Cloud(fake, f"http://127.0.0.1:{server.server_port}")
+    server.shutdown()
+    server.server_close()
+    assert "TerminateInstances" not in fake.state.action_names()
+
+
+@pytest.fixture
+def cloud(tmp_path: Path) -> Iterator[Cloud]:
+    yield from start(tmp_path)
+
+
+@pytest.fixture
+def slow_cloud(tmp_path: Path) -> Iterator[Cloud]:
+    """Instances take 0.3 s to go from stopping to stopped."""
+    yield from start(tmp_path, stop_delay_s=0.3)
+
+
+@pytest.fixture
+def ec2(cloud: Cloud) -> Ec2Provider:
+    return cloud.adapter()
+
+
+def test_describe_reads_the_rate_table_and_the_ebs_volumes(ec2: Ec2Provider) -> None:
+    pod = ec2.describe(ON_DEMAND)
+    assert pod.state is PodState.RUNNING
+    assert pod.hourly_rate_usd == Decimal("1.006")
+    assert pod.storage is not None and pod.storage.gb == Decimal(500)
+    assert pod.storage.usd_per_gb_month == pod.storage.stopped_usd_per_gb_month == Decimal("0.08")
+    assert pod.cannot_preserve is None
+    assert ec2.stop_latency_s == STOP_LATENCY_S
+    assert isinstance(ec2, StopsPreserving) and not hasattr(ec2, "terminate")
+
+
+def test_a_spot_instance_prefers_the_spot_rate(cloud: Cloud) -> None:
+    assert cloud.adapter().describe(SPOT).hourly_rate_usd == Decimal("0.4024")
+    on_demand_only = cloud.adapter(rates={"g5.xlarge": Decimal("1.006")})
+    assert on_demand_only.describe(SPOT).hourly_rate_usd == Decimal("1.006")
+
+
+def test_an_instance_type_missing_from_the_table_has_no_rate(cloud: Cloud) -> None:
+    assert cloud.adapter().describe(STORE_ROOT).hourly_rate_usd is None
+
+
+def test_an_instance_store_root_cannot_be_preserved(ec2: Ec2Provider, cloud: Cloud) -> None:
+    pod = ec2.describe(STORE_ROOT)
+    assert pod.cannot_preserve == CANNOT_PRESERVE and "instance store" in pod.cannot_preserve
+    assert pod.storage is None
+    result = ec2.stop(STORE_ROOT)
+    assert result.outcome is StopOutcome.PERMANENT and "instance store" in result.detail
+    assert "StopInstances" not in cloud.actions()
+    assert cloud.state(STORE_ROOT) == "running"
+
+
+@pytest.mark.parametrize("ref", ["i-00000000000000404", "pod-1"])
+def test_describe_of_an_unknown_instance_is_a_permanent_error(ec2: Ec2Provider, ref: str) -> None:
+    with pytest.raises(ProviderError, match="no such instance") as caught:
+        ec2.describe(ref)
+    assert caught.value.retryable is False
+
+
+def test_stop_sends_stop_instances_and_is_idempotent(ec2: Ec2Provider, cloud: Cloud) -> None:
+    first = ec2.stop(ON_DEMAND)
+    assert first.outcome is StopOutcome.DONE and "EBS volumes kept" in first.detail
+    assert ec2.describe(ON_DEMAND).state is PodState.STOPPED
+    again = ec2.stop(ON_DEMAND)
+    assert again.outcome is StopOutcome.DONE and "already stopped" in again.detail
+    assert cloud.actions().count("StopInstances") == 1
+    stop = next(a for a in cloud.fake.state.actions if a["action"] == "StopInstances")
+    assert stop["params"] == {
+        "Action": "StopInstances",
+        "Version": "2016-11-15",
+        "InstanceId.1": ON_DEMAND,
+    }  # never Hibernate, never Force
+    assert cloud.fake.state.instances[ON_DEMAND].volumes  # the EBS volumes are still there
+
+
+def test_a_stop_in_progress_is_pending_until_stopped(slow_cloud: Cloud) -> None:
+    ec2 = slow_cloud.adapter()
+    first = ec2.stop(ON_DEMAND)
+    assert first.outcome is StopOutcome.PENDING and "stopping" in first.detail
+    assert ec2.describe(ON_DEMAND).state is PodState.STOPPING
+    assert ec2.stop(ON_DEMAND).outcome is StopOutcome.PENDING
+    time.sleep(0.35)
+    assert ec2.stop(ON_DEMAND).outcome is StopOutcome.DONE
+    assert slow_cloud.actions().count("StopInstances") == 1
+
+
+def test_the_bill_stops_when_the_instance_stops(ec2: Ec2Provider, cloud: Cloud) -> None:
+    ec2.stop(ON_DEMAND)
+    instance = cloud.fake.state.instances[ON_DEMAND]
+    assert instance.stop_requested_at is not None
+    stopped_at = datetime.fromisoformat(instance.stop_requested_at)
+    later = stopped_at + timedelta(hours=1)
+    assert instance.bill_usd(later) == instance.bill_usd(stopped_at) > 0
+
+
+@pytest.mark.parametrize(
+    ("state", "outcome"),
+    [
+        ("stopped", StopOutcome.DONE),
+        ("terminated", StopOutcome.DONE),
+        ("stopping", StopOutcome.PENDING),
+        ("shutting-down", StopOutcome.PENDING),
+    ],
+)
+def test_an_instance_on_its_way_down_is_not_stopped_again(
+    ec2: Ec2Provider, cloud: Cloud, state: str, outcome: StopOutcome
+) -> None:
+    cloud.fake.state.instances[ON_DEMAND].state = state
+    result = ec2.stop(ON_DEMAND)
+    assert result.outcome is outcome and state in result.detail
+    assert "StopInstances" not in cloud.actions()
+
+
+def test_stopping_an_unknown_instance_is_done(ec2: Ec2Provider, cloud: Cloud) -> None:
+    result = ec2.stop("i-00000000000000404")
+    assert result.outcome is StopOutcome.DONE and "gone" in result.detail
+    assert cloud.actions() == ["DescribeInstances"]
+
+
+def test_stop_instances_answering_not_found_is_done(ec2: Ec2Provider, cloud: Cloud) -> None:
+    cloud.answer_next("", "ec2:InvalidInstanceID.NotFound")
+    assert ec2.stop(ON_DEMAND).outcome is StopOutcome.DONE
+
+
+def test_incorrect_instance_state_rereads_and_retries_while_pending(
+    ec2: Ec2Provider, cloud: Cloud
+) -> None:
+    cloud.fake.state.instances[ON_DEMAND].state = "pending"
+    result = ec2.stop(ON_DEMAND)
+    assert result.outcome is StopOutcome.RETRYABLE, result
+    assert "IncorrectInstanceState" in result.detail and "it is pending" in result.detail
+    assert cloud.actions() == ["DescribeInstances", "StopInstances", "DescribeInstances"]
+
+
+@pytest.mark.parametrize(
+    ("meanwhile", "outcome"),
+    [("terminated", StopOutcome.DONE), ("shutting-down", StopOutcome.PENDING)],
+)
+def test_incorrect_instance_state_after_a_race_rereads_the_state(
+    ec2: Ec2Provider,
+    cloud: Cloud,
+    monkeypatch: pytest.MonkeyPatch,
+    meanwhile: str,
+    outcome: StopOutcome,
+) -> None:
+    handle = cloud.fake.handle
+
+    def ended_by_someone_else_first(request: FakeRequest) -> Reply:
+        if "Action=StopInstances" in str(request.body):
+            cloud.fake.state.instances[ON_DEMAND].state = meanwhile
+        return handle(request)
+
+    monkeypatch.setattr(cloud.fake, "handle", ended_by_someone_else_first)
+    assert ec2.stop(ON_DEMAND).outcome is outcome
+    assert cloud.actions() == ["DescribeInstances", "StopInstances", "DescribeInstances"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "outcome", "says"),
+    [
+        ("429", StopOutcome.RETRYABLE, "rate limited DescribeInstances (HTTP 503"),
+        ("429:9", StopOutcome.RETRYABLE, "RequestLimitExceeded"),
+        ("ec2:Throttling", StopOutcome.RETRYABLE, "rate limited"),
+        ("500", StopOutcome.RETRYABLE, "HTTP 500 InternalError"),
+        ("status:502", StopOutcome.RETRYABLE, "HTTP 502"),
+        ("ec2:Unavailable", StopOutcome.RETRYABLE, "on its side"),
+        (f"slow:{TIMEOUT_S * 3}", StopOutcome.RETRYABLE, "timed out"),
+        ("malformed", StopOutcome.RETRYABLE, "not EC2's XML"),
+        ("truncated", StopOutcome.RETRYABLE, "not EC2's XML"),
+        ("ec2:UnauthorizedOperation", StopOutcome.PERMANENT, "HTTP 403 UnauthorizedOperation"),
+        ("ec2:InvalidParameterValue", StopOutcome.PERMANENT, "HTTP 400"),
+    ],
+)
+def test_failed_stops_are_classified(
+    ec2: Ec2Provider, cloud: Cloud, answer: str, outcome: StopOutcome, says: str
+) -> None:
+    cloud.answer_next(answer)
+    result = ec2.stop(ON_DEMAND)
+    assert result.outcome is outcome, result
+    assert says in result.detail and result.detail.startswith("aws ")
+    assert result.retry_after_s is None  # EC2 says nothing about when to come back
+    assert len(cloud.fake.calls()) <= 1  # one attempt: boto3 does not retry
+    assert ec2.stop(ON_DEMAND).outcome is StopOutcome.DONE  # the next try goes through
+
+
+def test_a_failed_stop_instances_is_classified_too(ec2: Ec2Provider, cloud: Cloud) -> None:
+    cloud.answer_next("", "429")
+    result = ec2.stop(ON_DEMAND)
+    assert result.outcome is StopOutcome.RETRYABLE and "rate limited StopInstances" in result.detail
+    assert cloud.state(ON_DEMAND) == "running"
+
+
+def test_throttled_describe_is_a_retryable_error(ec2: Ec2Provider, cloud: Cloud) -> None:
+    cloud.answer_next("429")
+    with pytest.raises(ProviderError) as caught:
+        ec2.describe(ON_DEMAND)
+    assert caught.value.retryable and caught.value.status == 503
+    assert caught.value.retry_after_s is None
+
+
+@pytest.mark.parametrize(
+    ("secret", "key_id"), [("wrong/SECRET+KEY", KEY_ID), (SECRET, "AKIAWRONG")]
+)
+def test_wrong_credentials_are_permanent_and_never_echoed(
+    cloud: Cloud, secret: str, key_id: str
+) -> None:
+    result = cloud.adapter(secret, key_id).stop(ON_DEMAND)
+    assert result.outcome is StopOutcome.PERMANENT, result
+    assert "refused the credentials" in result.detail and "HTTP 401 AuthFailure" in result.detail
+    assert secret not in result.detail and key_id not in result.detail
+    assert cloud.state(ON_DEMAND) == "running" and cloud.actions() == []
+
+
+def test_keys_echoed_by_ec2_are_masked(ec2: Ec2Provider, cloud: Cloud) -> None:
+    cloud.answer_next(f"ec2:AuthFailure:key {KEY_ID} with secret {SECRET} refused")
+    result = ec2.stop(ON_DEMAND)
+    assert result.outcome is StopOutcome.PERMANENT
+    assert KEY_ID not in result.detail and SECRET not in result.detail
+    assert "key *** with secret ***" in result.detail
+
+
+def test_the_credential_chain_is_used_and_masked(
+    cloud: Cloud, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", KEY_ID)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "absent-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "absent-credentials"))
+    ec2 = cloud.adapter(secret=None, key_id=None, session=None)  # a fresh session reads them
+    cloud.answer_next(f"ec2:InvalidParameterValue:echoing {SECRET}")
+    refused = ec2.stop(ON_DEMAND)
+    assert refused.outcome is StopOutcome.PERMANENT and SECRET not in refused.detail
+    assert ec2.stop(ON_DEMAND).outcome is StopOutcome.DONE
+
+
+def test_the_fake_honours_and_records_terminate_instances(cloud: Cloud) -> None:
+    """So the check that it never came proves something."""
+    client = SESSION.client(
+        "ec2",
+        region_name="us-east-1",
+        endpoint_url=cloud.url,
+        aws_access_key_id=KEY_ID,
+        aws_secret_access_key=SECRET,
+    )
+    client.terminate_instances(InstanceIds=[SPOT])
+    assert cloud.state(SPOT) == "terminated" and cloud.fake.state.instances[SPOT].volumes == {}
+    assert cloud.actions() == ["TerminateInstances"]
+    cloud.fake.state.actions.clear()  # let the fixture's own check pass
+
+
+def test_no_log_line_or_error_carries_a_key(
+    ec2: Ec2Provider, cloud: Cloud, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    cloud.answer_next("429", "500", "malformed", "truncated", f"slow:{TIMEOUT_S * 3}")
+    details = [ec2.stop(ON_DEMAND).detail for _ in range(6)]
+    details.append(cloud.adapter("wrong/SECRET+KEY").stop(ON_DEMAND).detail)
+    ec2.describe(ON_DEMAND)
+    assert caplog.records, "expected botocore to log its requests"
+    assert SECRET not in caplog.text and "wrong/SECRET+KEY" not in caplog.text
+    assert all(SECRET not in d and KEY_ID not in d for d in details)
+    # botocore's DEBUG log of each request prints its Authorization header, which names the
+    # access key id (never the secret); no other line does.
+    with_key_id = [r for r in caplog.records if KEY_ID in r.getMessage()]
+    assert with_key_id
+    assert all(
+        r.name == "botocore.endpoint" and r.getMessage().startswith("Sending http request")
+        for r in with_key_id
+    )

@@ -1,0 +1,438 @@
+"""The GCP adapter against the fake Compute Engine project, over real HTTP on a thread.
+
+Every answer the real API can give the adapter: a VM, its machine type priced from the
+table (Spot too), its persistent disks, no such VM, a VM stopping or already stopped, a
+stop that is accepted but not finished, a failed Operation, a state conflict, 403
+rateLimitExceeded, 429 with and without Retry-After, 5xx, a timeout and a body that is not
+JSON. Tokens come as a static string or from the metadata server. Whatever happens, no
+DELETE is ever sent and no token appears in an error or a log line.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import httpx
+import pytest
+
+from governor.adapters.providers.fake_cloud import FakeRequest, now, serve
+from governor.adapters.providers.fake_gcp import TOKEN_PATH, FakeGcp
+from governor.adapters.providers.gcp import (
+    STOP_LATENCY_S,
+    GcpProvider,
+    MetadataToken,
+    StaticToken,
+)
+from governor.domain.model import PodState
+from governor.domain.ports import ProviderError, StopOutcome
+from tests.clock import FrozenClock
+
+TOKEN = "ya29.UNIT_TEST_SECRET_0123456789"
+PROJECT = "unit-project"
+TIMEOUT_S = 0.3
+RATES = {
+    "a2-highgpu-1g": Decimal("3.67"),
+    "a2-highgpu-1g:spot": Decimal("1.47"),
+    "n1-standard-8": Decimal("0.38"),
+    "nvidia-tesla-t4": Decimal("0.35"),
+}
+POD = "us-central1-a/pod-1"
+
+
+class Cloud:
+    def __init__(self, fake: FakeGcp, url: str) -> None:
+        self.fake = fake
+        self.url = url
+
+    def answer_next(self, *answers: str) -> None:
+        response = httpx.post(f"{self.url}/_fake/answers", json={"answers": list(answers)})
+        assert response.status_code == 204
+
+    def stops(self) -> list[str]:
+        return [call for call in self.fake.calls("POST") if call.endswith("/stop")]
+
+    def status(self, ref: str = POD) -> str:
+        return self.fake.state.instances[ref].status(now())
+
+
+@pytest.fixture
+def cloud(tmp_path: Path) -> Iterator[Cloud]:
+    fake = FakeGcp(tmp_path / "gcp.json", TOKEN, project=PROJECT)
+    fake.add_pod(POD, "3.67", disks=[("pd-balanced", 100), ("pd-ssd", 300)], local_ssds=1)
+    fake.add_pod("us-central1-a/spot-1", "1.47", spot=True)
+    fake.add_pod(
+        "us-east1-b/n1-gpu",
+        "1.08",
+        machine_type="n1-standard-8",
+        accelerators={"nvidia-tesla-t4": 2},
+    )
+    fake.add_pod(
+        "us-central1-a/unpriced",
+        "9",
+        machine_type="a3-highgpu-8g",
+        disks=[("hyperdisk-balanced", 500)],
+    )
+    server = serve(fake)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    yield Cloud(fake, f"http://127.0.0.1:{server.server_port}")
+    server.shutdown()
+    server.server_close()
+    assert fake.calls("DELETE") == []
+
+
+@pytest.fixture
+def client() -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=TIMEOUT_S) as client:
+        yield client
+
+
+@pytest.fixture
+def gcp(cloud: Cloud, client: httpx.Client) -> GcpProvider:
+    return GcpProvider(client, StaticToken(TOKEN), PROJECT, f"{cloud.url}/compute/v1", rates=RATES)
+
+
+# describe --------------------------------------------------------------------------------
+
+
+def test_describe_prices_the_machine_type_and_its_disks(gcp: GcpProvider) -> None:
+    pod = gcp.describe(POD)
+    assert pod.state is PodState.RUNNING
+    assert pod.hourly_rate_usd == Decimal("3.67")
+    # 100 GB pd-balanced at 0.10 and 300 GB pd-ssd at 0.17; the local SSD is not persistent
+    assert pod.storage is not None and pod.storage.gb == Decimal(400)
+    assert pod.storage.usd_per_gb_month * pod.storage.gb == Decimal("61.00")
+    assert pod.storage.stopped_usd_per_gb_month == pod.storage.usd_per_gb_month
+    assert gcp.stop_latency_s == STOP_LATENCY_S == 90.0
+
+
+def test_a_spot_vm_gets_its_spot_rate(gcp: GcpProvider) -> None:
+    assert gcp.describe("us-central1-a/spot-1").hourly_rate_usd == Decimal("1.47")
+
+
+def test_a_preemptible_vm_without_a_spot_entry_gets_the_on_demand_rate(
+    cloud: Cloud, client: httpx.Client
+) -> None:
+    on_demand_only = {"a2-highgpu-1g": Decimal("3.67")}
+    gcp = GcpProvider(
+        client, StaticToken(TOKEN), PROJECT, f"{cloud.url}/compute/v1", rates=on_demand_only
+    )
+    assert gcp.describe("us-central1-a/spot-1").hourly_rate_usd == Decimal("3.67")
+
+
+def test_gpus_attached_to_a_general_purpose_vm_are_added(gcp: GcpProvider) -> None:
+    assert gcp.describe("us-east1-b/n1-gpu").hourly_rate_usd == Decimal("0.38") + 2 * Decimal(
+        "0.35"
+    )
+
+
+def test_a_machine_type_not_in_the_table_has_no_rate(gcp: GcpProvider) -> None:
+    pod = gcp.describe("us-central1-a/unpriced")
+    assert pod.hourly_rate_usd is None
+    # an unknown disk type is priced as pd-balanced
+    assert pod.storage is not None and pod.storage.usd_per_gb_month == Decimal("0.10")
+
+
+def test_disk_rates_can_be_overridden(cloud: Cloud, client: httpx.Client) -> None:
+    rates = {"pd-balanced": Decimal("0.12"), "hyperdisk-balanced": Decimal("0.08")}
+    gcp = GcpProvider(
+        client, StaticToken(TOKEN), PROJECT, f"{cloud.url}/compute/v1", disk_rates=rates
+    )
+    storage = gcp.describe("us-central1-a/unpriced").storage
+    assert storage is not None and storage.usd_per_gb_month == Decimal("0.08")
+    storage = gcp.describe(POD).storage
+    assert storage is not None and storage.usd_per_gb_month * storage.gb == Decimal("63.00")
+
+
+def test_describe_of_an_unknown_instance_is_a_permanent_error(gcp: GcpProvider) -> None:
+    with pytest.raises(ProviderError, match="no such instance") as caught:
+        gcp.describe("us-central1-a/nope")
+    assert caught.value.retryable is False and caught.value.status == 404
+
+
+@pytest.mark.parametrize("ref", ["pod-1", "us-central1-a/", "/pod-1", "a/b/c", "us/Pod_1?x"])
+def test_a_malformed_ref_says_the_expected_form(gcp: GcpProvider, cloud: Cloud, ref: str) -> None:
+    with pytest.raises(ProviderError, match="'<zone>/<instance-name>'") as caught:
+        gcp.describe(ref)
+    assert caught.value.retryable is False
+    result = gcp.stop(ref)
+    assert result.outcome is StopOutcome.PERMANENT and "<zone>/<instance-name>" in result.detail
+    assert cloud.fake.calls() == []
+
+
+# stop ------------------------------------------------------------------------------------
+
+
+def test_stop_is_pending_until_the_vm_is_terminated(gcp: GcpProvider, cloud: Cloud) -> None:
+    cloud.fake.stop_delay_s = 3600
+    first = gcp.stop(POD)
+    assert first.outcome is StopOutcome.PENDING and "not TERMINATED yet" in first.detail
+    assert cloud.status() == "STOPPING"
+    assert gcp.describe(POD).state is PodState.STOPPING
+    again = gcp.stop(POD)
+    assert again.outcome is StopOutcome.PENDING
+    assert len(cloud.stops()) == 1  # STOPPING: nothing sent again
+    cloud.fake.state.instances[POD].stopped_at = now().isoformat()  # it finishes stopping
+    done = gcp.stop(POD)
+    assert done.outcome is StopOutcome.DONE and "already stopped" in done.detail
+    assert gcp.describe(POD).state is PodState.STOPPED
+    assert len(cloud.stops()) == 1
+
+
+def test_stop_keeps_local_ssds_and_sends_a_request_id(gcp: GcpProvider, cloud: Cloud) -> None:
+    assert gcp.stop(POD).outcome is StopOutcome.PENDING
+    (operation,) = cloud.fake.state.operations.values()
+    assert operation.type == "stop" and operation.discard_local_ssd == "false"
+    assert operation.request_id and len(operation.request_id) == 36
+    assert gcp.stop(POD).outcome is StopOutcome.DONE
+    assert len(cloud.stops()) == 1
+
+
+def test_the_operation_is_done_once_the_vm_is_terminated(cloud: Cloud) -> None:
+    cloud.fake.stop_delay_s = 3600
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    url = f"{cloud.url}/compute/v1/projects/{PROJECT}/zones/us-central1-a/instances/pod-1/stop"
+    operation = httpx.post(url, params={"discardLocalSsd": "false"}, headers=headers).json()
+    assert operation["kind"] == "compute#operation" and operation["status"] == "RUNNING"
+    cloud.fake.state.instances[POD].stopped_at = now().isoformat()
+    read = httpx.get(
+        operation["selfLink"].replace("https://www.googleapis.com", cloud.url), headers=headers
+    ).json()
+    assert read["status"] == "DONE" and read["name"] == operation["name"]
+
+
+def test_the_fake_refuses_a_stop_that_does_not_say_what_to_do_with_local_ssds(
+    cloud: Cloud,
+) -> None:
+    url = f"{cloud.url}/compute/v1/projects/{PROJECT}/zones/us-central1-a/instances/pod-1/stop"
+    answer = httpx.post(url, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert answer.status_code == 400 and answer.json()["error"]["errors"][0]["reason"]
+    assert cloud.status() == "RUNNING"
+
+
+def test_the_fake_records_a_delete_so_its_absence_means_something(tmp_path: Path) -> None:
+    fake = FakeGcp(tmp_path / "gcp.json", TOKEN, project=PROJECT)
+    fake.add_pod(POD, "3.67")
+    path = f"/compute/v1/projects/{PROJECT}/zones/us-central1-a/instances/pod-1"
+    auth = {"authorization": f"Bearer {TOKEN}"}
+    reply = fake.serve_request(FakeRequest("DELETE", path, {}, auth, None))
+    assert reply.status == 200 and reply.body["operationType"] == "delete"
+    assert fake.calls("DELETE") == [f"DELETE {path}"]
+    assert fake.state.instances == {} and fake.state.disks == {}  # the boot disk went too
+
+
+def test_the_bill_stops_when_the_vm_is_terminated(gcp: GcpProvider, cloud: Cloud) -> None:
+    gcp.stop(POD)
+    instance = cloud.fake.state.instances[POD]
+    assert instance.stopped_at is not None
+    stopped_at = datetime.fromisoformat(instance.stopped_at)
+    assert instance.bill_usd(stopped_at + timedelta(hours=1)) == instance.bill_usd(stopped_at)
+    assert instance.bill_usd(stopped_at) > 0
+
+
+def test_stopping_an_unknown_instance_is_done(gcp: GcpProvider, cloud: Cloud) -> None:
+    result = gcp.stop("us-central1-a/nope")
+    assert result.outcome is StopOutcome.DONE and "gone" in result.detail
+    assert cloud.stops() == []
+
+
+def test_an_instance_deleted_before_the_stop_arrives_is_done(cloud: Cloud, tmp_path: Path) -> None:
+    def delete_on_stop(request: httpx.Request) -> None:
+        if request.url.path.endswith("/stop"):
+            del cloud.fake.state.instances[POD]
+
+    with httpx.Client(timeout=TIMEOUT_S, event_hooks={"request": [delete_on_stop]}) as client:
+        gcp = GcpProvider(client, StaticToken(TOKEN), PROJECT, f"{cloud.url}/compute/v1")
+        result = gcp.stop(POD)
+    assert result.outcome is StopOutcome.DONE and "gone" in result.detail
+
+
+def test_a_404_that_does_not_name_the_instance_is_not_done(
+    cloud: Cloud, client: httpx.Client
+) -> None:
+    """A wrong project or zone is a mistake to report, not a VM that is gone."""
+    gcp = GcpProvider(client, StaticToken(TOKEN), "other-project", f"{cloud.url}/compute/v1")
+    result = gcp.stop(POD)
+    assert result.outcome is StopOutcome.PERMANENT
+    assert "projects/other-project' was not found" in result.detail
+
+
+def test_a_conflict_after_the_vm_stopped_meanwhile_is_done(cloud: Cloud) -> None:
+    def stopped_meanwhile(request: httpx.Request) -> None:
+        if request.url.path.endswith("/stop"):
+            cloud.fake.state.instances[POD].stopped_at = now().isoformat()
+
+    cloud.answer_next("", "status:409")
+    with httpx.Client(timeout=TIMEOUT_S, event_hooks={"request": [stopped_meanwhile]}) as client:
+        gcp = GcpProvider(client, StaticToken(TOKEN), PROJECT, f"{cloud.url}/compute/v1")
+        result = gcp.stop(POD)
+    assert result.outcome is StopOutcome.DONE and "already stopped" in result.detail
+
+
+def test_a_vm_not_ready_to_stop_is_retryable(gcp: GcpProvider, cloud: Cloud) -> None:
+    cloud.answer_next("", "reason:400:resourceNotReady")
+    result = gcp.stop(POD)
+    assert result.outcome is StopOutcome.RETRYABLE and "wrong state" in result.detail
+    assert cloud.fake.calls("GET")[-1].endswith("/instances/pod-1")  # it re-read the VM
+    assert gcp.stop(POD).outcome is StopOutcome.PENDING
+
+
+@pytest.mark.parametrize(
+    ("code", "outcome"),
+    [
+        ("RESOURCE_OPERATION_RATE_EXCEEDED", StopOutcome.RETRYABLE),
+        ("RESOURCE_NOT_READY", StopOutcome.RETRYABLE),
+        ("UNSUPPORTED_OPERATION", StopOutcome.PERMANENT),
+        ("RESOURCE_NOT_FOUND", StopOutcome.DONE),
+    ],
+)
+def test_a_failed_operation_is_classified(
+    gcp: GcpProvider, cloud: Cloud, code: str, outcome: StopOutcome
+) -> None:
+    cloud.answer_next("", f"operation-error:{code}")
+    result = gcp.stop(POD)
+    assert result.outcome is outcome, result
+    if outcome is not StopOutcome.DONE:
+        assert f"stop operation failed: {code}" in result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "outcome", "says"),
+    [
+        ("429", StopOutcome.RETRYABLE, "rate limited"),
+        ("429:9", StopOutcome.RETRYABLE, "retry after 9 s"),
+        ("reason:403:rateLimitExceeded", StopOutcome.RETRYABLE, "rate limited"),
+        ("reason:403:userRateLimitExceeded", StopOutcome.RETRYABLE, "userRateLimitExceeded"),
+        ("reason:403:forbidden", StopOutcome.PERMANENT, "HTTP 403 forbidden"),
+        ("status:401", StopOutcome.PERMANENT, "invalid authentication credentials"),
+        ("500", StopOutcome.RETRYABLE, "HTTP 500"),
+        ("status:503", StopOutcome.RETRYABLE, "HTTP 503"),
+        (f"slow:{TIMEOUT_S * 3}", StopOutcome.RETRYABLE, "timed out"),
+        ("malformed", StopOutcome.RETRYABLE, "not JSON"),
+    ],
+)
+def test_failed_stops_are_classified(
+    gcp: GcpProvider, cloud: Cloud, answer: str, outcome: StopOutcome, says: str
+) -> None:
+    cloud.answer_next(answer)
+    result = gcp.stop(POD)
+    assert result.outcome is outcome, result
+    assert says in result.detail and result.detail.startswith("gcp ")
+    assert TOKEN not in result.detail
+    assert cloud.stops() == []
+    assert gcp.stop(POD).outcome is StopOutcome.PENDING  # the next try goes through
+
+
+def test_a_failed_stop_request_is_classified_too(gcp: GcpProvider, cloud: Cloud) -> None:
+    cloud.answer_next("", "reason:403:rateLimitExceeded")
+    result = gcp.stop(POD)
+    assert result.outcome is StopOutcome.RETRYABLE and "rate limited" in result.detail
+    assert cloud.status() == "RUNNING"
+
+
+def test_429_on_describe_carries_the_delay(gcp: GcpProvider, cloud: Cloud) -> None:
+    cloud.answer_next("429:4")
+    with pytest.raises(ProviderError) as caught:
+        gcp.describe(POD)
+    assert caught.value.retryable and caught.value.retry_after_s == 4.0
+
+
+def test_a_wrong_token_is_permanent_and_never_echoed(cloud: Cloud, client: httpx.Client) -> None:
+    wrong = "ya29.WRONG_TOKEN_987"
+    gcp = GcpProvider(client, StaticToken(wrong), PROJECT, f"{cloud.url}/compute/v1")
+    result = gcp.stop(POD)
+    assert result.outcome is StopOutcome.PERMANENT and "HTTP 401 authError" in result.detail
+    assert wrong not in result.detail
+    assert cloud.status() == "RUNNING"
+
+
+# the metadata server ----------------------------------------------------------------------
+
+
+def token_fetches(cloud: Cloud) -> int:
+    return cloud.fake.calls("GET").count(f"GET {TOKEN_PATH}")
+
+
+def test_the_metadata_token_is_fetched_cached_and_refreshed(
+    cloud: Cloud, client: httpx.Client
+) -> None:
+    clock = FrozenClock()
+    source = MetadataToken(client, cloud.url, clock=clock)
+    assert source.token() == TOKEN and token_fetches(cloud) == 1
+    clock.advance(3599 - 61)  # still a minute and more before it expires
+    assert source.token() == TOKEN and token_fetches(cloud) == 1
+    cloud.fake.api_key = "ya29.ROTATED"
+    clock.advance(2)  # within a minute of expiry: a new one
+    assert source.token() == "ya29.ROTATED" and token_fetches(cloud) == 2
+
+
+def test_the_metadata_tokens_lifetime_is_its_expires_in(cloud: Cloud, client: httpx.Client) -> None:
+    cloud.fake.token_expires_in_s = 120
+    clock = FrozenClock()
+    source = MetadataToken(client, cloud.url, clock=clock)
+    source.token()
+    clock.advance(59)
+    source.token()
+    assert token_fetches(cloud) == 1
+    clock.advance(1)
+    source.token()
+    assert token_fetches(cloud) == 2
+
+
+def test_the_adapter_sends_a_refreshed_token(cloud: Cloud, client: httpx.Client) -> None:
+    clock = FrozenClock()
+    token = MetadataToken(client, cloud.url, clock=clock)
+    gcp = GcpProvider(client, token, PROJECT, f"{cloud.url}/compute/v1", rates=RATES)
+    assert gcp.describe(POD).hourly_rate_usd == Decimal("3.67")
+    cloud.fake.api_key = "ya29.ROTATED"  # the old token no longer works
+    clock.advance(3600)
+    assert gcp.stop(POD).outcome is StopOutcome.PENDING
+
+
+def test_the_metadata_server_wants_its_header(cloud: Cloud) -> None:
+    answer = httpx.get(f"{cloud.url}{TOKEN_PATH}")
+    assert answer.status_code == 403 and "Metadata-Flavor" in answer.text
+
+
+def test_a_metadata_server_failure_is_a_retryable_stop(cloud: Cloud, client: httpx.Client) -> None:
+    gcp = GcpProvider(client, MetadataToken(client, cloud.url), PROJECT, f"{cloud.url}/compute/v1")
+    cloud.answer_next("500")
+    result = gcp.stop(POD)
+    assert result.outcome is StopOutcome.RETRYABLE and "gcp metadata server" in result.detail
+    assert cloud.stops() == []
+
+
+def test_a_metadata_answer_without_an_expiry_is_not_echoed() -> None:
+    def metadata_server(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"access_token": TOKEN, "token_type": "Bearer"})
+
+    with (
+        httpx.Client(transport=httpx.MockTransport(metadata_server)) as client,
+        pytest.raises(ProviderError, match="without a usable access_token") as caught,
+    ):
+        MetadataToken(client).token()
+    assert caught.value.retryable and TOKEN not in str(caught.value)
+
+
+# secrets ---------------------------------------------------------------------------------
+
+
+def test_no_log_line_carries_the_token(
+    gcp: GcpProvider, cloud: Cloud, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    cloud.answer_next(
+        "429", "500", "malformed", "reason:403:forbidden", f"slow:{TIMEOUT_S * 3}", "status:401"
+    )
+    for _ in range(7):
+        gcp.stop(POD)
+    gcp.describe(POD)
+    with pytest.raises(ProviderError):
+        gcp.describe("us-central1-a/nope")
+    assert caplog.records, "expected the HTTP client to log its requests"
+    assert TOKEN not in caplog.text

@@ -1,0 +1,378 @@
+"""The Vast.ai adapter against the fake Vast cloud, over real HTTP on a thread.
+
+Every answer the real API can give the adapter: an instance and its rates, no such instance
+(null, or a 404 with Vast's code), an instance already stopped or still stopping, a wrong
+state, 429 as plain text with and without Retry-After, 5xx, a timeout, a body that is not
+JSON, Vast's `success: false` refusals, and charges over several pages. Whatever happens,
+DELETE is never sent and the key never appears in an error, a URL or a log line.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import ssl
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import httpx
+import pytest
+
+from governor.adapters.providers.fake_cloud import serve
+from governor.adapters.providers.fake_vast import FakeVast
+from governor.adapters.providers.vast import STOP_LATENCY_S, VastProvider
+from governor.domain.model import PodState
+from governor.domain.money import HOURS_PER_MONTH
+from governor.domain.ports import ProviderError, ReportsBilling, StopOutcome, StopsPreserving
+
+KEY = "vast_UNIT_TEST_SECRET_0123456789abcdef"
+TIMEOUT_S = 0.3
+TLS = ssl.create_default_context()  # built once: every client building its own is slow
+# The fake cloud's clock, pinned; recent enough to lie within billed()'s lookback.
+T = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
+
+
+class Cloud:
+    def __init__(self, fake: FakeVast, url: str, control: httpx.Client) -> None:
+        self.fake = fake
+        self.url = url
+        self.control = control  # the test's own line to the fake, never the adapter's
+        self.deletes_expected = False
+
+    def answer_next(self, *answers: str) -> None:
+        response = self.control.post(f"{self.url}/_fake/answers", json={"answers": list(answers)})
+        assert response.status_code == 204
+
+    def answer_instance(self, **fields: object) -> None:
+        """The next instance read answers exactly these fields."""
+        self.answer_next("body:" + json.dumps({"instances": fields}))
+
+    def puts(self) -> list[str]:
+        return self.fake.calls("PUT")
+
+
+@pytest.fixture
+def cloud(tmp_path: Path) -> Iterator[Cloud]:
+    fake = FakeVast(tmp_path / "vast.json", KEY)
+    fake.clock = lambda: T
+    fake.add_pod("1001", "0.44")
+    fake.add_pod("1002", "3600", storage_total_cost="0.01", disk_space=73.0)
+    server = serve(fake)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    with httpx.Client(verify=TLS) as control:
+        cloud = Cloud(fake, f"http://127.0.0.1:{server.server_port}", control)
+        yield cloud
+    server.shutdown()
+    server.server_close()
+    assert cloud.deletes_expected or fake.calls("DELETE") == []
+
+
+@pytest.fixture
+def sent() -> list[httpx.Request]:
+    return []
+
+
+@pytest.fixture
+def vast(cloud: Cloud, sent: list[httpx.Request]) -> Iterator[VastProvider]:
+    with httpx.Client(
+        timeout=TIMEOUT_S, verify=TLS, event_hooks={"request": [sent.append]}
+    ) as client:
+        yield VastProvider(client, KEY, cloud.url)
+
+
+def test_it_stops_preserving_and_reports_billing(vast: VastProvider) -> None:
+    assert isinstance(vast, StopsPreserving) and isinstance(vast, ReportsBilling)
+    assert not hasattr(vast, "terminate") and not hasattr(vast, "delete")
+    assert vast.stop_latency_s == STOP_LATENCY_S == 60.0
+
+
+def test_describe_counts_the_disk_once(vast: VastProvider) -> None:
+    pod = vast.describe("1001")
+    assert pod.state is PodState.RUNNING
+    # dph_total is 0.4482: the GPU's 0.44 plus the disk's 0.0082, reported as storage
+    assert pod.hourly_rate_usd == Decimal("0.44")
+    assert pod.storage is not None
+    assert pod.storage.gb == Decimal(40)
+    assert pod.storage.usd_per_gb_month == Decimal("0.0082") * HOURS_PER_MONTH / 40
+    assert pod.storage.stopped_usd_per_gb_month == pod.storage.usd_per_gb_month
+    other = vast.describe("1002").storage
+    assert other is not None and other.usd_per_gb_month == Decimal("0.1")  # 0.01 * 730 / 73
+
+
+def test_the_key_goes_as_a_bearer_header_only(
+    vast: VastProvider, sent: list[httpx.Request]
+) -> None:
+    vast.describe("1001")
+    vast.stop("1001")
+    vast.billed("1001")
+    assert sent
+    for request in sent:
+        assert request.headers["Authorization"] == f"Bearer {KEY}"
+        assert KEY not in str(request.url) and "api_key" not in str(request.url)
+
+
+def test_missing_fields_are_none(vast: VastProvider, cloud: Cloud) -> None:
+    cloud.answer_instance(id=1001, actual_status="running")
+    pod = vast.describe("1001")
+    assert pod.state is PodState.RUNNING
+    assert pod.hourly_rate_usd is None and pod.storage is None
+
+
+def test_without_a_storage_cost_the_total_is_the_rate(vast: VastProvider, cloud: Cloud) -> None:
+    cloud.answer_instance(actual_status="running", dph_total="0.5", disk_space=10)
+    pod = vast.describe("1001")
+    assert pod.hourly_rate_usd == Decimal("0.5") and pod.storage is None
+
+
+@pytest.mark.parametrize("bad", ["cheap", True, [1], "NaN"])
+def test_a_non_number_is_a_retryable_malformed_answer(
+    vast: VastProvider, cloud: Cloud, bad: object
+) -> None:
+    cloud.answer_instance(actual_status="running", dph_total=bad, storage_total_cost=0.01)
+    with pytest.raises(ProviderError, match="non-number") as caught:
+        vast.describe("1001")
+    assert caught.value.retryable
+
+
+@pytest.mark.parametrize(
+    ("actual", "intended", "state"),
+    [
+        ("running", "running", PodState.RUNNING),
+        ("loading", "running", PodState.RUNNING),
+        ("created", "running", PodState.RUNNING),
+        (None, "running", PodState.RUNNING),  # the contract is being created
+        ("frozen", "frozen", PodState.RUNNING),  # paused, GPU still billed
+        ("exited", "running", PodState.RUNNING),  # crashed; the GPU is still held
+        ("scheduling", "running", PodState.RUNNING),  # restarting, may start any moment
+        ("unknown", "running", PodState.RUNNING),
+        ("offline", "running", PodState.RUNNING),
+        ("stopped", "running", PodState.RUNNING),  # asked to start again
+        ("running", "stopped", PodState.STOPPING),
+        ("offline", "stopped", PodState.STOPPING),
+        ("stopped", "stopped", PodState.STOPPED),
+        ("exited", "stopped", PodState.STOPPED),
+        ("stopped", None, PodState.STOPPED),
+    ],
+)
+def test_states(
+    vast: VastProvider, cloud: Cloud, actual: str | None, intended: str | None, state: PodState
+) -> None:
+    cloud.answer_instance(actual_status=actual, intended_status=intended)
+    assert vast.describe("1001").state is state
+
+
+@pytest.mark.parametrize("answer", ["", "error:404:no_such_instance", "status:404"])
+def test_describe_of_no_such_instance_is_a_permanent_error(
+    vast: VastProvider, cloud: Cloud, answer: str
+) -> None:
+    cloud.answer_next(answer)
+    with pytest.raises(ProviderError, match="vast has no instance 404404") as caught:
+        vast.describe("404404")
+    assert caught.value.retryable is False
+
+
+def test_a_ref_that_is_not_an_instance_id_is_refused_unsent(
+    vast: VastProvider, cloud: Cloud
+) -> None:
+    with pytest.raises(ProviderError, match="numbers") as caught:
+        vast.describe("../1001")
+    assert caught.value.retryable is False
+    assert vast.stop("pod-1").outcome is StopOutcome.PERMANENT
+    assert cloud.fake.calls() == []
+
+
+def test_stop_sends_state_stopped_and_is_idempotent(vast: VastProvider, cloud: Cloud) -> None:
+    first = vast.stop("1001")
+    assert first.outcome is StopOutcome.PENDING, first  # Vast stops it a moment later
+    assert cloud.puts() == ["PUT /api/v0/instances/1001/"]
+    assert vast.describe("1001").state is PodState.STOPPED
+    again = vast.stop("1001")
+    assert again.outcome is StopOutcome.DONE and "already stopped" in again.detail
+    assert cloud.puts() == ["PUT /api/v0/instances/1001/"]  # nothing sent the second time
+    assert cloud.fake.state.instances["1001"].intended_status == "stopped"
+
+
+def test_a_stop_in_progress_is_pending_and_not_sent_again(vast: VastProvider, cloud: Cloud) -> None:
+    cloud.fake.state.stop_delay_s = 60.0
+    assert vast.stop("1001").outcome is StopOutcome.PENDING
+    assert vast.describe("1001").state is PodState.STOPPING
+    assert vast.stop("1001").outcome is StopOutcome.PENDING
+    assert len(cloud.puts()) == 1
+
+
+def test_an_exited_instance_asked_to_run_is_stopped(vast: VastProvider, cloud: Cloud) -> None:
+    cloud.answer_instance(actual_status="exited", intended_status="running")
+    assert vast.stop("1001").outcome is StopOutcome.PENDING
+    assert len(cloud.puts()) == 1
+
+
+def test_stopping_no_such_instance_is_done(vast: VastProvider, cloud: Cloud) -> None:
+    result = vast.stop("404404")
+    assert result.outcome is StopOutcome.DONE and "gone" in result.detail
+    assert cloud.puts() == []
+
+
+@pytest.mark.parametrize(
+    "answer", ["refused:no_such_instance", "error:404:not_found", "status:404"]
+)
+def test_the_put_answering_no_such_instance_is_done(
+    vast: VastProvider, cloud: Cloud, answer: str
+) -> None:
+    cloud.answer_next("", answer)
+    assert vast.stop("1001").outcome is StopOutcome.DONE
+
+
+def test_a_404_without_vast_code_is_not_gone(cloud: Cloud) -> None:
+    """A wrong URL must never read as "already stopped" while the instance bills on."""
+    with httpx.Client(timeout=TIMEOUT_S, verify=TLS) as client:
+        result = VastProvider(client, KEY, f"{cloud.url}/wrong").stop("1001")
+    assert result.outcome is StopOutcome.PERMANENT and "HTTP 404" in result.detail
+
+
+def test_a_wrong_state_is_decided_by_a_fresh_read(vast: VastProvider, cloud: Cloud) -> None:
+    cloud.answer_next("", "status:409")
+    result = vast.stop("1001")
+    assert result.outcome is StopOutcome.RETRYABLE and "still running" in result.detail
+    stopped = json.dumps({"instances": {"actual_status": "stopped", "intended_status": "stopped"}})
+    cloud.answer_next("", "status:409", f"body:{stopped}")
+    assert vast.stop("1001").outcome is StopOutcome.DONE
+
+
+@pytest.mark.parametrize(
+    ("answer", "outcome", "says"),
+    [
+        ("429", StopOutcome.RETRYABLE, "API requests too frequent"),
+        ("429:9", StopOutcome.RETRYABLE, "retry after 9 s"),
+        ("500", StopOutcome.RETRYABLE, "HTTP 500"),
+        (f"slow:{TIMEOUT_S * 3}", StopOutcome.RETRYABLE, "timed out"),
+        ("malformed", StopOutcome.RETRYABLE, "not JSON"),
+        ("refused:rate_limit_exceeded", StopOutcome.RETRYABLE, "rate_limit_exceeded"),
+        ("error:400:rate_limit_exceeded", StopOutcome.RETRYABLE, "rate_limit_exceeded"),
+        ("refused:missing_billing", StopOutcome.PERMANENT, "missing_billing"),
+        ("refused:invalid_args", StopOutcome.PERMANENT, "canned invalid_args"),
+        ("error:403:invalid_token", StopOutcome.PERMANENT, "canned invalid_token"),
+    ],
+)
+def test_failed_stops_are_classified(
+    vast: VastProvider, cloud: Cloud, answer: str, outcome: StopOutcome, says: str
+) -> None:
+    cloud.answer_next("", answer)  # the read goes through, the PUT fails
+    result = vast.stop("1001")
+    assert result.outcome is outcome, result
+    assert says in result.detail and "vast" in result.detail
+    assert KEY not in result.detail
+    assert vast.stop("1001").outcome is StopOutcome.PENDING  # the next try goes through
+
+
+def test_vast_plain_text_429_has_no_delay(vast: VastProvider, cloud: Cloud) -> None:
+    cloud.answer_next("429")
+    with pytest.raises(ProviderError) as caught:
+        vast.describe("1001")
+    assert caught.value.retryable and caught.value.retry_after_s is None
+    assert caught.value.status == 429
+    cloud.answer_next("429:4")
+    with pytest.raises(ProviderError) as caught:
+        vast.describe("1001")
+    assert caught.value.retry_after_s == 4.0
+
+
+def test_a_wrong_key_is_permanent_and_never_echoed(cloud: Cloud) -> None:
+    wrong = "vast_WRONG_KEY_987"
+    with httpx.Client(timeout=TIMEOUT_S, verify=TLS) as client:
+        result = VastProvider(client, wrong, cloud.url).stop("1001")
+    assert result.outcome is StopOutcome.PERMANENT and "invalid_token" in result.detail
+    assert wrong not in result.detail
+    assert cloud.puts() == []
+
+
+def test_billed_sums_this_instances_charges_across_pages(vast: VastProvider, cloud: Cloud) -> None:
+    cloud.fake.charges_page_limit = 3
+    cloud.fake.add_pod("7", "0.333333", started_at=T - timedelta(hours=4, minutes=20))
+    cloud.fake.add_pod("8", "9", started_at=T - timedelta(hours=2))
+    billed = vast.billed("7")
+    # the GPU: 4 h at 0.333333 and 20 min at 0.111111; the disk: 4 h at 0.0082 and 0.002733
+    assert billed.amount_usd == Decimal("1.479976")
+    assert billed.amount_usd == cloud.fake.state.instances["7"].bill_usd(T)
+    assert billed.through == T
+    # 10 charges of its own and 4 of the other's, 3 to a page
+    assert cloud.fake.calls("GET").count("GET /api/v0/charges/") == 5
+
+
+def test_billed_counts_storage_after_the_stop(vast: VastProvider, cloud: Cloud) -> None:
+    cloud.fake.clock = lambda: T - timedelta(hours=2)
+    cloud.fake.add_pod("7", "1", started_at=T - timedelta(hours=3), storage_total_cost="0.01")
+    vast.stop("7")
+    cloud.fake.clock = lambda: T
+    assert vast.billed("7").amount_usd == Decimal("1.03")  # 1 h of GPU, 3 h of disk
+
+
+def test_billed_of_an_instance_without_charges_is_zero(vast: VastProvider) -> None:
+    billed = vast.billed("404404")
+    assert billed.amount_usd == 0 and billed.through < datetime.now(UTC)
+
+
+def test_billed_asks_for_instance_charges_in_a_day_range(
+    vast: VastProvider, sent: list[httpx.Request]
+) -> None:
+    vast.billed("1001")
+    (request,) = sent
+    filters = json.loads(request.url.params["select_filters"])
+    assert filters["type"] == {"in": ["instance"]}
+    assert filters["day"]["gte"] < filters["day"]["lte"]
+    assert request.url.params["limit"] == "500"
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ({"results": [{"source": "instance-1001", "amount": "x", "end": 1}]}, "malformed charge"),
+        ({"results": [{"source": "instance-1001", "amount": 1}]}, "malformed charge"),
+        ({"results": "none"}, "malformed charges"),
+        ({"results": [], "next_token": 5}, "loops"),
+    ],
+)
+def test_malformed_charges_are_retryable(
+    vast: VastProvider, cloud: Cloud, body: dict[str, object], says: str
+) -> None:
+    cloud.answer_next(f"body:{json.dumps(body)}")
+    with pytest.raises(ProviderError, match=says) as caught:
+        vast.billed("1001")
+    assert caught.value.retryable
+
+
+def test_billed_refusals_are_classified(vast: VastProvider, cloud: Cloud) -> None:
+    cloud.answer_next("refused:invalid_args")
+    with pytest.raises(ProviderError, match="invalid_args") as caught:
+        vast.billed("1001")
+    assert caught.value.retryable is False
+
+
+def test_the_fake_destroys_on_delete_and_records_it(cloud: Cloud, vast: VastProvider) -> None:
+    cloud.deletes_expected = True
+    answer = cloud.control.delete(
+        f"{cloud.url}/api/v0/instances/1001/", headers={"Authorization": f"Bearer {KEY}"}
+    )
+    assert answer.json() == {"success": True}
+    assert cloud.fake.calls("DELETE") == ["DELETE /api/v0/instances/1001/"]
+    assert vast.stop("1001").outcome is StopOutcome.DONE  # gone
+    with pytest.raises(ProviderError, match="no instance 1001"):
+        vast.describe("1001")
+
+
+def test_no_log_line_carries_the_key(
+    vast: VastProvider, cloud: Cloud, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    cloud.answer_next(
+        "429", "500", "malformed", "refused:invalid_token", f"slow:{TIMEOUT_S * 3}", "status:401"
+    )
+    for _ in range(7):
+        vast.stop("1001")
+    vast.describe("1001")
+    vast.billed("1001")
+    assert caplog.records, "expected the HTTP client to log its requests"
+    assert KEY not in caplog.text

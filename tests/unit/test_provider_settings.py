@@ -1,0 +1,114 @@
+"""Provider settings: keys from the environment or a file, never in a URL, each provider
+built only when it is configured, and a configuration that cannot work refused at start."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from governor.adapters.providers.aws import Ec2Provider
+from governor.adapters.providers.fake import BillingFakeProvider, FakeProvider
+from governor.adapters.providers.gcp import GcpProvider
+from governor.adapters.providers.kubernetes import KubernetesProvider
+from governor.adapters.providers.lambda_cloud import LambdaProvider
+from governor.adapters.providers.local import LocalProvider
+from governor.adapters.providers.runpod import RunPodProvider
+from governor.adapters.providers.vast import VastProvider
+from governor.bootstrap import ProviderSetupError, build_providers
+from governor.settings import load_settings
+from tests.clock import FrozenClock
+
+
+def test_without_a_key_only_the_fake_provider_is_built() -> None:
+    assert set(build_providers(load_settings(), FrozenClock())) == {"fake"}
+
+
+def test_a_key_builds_the_runpod_provider() -> None:
+    providers = build_providers(load_settings(runpod_api_key="k"), FrozenClock())
+    assert isinstance(providers["runpod"], RunPodProvider)
+
+
+def test_the_key_can_come_from_a_file(tmp_path: Path) -> None:
+    key_file = tmp_path / "runpod.key"
+    key_file.write_text("rpa_FROM_FILE\n")
+    settings = load_settings(runpod_api_key_file=key_file)
+    assert settings.runpod_api_key is not None
+    assert settings.runpod_api_key.get_secret_value() == "rpa_FROM_FILE"
+    assert "rpa_FROM_FILE" not in repr(settings)
+
+
+def test_an_empty_key_file_is_refused(tmp_path: Path) -> None:
+    key_file = tmp_path / "runpod.key"
+    key_file.write_text("\n")
+    with pytest.raises(ValidationError, match="is empty"):
+        load_settings(runpod_api_key_file=key_file)
+
+
+def test_a_key_in_the_url_is_refused() -> None:
+    with pytest.raises(ValidationError, match="keep the key out of the URL"):
+        load_settings(runpod_url="https://api.runpod.io/graphql?api_key=rpa_X")
+
+
+@pytest.mark.parametrize(
+    ("settings", "name", "kind"),
+    [
+        ({"vast_api_key": "k"}, "vast", VastProvider),
+        ({"lambda_api_key": "k"}, "lambda", LambdaProvider),
+        ({"gcp_project": "p", "gcp_access_token": "t"}, "gcp", GcpProvider),
+        ({"gcp_project": "p"}, "gcp", GcpProvider),  # tokens from the metadata server
+        ({"aws_region": "us-east-1"}, "aws", Ec2Provider),
+        (
+            {"kubernetes_url": "https://k8s.test", "kubernetes_token": "t"},
+            "kubernetes",
+            KubernetesProvider,
+        ),
+        ({"local_stop_signal": "SIGINT"}, "local", LocalProvider),
+        ({"local_stop_command": '["true", "{ref}"]'}, "local", LocalProvider),
+        ({"fake_billing_factor": "1.1"}, "fake", BillingFakeProvider),
+    ],
+)
+def test_each_provider_is_built_once_configured(
+    settings: dict[str, str], name: str, kind: type
+) -> None:
+    providers = build_providers(load_settings(**settings), FrozenClock())
+    assert isinstance(providers[name], kind)
+    assert set(providers) == {"fake", name}
+
+
+def test_the_plain_fake_does_not_report_billing() -> None:
+    assert type(build_providers(load_settings(), FrozenClock())["fake"]) is FakeProvider
+
+
+def test_every_key_can_come_from_a_file(tmp_path: Path) -> None:
+    for name in ("vast_api_key", "lambda_api_key", "gcp_access_token"):
+        key_file = tmp_path / name
+        key_file.write_text(f"{name}-FROM-FILE\n")
+        secret = getattr(load_settings(**{f"{name}_file": key_file}), name)
+        assert secret.get_secret_value() == f"{name}-FROM-FILE"
+
+
+def test_rates_are_json_objects_of_decimals() -> None:
+    settings = load_settings(gcp_rates='{"a2-highgpu-1g": "3.67"}', aws_rates='{"p5": 98.32}')
+    assert str(settings.gcp_rates["a2-highgpu-1g"]) == "3.67"
+    assert str(settings.aws_rates["p5"]) == "98.32"
+    with pytest.raises(ValidationError, match="not a JSON object of rates"):
+        load_settings(gcp_rates="a2=3.67")
+
+
+def test_an_unknown_signal_is_refused_naming_it() -> None:
+    with pytest.raises(ProviderSetupError, match="'SIGNOPE' is not a signal name"):
+        build_providers(load_settings(local_stop_signal="SIGNOPE"), FrozenClock())
+
+
+def test_kubernetes_needs_a_token_with_its_url() -> None:
+    with pytest.raises(ProviderSetupError, match="GOVERNOR_KUBERNETES_TOKEN"):
+        build_providers(load_settings(kubernetes_url="https://k8s.test"), FrozenClock())
+
+
+def test_aws_without_boto3_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "governor.adapters.providers.aws", None)
+    with pytest.raises(ProviderSetupError, match=r"pip install 'gpu-governor\[aws\]'"):
+        build_providers(load_settings(aws_region="us-east-1"), FrozenClock())
