@@ -11,6 +11,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from governor.domain.stop_order import StopState
 from tests.e2e.conftest import (
     OPERATOR_TOKEN,
     RATE_USD_PER_HOUR,
@@ -93,7 +94,7 @@ def test_metrics_carry_the_pilot_as_it_runs_and_after_its_stop(server: GovernorS
         assert one(m, "governor_pod_state", pod=pod, state="stopped") == 1
         assert one(m, "governor_pod_spent_dollars", pod=pod) == float(figures["spent_usd"])
         stops = {dict(k)["state"]: v for k, v in m["governor_stop_orders"].items()}
-        assert stops == {s: float(s == "stopped") for s in stops} and len(stops) == 7
+        assert stops == {s: float(s == "stopped") for s in stops} and len(stops) == len(StopState)
         assert "governor_gpu_utilization_ratio" not in m  # no GPU of a stopped pod
 
         last_beat = p.job.last_beat_at

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,16 @@ from governor.adapters.providers.fake_runpod import FakeRunPod
 from governor.cli import main
 
 KEY = "rpa_CHECK_KEY_123"
+
+
+@pytest.fixture(autouse=True)
+def logging_as_it_was() -> Iterator[None]:
+    """main() quiets some libraries' loggers for the process; other tests read them."""
+    loggers = [logging.getLogger(), *map(logging.getLogger, logging.root.manager.loggerDict)]
+    levels = [(logger, logger.level) for logger in loggers]
+    yield
+    for logger, level in levels:
+        logger.setLevel(level)
 
 
 @pytest.fixture

@@ -2,9 +2,11 @@
 keeping its EBS volumes.
 
 Only DescribeInstances, DescribeVolumes and StopInstances are ever sent, the stop without
-Hibernate or Force; never TerminateInstances, which deletes the root volume. An instance
-whose root device is instance store cannot be stopped at all (EC2 refuses, and its data
-would not survive anyway), so `describe` says so and `stop` never tries.
+Hibernate or Force; never TerminateInstances, which deletes the root volume. Listing the
+account's instances is DescribeInstances without ids, page by page, then one
+DescribeVolumes for all their volumes. An instance whose root device is instance store
+cannot be stopped at all (EC2 refuses, and its data would not survive anyway), so
+`describe` says so and `stop` never tries.
 
 EC2's API carries no prices: the hourly rate comes from a table keyed by instance type.
 The client makes a single attempt per call, since the governor's scheduler does the
@@ -30,6 +32,7 @@ from botocore.parsers import ResponseParserError
 from governor.adapters.providers._http import redact
 from governor.domain.model import PodState
 from governor.domain.ports import (
+    Listed,
     PodDescription,
     ProviderError,
     StopOutcome,
@@ -133,11 +136,31 @@ class Ec2Provider:
 
     def describe(self, ref: str) -> PodDescription:
         instance = self._instance(ref)
+        return self._description(instance, self._volume_sizes(_volume_ids(instance)))
+
+    def pods(self) -> list[Listed]:
+        """Every instance the credentials can see, stopped ones included (their EBS volumes
+        still bill); terminated ones are gone, though EC2 shows them for a while."""
+        instances: list[dict[str, Any]] = []
+        params: dict[str, str] = {}
+        while True:
+            answer = self._call("DescribeInstances", **params)
+            instances += [i for i in self._instances(answer) if i["State"]["Name"] != "terminated"]
+            if not answer.get("NextToken"):
+                break
+            params = {"NextToken": answer["NextToken"]}
+        sizes = self._volume_sizes([v for i in instances for v in _volume_ids(i)])
+        return [Listed(i["InstanceId"], self._description(i, sizes)) for i in instances]
+
+    def _description(self, instance: dict[str, Any], sizes: Mapping[str, int]) -> PodDescription:
+        """The instance as a pod; `sizes` has the GiB of (at least) its EBS volumes, which
+        survive a stop and bill while stopped."""
         store_root = instance.get("RootDeviceType") == "instance-store"
+        gib = [sizes[volume] for volume in _volume_ids(instance)]
         return PodDescription(
             STATES[instance["State"]["Name"]],
             self._rate(instance),
-            self._storage(ref, instance),
+            Storage(Decimal(sum(gib)), self._ebs_rate, self._ebs_rate) if gib else None,
             cannot_preserve=CANNOT_PRESERVE if store_root else None,
         )
 
@@ -151,7 +174,7 @@ class Ec2Provider:
                 return StopResult(
                     StopOutcome.PERMANENT, f"aws will not stop {ref}: {CANNOT_PRESERVE}"
                 )
-            answer = self._call("StopInstances", ref, InstanceIds=[ref])
+            answer = self._call("StopInstances", InstanceIds=[ref], ref=ref)
         except InstanceNotFound:
             return StopResult(StopOutcome.DONE, "already gone")
         except WrongState as exc:
@@ -178,18 +201,21 @@ class Ec2Provider:
         return settled or StopResult(StopOutcome.RETRYABLE, f"{refused} (it is {state})")
 
     def _instance(self, ref: str) -> dict[str, Any]:
-        answer = self._call("DescribeInstances", ref, InstanceIds=[ref])
+        answer = self._call("DescribeInstances", InstanceIds=[ref], ref=ref)
+        found = [i for i in self._instances(answer) if i.get("InstanceId") == ref]
+        if not found:
+            raise InstanceNotFound(ref, "not in the DescribeInstances answer")
+        return found[0]
+
+    def _instances(self, answer: dict[str, Any]) -> list[dict[str, Any]]:
+        """The instances of a DescribeInstances answer, each in a state we know."""
         reservations = answer.get("Reservations")
         if not isinstance(reservations, list):
             raise self._unreadable("DescribeInstances")
-        found = [
-            i for r in reservations for i in r.get("Instances", []) if i.get("InstanceId") == ref
-        ]
-        if not found:
-            raise InstanceNotFound(ref, "not in the DescribeInstances answer")
-        if found[0].get("State", {}).get("Name") not in STATES:
+        found = [i for r in reservations for i in r.get("Instances", [])]
+        if any(i.get("State", {}).get("Name") not in STATES for i in found):
             raise self._unreadable("DescribeInstances")
-        return found[0]
+        return found
 
     def _rate(self, instance: dict[str, Any]) -> Decimal | None:
         """The table's rate for the instance type: for a spot instance its spot rate if
@@ -199,23 +225,19 @@ class Ec2Provider:
             return self._rates[f"{kind}:spot"]
         return self._rates.get(kind)
 
-    def _storage(self, ref: str, instance: dict[str, Any]) -> Storage | None:
-        """The instance's EBS volumes, which survive a stop and bill while stopped."""
-        volumes = [
-            m["Ebs"]["VolumeId"]
-            for m in instance.get("BlockDeviceMappings", [])
-            if m.get("Ebs", {}).get("VolumeId")
-        ]
+    def _volume_sizes(self, volumes: list[str]) -> dict[str, int]:
+        """The GiB of each EBS volume named, in one DescribeVolumes call."""
         if not volumes:
-            return None
-        answer = self._call("DescribeVolumes", ref, VolumeIds=volumes)
-        sizes = [v.get("Size") for v in answer.get("Volumes") or []]
-        if len(sizes) != len(volumes) or not all(isinstance(s, int) for s in sizes):
+            return {}  # DescribeVolumes without ids would list every volume
+        answer = self._call("DescribeVolumes", VolumeIds=sorted(set(volumes)))
+        sizes = {v.get("VolumeId"): v.get("Size") for v in answer.get("Volumes") or []}
+        if not set(volumes) <= sizes.keys() or not all(isinstance(s, int) for s in sizes.values()):
             raise self._unreadable("DescribeVolumes")
-        return Storage(Decimal(sum(sizes)), self._ebs_rate, self._ebs_rate)
+        return sizes
 
-    def _call(self, action: str, ref: str, **params: Any) -> dict[str, Any]:
-        """One EC2 action, with every failure as the ProviderError it amounts to."""
+    def _call(self, action: str, *, ref: str | None = None, **params: Any) -> dict[str, Any]:
+        """One EC2 action, with every failure as the ProviderError it amounts to; `ref` is
+        the instance it is about, if it is about one."""
         try:
             answer = getattr(self._client, xform_name(action))(**params)
         except boto.ClientError as exc:
@@ -232,13 +254,13 @@ class Ec2Provider:
             raise self._error(f"failed {action} ({type(exc).__name__}: {exc})", True) from None
         return answer
 
-    def _refused(self, action: str, ref: str, exc: boto.ClientError) -> ProviderError:
+    def _refused(self, action: str, ref: str | None, exc: boto.ClientError) -> ProviderError:
         """An EC2 error answer as the error it amounts to."""
         error = exc.response.get("Error", {})
         code, said = str(error.get("Code", "")), str(error.get("Message", ""))
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         detail = f"HTTP {status} {code}: {said}"[:300]
-        if code in NOT_FOUND:
+        if code in NOT_FOUND and ref is not None:
             return InstanceNotFound(ref, code)
         if code == "IncorrectInstanceState":
             return WrongState(self._text(f"refused {action} ({detail})"), retryable=False)
@@ -259,6 +281,14 @@ class Ec2Provider:
 
     def _text(self, message: str) -> str:
         return redact(f"aws {message}", *self._secrets)
+
+
+def _volume_ids(instance: dict[str, Any]) -> list[str]:
+    return [
+        m["Ebs"]["VolumeId"]
+        for m in instance.get("BlockDeviceMappings", [])
+        if m.get("Ebs", {}).get("VolumeId")
+    ]
 
 
 def _settled(state: str) -> StopResult | None:

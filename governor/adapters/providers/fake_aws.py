@@ -11,6 +11,10 @@ carries no Retry-After. Besides the canned answers every fake cloud has, "ec2:<C
 "ec2:<Code>:<message>" answers the next call with that EC2 error, and "truncated" with a
 200 whose XML breaks off.
 
+DescribeInstances without ids lists every instance, terminated ones too (as EC2 does for a
+while), in pages of MaxResults, or of the cloud's `page_size` when none is asked (None: all
+at once), each page but the last with a NextToken.
+
 Instances bill their hourly rate for every second they run, by this process's clock; EC2
 bills neither `stopping` nor `stopped`. A stopped instance reaches `stopped` after the
 cloud's `stop_delay_s` (0: at once).
@@ -166,6 +170,7 @@ class FakeEc2(FakeCloud):
         super().__init__(state_file, api_key)
         self.access_key_id = access_key_id
         self.stop_delay_s = stop_delay_s
+        self.page_size: int | None = None  # how many instances a DescribeInstances page holds
         self.state = CloudState.restore(self.saved)
 
     def add_pod(self, ref: str, hourly_rate_usd: str) -> None:
@@ -265,13 +270,21 @@ class FakeEc2(FakeCloud):
             return _error_reply(exc.code, str(exc))
 
     def _describe_instances(self, params: dict[str, str]) -> dict[str, Any]:
-        wanted = self._instances(_numbered(params, "InstanceId"))
-        chosen = wanted or list(self.state.instances.values())
+        """The instances named or, without ids, one page of them all; the NextToken is the
+        offset of the next page."""
+        chosen = self._instances(_numbered(params, "InstanceId"))
+        next_token = None
+        if not chosen:
+            every = list(self.state.instances.values())
+            start = int(params.get("NextToken", 0))
+            size = int(params.get("MaxResults", 0)) or self.page_size or len(every)
+            chosen = every[start : start + size]
+            next_token = str(start + size) if start + size < len(every) else None
         reservations = [
             {"reservationId": f"r-{i.id[2:]}", "ownerId": "123456789012", "instancesSet": [i.xml()]}
             for i in chosen
         ]
-        return {"reservationSet": reservations}
+        return {"reservationSet": reservations, "nextToken": next_token}
 
     def _describe_volumes(self, params: dict[str, str]) -> dict[str, Any]:
         sizes = {v: gb for i in self.state.instances.values() for v, gb in i.volumes.items()}

@@ -6,6 +6,7 @@ real HTTP.
     DELETE /compute/v1/projects/{p}/zones/{z}/instances/{name}     (destroys its disks)
     GET    /compute/v1/projects/{p}/zones/{z}/disks/{disk}
     GET    /compute/v1/projects/{p}/zones/{z}/operations/{operation}
+    GET    /compute/v1/projects/{p}/aggregated/{instances|disks}?maxResults=&pageToken=
     GET    /computeMetadata/v1/instance/service-accounts/default/token  (Metadata-Flavor: Google)
 
 Compute calls need `Authorization: Bearer <token>`; the metadata server hands that token
@@ -15,7 +16,9 @@ request is logged, so a test can prove a DELETE never came. Errors are Google's
 `{"error": {"code", "message", "errors": [{"domain", "reason", "message"}]}}`. Besides the
 canned answers every fake cloud has, "reason:<status>:<reason>" answers the next call with
 that error (e.g. "reason:403:rateLimitExceeded") and "operation-error:<CODE>" with an
-Operation that failed with that code.
+Operation that failed with that code. Aggregated lists come in pages of `page_size` items
+(Google's default maxResults, 500, unless a test lowers it), every zone of the project
+present on each page: with its items, or with Google's NO_RESULTS_ON_PAGE warning.
 
     python -m governor.adapters.providers.fake_gcp --port 8765 --state cloud.json \\
         --pods 'us-central1-a/pod-1=3.67' [--api-key TOKEN]
@@ -58,6 +61,9 @@ UNAUTHENTICATED = (
 _COMPUTE_PATH = re.compile(
     r"/compute/v1/projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/"
     r"(?P<collection>instances|disks|operations)/(?P<name>[^/]+)(?P<verb>/stop)?"
+)
+_AGGREGATED_PATH = re.compile(
+    r"/compute/v1/projects/(?P<project>[^/]+)/aggregated/(?P<collection>instances|disks)"
 )
 
 
@@ -137,6 +143,7 @@ class FakeGcp(FakeCloud):
         self.project = project
         self.stop_delay_s = stop_delay_s
         self.token_expires_in_s = 3599  # what the metadata server says of each token
+        self.page_size = 500  # the most items an aggregated list answers per page
         self.state = CloudState.restore(self.saved)
 
     def add_pod(
@@ -193,11 +200,15 @@ class FakeGcp(FakeCloud):
     def handle(self, request: FakeRequest) -> Reply:
         if request.path == TOKEN_PATH:
             return self._token(request)
+        if request.method == "GET" and (listing := _AGGREGATED_PATH.fullmatch(request.path)):
+            if listing["project"] != self.project:
+                return self._missing_project(listing["project"])
+            return self._aggregated(request, listing["collection"])
         match = _COMPUTE_PATH.fullmatch(request.path)
         if match is None:
             return self.error(404, f"The requested URL {request.path} was not found")
         if match["project"] != self.project:
-            return self.error(404, f"The resource 'projects/{match['project']}' was not found")
+            return self._missing_project(match["project"])
         zone, name, collection = match["zone"], match["name"], match["collection"]
         key = f"{zone}/{name}"
         route = (request.method, collection, bool(match["verb"]))
@@ -248,6 +259,38 @@ class FakeGcp(FakeCloud):
         )
         self.state.operations[f"{instance.zone}/{name}"] = operation
         return Reply(200, self._operation(operation))
+
+    def _aggregated(self, request: FakeRequest, collection: str) -> Reply:
+        """One page of `collection` across the project's zones; the page token is the offset
+        of the page's first item."""
+        if collection == "instances":
+            every = [(i.zone, self._instance(i)) for i in self.state.instances.values()]
+        else:
+            every = [(d.zone, self._disk(d)) for d in self.state.disks.values()]
+        size = min(self.page_size, int(request.param("maxResults") or self.page_size))
+        start = int(request.param("pageToken") or 0)
+        on_page: dict[str, list[dict[str, Any]]] = {}
+        for zone, body in every[start : start + size]:
+            on_page.setdefault(f"zones/{zone}", []).append(body)
+        zones = {r.zone for r in [*self.state.instances.values(), *self.state.disks.values()]}
+        items = {
+            scope: {collection: on_page[scope]} if scope in on_page else _no_results(scope)
+            for scope in sorted(f"zones/{zone}" for zone in zones)
+        }
+        more = {"nextPageToken": str(start + size)} if start + size < len(every) else {}
+        return Reply(
+            200,
+            {
+                "kind": f"compute#{collection[:-1]}AggregatedList",
+                "id": f"projects/{self.project}/aggregated/{collection}",
+                "items": items,
+                **more,
+                "selfLink": f"{API}/projects/{self.project}/aggregated/{collection}",
+            },
+        )
+
+    def _missing_project(self, project: str) -> Reply:
+        return self.error(404, f"The resource 'projects/{project}' was not found")
 
     def _missing(self, key: str, collection: str) -> Reply:
         zone, _, name = key.partition("/")
@@ -326,6 +369,13 @@ class FakeGcp(FakeCloud):
             "insertTime": operation.inserted_at,
             "selfLink": f"{zone_url}/operations/{operation.name}",
         }
+
+
+def _no_results(scope: str) -> dict[str, Any]:
+    """What an aggregated list says of a zone with nothing on the page."""
+    message = f"There are no results for scope '{scope}' on this page."
+    data = [{"key": "scope", "value": scope}]
+    return {"warning": {"code": "NO_RESULTS_ON_PAGE", "message": message, "data": data}}
 
 
 def _google_error(status: int, reason: str, message: str) -> Reply:

@@ -4,7 +4,9 @@ real HTTP.
 Jobs (batch/v1), Deployments and StatefulSets (apps/v1) in namespaces, read with GET and
 changed with PATCH as JSON merge patches (RFC 7386, `application/merge-patch+json`) on the
 object or on its `scale` subresource; a `metadata.resourceVersion` in a patch is a
-precondition (409 Conflict when stale). Errors are `Status` objects with the API server's
+precondition (409 Conflict when stale). Each kind is also listed across all namespaces
+(GET /apis/<group>/v1/<resource>), unless it is `forbidden` to the token: then the answer is
+the 403 that RBAC gives. Errors are `Status` objects with the API server's
 reasons, and a bearer token is required. DELETE is honoured (the workload and its pods go)
 and recorded, so a test can prove it never came.
 
@@ -43,6 +45,9 @@ _PATH = re.compile(
     r"/apis/(?P<group>[a-z.]+)/v1/namespaces/(?P<namespace>[^/]+)/(?P<resource>[a-z]+)"
     r"/(?P<name>[^/]+)(?P<scale>/scale)?"
 )
+_LIST = re.compile(r"/apis/(?P<group>[a-z.]+)/v1/(?P<resource>[a-z]+)")
+USER = "system:serviceaccount:governor:gpu-governor"  # who the token is
+KIND_FIELDS = ("apiVersion", "kind")
 REASONS = {
     400: "BadRequest",
     401: "Unauthorized",
@@ -223,6 +228,7 @@ class FakeKubernetes(FakeCloud):
         self.workloads = {ref: Workload(**workload) for ref, workload in saved.items()}
         self.deletions: list[dict[str, str]] = self.saved.get("deletions", [])
         self.version = int(self.saved.get("version", 0))  # the last resourceVersion given
+        self.forbidden: set[str] = set()  # resources the token may not list (jobs, ...)
 
     def add_pod(self, ref: str, hourly_rate_usd: str, spec: dict[str, Any] | None = None) -> None:
         """A running workload for `ref` ("namespace/kind/name"); `spec` is merged into the
@@ -278,6 +284,9 @@ class FakeKubernetes(FakeCloud):
         return self.error(429, "Too many requests, please try again later.", details)
 
     def handle(self, request: FakeRequest) -> Reply:
+        listing = _kind(_LIST.fullmatch(request.path))
+        if listing is not None and request.method == "GET":
+            return self._list(listing, now())
         route = _PATH.fullmatch(request.path)
         kind = _kind(route)
         if route is None or kind is None:
@@ -298,6 +307,32 @@ class FakeKubernetes(FakeCloud):
         if request.method == "DELETE" and not scale:
             return self._delete(route["namespace"], kind, workload, at)
         return self.error(405, f"{request.method} is not supported on {request.path}")
+
+    def _list(self, kind: str, at: datetime) -> Reply:
+        """Every workload of `kind` in every namespace; like the API server's, the items
+        carry no apiVersion or kind, the list does."""
+        group, resource, object_kind = KINDS[kind]
+        if resource in self.forbidden:
+            return self.error(
+                403,
+                f'{resource}.{group} is forbidden: User "{USER}" cannot list resource '
+                f'"{resource}" in API group "{group}" at the cluster scope',
+                {"group": group, "kind": resource},
+            )
+        items = [
+            {key: value for key, value in workload.obj(at).items() if key not in KIND_FIELDS}
+            for _, workload in sorted(self.workloads.items())
+            if workload.kind == kind
+        ]
+        return Reply(
+            200,
+            {
+                "kind": f"{object_kind}List",
+                "apiVersion": f"{group}/v1",
+                "metadata": {"resourceVersion": str(self.version)},
+                "items": items,
+            },
+        )
 
     def _patch(self, workload: Workload, request: FakeRequest, scale: bool, at: datetime) -> Reply:
         content_type = request.headers.get("content-type", "")

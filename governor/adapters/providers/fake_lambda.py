@@ -9,7 +9,7 @@ its filesystems stay. Every terminate request is recorded, refused or not. Insta
 price_cents_per_hour for every second until they are terminated, by this process's clock.
 Errors come in Lambda's shape, {"error": {"code", "message", "suggestion"}}; besides the
 canned answers every fake cloud has, "code:<status>:<code>" answers the next call with
-that Lambda error.
+that Lambda error and "body:<json>" answers HTTP 200 with exactly that body.
 
     python -m governor.adapters.providers.fake_lambda --port 8765 --state cloud.json \\
         --pods 'inst-1=1.29' [--api-key KEY]
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -179,6 +180,8 @@ class FakeLambda(FakeCloud):
         return lambda_error(status, CODES.get(status, "global/unknown"), message)
 
     def canned(self, kind: str, arg: str) -> Reply | None:
+        if kind == "body":
+            return Reply(200, json.loads(arg))
         if kind != "code":
             return None
         status, _, code = arg.partition(":")

@@ -1,6 +1,7 @@
 """A fake Vast.ai cloud speaking the REST subset the Vast adapter uses, over real HTTP.
 
     GET    /api/v0/instances/{id}/?owner=me   {"instances": {...}}, null when there is none
+    GET    /api/v1/instances/?limit=          {"instances": [...], "next_token": ...}, in pages
     PUT    /api/v0/instances/{id}/            {"state": "stopped"} -> {"success": true}
     DELETE /api/v0/instances/{id}/            destroys it, disk and all (recorded)
     GET    /api/v0/charges/?select_filters=   its charges, one per hour, in pages
@@ -127,7 +128,9 @@ class FakeVast(FakeCloud):
         super().__init__(state_file, api_key)
         self.state = CloudState.restore(self.saved)
         self.clock: Callable[[], datetime] = now
-        self.charges_page_limit = 500  # Vast's own maximum; tests lower it to see paging
+        # Vast's own maxima; tests lower them to see paging
+        self.charges_page_limit = 500
+        self.instances_page_limit = 25
 
     def add_pod(
         self,
@@ -179,6 +182,8 @@ class FakeVast(FakeCloud):
         at = self.clock()
         if request.path == "/api/v0/charges/" and request.method == "GET":
             return self._charges(request, at)
+        if request.path == "/api/v1/instances/" and request.method == "GET":
+            return self._instances(request, at)
         match = INSTANCE_PATH.match(request.path)
         if match is None or request.method not in ("GET", "PUT", "DELETE"):
             return Reply(404, text="<html><body>Not Found</body></html>", content_type="text/html")
@@ -206,9 +211,7 @@ class FakeVast(FakeCloud):
             filters = json.loads(request.param("select_filters") or "{}")
             gte, lte = float(filters["day"]["gte"]), float(filters["day"]["lte"])
             types = filters.get("type", {}).get("in", ["instance"])
-            token = request.param("after_token")
-            offset = int(json.loads(base64.b64decode(token))["offset"]) if token else 0
-            limit = min(int(request.param("limit") or 100), self.charges_page_limit)
+            offset, limit = _cursor(request, self.charges_page_limit)
         except (ValueError, KeyError, TypeError, AttributeError):
             msg = "Must provide both 'day' gte and lte filters for instance charges"
             return self.error(400, msg)
@@ -219,23 +222,57 @@ class FakeVast(FakeCloud):
             if "instance" in types and c["start"] <= lte and c["end"] >= gte
         ]
         records.sort(key=lambda c: (-c["start"], c["source"], c["description"]))
-        end = offset + limit
         sources = len({c["source"] for c in records})
+        page, token = _page(records, offset, limit)
         return Reply(
             200,
             {
                 "success": True,
                 "count": sources,
                 "total": sources,
-                "results": records[offset:end],
-                "next_token": _token(end) if end < len(records) else None,
+                "results": page,
+                "next_token": token,
+            },
+        )
+
+    def _instances(self, request: FakeRequest, at: datetime) -> Reply:
+        """The account's instances that are not destroyed, stopped ones included."""
+        try:
+            offset, limit = _cursor(request, self.instances_page_limit)
+        except (ValueError, KeyError, TypeError):
+            return self.error(400, "invalid after_token or limit")
+        live = sorted((i for i in self.state.instances.values() if not i.destroyed_at), key=_id)
+        page, token = _page([i.vast(at) for i in live], offset, limit)
+        return Reply(
+            200,
+            {
+                "success": True,
+                "instances_found": len(page),
+                "total_instances": len(live),
+                "instances": page,
+                "next_token": token,
             },
         )
 
 
-def _token(offset: int) -> str:
-    """An opaque keyset cursor, base64 JSON as Vast's are."""
-    return base64.b64encode(json.dumps({"offset": offset}).encode()).decode()
+def _id(instance: CloudInstance) -> int:
+    return int(instance.id)
+
+
+def _cursor(request: FakeRequest, most: int) -> tuple[int, int]:
+    """Where the page a request asks for starts (its after_token) and how long it is."""
+    token = request.param("after_token")
+    offset = int(json.loads(base64.b64decode(token))["offset"]) if token else 0
+    return offset, min(int(request.param("limit") or 100), most)
+
+
+def _page(items: list[Any], offset: int, limit: int) -> tuple[list[Any], str | None]:
+    """The page of `items` from `offset` and its next_token: an opaque keyset cursor, base64
+    JSON as Vast's are, or None on the last page."""
+    end = offset + limit
+    if end >= len(items):
+        return items[offset:], None
+    return items[offset:end], base64.b64encode(json.dumps({"offset": end}).encode()).decode()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,7 +1,8 @@
 """GCP Compute Engine over its REST API: read a VM's rate, state and disks, and stop it
 keeping its persistent disks.
 
-Only `instances.get`, `disks.get` and `instances.stop` are ever sent; never
+Only `instances.get`, `disks.get`, `instances.stop` and the project-wide
+`instances.aggregatedList` and `disks.aggregatedList` are ever sent; never
 `instances.delete`, which takes every auto-delete disk (the boot disk by default) with it.
 A stopped VM is TERMINATED in GCP's words; its persistent disks keep billing. Local SSDs
 are kept too (`discardLocalSsd=false`), since a stop that discards them loses their data.
@@ -33,6 +34,7 @@ from governor.adapters.providers._http import ProviderHttp
 from governor.domain.model import PodState
 from governor.domain.ports import (
     Clock,
+    Listed,
     PodDescription,
     ProviderError,
     StopOutcome,
@@ -187,9 +189,29 @@ class GcpProvider:
 
     def describe(self, ref: str) -> PodDescription:
         url, http = self._instance_url(ref), self._http()
-        instance = _instance(http, url)
+        return self._description(http, _instance(http, url))
+
+    def pods(self) -> list[Listed]:
+        """Every VM of the project in every zone, stopped ones included (their disks still
+        bill). The project's disks are listed once up front rather than read one by one."""
+        http = self._http()
+        disks = {
+            f"projects/{self._project}/zones/{zone}/disks/{disk.get('name')}": disk
+            for zone, disk in self._aggregated(http, "disks")
+        }
+        return [
+            Listed(f"{zone}/{instance.get('name')}", self._description(http, instance, disks))
+            for zone, instance in self._aggregated(http, "instances")
+        ]
+
+    def _description(
+        self,
+        http: _ComputeHttp,
+        instance: dict[str, Any],
+        disks: Mapping[str, dict[str, Any]] = MappingProxyType({}),
+    ) -> PodDescription:
         return PodDescription(
-            _state(instance), self._hourly_rate(instance), self._storage(http, instance)
+            _state(instance), self._hourly_rate(instance), self._storage(http, instance, disks)
         )
 
     def stop(self, ref: str) -> StopResult:
@@ -248,10 +270,35 @@ class GcpProvider:
             return self._rates[f"{name}:spot"]
         return self._rates.get(name)
 
-    def _storage(self, http: _ComputeHttp, instance: dict[str, Any]) -> Storage | None:
+    def _aggregated(self, http: _ComputeHttp, collection: str) -> list[tuple[str, dict[str, Any]]]:
+        """Every item of `collection` in the project as (zone, item), following
+        nextPageToken. A zone with nothing on a page carries a `warning` instead."""
+        url = f"{self._url}/projects/{self._project}/aggregated/{collection}"
+        found: list[tuple[str, dict[str, Any]]] = []
+        params: dict[str, str] = {}
+        while True:
+            page = _object(http, http.request("GET", url, params=params), f"a list of {collection}")
+            scopes = page.get("items") or {}
+            if not isinstance(scopes, dict):
+                raise http.error(f"answered a malformed {collection} list: {page!r:.200}", True)
+            for scope, listed in scopes.items():
+                items = listed.get(collection) if isinstance(listed, dict) else None
+                zone = str(scope).removeprefix("zones/")
+                found += [
+                    (zone, _object(http, item, f"one of {collection}")) for item in items or []
+                ]
+            token = page.get("nextPageToken")
+            if not token:
+                return found
+            params = {"pageToken": str(token)}
+
+    def _storage(
+        self, http: _ComputeHttp, instance: dict[str, Any], disks: Mapping[str, dict[str, Any]]
+    ) -> Storage | None:
         """The persistent disks (boot and attached) and their size-weighted price; local
         SSDs (SCRATCH) are not persistent and not counted. The instance names each disk
-        only by URL, so each one is read for its type and size."""
+        only by URL, so each one not in `disks` (keyed "projects/...") is read for its type
+        and size."""
         total_gb = monthly_usd = Decimal(0)
         for attached in instance.get("disks") or []:
             if attached.get("type") != "PERSISTENT":
@@ -259,8 +306,10 @@ class GcpProvider:
             source = str(attached.get("source", ""))
             if "projects/" not in source:
                 raise http.error(f"answered a disk without a source: {attached!r:.200}", True)
-            disk_url = f"{self._url}/{_from_projects(source)}"
-            disk = _object(http, http.request("GET", disk_url), "a disk")
+            path = _from_projects(source)
+            disk = disks.get(path) or _object(
+                http, http.request("GET", f"{self._url}/{path}"), "a disk"
+            )
             try:
                 gb = Decimal(str(disk["sizeGb"]))
             except (KeyError, InvalidOperation):

@@ -4,7 +4,8 @@ stops, keeping its PersistentVolumeClaims.
 A Job is suspended (`spec.suspend: true`: its controller deletes the pods and makes none
 until it is resumed). A Deployment or StatefulSet is scaled to zero through its `scale`
 subresource, after its replica count is recorded in an annotation so that it can be
-restored. Only GET and JSON merge-patch PATCH are sent; nothing is ever deleted. Volumes that
+restored. Only GET (of one workload, or of each kind across the namespaces the token may
+list) and JSON merge-patch PATCH are sent; nothing is ever deleted. Volumes that
 die with their pods (generic ephemeral volumes, claims a StatefulSet deletes when scaled
 down) make the adapter refuse to stop rather than lose them.
 
@@ -23,7 +24,13 @@ import httpx
 
 from governor.adapters.providers._http import ProviderHttp
 from governor.domain.model import PodState
-from governor.domain.ports import PodDescription, ProviderError, StopOutcome, StopResult
+from governor.domain.ports import (
+    Listed,
+    PodDescription,
+    ProviderError,
+    StopOutcome,
+    StopResult,
+)
 
 DEFAULT_URL = "https://kubernetes.default.svc"
 # Where a pod's service account token and the cluster's CA certificate are mounted.
@@ -66,6 +73,10 @@ class Workload:
         ):
             return cls(*parts)
         raise ProviderError(f"kubernetes ref {ref!r} is not {REF_FORM}", retryable=False)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.kind}/{self.name}"
 
     @property
     def path(self) -> str:
@@ -141,11 +152,12 @@ class _Seen:
 
 
 class KubernetesProvider:
-    """Implements StopsPreserving against a cluster's API server.
+    """Implements StopsPreserving and ListsPods against a cluster's API server.
 
     `client` is built by the caller, trusting the cluster's CA (`verify=`); `token` is a
     bearer token (a service account's) allowed to get and patch jobs, deployments,
-    statefulsets and their scale subresources in the namespaces it governs.
+    statefulsets and their scale subresources in the namespaces it governs, and, for
+    listing, to list them across the cluster.
     """
 
     def __init__(
@@ -162,8 +174,32 @@ class KubernetesProvider:
         self._url = url.rstrip("/")
 
     def describe(self, ref: str) -> PodDescription:
-        seen = self._read(Workload.parse(ref))
-        return PodDescription(seen.state, None, None, cannot_preserve=_cannot_preserve(seen))
+        return _description(self._read(Workload.parse(ref)))
+
+    def pods(self) -> list[Listed]:
+        """Every Job, Deployment and StatefulSet the token may list, stopped ones included.
+
+        A kind the token may not list (403: RBAC grants kinds one by one) is left out so
+        the others still show; if it may list none, that refusal is raised."""
+        listed: list[Listed] = []
+        forbidden: list[StatusError] = []
+        for kind, (version, resource, _) in API.items():
+            try:
+                answer = self._http().request("GET", f"{self._url}/apis/{version}/{resource}")
+            except StatusError as exc:
+                if exc.status != 403:
+                    raise
+                forbidden.append(exc)
+                continue
+            items = answer.get("items") if isinstance(answer, dict) else None
+            if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+                raise _malformed(f"a {resource} list without items: {answer!r:.200}")
+            for item in items:
+                seen = _listed(kind, item)
+                listed.append(Listed(seen.workload.ref, _description(seen)))
+        if len(forbidden) == len(API):
+            raise forbidden[0]
+        return listed
 
     def stop(self, ref: str) -> StopResult:
         try:
@@ -250,6 +286,20 @@ class KubernetesProvider:
         return KubernetesHttp(
             self._client, "kubernetes", token, {"Authorization": f"Bearer {token}"}
         )
+
+
+def _listed(kind: str, item: dict[str, Any]) -> _Seen:
+    """One item of a list answer (items carry no `kind`: the list says it)."""
+    metadata = _section(item, "metadata")
+    namespace, name = metadata.get("namespace"), metadata.get("name")
+    if not isinstance(namespace, str) or not isinstance(name, str):
+        raise _malformed(f"metadata without a namespace and name: {metadata!r:.200}")
+    workload = Workload(namespace, kind, name)
+    return _Seen(workload, item, _state(workload, item))
+
+
+def _description(seen: _Seen) -> PodDescription:
+    return PodDescription(seen.state, None, None, cannot_preserve=_cannot_preserve(seen))
 
 
 def _settled(seen: _Seen) -> StopResult | None:

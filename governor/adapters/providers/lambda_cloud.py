@@ -1,5 +1,5 @@
-"""Lambda Cloud over its REST API: read an instance's rate, state and filesystems, and
-terminate it only while the filesystem holding its checkpoint is attached.
+"""Lambda Cloud over its REST API: list the account's instances, read one's rate, state and
+filesystems, and terminate it only while the filesystem holding its checkpoint is attached.
 
 Lambda cannot stop an instance: terminating it loses the root disk, and only attached
 Filesystems outlive it. So this adapter has no `stop`; `terminate` re-reads the instance
@@ -20,6 +20,7 @@ import httpx
 from governor.adapters.providers._http import ProviderHttp
 from governor.domain.model import PodState
 from governor.domain.ports import (
+    Listed,
     PodDescription,
     ProviderError,
     StopOutcome,
@@ -81,7 +82,7 @@ class _LambdaHttp(ProviderHttp):
 
 
 class LambdaProvider:
-    """Implements TerminateOnly against Lambda's Cloud API."""
+    """Implements TerminateOnly and ListsPods against Lambda's Cloud API."""
 
     def __init__(
         self,
@@ -99,11 +100,29 @@ class LambdaProvider:
 
     def describe(self, ref: str) -> PodDescription:
         instance = self._instance(ref)
+        needed = bool(_filesystem_names(instance))
+        return self._description(instance, self._filesystems() if needed else {})
+
+    def pods(self) -> list[Listed]:
+        """Every instance Lambda lists (it leaves terminated ones out), the filesystems read
+        once for them all."""
+        answer = self._http.request("GET", f"{self._url}/instances")
+        instances = answer.get("data") if isinstance(answer, dict) else None
+        if not isinstance(instances, list) or not all(isinstance(i, dict) for i in instances):
+            # not echoed: an instance carries its Jupyter token
+            raise self._http.error("answered a malformed instance list", True)
+        needed = any(_filesystem_names(instance) for instance in instances)
+        filesystems = self._filesystems() if needed else {}
+        return [Listed(str(i.get("id")), self._description(i, filesystems)) for i in instances]
+
+    def _description(
+        self, instance: dict[str, Any], filesystems: dict[str, dict[str, Any]]
+    ) -> PodDescription:
+        """`instance` described, given the account's filesystems by name."""
         names = _filesystem_names(instance)
-        listed = self._filesystems() if names else {}
-        attached = [listed.get(name, {}) for name in names]
+        attached = [filesystems.get(name, {}) for name in names]
         mounts = _mounts(instance)
-        filesystems = {
+        mounted = {
             name: mounts.get(str(fs.get("id"))) or f"{DEFAULT_MOUNT_ROOT}/{name}"
             for name, fs in zip(names, attached, strict=True)
         }
@@ -117,7 +136,7 @@ class LambdaProvider:
         cannot_preserve = (
             None if names else "no filesystem is attached: terminating loses everything on it"
         )
-        return PodDescription(_state(instance), rate, storage, filesystems, cannot_preserve)
+        return PodDescription(_state(instance), rate, storage, mounted, cannot_preserve)
 
     def terminate(self, ref: str, *, keep: str) -> StopResult:
         try:

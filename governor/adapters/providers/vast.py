@@ -1,11 +1,12 @@
-"""Vast.ai over its REST API: read an instance's rate and state, stop it keeping its disk, and
-read what Vast has charged for it.
+"""Vast.ai over its REST API: list the account's instances, read one's rate and state, stop
+it keeping its disk, and read what Vast has charged for it.
 
-Only `GET /api/v0/instances/{id}/`, `PUT /api/v0/instances/{id}/ {"state": "stopped"}` and
-`GET /api/v0/charges/` are ever sent; never `DELETE`, which destroys the instance and its
-disk. Vast refuses with `{"success": false, "error": <code>, "msg"|"message": ...}`, under a
-4xx or inside an HTTP 200, so the code decides: a missing instance is gone, a rate limit is
-retryable, anything else is permanent. Its 429 is often plain text, with no Retry-After.
+Only `GET /api/v0/instances/{id}/`, `PUT /api/v0/instances/{id}/ {"state": "stopped"}`,
+`GET /api/v1/instances/` and `GET /api/v0/charges/` are ever sent; never `DELETE`, which
+destroys the instance and its disk. Vast refuses with `{"success": false, "error": <code>,
+"msg"|"message": ...}`, under a 4xx or inside an HTTP 200, so the code decides: a missing
+instance is gone, a rate limit is retryable, anything else is permanent. Its 429 is often
+plain text, with no Retry-After.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from governor.domain.model import PodState
 from governor.domain.money import HOURS_PER_MONTH
 from governor.domain.ports import (
     Billed,
+    Listed,
     PodDescription,
     ProviderError,
     StopOutcome,
@@ -35,6 +37,7 @@ DEFAULT_URL = "https://console.vast.ai"
 STOP_LATENCY_S = 60.0
 CHARGES_LOOKBACK_DAYS = 90.0  # how far back billed() asks for an instance's charges
 CHARGES_PAGE = 500  # the most charges Vast returns in one page
+INSTANCES_PAGE = 25  # the most instances Vast lists in one page
 
 GONE_CODES = frozenset({"no_such_instance", "not_found"})
 RETRYABLE_CODES = frozenset({"rate_limit_exceeded"})
@@ -89,7 +92,7 @@ class VastHttp(ProviderHttp):
 
 
 class VastProvider:
-    """Implements StopsPreserving and ReportsBilling against Vast's REST API.
+    """Implements StopsPreserving, ReportsBilling and ListsPods against Vast's REST API.
 
     A ref is the instance id (digits). The hourly rate is the compute alone, `dph_total`
     less `storage_total_cost`: Vast's total includes the disk, which is reported as storage
@@ -111,7 +114,15 @@ class VastProvider:
         self._url = url.rstrip("/")
 
     def describe(self, ref: str) -> PodDescription:
-        instance = self._instance(ref)
+        return self._description(self._instance(ref))
+
+    def pods(self) -> list[Listed]:
+        """Every instance of the account, stopped ones included (their disk still bills)."""
+        params = {"limit": str(INSTANCES_PAGE)}
+        instances = self._paged("/api/v1/instances/", params, "instances")
+        return [Listed(str(i.get("id")), self._description(i)) for i in instances]
+
+    def _description(self, instance: dict[str, Any]) -> PodDescription:
         try:
             total, disk_hourly, disk_gb = [
                 _decimal(instance.get(name))
@@ -148,7 +159,7 @@ class VastProvider:
         }
         params = {"select_filters": json.dumps(filters), "limit": str(CHARGES_PAGE)}
         amount, through = Decimal(0), since
-        for charge in self._charges(params):
+        for charge in self._paged("/api/v0/charges/", params, "results"):
             if charge.get("source") != source:
                 continue
             try:
@@ -187,17 +198,18 @@ class VastProvider:
             raise self._http.error(f"answered a malformed instance: {instance!r:.200}", True)
         return instance
 
-    def _charges(self, params: dict[str, str]) -> Iterator[dict[str, Any]]:
-        """Every charge `params` select, following Vast's next_token from page to page."""
+    def _paged(self, path: str, params: dict[str, str], key: str) -> Iterator[dict[str, Any]]:
+        """Every object listed under `key` on the pages of `path` that `params` select,
+        following Vast's next_token from page to page."""
         seen: set[str] = set()
         token: Any = None
         while True:
             page_params = {**params, "after_token": token} if token else params
-            page = self._call("GET", f"{self._url}/api/v0/charges/", params=page_params)
-            results = page.get("results")
-            if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
-                raise self._http.error(f"answered malformed charges: {page!r:.200}", True)
-            yield from results
+            page = self._call("GET", self._url + path, params=page_params)
+            listed = page.get(key)
+            if not isinstance(listed, list) or not all(isinstance(o, dict) for o in listed):
+                raise self._http.error(f"answered a malformed page of {path}: {page!r:.200}", True)
+            yield from listed
             token = page.get("next_token")
             if not token:
                 return

@@ -1,10 +1,11 @@
 """The EC2 adapter against the fake EC2, over real HTTP on a thread, signed by boto3.
 
 Every answer the real API can give the adapter: an instance with its type, lifecycle and
-EBS volumes; an instance-store root that must never be stopped; no such instance; an
-instance already stopping or stopped; IncorrectInstanceState; throttling, 5xx, a timeout,
-bodies that are not EC2's XML and EC2's own error codes; a wrong secret. Whatever
-happens, TerminateInstances is never sent and neither key reaches an error text.
+EBS volumes; every live instance listed page by page; an instance-store root that must
+never be stopped; no such instance; an instance already stopping or stopped;
+IncorrectInstanceState; throttling, 5xx, a timeout, bodies that are not EC2's XML and
+EC2's own error codes; a wrong secret. Whatever happens, TerminateInstances is never sent
+and neither key reaches an error text.
 """
 
 from __future__ import annotations
@@ -281,6 +282,83 @@ def test_throttled_describe_is_a_retryable_error(ec2: Ec2Provider, cloud: Cloud)
         ec2.describe(ON_DEMAND)
     assert caught.value.retryable and caught.value.status == 503
     assert caught.value.retry_after_s is None
+
+
+STOPPED = "i-0ccccccccccccccc3"
+TERMINATED = "i-0ddddddddddddddd4"
+
+
+def add_stopped_and_terminated(cloud: Cloud) -> None:
+    for ref, state in [(STOPPED, "stopped"), (TERMINATED, "terminated")]:
+        cloud.fake.add_instance(ref, "1.006")
+        cloud.fake.state.instances[ref].state = state
+
+
+def test_pods_lists_every_live_instance_as_describe_does(ec2: Ec2Provider, cloud: Cloud) -> None:
+    add_stopped_and_terminated(cloud)
+    listed = {pod.ref: pod.description for pod in ec2.pods()}
+    assert listed.keys() == {ON_DEMAND, SPOT, STORE_ROOT, STOPPED}  # terminated is gone
+    assert listed[STOPPED].state is PodState.STOPPED  # its EBS volume still bills
+    assert listed[STOPPED].storage is not None and listed[STOPPED].storage.gb == Decimal(100)
+    # one page of instances, then every volume at once
+    assert cloud.actions() == ["DescribeInstances", "DescribeVolumes"]
+    volumes = cloud.fake.state.actions[1]["params"]
+    assert sorted(v for k, v in volumes.items() if k.startswith("VolumeId.")) == sorted(
+        v for i in (ON_DEMAND, SPOT, STOPPED) for v in cloud.fake.state.instances[i].volumes
+    )
+    assert listed == {ref: ec2.describe(ref) for ref in listed}
+
+
+def test_pods_follows_next_token(ec2: Ec2Provider, cloud: Cloud) -> None:
+    add_stopped_and_terminated(cloud)
+    everything = {pod.ref: pod.description for pod in ec2.pods()}
+    cloud.fake.state.actions.clear()
+    cloud.fake.page_size = 2
+    assert {pod.ref: pod.description for pod in ec2.pods()} == everything
+    pages = [a["params"] for a in cloud.fake.state.actions if a["action"] == "DescribeInstances"]
+    assert [page.get("NextToken") for page in pages] == [None, "2", "4"]
+    assert cloud.actions().count("DescribeVolumes") == 1
+
+
+def test_the_fake_pages_by_max_results(cloud: Cloud) -> None:
+    add_stopped_and_terminated(cloud)
+    cloud.fake.add_instance("i-0eeeeeeeeeeeeeee5", "1.006")
+    client = SESSION.client(
+        "ec2",
+        region_name="us-east-1",
+        endpoint_url=cloud.url,
+        aws_access_key_id=KEY_ID,
+        aws_secret_access_key=SECRET,
+    )
+    pages = client.get_paginator("describe_instances").paginate(PaginationConfig={"PageSize": 5})
+    sizes = [sum(len(r["Instances"]) for r in page["Reservations"]) for page in pages]
+    assert sizes == [5, 1]
+
+
+@pytest.mark.parametrize(
+    ("answers", "says"),
+    [
+        (["429"], "rate limited DescribeInstances"),
+        (["", "ec2:Throttling"], "rate limited DescribeInstances"),
+        (["", "", "429"], "rate limited DescribeVolumes"),
+        (["", "truncated"], "not EC2's XML"),
+    ],
+)
+def test_a_failed_listing_is_retryable(
+    ec2: Ec2Provider, cloud: Cloud, answers: list[str], says: str
+) -> None:
+    cloud.fake.page_size = 2  # two pages of instances
+    cloud.answer_next(*answers)
+    with pytest.raises(ProviderError, match=says) as caught:
+        ec2.pods()
+    assert caught.value.retryable
+
+
+def test_listing_with_wrong_credentials_is_permanent_and_never_echoed(cloud: Cloud) -> None:
+    with pytest.raises(ProviderError, match="HTTP 401 AuthFailure") as caught:
+        cloud.adapter("wrong/SECRET+KEY").pods()
+    assert caught.value.retryable is False
+    assert "wrong/SECRET+KEY" not in str(caught.value) and KEY_ID not in str(caught.value)
 
 
 @pytest.mark.parametrize(

@@ -1,11 +1,12 @@
 """The GCP adapter against the fake Compute Engine project, over real HTTP on a thread.
 
 Every answer the real API can give the adapter: a VM, its machine type priced from the
-table (Spot too), its persistent disks, no such VM, a VM stopping or already stopped, a
-stop that is accepted but not finished, a failed Operation, a state conflict, 403
-rateLimitExceeded, 429 with and without Retry-After, 5xx, a timeout and a body that is not
-JSON. Tokens come as a static string or from the metadata server. Whatever happens, no
-DELETE is ever sent and no token appears in an error or a log line.
+table (Spot too), its persistent disks, every VM of the project listed page by page, no
+such VM, a VM stopping or already stopped, a stop that is accepted but not finished, a
+failed Operation, a state conflict, 403 rateLimitExceeded, 429 with and without
+Retry-After, 5xx, a timeout and a body that is not JSON. Tokens come as a static string or
+from the metadata server. Whatever happens, no DELETE is ever sent and no token appears in
+an error or a log line.
 """
 
 from __future__ import annotations
@@ -349,6 +350,62 @@ def test_a_wrong_token_is_permanent_and_never_echoed(cloud: Cloud, client: httpx
     assert result.outcome is StopOutcome.PERMANENT and "HTTP 401 authError" in result.detail
     assert wrong not in result.detail
     assert cloud.status() == "RUNNING"
+
+
+# pods ------------------------------------------------------------------------------------
+
+REFS = {POD, "us-central1-a/spot-1", "us-east1-b/n1-gpu", "us-central1-a/unpriced"}
+AGGREGATED = f"GET /compute/v1/projects/{PROJECT}/aggregated"
+
+
+def test_pods_lists_every_vm_of_every_zone_as_describe_does(gcp: GcpProvider, cloud: Cloud) -> None:
+    cloud.fake.state.instances["us-east1-b/n1-gpu"].stopped_at = now().isoformat()
+    listed = {pod.ref: pod.description for pod in gcp.pods()}
+    assert listed.keys() == REFS
+    assert listed["us-east1-b/n1-gpu"].state is PodState.STOPPED  # its disks still bill
+    assert listed[POD].hourly_rate_usd == Decimal("3.67")
+    assert listed[POD].storage is not None and listed[POD].storage.gb == Decimal(400)
+    # one list of the disks and one of the VMs, not a read per disk
+    assert cloud.fake.calls() == [f"{AGGREGATED}/disks", f"{AGGREGATED}/instances"]
+    assert listed == {ref: gcp.describe(ref) for ref in REFS}
+
+
+def test_pods_follows_every_page(gcp: GcpProvider, cloud: Cloud) -> None:
+    everything = {pod.ref: pod.description for pod in gcp.pods()}
+    cloud.fake.requests.clear()
+    cloud.fake.page_size = 1  # one item a page; the other zone answers NO_RESULTS_ON_PAGE
+    assert {pod.ref: pod.description for pod in gcp.pods()} == everything
+    assert cloud.fake.calls() == [f"{AGGREGATED}/disks"] * 5 + [f"{AGGREGATED}/instances"] * 4
+
+
+@pytest.mark.parametrize(
+    ("answers", "says"),
+    [
+        (["429:3"], "retry after 3 s"),
+        (["", "reason:403:rateLimitExceeded"], "rate limited"),
+        (["malformed"], "not JSON"),
+        (["", "", "500"], "HTTP 500"),
+    ],
+)
+def test_a_failed_listing_is_retryable(
+    gcp: GcpProvider, cloud: Cloud, answers: list[str], says: str
+) -> None:
+    cloud.fake.page_size = 3  # the disks come in two pages
+    cloud.answer_next(*answers)
+    with pytest.raises(ProviderError, match=says) as caught:
+        gcp.pods()
+    assert caught.value.retryable
+    assert TOKEN not in str(caught.value)
+
+
+def test_listing_with_a_wrong_token_is_permanent_and_never_echoed(
+    cloud: Cloud, client: httpx.Client
+) -> None:
+    wrong = "ya29.WRONG_TOKEN_987"
+    gcp = GcpProvider(client, StaticToken(wrong), PROJECT, f"{cloud.url}/compute/v1")
+    with pytest.raises(ProviderError, match="HTTP 401 authError") as caught:
+        gcp.pods()
+    assert caught.value.retryable is False and wrong not in str(caught.value)
 
 
 # the metadata server ----------------------------------------------------------------------

@@ -3,8 +3,9 @@
 Jobs are suspended, Deployments and StatefulSets scaled to zero after their replica count
 is recorded; a workload whose volumes die with its pods is refused; every answer the API
 server can give is classified (NotFound, Conflict, 429 with Retry-After or only
-`retryAfterSeconds`, 5xx, timeouts, bodies that are not JSON, a refused token). Whatever
-happens, nothing is deleted and the token never appears in an error or a log line.
+`retryAfterSeconds`, 5xx, timeouts, bodies that are not JSON, a refused token); listing
+shows every kind RBAC lets the token list. Whatever happens, nothing is deleted and the token
+never appears in an error or a log line.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from governor.adapters.providers.kubernetes import (
     KubernetesProvider,
 )
 from governor.domain.model import PodState
-from governor.domain.ports import ProviderError, StopOutcome, StopsPreserving
+from governor.domain.ports import ListsPods, ProviderError, StopOutcome, StopsPreserving
 
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.UNIT_TEST_SECRET_TOKEN.c2lnbmF0dXJl"
 TIMEOUT_S = 0.3
@@ -106,6 +107,7 @@ def test_describe_a_running_workload(kubernetes: KubernetesProvider, ref: str) -
     assert pod.cannot_preserve is None
     assert kubernetes.stop_latency_s == STOP_LATENCY_S == 60.0
     assert isinstance(kubernetes, StopsPreserving) and not hasattr(kubernetes, "delete")
+    assert isinstance(kubernetes, ListsPods)
 
 
 def test_stopping_a_job_suspends_it(kubernetes: KubernetesProvider, cluster: Cluster) -> None:
@@ -353,6 +355,92 @@ def test_no_log_line_carries_the_token(
     kubernetes.describe(DEPLOYMENT)
     assert caplog.records, "expected the HTTP client to log its requests"
     assert TOKEN not in caplog.text
+
+
+LISTS = ["/apis/batch/v1/jobs", "/apis/apps/v1/deployments", "/apis/apps/v1/statefulsets"]
+
+
+def test_pods_lists_every_workload_across_namespaces(
+    kubernetes: KubernetesProvider, cluster: Cluster
+) -> None:
+    cluster.fake.add_pod("research/deployment/lab", "1")
+    cluster.fake.add_pod("ml/job/scratchy", "1", EPHEMERAL)
+    kubernetes.stop(DEPLOYMENT)
+    cluster.fake.finish(JOB)
+    calls = len(cluster.fake.calls())
+    listed = {pod.ref: pod.description for pod in kubernetes.pods()}
+    assert cluster.fake.calls()[calls:] == [f"GET {path}" for path in LISTS]
+    assert set(listed) == {
+        JOB,
+        DEPLOYMENT,
+        STATEFULSET,
+        "research/deployment/lab",
+        "ml/job/scratchy",
+    }
+    assert listed[JOB].state is PodState.STOPPED
+    assert listed[DEPLOYMENT].state is PodState.STOPPED  # scaled to zero, claims kept
+    assert listed[STATEFULSET].state is PodState.RUNNING
+    said = listed["ml/job/scratchy"].cannot_preserve
+    assert said is not None and "generic ephemeral volume" in said
+    assert listed == {ref: kubernetes.describe(ref) for ref in listed}
+
+
+def test_pods_leaves_out_a_kind_rbac_forbids(
+    kubernetes: KubernetesProvider, cluster: Cluster
+) -> None:
+    cluster.fake.forbidden = {"jobs", "statefulsets"}
+    assert [pod.ref for pod in kubernetes.pods()] == [DEPLOYMENT]
+
+
+def test_pods_with_every_kind_forbidden_is_the_permanent_refusal(
+    kubernetes: KubernetesProvider, cluster: Cluster
+) -> None:
+    cluster.fake.forbidden = {"jobs", "deployments", "statefulsets"}
+    with pytest.raises(ProviderError, match=r"403 Forbidden: jobs\.batch is forbidden") as caught:
+        kubernetes.pods()
+    assert caught.value.retryable is False and caught.value.status == 403
+
+
+@pytest.mark.parametrize(
+    ("answers", "retryable", "says"),
+    [
+        (["throttled:4"], True, "retry after 4 s"),
+        (["", "429"], True, "rate limited"),  # the deployments, after the jobs were listed
+        (["", "", "500"], True, "HTTP 500 InternalError"),
+        (["status:404"], False, "HTTP 404 NotFound"),
+        (["malformed"], True, "not JSON"),
+    ],
+)
+def test_failed_lists_are_classified(
+    kubernetes: KubernetesProvider,
+    cluster: Cluster,
+    answers: list[str],
+    retryable: bool,
+    says: str,
+) -> None:
+    cluster.answer_next(*answers)
+    with pytest.raises(ProviderError, match=says) as caught:
+        kubernetes.pods()
+    assert caught.value.retryable is retryable and TOKEN not in str(caught.value)
+
+
+def test_a_listed_workload_without_a_namespace_is_malformed(
+    kubernetes: KubernetesProvider, cluster: Cluster
+) -> None:
+    cluster.fake.workloads[JOB].manifest["metadata"].pop("namespace")
+    with pytest.raises(ProviderError, match="without a namespace") as caught:
+        kubernetes.pods()
+    assert caught.value.retryable
+
+
+def test_listing_with_a_wrong_token_is_permanent_and_never_echoed(cluster: Cluster) -> None:
+    wrong = "eyJ_WRONG_TOKEN_987"
+    with (
+        httpx.Client(timeout=TIMEOUT_S) as client,
+        pytest.raises(ProviderError, match="HTTP 401 Unauthorized") as caught,
+    ):
+        KubernetesProvider(client, wrong, cluster.url).pods()
+    assert caught.value.retryable is False and wrong not in str(caught.value)
 
 
 def test_the_fake_runs_from_its_state_file(tmp_path: Path) -> None:

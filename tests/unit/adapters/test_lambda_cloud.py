@@ -3,11 +3,13 @@
 Lambda can only terminate, so the adapter must read the price in whole cents exactly, say
 which filesystems are attached and where, refuse to terminate unless the named filesystem
 is attached (sending nothing), never send a second terminate, and classify Lambda's errors
-by their code. The key never appears in an error or a log line.
+by their code; listing reads the filesystems once for every instance. The key never appears
+in an error or a log line.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -24,7 +26,13 @@ from governor.adapters.providers.fake_cloud import FakeRequest, Reply, now, serv
 from governor.adapters.providers.fake_lambda import FakeLambda
 from governor.adapters.providers.lambda_cloud import STOP_LATENCY_S, LambdaProvider
 from governor.domain.model import PodState
-from governor.domain.ports import ProviderError, StopOutcome, StopsPreserving, TerminateOnly
+from governor.domain.ports import (
+    ListsPods,
+    ProviderError,
+    StopOutcome,
+    StopsPreserving,
+    TerminateOnly,
+)
 
 KEY = "secret_UNIT_TEST_LAMBDA_KEY_0123456789"
 TIMEOUT_S = 0.3
@@ -89,6 +97,7 @@ def terminate_until_done(lam: LambdaProvider, ref: str) -> None:
 
 def test_it_can_only_terminate(lam: LambdaProvider) -> None:
     assert isinstance(lam, TerminateOnly) and not isinstance(lam, StopsPreserving)
+    assert isinstance(lam, ListsPods)
     assert not hasattr(lam, "stop")
     assert lam.stop_latency_s == STOP_LATENCY_S
 
@@ -379,6 +388,67 @@ def test_no_log_line_carries_the_key(
     terminate_until_done(lam, "inst-1")
     assert caplog.records, "expected the HTTP client to log its requests"
     assert KEY not in caplog.text
+
+
+def test_pods_lists_every_instance_reading_the_filesystems_once(
+    lam: LambdaProvider, cloud: Cloud
+) -> None:
+    cloud.fake.add_instance("leaving", 100, filesystems={"ckpts": None}, status="terminating")
+    cloud.fake.add_instance("gone", 100, filesystems={"ckpts": None}, status="terminated")
+    listed = {pod.ref: pod.description for pod in lam.pods()}
+    assert cloud.fake.calls() == ["GET /api/v1/instances", "GET /api/v1/file-systems"]
+    assert set(listed) == {"inst-1", "inst-2", "bare", "leaving"}  # Lambda lists no terminated
+    assert listed["leaving"].state is PodState.STOPPING
+    assert listed["inst-2"].hourly_rate_usd == Decimal("15.92")
+    assert listed["inst-2"].filesystems == {"ckpts": "/lambda/nfs/ckpts", "data": "/data/set"}
+    assert listed["bare"].cannot_preserve is not None
+    assert listed == {ref: lam.describe(ref) for ref in listed}
+
+
+def test_pods_without_filesystems_does_not_read_them(lam: LambdaProvider, cloud: Cloud) -> None:
+    for instance in cloud.fake.state.instances.values():
+        instance.file_system_names, instance.file_system_mounts = [], []
+    listed = lam.pods()
+    assert [pod.ref for pod in listed] == ["inst-1", "inst-2", "bare"]
+    assert all(pod.description.filesystems == {} for pod in listed)
+    assert cloud.fake.calls() == ["GET /api/v1/instances"]
+
+
+@pytest.mark.parametrize(
+    ("answers", "retryable", "says"),
+    [
+        (["429:3"], True, "retry after 3 s"),
+        (["", "500"], True, "HTTP 500"),  # the filesystems fail
+        (["code:400:global/quota-exceeded"], True, "global/quota-exceeded"),
+        (["code:403:global/account-inactive"], False, "global/account-inactive"),
+    ],
+)
+def test_failed_lists_are_classified(
+    lam: LambdaProvider, cloud: Cloud, answers: list[str], retryable: bool, says: str
+) -> None:
+    cloud.answer_next(*answers)
+    with pytest.raises(ProviderError, match=says) as caught:
+        lam.pods()
+    assert caught.value.retryable is retryable
+
+
+def test_a_malformed_list_is_retryable_and_never_echoed(lam: LambdaProvider, cloud: Cloud) -> None:
+    one = json.dumps({"data": {"id": "inst-1", "jupyter_token": "jupyter-token-inst-1"}})
+    cloud.answer_next(f"body:{one}")
+    with pytest.raises(ProviderError, match="malformed instance list") as caught:
+        lam.pods()
+    assert caught.value.retryable and "jupyter-token" not in str(caught.value)
+
+
+def test_listing_with_a_wrong_key_is_permanent_and_never_echoed(cloud: Cloud) -> None:
+    wrong = "secret_WRONG_LAMBDA_KEY_987"
+    with (
+        httpx.Client(timeout=TIMEOUT_S) as client,
+        pytest.raises(ProviderError, match="global/invalid-api-key") as caught,
+    ):
+        cloud.adapter(client, wrong).pods()
+    assert caught.value.retryable is False and caught.value.status == 401
+    assert wrong not in str(caught.value)
 
 
 def test_a_price_that_is_not_a_number_is_retryable(lam: LambdaProvider, cloud: Cloud) -> None:

@@ -3,8 +3,9 @@
 Every answer the real API can give the adapter: an instance and its rates, no such instance
 (null, or a 404 with Vast's code), an instance already stopped or still stopping, a wrong
 state, 429 as plain text with and without Retry-After, 5xx, a timeout, a body that is not
-JSON, Vast's `success: false` refusals, and charges over several pages. Whatever happens,
-DELETE is never sent and the key never appears in an error, a URL or a log line.
+JSON, Vast's `success: false` refusals, and charges and instance lists over several pages.
+Whatever happens, DELETE is never sent and the key never appears in an error, a URL or a log
+line.
 """
 
 from __future__ import annotations
@@ -26,7 +27,13 @@ from governor.adapters.providers.fake_vast import FakeVast
 from governor.adapters.providers.vast import STOP_LATENCY_S, VastProvider
 from governor.domain.model import PodState
 from governor.domain.money import HOURS_PER_MONTH
-from governor.domain.ports import ProviderError, ReportsBilling, StopOutcome, StopsPreserving
+from governor.domain.ports import (
+    ListsPods,
+    ProviderError,
+    ReportsBilling,
+    StopOutcome,
+    StopsPreserving,
+)
 
 KEY = "vast_UNIT_TEST_SECRET_0123456789abcdef"
 TIMEOUT_S = 0.3
@@ -84,8 +91,9 @@ def vast(cloud: Cloud, sent: list[httpx.Request]) -> Iterator[VastProvider]:
         yield VastProvider(client, KEY, cloud.url)
 
 
-def test_it_stops_preserving_and_reports_billing(vast: VastProvider) -> None:
+def test_it_stops_preserving_reports_billing_and_lists_pods(vast: VastProvider) -> None:
     assert isinstance(vast, StopsPreserving) and isinstance(vast, ReportsBilling)
+    assert isinstance(vast, ListsPods)
     assert not hasattr(vast, "terminate") and not hasattr(vast, "delete")
     assert vast.stop_latency_s == STOP_LATENCY_S == 60.0
 
@@ -109,6 +117,7 @@ def test_the_key_goes_as_a_bearer_header_only(
     vast.describe("1001")
     vast.stop("1001")
     vast.billed("1001")
+    vast.pods()
     assert sent
     for request in sent:
         assert request.headers["Authorization"] == f"Bearer {KEY}"
@@ -331,7 +340,7 @@ def test_billed_asks_for_instance_charges_in_a_day_range(
     [
         ({"results": [{"source": "instance-1001", "amount": "x", "end": 1}]}, "malformed charge"),
         ({"results": [{"source": "instance-1001", "amount": 1}]}, "malformed charge"),
-        ({"results": "none"}, "malformed charges"),
+        ({"results": "none"}, "malformed page"),
         ({"results": [], "next_token": 5}, "loops"),
     ],
 )
@@ -349,6 +358,68 @@ def test_billed_refusals_are_classified(vast: VastProvider, cloud: Cloud) -> Non
     with pytest.raises(ProviderError, match="invalid_args") as caught:
         vast.billed("1001")
     assert caught.value.retryable is False
+
+
+def test_pods_lists_every_instance_across_pages(
+    vast: VastProvider, cloud: Cloud, sent: list[httpx.Request]
+) -> None:
+    cloud.fake.instances_page_limit = 2
+    cloud.fake.add_pod("7", "0.25")
+    cloud.fake.add_pod("8", "9")
+    cloud.fake.state.instances["8"].destroyed_at = T.isoformat()
+    vast.stop("7")
+    sent.clear()
+    listed = {pod.ref: pod.description for pod in vast.pods()}
+    assert set(listed) == {"7", "1001", "1002"}  # the destroyed one is not listed
+    assert listed["7"].state is PodState.STOPPED  # its disk still bills
+    assert listed["7"].hourly_rate_usd == Decimal("0.25")
+    assert listed["1001"].state is PodState.RUNNING
+    assert listed["1002"] == vast.describe("1002")
+    assert [r.url.path for r in sent[:-1]] == ["/api/v1/instances/"] * 2
+    assert [r.url.params.get("limit") for r in sent[:-1]] == ["25", "25"]
+    assert "after_token" not in sent[0].url.params and sent[1].url.params["after_token"]
+
+
+@pytest.mark.parametrize("token", ["abc", 5])
+def test_an_instance_list_whose_next_token_loops_is_retryable(
+    vast: VastProvider, cloud: Cloud, token: object
+) -> None:
+    page = json.dumps({"instances": [], "next_token": token})
+    cloud.answer_next(f"body:{page}", f"body:{page}")
+    with pytest.raises(ProviderError, match="loops") as caught:
+        vast.pods()
+    assert caught.value.retryable
+
+
+@pytest.mark.parametrize(
+    ("answer", "retryable"),
+    [
+        ("429", True),
+        ("500", True),
+        ("refused:rate_limit_exceeded", True),
+        ("body:" + json.dumps({"instances": {"id": 1}}), True),
+        ("refused:invalid_args", False),
+    ],
+)
+def test_failed_lists_are_classified(
+    vast: VastProvider, cloud: Cloud, answer: str, retryable: bool
+) -> None:
+    cloud.answer_next(answer)
+    with pytest.raises(ProviderError, match="vast") as caught:
+        vast.pods()
+    assert caught.value.retryable is retryable
+    assert KEY not in str(caught.value)
+
+
+def test_listing_with_a_wrong_key_is_permanent_and_never_echoed(cloud: Cloud) -> None:
+    wrong = "vast_WRONG_KEY_987"
+    with (
+        httpx.Client(timeout=TIMEOUT_S, verify=TLS) as client,
+        pytest.raises(ProviderError, match="invalid_token") as caught,
+    ):
+        VastProvider(client, wrong, cloud.url).pods()
+    assert caught.value.retryable is False and caught.value.status == 401
+    assert wrong not in str(caught.value)
 
 
 def test_the_fake_destroys_on_delete_and_records_it(cloud: Cloud, vast: VastProvider) -> None:
