@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -12,9 +11,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from governor.adapters.providers.fake_cloud import FakeCloud, serve
+from governor.adapters.providers.fake_cloud import FakeCloud
 from governor.domain.ports import AnyProvider
 from tests.contract.harness import Harness
+from tests.fake_clouds import Served, running
 
 HARNESSES: list[Harness] = [
     importlib.import_module(f"tests.contract.{path.stem}").HARNESS
@@ -25,17 +25,15 @@ TIMEOUT_S = 0.5
 
 
 @dataclass
-class Governed:
+class Governed(Served[FakeCloud]):
     """An adapter talking to a running fake of its cloud."""
 
     harness: Harness
-    cloud: FakeCloud
     adapter: AnyProvider
-    url: str
 
-    def answer_next(self, *answers: str) -> None:
-        response = httpx.post(f"{self.url}/_fake/answers", json={"answers": list(answers)})
-        assert response.status_code == 204
+    @property
+    def cloud(self) -> FakeCloud:
+        return self.fake
 
     def adapter_with(self, secret: str, client: httpx.Client) -> AnyProvider:
         return self.harness.adapter(self.url, secret, client)
@@ -44,15 +42,9 @@ class Governed:
 @contextmanager
 def govern(harness: Harness, tmp_path: Path) -> Iterator[Governed]:
     cloud = harness.cloud(tmp_path / f"{harness.name}.json", SECRET)
-    server = serve(cloud)
-    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    try:
-        with httpx.Client(timeout=TIMEOUT_S) as client:
-            yield Governed(harness, cloud, harness.adapter(server.url, SECRET, client), server.url)
-    finally:
-        server.shutdown()
-        server.server_close()
+    with running(cloud) as server, httpx.Client(timeout=TIMEOUT_S) as client:
+        adapter = harness.adapter(server.url, SECRET, client)
+        yield Governed(cloud, server.url, harness, adapter)
     assert harness.destructive_calls(cloud) == [] or harness.keep is not None
 
 

@@ -103,6 +103,7 @@ def test_the_ceiling_stops_a_runpod_pod_with_pod_stop_and_never_terminates(
         GOVERNOR_RUNPOD_API_KEY=KEY,
         GOVERNOR_RUNPOD_URL=f"{runpod_cloud.url}/graphql",
         GOVERNOR_RUNPOD_STOP_LATENCY_S="0.5",
+        GOVERNOR_BILLING_INTERVAL_S="0.5",
     )
     runpod_cloud.start("pod-1=3600")  # billing from now: start it just before registering
     with server.client() as operator:
@@ -126,6 +127,9 @@ def test_the_ceiling_stops_a_runpod_pod_with_pod_stop_and_never_terminates(
     bill = cloud_pod.bill_usd(utcnow())
     assert bill <= CEILING, f"RunPod billed ${bill}, over the ${CEILING} ceiling"
     assert spent <= CEILING, f"metered ${spent} over the ${CEILING} ceiling"
+    billed = stopped["billed_usd"]  # RunPod's own billing records, read while it ran
+    assert billed is not None and usd(billed) > 0, stopped
+    assert stopped["billing_drift"] is False, (billed, stopped["spent_usd"])
     assert KEY not in server.output(this_start_only=False)
 
 

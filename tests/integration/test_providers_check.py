@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from governor.adapters.providers.fake_cloud import FakeServer, serve
+from governor.adapters.providers.fake_cloud import FakeServer
 from governor.adapters.providers.fake_runpod import FakeRunPod
 from governor.cli import main
+from tests.fake_clouds import running
 
 KEY = "rpa_CHECK_KEY_123"
 
@@ -31,13 +31,10 @@ def runpod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeServ
     cloud = FakeRunPod(tmp_path / "runpod.json", KEY)
     cloud.add_pod("pod-a", "2.49")
     cloud.add_pod("pod-b", "0.44")
-    server = serve(cloud)
-    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
-    monkeypatch.setenv("GOVERNOR_DATABASE_URL", f"sqlite:///{tmp_path / 'governor.db'}")
-    monkeypatch.setenv("GOVERNOR_RUNPOD_URL", f"{server.url}/graphql")
-    yield server
-    server.shutdown()
-    server.server_close()
+    with running(cloud) as server:
+        monkeypatch.setenv("GOVERNOR_DATABASE_URL", f"sqlite:///{tmp_path / 'governor.db'}")
+        monkeypatch.setenv("GOVERNOR_RUNPOD_URL", f"{server.url}/graphql")
+        yield server
 
 
 def test_lists_the_pods_each_provider_sees(

@@ -4,7 +4,6 @@ named persistent filesystem; otherwise held, alerted on, and never terminated.""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +11,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from governor.adapters.providers.fake_cloud import serve
 from governor.adapters.providers.fake_lambda import FakeLambda
 from governor.adapters.providers.lambda_cloud import LambdaProvider
 from governor.db import repository as repo
@@ -22,6 +20,7 @@ from governor.domain.stop_order import StopState
 from governor.services import pods
 from governor.services.checkins import Checkpoint
 from tests.clock import FrozenClock
+from tests.fake_clouds import running
 from tests.integration.conftest import Governor, make_governor
 
 KEY = "lambda-integration-key"
@@ -69,15 +68,11 @@ def lam(migrated_url: str, clock: FrozenClock, tmp_path: Path) -> Iterator[Lambd
     cloud = FakeLambda(tmp_path / "lambda.json", KEY)
     for ref in ("inst-1", "inst-2"):
         cloud.add_pod(ref, "3.29")
-    server = serve(cloud)
-    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
-    with httpx.Client(timeout=2.0) as client:
+    with running(cloud) as server, httpx.Client(timeout=2.0) as client:
         adapter = LambdaProvider(client, KEY, f"{server.url}/api/v1", stop_latency_s=0)
         gov = make_governor(migrated_url, clock, others={"lambda": adapter})
         yield Lambda(gov, cloud)
         gov.ctx.engine.dispose()
-    server.shutdown()
-    server.server_close()
 
 
 def test_a_filesystem_that_is_not_attached_is_refused(lam: Lambda) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
@@ -62,6 +62,11 @@ class ProviderHttp:
         self._provider = provider
         self._secret = secret
         self._headers = headers
+
+    @classmethod
+    def bearer(cls, client: httpx.Client, provider: str, token: str) -> Self:
+        """The usual shape: the token sent as `Authorization: Bearer` and masked everywhere."""
+        return cls(client, provider, token, {"Authorization": f"Bearer {token}"})
 
     def request(
         self,

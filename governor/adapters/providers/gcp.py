@@ -236,7 +236,7 @@ class GcpProvider:
         """A client for one call with the token valid now, which is also the secret masked
         in its errors."""
         token = self._token.token()
-        return _ComputeHttp(self._client, "gcp", token, {"Authorization": f"Bearer {token}"})
+        return _ComputeHttp.bearer(self._client, "gcp", token)
 
     def _instance_url(self, ref: str) -> str:
         match = _REF.fullmatch(ref)

@@ -283,9 +283,7 @@ class KubernetesProvider:
         """A client with the token valid now (a service account's token file is rotated),
         which is also the secret masked in its errors."""
         token = self._token()
-        return KubernetesHttp(
-            self._client, "kubernetes", token, {"Authorization": f"Bearer {token}"}
-        )
+        return KubernetesHttp.bearer(self._client, "kubernetes", token)
 
 
 def _listed(kind: str, item: dict[str, Any]) -> _Seen:

@@ -95,7 +95,7 @@ class LambdaProvider:
     ) -> None:
         self.stop_latency_s = stop_latency_s
         self._filesystem_rate = filesystem_usd_per_gb_month
-        self._http = _LambdaHttp(client, "lambda", api_key, {"Authorization": f"Bearer {api_key}"})
+        self._http = _LambdaHttp.bearer(client, "lambda", api_key)
         self._url = url.rstrip("/")
 
     def describe(self, ref: str) -> PodDescription:

@@ -74,7 +74,7 @@ class RunPodProvider:
     ) -> None:
         self.stop_latency_s = stop_latency_s
         self._volume_rates = (volume_usd_per_gb_month, stopped_volume_usd_per_gb_month)
-        self._http = ProviderHttp(client, "runpod", api_key, {"Authorization": f"Bearer {api_key}"})
+        self._http = ProviderHttp.bearer(client, "runpod", api_key)
         self._url = url
         origin = httpx.URL(url)
         self._billing_url = str(origin.copy_with(path="/v2/billing/pods", query=None))

@@ -110,7 +110,7 @@ class VastProvider:
     ) -> None:
         self.stop_latency_s = stop_latency_s
         self._lookback = timedelta(days=charges_lookback_days)
-        self._http = VastHttp(client, "vast", api_key, {"Authorization": f"Bearer {api_key}"})
+        self._http = VastHttp.bearer(client, "vast", api_key)
         self._url = url.rstrip("/")
 
     def describe(self, ref: str) -> PodDescription:

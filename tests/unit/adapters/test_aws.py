@@ -11,7 +11,6 @@ and neither key reaches an error text.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -19,14 +18,14 @@ from decimal import Decimal
 from pathlib import Path
 
 import boto3
-import httpx
 import pytest
 
 from governor.adapters.providers.aws import CANNOT_PRESERVE, STOP_LATENCY_S, Ec2Provider
 from governor.adapters.providers.fake_aws import FakeEc2
-from governor.adapters.providers.fake_cloud import FakeRequest, Reply, serve
+from governor.adapters.providers.fake_cloud import FakeRequest, Reply
 from governor.domain.model import PodState
 from governor.domain.ports import ProviderError, StopOutcome, StopsPreserving
+from tests.fake_clouds import Served, running
 
 KEY_ID = "AKIAUNITTESTKEYID0001"
 SECRET = "wJalrUNITTEST/SECRET+ACCESSKEY0123456789"
@@ -38,15 +37,7 @@ RATES = {"g5.xlarge": Decimal("1.006"), "g5.xlarge:spot": Decimal("0.4024")}
 SESSION = boto3.session.Session()  # shared, so EC2's API model is loaded once
 
 
-class Cloud:
-    def __init__(self, fake: FakeEc2, url: str) -> None:
-        self.fake = fake
-        self.url = url
-
-    def answer_next(self, *answers: str) -> None:
-        response = httpx.post(f"{self.url}/_fake/answers", json={"answers": list(answers)})
-        assert response.status_code == 204
-
+class Cloud(Served[FakeEc2]):
     def actions(self) -> list[str]:
         return self.fake.state.action_names()
 
@@ -80,12 +71,8 @@ def start(tmp_path: Path, stop_delay_s: float = 0.0) -> Iterator[Cloud]:
     fake.add_instance(
         STORE_ROOT, "0.69", instance_type="d2.xlarge", root_device_type="instance-store"
     )
-    server = serve(fake)
-    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    yield Cloud(fake, f"http://127.0.0.1:{server.server_port}")
-    server.shutdown()
-    server.server_close()
+    with running(fake) as server:
+        yield Cloud(fake, server.url)
     assert "TerminateInstances" not in fake.state.action_names()
 
 

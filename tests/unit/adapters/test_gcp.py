@@ -12,7 +12,6 @@ an error or a log line.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -21,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from governor.adapters.providers.fake_cloud import FakeRequest, now, serve
+from governor.adapters.providers.fake_cloud import FakeRequest, now
 from governor.adapters.providers.fake_gcp import TOKEN_PATH, FakeGcp
 from governor.adapters.providers.gcp import (
     STOP_LATENCY_S,
@@ -32,6 +31,7 @@ from governor.adapters.providers.gcp import (
 from governor.domain.model import PodState
 from governor.domain.ports import ProviderError, StopOutcome
 from tests.clock import FrozenClock
+from tests.fake_clouds import Served, running
 
 TOKEN = "ya29.UNIT_TEST_SECRET_0123456789"
 PROJECT = "unit-project"
@@ -45,15 +45,7 @@ RATES = {
 POD = "us-central1-a/pod-1"
 
 
-class Cloud:
-    def __init__(self, fake: FakeGcp, url: str) -> None:
-        self.fake = fake
-        self.url = url
-
-    def answer_next(self, *answers: str) -> None:
-        response = httpx.post(f"{self.url}/_fake/answers", json={"answers": list(answers)})
-        assert response.status_code == 204
-
+class Cloud(Served[FakeGcp]):
     def stops(self) -> list[str]:
         return [call for call in self.fake.calls("POST") if call.endswith("/stop")]
 
@@ -78,12 +70,8 @@ def cloud(tmp_path: Path) -> Iterator[Cloud]:
         machine_type="a3-highgpu-8g",
         disks=[("hyperdisk-balanced", 500)],
     )
-    server = serve(fake)
-    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    yield Cloud(fake, f"http://127.0.0.1:{server.server_port}")
-    server.shutdown()
-    server.server_close()
+    with running(fake) as server:
+        yield Cloud(fake, server.url)
     assert fake.calls("DELETE") == []
 
 

@@ -11,7 +11,6 @@ never appears in an error or a log line.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -22,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from governor.adapters.providers.fake_cloud import FakeRequest, now, serve
+from governor.adapters.providers.fake_cloud import FakeRequest, now
 from governor.adapters.providers.fake_kubernetes import FakeKubernetes
 from governor.adapters.providers.kubernetes import (
     REPLICAS_ANNOTATION,
@@ -31,6 +30,7 @@ from governor.adapters.providers.kubernetes import (
 )
 from governor.domain.model import PodState
 from governor.domain.ports import ListsPods, ProviderError, StopOutcome, StopsPreserving
+from tests.fake_clouds import Served, running
 
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.UNIT_TEST_SECRET_TOKEN.c2lnbmF0dXJl"
 TIMEOUT_S = 0.3
@@ -48,15 +48,7 @@ EPHEMERAL = {
 }
 
 
-class Cluster:
-    def __init__(self, fake: FakeKubernetes, url: str) -> None:
-        self.fake = fake
-        self.url = url
-
-    def answer_next(self, *answers: str) -> None:
-        response = httpx.post(f"{self.url}/_fake/answers", json={"answers": list(answers)})
-        assert response.status_code == 204
-
+class Cluster(Served[FakeKubernetes]):
     def patches(self) -> list[str]:
         return self.fake.calls("PATCH")
 
@@ -73,12 +65,8 @@ def _serve(fake: FakeKubernetes) -> Iterator[Cluster]:
     fake.add_pod(JOB, "2.50")
     fake.add_pod(DEPLOYMENT, "1.20", {"replicas": 2})
     fake.add_pod(STATEFULSET, "3600")
-    server = serve(fake)
-    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    yield Cluster(fake, server.url)
-    server.shutdown()
-    server.server_close()
+    with running(fake) as server:
+        yield Cluster(fake, server.url)
     assert fake.calls("DELETE") == [] and fake.deletions == []
 
 

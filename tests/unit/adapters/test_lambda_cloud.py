@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from governor.adapters.providers.fake_cloud import FakeRequest, Reply, now, serve
+from governor.adapters.providers.fake_cloud import FakeRequest, Reply, now
 from governor.adapters.providers.fake_lambda import FakeLambda
 from governor.adapters.providers.lambda_cloud import STOP_LATENCY_S, LambdaProvider
 from governor.domain.model import PodState
@@ -33,21 +32,14 @@ from governor.domain.ports import (
     StopsPreserving,
     TerminateOnly,
 )
+from tests.fake_clouds import Served, running
 
 KEY = "secret_UNIT_TEST_LAMBDA_KEY_0123456789"
 TIMEOUT_S = 0.3
 TERMINATE = "POST /api/v1/instance-operations/terminate"
 
 
-class Cloud:
-    def __init__(self, fake: FakeLambda, url: str) -> None:
-        self.fake = fake
-        self.url = url
-
-    def answer_next(self, *answers: str) -> None:
-        response = httpx.post(f"{self.url}/_fake/answers", json={"answers": list(answers)})
-        assert response.status_code == 204
-
+class Cloud(Served[FakeLambda]):
     def terminates_sent(self) -> list[str]:
         """Terminate requests that reached the cloud, canned answers included."""
         return [call for call in self.fake.calls() if call == TERMINATE]
@@ -64,14 +56,8 @@ def served(fake: FakeLambda) -> Iterator[Cloud]:
     fake.add_pod("inst-1", "0.44")  # "ckpts" attached at Lambda's default mount point
     fake.add_instance("inst-2", 1592, filesystems={"ckpts": None, "data": "/data/set"})
     fake.add_instance("bare", 329)
-    server = serve(fake)
-    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    try:
-        yield Cloud(fake, f"http://127.0.0.1:{server.server_port}")
-    finally:
-        server.shutdown()
-        server.server_close()
+    with running(fake) as server:
+        yield Cloud(fake, server.url)
 
 
 @pytest.fixture

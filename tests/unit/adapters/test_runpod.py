@@ -9,7 +9,6 @@ never appears in an error or a log line.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -18,25 +17,17 @@ from pathlib import Path
 import httpx
 import pytest
 
-from governor.adapters.providers.fake_cloud import serve
 from governor.adapters.providers.fake_runpod import FakeRunPod
 from governor.adapters.providers.runpod import STOP_LATENCY_S, RunPodProvider
 from governor.domain.model import PodState
 from governor.domain.ports import ProviderError, StopOutcome
+from tests.fake_clouds import Served, running
 
 KEY = "rpa_UNIT_TEST_SECRET_0123456789"
 TIMEOUT_S = 0.3
 
 
-class Cloud:
-    def __init__(self, fake: FakeRunPod, url: str) -> None:
-        self.fake = fake
-        self.url = url
-
-    def answer_next(self, *answers: str) -> None:
-        response = httpx.post(f"{self.url}/_fake/answers", json={"answers": list(answers)})
-        assert response.status_code == 204
-
+class Cloud(Served[FakeRunPod]):
     def mutations(self) -> list[str]:
         return self.fake.state.mutation_names()
 
@@ -46,12 +37,8 @@ def cloud(tmp_path: Path) -> Iterator[Cloud]:
     fake = FakeRunPod(tmp_path / "runpod.json", KEY)
     fake.add_pod("pod-1", "0.44")
     fake.add_pod("pod-2", "3600")
-    server = serve(fake)
-    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    yield Cloud(fake, f"http://127.0.0.1:{server.server_port}")
-    server.shutdown()
-    server.server_close()
+    with running(fake) as server:
+        yield Cloud(fake, server.url)
     assert "podTerminate" not in fake.state.mutation_names()
 
 

@@ -13,16 +13,16 @@ from __future__ import annotations
 import json
 import logging
 import ssl
-import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from governor.adapters.providers.fake_cloud import serve
 from governor.adapters.providers.fake_vast import FakeVast
 from governor.adapters.providers.vast import STOP_LATENCY_S, VastProvider
 from governor.domain.model import PodState
@@ -34,6 +34,7 @@ from governor.domain.ports import (
     StopOutcome,
     StopsPreserving,
 )
+from tests.fake_clouds import Served, running
 
 KEY = "vast_UNIT_TEST_SECRET_0123456789abcdef"
 TIMEOUT_S = 0.3
@@ -42,16 +43,13 @@ TLS = ssl.create_default_context()  # built once: every client building its own 
 T = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
 
 
-class Cloud:
-    def __init__(self, fake: FakeVast, url: str, control: httpx.Client) -> None:
-        self.fake = fake
-        self.url = url
-        self.control = control  # the test's own line to the fake, never the adapter's
-        self.deletes_expected = False
+@dataclass
+class Cloud(Served[FakeVast]):
+    control: httpx.Client  # the test's own line to the fake, never the adapter's
+    deletes_expected: bool = False
 
-    def answer_next(self, *answers: str) -> None:
-        response = self.control.post(f"{self.url}/_fake/answers", json={"answers": list(answers)})
-        assert response.status_code == 204
+    def post(self, url: str, **kwargs: Any) -> httpx.Response:
+        return self.control.post(url, **kwargs)
 
     def answer_instance(self, **fields: object) -> None:
         """The next instance read answers exactly these fields."""
@@ -67,14 +65,9 @@ def cloud(tmp_path: Path) -> Iterator[Cloud]:
     fake.clock = lambda: T
     fake.add_pod("1001", "0.44")
     fake.add_pod("1002", "3600", storage_total_cost="0.01", disk_space=73.0)
-    server = serve(fake)
-    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    with httpx.Client(verify=TLS) as control:
-        cloud = Cloud(fake, f"http://127.0.0.1:{server.server_port}", control)
+    with running(fake) as server, httpx.Client(verify=TLS) as control:
+        cloud = Cloud(fake, server.url, control)
         yield cloud
-    server.shutdown()
-    server.server_close()
     assert cloud.deletes_expected or fake.calls("DELETE") == []
 
 
