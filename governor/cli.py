@@ -205,20 +205,27 @@ def _redact(url: str) -> str:
 
 
 def _providers_check(_args: argparse.Namespace) -> int:
-    from governor.bootstrap import build_context, close_context, prepare_database
+    from sqlalchemy.exc import OperationalError
+
+    from governor.bootstrap import build_context, close_context
+    from governor.db import schema
     from governor.domain.money import format_usd
     from governor.operator import table
     from governor.services import providers
 
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # only its schema check runs here
     settings = load_settings()
-    prepare_database(settings)
     try:
         ctx = build_context(settings)
     except ValueError as exc:  # a provider configured in a way that cannot work
         print(f"governor: {exc}", file=sys.stderr)
         return 2
     try:
-        registered = providers.registered_pods(ctx)
+        try:  # the pods registered here, if this governor's database is set up
+            ready = schema.schema_status(ctx.engine).at_head
+        except OperationalError:
+            ready = False
+        registered = providers.registered_pods(ctx) if ready else {}
         checks = providers.check_all(ctx, registered)
     finally:
         close_context(ctx)
@@ -232,7 +239,9 @@ def _providers_check(_args: argparse.Namespace) -> int:
                 "-"
                 if pod.description.hourly_rate_usd is None
                 else format_usd(pod.description.hourly_rate_usd),
-                "-" if pod.description.storage is None else f"{pod.description.storage.gb:g}",
+                "-"
+                if pod.description.storage is None
+                else f"{pod.description.storage.gb.normalize():f}",
                 check.registered.get(pod.ref, "-"),
             )
             for pod in check.pods

@@ -50,7 +50,7 @@ def _check(name: str, provider: AnyProvider, registered: dict[str, str]) -> Prov
             said = f"credentials accepted; {len(pods)} pod(s) visible"
         else:
             pods = _registered_only(provider, registered)
-            said = "credentials accepted; this provider cannot list pods, registered ones shown"
+            said = "answered; it cannot list pods, so those registered here are shown"
     except ProviderError as exc:
         return ProviderCheck(name, False, str(exc), capability, registered=registered)
     return ProviderCheck(name, True, said, capability, pods, registered)
