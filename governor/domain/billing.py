@@ -32,7 +32,6 @@ class Slice:
 @dataclass(frozen=True)
 class Reconciliation:
     true_up: Decimal  # to add to the ledger so spend is at least what was billed
-    drift: Decimal | None  # (billed - metered) / the larger of the two; None when both are 0
     drifting: bool  # more than DRIFT_SHARE and more than DRIFT_FLOOR_USD apart
 
 
@@ -51,9 +50,6 @@ def metered_within(slices: Iterable[Slice], start: datetime, end: datetime) -> D
 def reconcile(metered: Decimal, trued_up: Decimal, billed: Decimal) -> Reconciliation:
     """Compare what was metered and billed over one window; `trued_up` was booked already."""
     true_up = usd(max(ZERO, billed - metered - trued_up))
-    larger = max(billed, metered)
-    if larger <= ZERO:
-        return Reconciliation(true_up, None, False)
-    drift = (billed - metered) / larger
-    drifting = abs(billed - metered) > DRIFT_FLOOR_USD and abs(drift) > DRIFT_SHARE
-    return Reconciliation(true_up, drift, drifting)
+    apart = abs(billed - metered)
+    drifting = apart > DRIFT_FLOOR_USD and apart > DRIFT_SHARE * max(billed, metered)
+    return Reconciliation(true_up, drifting)

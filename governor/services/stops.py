@@ -25,6 +25,7 @@ from governor.domain.ports import (
     ProviderError,
     StopOutcome,
     StopResult,
+    StopsPreserving,
     TerminateOnly,
 )
 from governor.domain.stop_order import (
@@ -190,8 +191,10 @@ def _call_provider(ctx: ServiceContext, call: _Call) -> StopResult:
     try:
         if call.action is Action.LOOK:
             return _look(provider, call.ref)
-        if isinstance(provider, TerminateOnly):
-            return provider.terminate(call.ref, keep=call.keep or "")
+        if call.action is Action.TERMINATE:
+            assert isinstance(provider, TerminateOnly) and call.keep is not None
+            return provider.terminate(call.ref, keep=call.keep)
+        assert isinstance(provider, StopsPreserving)
         return provider.stop(call.ref)
     except ProviderError as exc:
         return StopResult.failed(exc)

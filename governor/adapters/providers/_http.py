@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
 from email.utils import parsedate_to_datetime
 from typing import Any, Self
 
@@ -41,6 +42,20 @@ def retry_after_s(value: str | None, now: datetime | None = None) -> float | Non
     except (TypeError, ValueError):
         return None
     return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+def number(value: Any) -> Decimal | None:
+    """A number from a provider's answer (a JSON number, or a string: specs show both) as an
+    exact Decimal; None stays None. Anything else (a bool, text, NaN, infinity) raises
+    InvalidOperation, which the adapter reports as a malformed answer."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise InvalidOperation(f"{value!r} is not a number")
+    parsed = Decimal(str(value))
+    if not parsed.is_finite():
+        raise InvalidOperation(f"{value!r} is not a finite number")
+    return parsed
 
 
 def provider_client(timeout_s: float = 10.0) -> httpx.Client:

@@ -18,8 +18,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from governor.adapters.providers.fake_cloud import bill
 from governor.domain.model import PodState
-from governor.domain.money import charge, usd
+from governor.domain.money import usd
 from governor.domain.ports import (
     Billed,
     Clock,
@@ -48,11 +49,7 @@ class FakePod:
 
     def bill_usd(self, now: datetime) -> Decimal:
         """What this pod's compute has cost, by the cloud's own clock."""
-        end = datetime.fromisoformat(self.stopped_at) if self.stopped_at else now
-        seconds = max(
-            0.0, (min(end, now) - datetime.fromisoformat(self.started_at)).total_seconds()
-        )
-        return charge(Decimal(self.hourly_rate_usd), seconds)
+        return bill(Decimal(self.hourly_rate_usd), self.started_at, self.stopped_at, now)
 
 
 @dataclass

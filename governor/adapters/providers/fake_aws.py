@@ -43,8 +43,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from governor.adapters.providers import fake_cloud
-from governor.adapters.providers.fake_cloud import FakeCloud, FakeRequest, Reply, now
-from governor.domain.money import charge
+from governor.adapters.providers.fake_cloud import FakeCloud, FakeRequest, Reply, bill, now
 
 FAKE_ACCESS_KEY_ID = "AKIAFAKEEC2ACCESSKEY"
 DEFAULT_SECRET_ACCESS_KEY = "fake-ec2-secret-access-key"
@@ -90,9 +89,7 @@ class CloudInstance:
 
     def bill_usd(self, now: datetime) -> Decimal:
         """The hourly rate for every second it ran, by the cloud's own clock."""
-        end = datetime.fromisoformat(self.stop_requested_at) if self.stop_requested_at else now
-        seconds = (min(end, now) - datetime.fromisoformat(self.started_at)).total_seconds()
-        return charge(Decimal(self.hourly_rate_usd), max(0.0, seconds))
+        return bill(Decimal(self.hourly_rate_usd), self.started_at, self.stop_requested_at, now)
 
     def settle(self, now: datetime) -> None:
         if (

@@ -33,9 +33,27 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from governor.domain.money import charge
+
 
 def now() -> datetime:
     return datetime.now(UTC)
+
+
+def bill(
+    rate_per_hour: Decimal,
+    started_at: str,
+    ended_at: str | None,
+    at: datetime,
+    since: datetime | None = None,
+) -> Decimal:
+    """A fake cloud's own bill: the rate for every second from `started_at` (or `since`, if
+    later) until `ended_at` (None: still running) or `at`, whichever comes first."""
+    start = datetime.fromisoformat(started_at)
+    if since is not None:
+        start = max(start, since)
+    end = at if ended_at is None else min(at, datetime.fromisoformat(ended_at))
+    return charge(rate_per_hour, max(0.0, (end - start).total_seconds()))
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,7 @@ from typing import Any
 from uuid import uuid4
 
 from governor.adapters.providers import fake_cloud
-from governor.adapters.providers.fake_cloud import FakeCloud, FakeRequest, Reply, now
-from governor.domain.money import charge
+from governor.adapters.providers.fake_cloud import FakeCloud, FakeRequest, Reply, bill, now
 
 DEFAULT_TOKEN = "fake-gcp-token"
 DEFAULT_PROJECT = "fake-project"
@@ -95,9 +94,7 @@ class CloudInstance:
 
     def bill_usd(self, at: datetime) -> Decimal:
         """Its rate for every second until it is TERMINATED, by the cloud's own clock."""
-        end = min(at, datetime.fromisoformat(self.stopped_at)) if self.stopped_at else at
-        seconds = (end - datetime.fromisoformat(self.started_at)).total_seconds()
-        return charge(Decimal(self.hourly_rate_usd), max(0.0, seconds))
+        return bill(Decimal(self.hourly_rate_usd), self.started_at, self.stopped_at, at)
 
 
 @dataclass

@@ -32,8 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from governor.adapters.providers import fake_cloud
-from governor.adapters.providers.fake_cloud import FakeCloud, FakeRequest, Reply, now
-from governor.domain.money import charge
+from governor.adapters.providers.fake_cloud import FakeCloud, FakeRequest, Reply, bill, now
 
 DEFAULT_TOKEN = "fake-kubernetes-token"
 KINDS = {  # the kind in a ref: its API group, resource and object kind
@@ -105,11 +104,8 @@ class Workload:
 
     def bill_usd(self, at: datetime) -> Decimal:
         """The rate for every second any pod ran, by the cloud's own clock."""
-        seconds = 0.0
-        for started, until in self.runs:
-            end = min(at, datetime.fromisoformat(until)) if until else at
-            seconds += max(0.0, (end - datetime.fromisoformat(str(started))).total_seconds())
-        return charge(Decimal(self.hourly_rate_usd), seconds)
+        rate = Decimal(self.hourly_rate_usd)
+        return sum((bill(rate, str(start), until, at) for start, until in self.runs), Decimal(0))
 
     def obj(self, at: datetime) -> dict[str, Any]:
         return {**self.manifest, "status": self.status(at)}

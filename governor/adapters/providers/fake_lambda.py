@@ -27,8 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from governor.adapters.providers import fake_cloud
-from governor.adapters.providers.fake_cloud import FakeCloud, FakeRequest, Reply, now
-from governor.domain.money import charge
+from governor.adapters.providers.fake_cloud import FakeCloud, FakeRequest, Reply, bill, now
 
 DEFAULT_API_KEY = "fake-lambda-key"
 API = "/api/v1"
@@ -69,9 +68,8 @@ class CloudInstance:
 
     def bill_usd(self, now: datetime) -> Decimal:
         """price_cents_per_hour for every second until terminated, by the cloud's clock."""
-        end = datetime.fromisoformat(self.terminated_at) if self.terminated_at else now
-        seconds = (min(end, now) - datetime.fromisoformat(self.started_at)).total_seconds()
-        return charge(Decimal(self.price_cents_per_hour) / 100, max(0.0, seconds))
+        rate = Decimal(self.price_cents_per_hour) / 100
+        return bill(rate, self.started_at, self.terminated_at, now)
 
     def settle(self, now: datetime) -> None:
         due = self.terminated_at and datetime.fromisoformat(self.terminated_at) <= now

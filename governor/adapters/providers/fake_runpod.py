@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from governor.adapters.providers import fake_cloud
-from governor.adapters.providers.fake_cloud import FakeCloud, FakeRequest, Reply, now
-from governor.domain.money import charge
+from governor.adapters.providers.fake_cloud import FakeCloud, FakeRequest, Reply, bill, now
 
 DEFAULT_API_KEY = "fake-runpod-key"
 _MUTATION_FIELD = re.compile(r"\b(pod\w+)\s*\(")
@@ -40,12 +39,7 @@ class CloudPod:
 
     def bill_usd(self, now: datetime, since: datetime | None = None) -> Decimal:
         """costPerHr for every second it ran (from `since`), by the cloud's own clock."""
-        start = max(
-            datetime.fromisoformat(self.started_at), since or datetime.min.replace(tzinfo=UTC)
-        )
-        end = datetime.fromisoformat(self.stopped_at) if self.stopped_at else now
-        seconds = (min(end, now) - start).total_seconds()
-        return charge(Decimal(self.cost_per_hr), max(0.0, seconds))
+        return bill(Decimal(self.cost_per_hr), self.started_at, self.stopped_at, now, since)
 
     def billing_records(self, now: datetime) -> list[dict[str, Any]]:
         """REST v2 billing records, one per hour since the pod started (the last in progress).

@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 import httpx
 
-from governor.adapters.providers._http import ProviderHttp
+from governor.adapters.providers._http import ProviderHttp, number
 from governor.domain.model import PodState
 from governor.domain.ports import (
     Listed,
@@ -128,7 +128,8 @@ class LambdaProvider:
         }
         cents, sizes = _price_cents(instance), [fs.get("bytes_used") for fs in attached]
         try:
-            rate = None if cents is None else Decimal(str(cents)) / 100  # whole US cents
+            price = number(cents)
+            rate = None if price is None else price / 100  # whole US cents
             storage = self._storage(sizes)
         except InvalidOperation:
             said = f"price_cents_per_hour={cents!r:.40}, bytes_used={sizes!r:.100}"
@@ -207,7 +208,7 @@ class LambdaProvider:
         Lambda does not say how much one holds."""
         if any(size is None for size in sizes):
             return None
-        gb = sum((Decimal(str(size)) for size in sizes), Decimal(0)) / BYTES_PER_GB
+        gb = sum((number(size) or Decimal(0) for size in sizes), Decimal(0)) / BYTES_PER_GB
         return Storage(gb, self._filesystem_rate, self._filesystem_rate)
 
 

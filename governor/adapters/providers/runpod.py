@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from governor.adapters.providers._http import ProviderHttp
+from governor.adapters.providers._http import ProviderHttp, number
 from governor.domain.model import PodState
 from governor.domain.ports import (
     Billed,
@@ -92,7 +92,7 @@ class RunPodProvider:
 
     def _description(self, pod: dict[str, Any]) -> PodDescription:
         try:
-            rate, volume = _decimal(pod.get("costPerHr")), _decimal(pod.get("volumeInGb"))
+            rate, volume = number(pod.get("costPerHr")), number(pod.get("volumeInGb"))
         except InvalidOperation:
             raise self._http.error(f"answered a non-number in {pod!r:.200}", True) from None
         storage = None if volume is None else Storage(volume, *self._volume_rates)
@@ -166,8 +166,3 @@ class RunPodProvider:
 
 def _state(pod: dict[str, Any]) -> PodState:
     return STATES.get(str(pod.get("desiredStatus")), PodState.RUNNING)
-
-
-def _decimal(value: Any) -> Decimal | None:
-    """A number RunPod sent as a float or a string (its specs show both); None stays None."""
-    return None if value is None else Decimal(str(value))

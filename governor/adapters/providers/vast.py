@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from governor.adapters.providers._http import ProviderHttp
+from governor.adapters.providers._http import ProviderHttp, number
 from governor.domain.model import PodState
 from governor.domain.money import HOURS_PER_MONTH
 from governor.domain.ports import (
@@ -125,7 +125,7 @@ class VastProvider:
     def _description(self, instance: dict[str, Any]) -> PodDescription:
         try:
             total, disk_hourly, disk_gb = [
-                _decimal(instance.get(name))
+                number(instance.get(name))
                 for name in ("dph_total", "storage_total_cost", "disk_space")
             ]
         except InvalidOperation:
@@ -276,23 +276,11 @@ def _gone_or_failed(error: ProviderError) -> StopResult:
     return StopResult.failed(error)
 
 
-def _decimal(value: Any) -> Decimal | None:
-    """A number Vast sent (a JSON number, sometimes a string); None stays None."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise InvalidOperation(f"{value!r} is not a number")
-    number = Decimal(str(value))
-    if not number.is_finite():
-        raise InvalidOperation(f"{value!r} is not a finite number")
-    return number
-
-
 def _required(value: Any) -> Decimal:
-    number = _decimal(value)
-    if number is None:
+    parsed = number(value)
+    if parsed is None:
         raise InvalidOperation("a number is missing")
-    return number
+    return parsed
 
 
 def _instant(value: Any) -> datetime:
