@@ -14,7 +14,14 @@ from governor.db.tables import PodRow, StopOrderRow
 from governor.domain.errors import Conflict, Invalid
 from governor.domain.model import BudgetState, Category, PodState, RateSource, Severity
 from governor.domain.money import ZERO, dollars, format_usd
-from governor.domain.ports import ProviderError, ReportsBilling, Storage, TerminateOnly
+from governor.domain.ports import (
+    AnyProvider,
+    Billed,
+    ProviderError,
+    ReportsBilling,
+    Storage,
+    TerminateOnly,
+)
 from governor.services import billing, events
 from governor.services.context import ServiceContext
 from governor.services.enforcement import enforce
@@ -50,6 +57,7 @@ def register(
         if exc.retryable:
             raise ProviderUnavailable(f"{reg.provider} did not answer: {exc}") from exc
         raise Invalid(f"{reg.provider} cannot describe {reg.provider_ref!r}: {exc}") from exc
+    billed = _billed_so_far(provider, reg.provider_ref)
     budget = repo.get_budget(session, budget_id, lock=True)
     if budget.state is not BudgetState.OPEN:
         raise Conflict(
@@ -102,8 +110,8 @@ def register(
     )
     session.add(pod)
     session.flush()
-    if isinstance(provider, ReportsBilling):
-        _billing_baseline(session, provider, pod, now)
+    if billed is not None:
+        billing.book_billed(session, pod.id, billed, now)
     declared_differs = reg.hourly_rate_usd is not None and reg.hourly_rate_usd != rate
     if isinstance(provider, TerminateOnly):
         _warn_terminate_only(session, pod, now)
@@ -135,16 +143,16 @@ def register(
     return pod
 
 
-def _billing_baseline(
-    session: Session, provider: ReportsBilling, pod: PodRow, now: datetime
-) -> None:
+def _billed_so_far(provider: AnyProvider, ref: str) -> Billed | None:
     """What the provider has billed so far, so later bills are compared from registration on.
-    A provider that does not answer now gets its baseline at the next reconciliation."""
+    Asked before the budget is locked; a provider that does not answer now (or does not
+    report billing) gets its baseline at the next reconciliation."""
+    if not isinstance(provider, ReportsBilling):
+        return None
     try:
-        billed = provider.billed(pod.provider_ref)
+        return provider.billed(ref)
     except ProviderError:
-        return
-    billing.book_billed(session, pod.id, billed, now)
+        return None
 
 
 def _persistent_mount(reg: Registration, filesystems: Mapping[str, str]) -> str | None:
