@@ -152,14 +152,19 @@ def _kubernetes(s: Settings, _clock: Clock) -> KubernetesProvider | None:
             "Kubernetes needs both GOVERNOR_KUBERNETES_URL and GOVERNOR_KUBERNETES_TOKEN "
             "(or GOVERNOR_KUBERNETES_TOKEN_FILE)"
         )
-    credential: str | Callable[[], str] = token or partial(_read_token, token_file)
+    credential: str | Callable[[], str]
+    if token is not None:
+        credential = token
+    else:
+        assert token_file is not None  # checked just above
+        credential = partial(_read_token, token_file)
     verify = ssl.create_default_context(cafile=str(ca)) if ca is not None else True
     client = httpx.Client(timeout=httpx.Timeout(10.0, connect=5.0), verify=verify)
     return KubernetesProvider(client, credential, url, stop_latency_s=s.kubernetes_stop_latency_s)
 
 
-def _read_token(path: Path | None) -> str:
-    return path.read_text().strip() if path is not None else ""
+def _read_token(path: Path) -> str:
+    return path.read_text().strip()
 
 
 def _local(s: Settings, _clock: Clock) -> LocalProvider | None:

@@ -112,3 +112,10 @@ def test_aws_without_boto3_says_what_to_install(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setitem(sys.modules, "governor.adapters.providers.aws", None)
     with pytest.raises(ProviderSetupError, match=r"pip install 'gpu-governor\[aws\]'"):
         build_providers(load_settings(aws_region="us-east-1"), FrozenClock())
+
+
+def test_a_kubernetes_token_file_is_enough_with_the_url(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("k8s-token\n")
+    settings = load_settings(kubernetes_url="https://k8s.test", kubernetes_token_file=token_file)
+    assert isinstance(build_providers(settings, FrozenClock())["kubernetes"], KubernetesProvider)
