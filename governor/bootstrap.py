@@ -33,6 +33,7 @@ from governor.services import tokens
 from governor.services.context import GovernorConfig, ServiceContext
 from governor.services.health import TickLog
 from governor.services.notifications import Notifier, Retry, Subscription, route_events
+from governor.services.tokens import TokenCache
 from governor.settings import Settings
 
 ProviderFactory = Callable[[Settings, Clock], AnyProvider | None]  # None: not configured
@@ -251,7 +252,11 @@ def build_notifier(settings: Settings) -> Notifier | None:
 
 def build_context(settings: Settings, clock: Clock | None = None) -> ServiceContext:
     clock = clock or SystemClock()
-    engine = build_engine(settings.database_url)
+    engine = build_engine(
+        settings.database_url,
+        pool_size=settings.database_pool_size,
+        max_overflow=settings.database_max_overflow,
+    )
     sessions = session_factory(engine)
     notifier = build_notifier(settings)
     providers = build_providers(settings, clock)
@@ -280,6 +285,7 @@ def build_context(settings: Settings, clock: Clock | None = None) -> ServiceCont
             metrics_require_token=settings.metrics_require_token,
         ),
         ticks=TickLog(interval_s=settings.enforce_interval_s, enabled=settings.scheduler_enabled),
+        tokens=TokenCache(ttl_s=settings.enforce_interval_s),
         telemetry=telemetry_source(settings.fake_nvml, clock),
         notifier=notifier,
     )

@@ -31,6 +31,16 @@ class Settings(ProviderSettings, BaseSettings):
         DEFAULT_DATABASE_URL,
         description="SQLAlchemy URL; a SQLite file in the working directory by default.",
     )
+    database_pool_size: int = Field(
+        10,
+        ge=1,
+        le=1000,
+        description="Database connections each server process keeps open (PostgreSQL and "
+        "SQLite alike); size it to the requests it serves at once.",
+    )
+    database_max_overflow: int = Field(
+        20, ge=0, le=1000, description="Connections opened beyond the pool during bursts."
+    )
     operator_token: SecretStr | None = Field(
         None, description="Bootstrap operator token; generated and printed once if unset."
     )

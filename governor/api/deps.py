@@ -10,9 +10,8 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
-from governor.db.engine import unit_of_work
+from governor.db.engine import read_only, unit_of_work
 from governor.domain.model import Role
-from governor.services import tokens
 from governor.services.context import ServiceContext
 from governor.services.tokens import Principal
 
@@ -36,6 +35,10 @@ class Transaction:
     def __call__(self) -> AbstractContextManager[Session]:
         return unit_of_work(self._context.sessions)
 
+    def read(self) -> AbstractContextManager[Session]:
+        """A transaction that only reads: it never waits for a writer, nor makes one wait."""
+        return read_only(self._context.sessions)
+
 
 def _transaction(context: Context) -> Transaction:
     return Transaction(context)
@@ -55,8 +58,9 @@ def _principal(
     context: Context,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
-    with unit_of_work(context.sessions) as session:
-        return tokens.authenticate(session, credentials.credentials if credentials else None)
+    return context.tokens.authenticate(
+        context.sessions, credentials.credentials if credentials else None
+    )
 
 
 Caller = Annotated[Principal, Depends(_principal)]

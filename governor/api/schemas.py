@@ -303,6 +303,9 @@ class BudgetBrief(BaseModel):
     effective_ceiling_usd: UsdText
     remaining_usd: UsdText
     burn_rate_usd_per_hour: UsdText
+    as_of: datetime = Field(
+        description="when these figures were taken: the latest enforcement pass over the budget"
+    )
 
 
 class DirectiveOut(BaseModel):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from datetime import datetime
 
 from sqlalchemy.orm import Session
 
@@ -58,8 +59,9 @@ def budget(book: Book) -> BudgetOut:
     )
 
 
-def brief(f: Figures) -> BudgetBrief:
+def brief(f: Figures, as_of: datetime) -> BudgetBrief:
     return BudgetBrief(
+        as_of=as_of,
         spent_usd=format_usd(f.spent),
         committed_usd=format_usd(f.committed),
         effective_ceiling_usd=format_usd(f.effective_ceiling),

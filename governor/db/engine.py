@@ -1,24 +1,64 @@
-"""Engine and session factory builders, and the unit of work (one commit per request or tick)."""
+"""Engine and session factory builders, and the unit of work (one commit per request or tick).
+
+SQLite allows one writer per database file. Left to itself, a second writer sleeps and
+retries in SQLite's busy handler, so under load writers queue in their sleeps rather than in
+line. Here the writers of one process take their turn through a lock instead, handed over
+the moment the previous transaction ends; readers (`read_only`) never take it and, with WAL,
+never wait for a writer. PostgreSQL needs neither: its row locks do the ordering.
+"""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+READ_ONLY = "governor_read_only"
+
+
+class _Turn:
+    """Whose turn it is to write: one thread at a time, handed over in order of asking."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owner: int | None = None
+
+    @contextmanager
+    def take(self) -> Iterator[None]:
+        if self._owner == threading.get_ident():
+            raise RuntimeError("this thread already has a unit of work open: finish it first")
+        if not self._lock.acquire(timeout=SQLITE_BUSY_TIMEOUT_MS / 1000):
+            raise OperationalError(
+                "BEGIN IMMEDIATE", None, TimeoutError("the database is busy: no turn to write")
+            )
+        self._owner = threading.get_ident()
+        try:
+            yield
+        finally:
+            self._owner = None
+            self._lock.release()
+
+
+_turns: WeakKeyDictionary[Engine, _Turn] = WeakKeyDictionary()
 
 
 def build_engine(url: str, **kwargs: Any) -> Engine:
-    """An engine for `url`; SQLite gets WAL, foreign keys, a busy timeout and eager locking."""
+    """An engine for `url` (`kwargs` as for create_engine: `pool_size`, `max_overflow`, ...).
+
+    SQLite gets WAL, foreign keys, a busy timeout and one writer at a time."""
     if url.startswith("sqlite"):
         engine = create_engine(
             url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}, **kwargs
         )
         _tune_sqlite(engine)
+        _turns[engine] = _Turn()
         return engine
     return create_engine(url, pool_pre_ping=True, **kwargs)
 
@@ -37,8 +77,10 @@ def _tune_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
-        # Take the write lock up front: two transactions never read, then race to write.
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        # A writer takes the write lock up front: two transactions never read, then race to
+        # write. A reader reads one snapshot and never blocks anyone.
+        read_only = connection.get_execution_options().get(READ_ONLY, False)
+        connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:
@@ -49,23 +91,50 @@ AFTER_COMMIT = "after_commit"
 
 
 @contextmanager
+def _writer_turn(factory: sessionmaker[Session]) -> Iterator[None]:
+    """This process's turn to write, where the database has a single writer."""
+    turn = _turns.get(factory.kw["bind"])
+    if turn is None:
+        yield
+        return
+    with turn.take():
+        yield
+
+
+@contextmanager
 def unit_of_work(factory: sessionmaker[Session]) -> Iterator[Session]:
     """One transaction: committed once if the block succeeds, rolled back if it raises.
 
     Callables queued with `after_commit` run once the commit has succeeded, never otherwise.
     """
-    session = factory()
-    try:
-        yield session
-        session.commit()
-    except BaseException:
-        session.rollback()
-        raise
-    finally:
-        callbacks = session.info.pop(AFTER_COMMIT, [])
-        session.close()
+    with _writer_turn(factory):
+        session = factory()
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+        finally:
+            callbacks = session.info.pop(AFTER_COMMIT, [])
+            session.close()
     for callback in callbacks:
         callback()
+
+
+@contextmanager
+def read_only(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """One transaction that only reads: one consistent snapshot, never a writer's turn.
+
+    Whatever the block might write is rolled back, never committed.
+    """
+    session = factory()
+    try:
+        session.connection(execution_options={READ_ONLY: True})
+        yield session
+    finally:
+        session.rollback()
+        session.close()
 
 
 def after_commit(session: Session, callback: Callable[[], None]) -> None:

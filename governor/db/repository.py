@@ -26,6 +26,8 @@ from governor.domain.model import Category, EntryKind, ExtensionState, PodState,
 from governor.domain.money import ZERO
 from governor.domain.stop_order import ACTIVE_STATES
 
+BILLS_COMPUTE = (PodState.RUNNING, PodState.STOPPING)
+
 
 def get_budget(
     session: Session, budget_id: str, *, lock: bool = False, share: bool = False
@@ -45,6 +47,31 @@ def get_budget(
     if row is None:
         raise NotFound(f"no budget {budget_id!r}")
     return row
+
+
+def budgets_by_id(
+    session: Session, budget_ids: Sequence[str], *, lock: bool = False, share: bool = False
+) -> Sequence[BudgetRow]:
+    """Budgets in `budget_ids` order (missing ones left out); `lock` and `share` as for
+    `get_budget`. Rows are locked in id order, so two lockers of overlapping sets never
+    deadlock."""
+    query = select(BudgetRow).where(BudgetRow.id.in_(budget_ids)).order_by(BudgetRow.id)
+    if lock:
+        query = query.with_for_update(key_share=True)
+    elif share:
+        query = query.with_for_update(read=True)
+    rows = {row.id: row for row in session.scalars(query)}
+    return [rows[i] for i in budget_ids if i in rows]
+
+
+def billing_budget_ids(session: Session) -> Sequence[str]:
+    """The budgets with a pod that bills compute: those an enforcement pass decides about."""
+    return session.scalars(
+        select(PodRow.budget_id)
+        .where(PodRow.state.in_(BILLS_COMPUTE))
+        .distinct()
+        .order_by(PodRow.budget_id)
+    ).all()
 
 
 def list_budgets(session: Session) -> Sequence[BudgetRow]:
@@ -89,6 +116,16 @@ def pods_of(session: Session, budget_id: str) -> Sequence[PodRow]:
     ).all()
 
 
+def pods_of_budgets(
+    session: Session, budget_ids: Sequence[str], *, live: bool = False
+) -> Sequence[PodRow]:
+    """The pods of several budgets; with `live`, only those not gone (that may still bill)."""
+    query = select(PodRow).where(PodRow.budget_id.in_(budget_ids))
+    if live:
+        query = query.where(PodRow.state != PodState.GONE)
+    return session.scalars(query.order_by(PodRow.created_at, PodRow.id)).all()
+
+
 def pods_not_gone(session: Session) -> Sequence[PodRow]:
     """Every pod that may still be billed: running, stopping or stopped with its storage."""
     return session.scalars(
@@ -125,20 +162,41 @@ def runs_of(session: Session, budget_id: str) -> Sequence[RunRow]:
     ).all()
 
 
-def active_stop_orders(session: Session, budget_id: str | None = None) -> Sequence[StopOrderRow]:
+def runs_of_budgets(
+    session: Session, budget_ids: Sequence[str], *, live: bool = False
+) -> Sequence[RunRow]:
+    """The runs of several budgets; with `live`, only those on pods that still bill compute."""
+    query = select(RunRow).where(RunRow.budget_id.in_(budget_ids))
+    if live:
+        query = query.join(PodRow, PodRow.id == RunRow.pod_id).where(
+            PodRow.state.in_(BILLS_COMPUTE)
+        )
+    return session.scalars(query.order_by(RunRow.created_at, RunRow.id)).all()
+
+
+def active_stop_orders(
+    session: Session, budget_ids: Sequence[str] | None = None, *, lock: bool = False
+) -> Sequence[StopOrderRow]:
+    """Stop orders under way, oldest first; with `lock`, each held for update until commit."""
     query = select(StopOrderRow).where(StopOrderRow.state.in_(ACTIVE_STATES))
-    if budget_id is not None:
-        query = query.where(StopOrderRow.budget_id == budget_id)
-    return session.scalars(query.order_by(StopOrderRow.created_at)).all()
+    if budget_ids is not None:
+        query = query.where(StopOrderRow.budget_id.in_(budget_ids))
+    if lock:
+        query = query.with_for_update()
+    return session.scalars(query.order_by(StopOrderRow.created_at, StopOrderRow.id)).all()
 
 
-def latest_stop_order(session: Session, pod_id: str) -> StopOrderRow | None:
-    return session.scalars(
+def latest_stop_order(session: Session, pod_id: str, *, lock: bool = False) -> StopOrderRow | None:
+    """The pod's newest stop order; with `lock`, held for update (that order alone)."""
+    query = (
         select(StopOrderRow)
         .where(StopOrderRow.pod_id == pod_id)
-        .order_by(StopOrderRow.created_at.desc())
+        .order_by(StopOrderRow.created_at.desc(), StopOrderRow.id.desc())
         .limit(1)
-    ).first()
+    )
+    if lock:
+        query = query.with_for_update()
+    return session.scalars(query).first()
 
 
 def get_stop_order(session: Session, order_id: str) -> StopOrderRow:
@@ -146,24 +204,19 @@ def get_stop_order(session: Session, order_id: str) -> StopOrderRow:
     return row
 
 
-def recorded_by_pod(session: Session, budget_id: str) -> dict[str, Decimal]:
-    """The ledger's total per pod of a budget."""
+def approved_extensions_by_budget(
+    session: Session, budget_ids: Sequence[str]
+) -> dict[str, Decimal]:
+    """What approved extensions add to each budget's ceiling (budgets without any left out)."""
     rows = session.execute(
-        select(LedgerEntryRow.pod_id, func.sum(LedgerEntryRow.amount_usd))
-        .where(LedgerEntryRow.budget_id == budget_id)
-        .group_by(LedgerEntryRow.pod_id)
-    ).all()
-    return {pod_id: total or ZERO for pod_id, total in rows}
-
-
-def approved_extensions_total(session: Session, budget_id: str) -> Decimal:
-    total = session.scalar(
-        select(func.sum(ExtensionRow.amount_usd)).where(
-            ExtensionRow.budget_id == budget_id,
+        select(ExtensionRow.budget_id, func.sum(ExtensionRow.amount_usd))
+        .where(
+            ExtensionRow.budget_id.in_(budget_ids),
             ExtensionRow.state == ExtensionState.APPROVED,
         )
-    )
-    return total or ZERO
+        .group_by(ExtensionRow.budget_id)
+    ).all()
+    return {budget_id: total or ZERO for budget_id, total in rows}
 
 
 def extensions(

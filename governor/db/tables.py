@@ -39,6 +39,7 @@ from governor.domain.model import (
     RunStatus,
     Severity,
 )
+from governor.domain.money import ZERO
 from governor.domain.preflight.rules import Verdict
 from governor.domain.stop_order import StopState
 
@@ -80,6 +81,14 @@ class BudgetRow(Base):
     state: Mapped[BudgetState] = mapped_column(_enum(BudgetState))
     alerted_pct: Mapped[int] = mapped_column(default=0)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # the running total of the budget's ledger, moved with every entry written
+    recorded_usd: Mapped[Decimal] = mapped_column(MicroUSD, default=ZERO, server_default="0")
+    # the figures as of the latest enforcement pass: what a heartbeat answers with
+    figures_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    figures_spent_usd: Mapped[Decimal | None] = mapped_column(MicroUSD)
+    figures_committed_usd: Mapped[Decimal | None] = mapped_column(MicroUSD)
+    figures_ceiling_usd: Mapped[Decimal | None] = mapped_column(MicroUSD)
+    figures_burn_usd_per_hour: Mapped[Decimal | None] = mapped_column(MicroUSD)
 
 
 class PodRow(Base):
@@ -111,10 +120,15 @@ class PodRow(Base):
     lost_gpus: Mapped[list[str] | None] = mapped_column(JSON)
     state: Mapped[PodState] = mapped_column(_enum(PodState))
     accrued_until: Mapped[datetime] = mapped_column(UTCDateTime)
+    # the running total of the pod's ledger entries, moved with every entry written
+    recorded_usd: Mapped[Decimal] = mapped_column(MicroUSD, default=ZERO, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     stopped_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
-    __table_args__ = (Index("uq_pods_provider_ref", "provider", "provider_ref", unique=True),)
+    __table_args__ = (
+        Index("uq_pods_provider_ref", "provider", "provider_ref", unique=True),
+        Index("ix_pods_state_budget_id", "state", "budget_id"),
+    )
 
 
 class RunRow(Base):

@@ -61,19 +61,38 @@ class Charge:
     end: datetime
 
 
+SLICE = timedelta(hours=1)
+
+
+def slice_start(instant: datetime) -> datetime:
+    """The start of the ledger slice holding `instant`: slices are whole UTC hours."""
+    return instant.replace(minute=0, second=0, microsecond=0)
+
+
+def slices(start: datetime, end: datetime) -> list[tuple[datetime, datetime]]:
+    """[start, end) cut at every UTC hour, so no ledger entry spans two hours (or two days)."""
+    cuts = []
+    while start < end:
+        cut = min(end, slice_start(start) + SLICE)
+        cuts.append((start, cut))
+        start = cut
+    return cuts
+
+
 def accrue(meter: PodMeter, now: datetime) -> list[Charge]:
-    """The charges from the last accrued instant to now (downtime included), at current rates."""
-    if now <= meter.accrued_until:
-        return []
-    seconds = (now - meter.accrued_until).total_seconds()
+    """The charges from the last accrued instant to now (downtime included), at current rates,
+    one per charge kind and UTC hour."""
     charges = []
-    for kind, rate in (
+    rates = (
         (ChargeKind.COMPUTE, meter.compute_per_hour),
         (ChargeKind.STORAGE, meter.storage_per_hour),
-    ):
-        amount = charge(rate, seconds)
-        if amount > 0:
-            charges.append(Charge(kind, amount, meter.accrued_until, now))
+    )
+    for start, end in slices(meter.accrued_until, now):
+        seconds = (end - start).total_seconds()
+        for kind, rate in rates:
+            amount = charge(rate, seconds)
+            if amount > 0:
+                charges.append(Charge(kind, amount, start, end))
     return charges
 
 
@@ -87,6 +106,7 @@ class BudgetTerms:
     approved_extensions: Decimal
     reserve: Decimal
     storage_tail_hours: Decimal
+    recorded: Decimal = ZERO  # what the budget's ledger holds, every pod's entries together
 
     @property
     def effective_ceiling(self) -> Decimal:
@@ -95,10 +115,9 @@ class BudgetTerms:
 
 @dataclass(frozen=True)
 class PodPosition:
-    """One pod as the budget sees it: its meter, what the ledger holds, and the job's grace."""
+    """One pod that may still cost money, as the budget sees it: its meter and the job's grace."""
 
     meter: PodMeter
-    recorded: Decimal
     checkpoint_grace_s: float
 
 
@@ -147,10 +166,11 @@ def figures(
 ) -> Figures:
     """Spent, committed and the rest, as of `now`.
 
+    spent     = what the ledger holds + what every pod has cost since it was last accrued
     committed = spent + burn x (checkpoint grace + stop latency + reaction time)
                 + storage tail of every pod + reserve
     """
-    spent = _total(p.recorded + unaccrued(p.meter, now) for p in positions)
+    spent = terms.recorded + _total(unaccrued(p.meter, now) for p in positions)
     shutdown = _total(shutdown_cost(p, reaction_s) for p in positions if p.meter.bills_compute)
     tail = _total(storage_tail(p.meter, terms.storage_tail_hours) for p in positions)
     committed = spent + shutdown + tail + terms.reserve

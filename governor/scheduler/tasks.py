@@ -2,33 +2,40 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from governor.db import repository as repo
-from governor.db.engine import unit_of_work
+from governor.db.engine import read_only, unit_of_work
+from governor.domain.ledger import slice_start
 from governor.services import billing, enforcement, metering, stops, telemetry
 from governor.services.context import ServiceContext
 
+BUDGETS_PER_TRANSACTION = 50  # a pass works in short transactions: heartbeats never queue
+
+
+def batched(ids: Sequence[str], size: int) -> list[Sequence[str]]:
+    return [ids[i : i + size] for i in range(0, len(ids), size)]
+
 
 def accrue(ctx: ServiceContext) -> None:
-    """Append what every pod has cost since it was last charged."""
-    with unit_of_work(ctx.sessions) as session:
-        budget_ids = repo.budget_ids(session)
-    for budget_id in budget_ids:
+    """Write every hour that has ended to the ledger, for each pod that may still cost money."""
+    until = slice_start(ctx.clock.now())
+    with read_only(ctx.sessions) as session:
+        budget_ids = metering.due_budget_ids(session, until)
+    for chunk in batched(budget_ids, BUDGETS_PER_TRANSACTION):
         with unit_of_work(ctx.sessions) as session:
-            repo.get_budget(session, budget_id, lock=True)
-            metering.accrue_budget(session, budget_id, ctx.clock.now())
+            metering.accrue_budgets(session, chunk, until)
 
 
 def enforce(ctx: ServiceContext) -> None:
-    """Let the policy look at every budget and record what it decides."""
-    with unit_of_work(ctx.sessions) as session:
-        budget_ids = repo.budget_ids(session)
-    for budget_id in budget_ids:
+    """Let the policy look at every budget with a pod that bills, and record what it decides."""
+    with read_only(ctx.sessions) as session:
+        budget_ids = repo.billing_budget_ids(session)
+    for chunk in batched(budget_ids, BUDGETS_PER_TRANSACTION):
         with unit_of_work(ctx.sessions) as session:
-            repo.get_budget(session, budget_id, lock=True)  # the clock is read once we hold it
-            enforcement.enforce(session, ctx.config, budget_id, ctx.clock.now())
+            repo.budgets_by_id(session, chunk, lock=True)  # the clock is read once we hold them
+            enforcement.enforce_budgets(session, ctx.config, chunk, ctx.clock.now())
 
 
 def advance_stops(ctx: ServiceContext) -> None:

@@ -17,14 +17,13 @@ from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
 from governor.db.engine import unit_of_work
-from governor.db.tables import LedgerEntryRow, PodRow
+from governor.db.tables import PodRow
 from governor.domain.billing import Slice, metered_within, reconcile
 from governor.domain.model import Category, ChargeKind, EntryKind, Severity
 from governor.domain.money import ZERO, dollars, format_usd
 from governor.domain.ports import Billed, ProviderError, ReportsBilling
-from governor.services import events
+from governor.services import events, metering
 from governor.services.context import ServiceContext
-from governor.services.metering import accrue_pod
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +61,7 @@ def book_billed(session: Session, pod_id: str, billed: Billed, now: datetime) ->
         return
     if pod.billed_through is not None and through <= pod.billed_through:
         return
-    accrue_pod(session, pod, now)  # the meter must cover the window before it is compared
+    metering.accrue_pod(session, pod, now)  # the meter must cover the window before it is compared
     start = pod.billed_baseline_through
     slices = [
         Slice(e.amount_usd, e.period_start, e.period_end)
@@ -72,18 +71,15 @@ def book_billed(session: Session, pod_id: str, billed: Billed, now: datetime) ->
     billed_delta = billed.amount_usd - pod.billed_baseline_usd
     result = reconcile(metered, repo.pod_total(session, pod.id, EntryKind.TRUE_UP), billed_delta)
     if result.true_up > ZERO:
-        session.add(
-            LedgerEntryRow(
-                budget_id=pod.budget_id,
-                pod_id=pod.id,
-                kind=EntryKind.TRUE_UP,
-                charge=ChargeKind.COMPUTE,
-                amount_usd=result.true_up,
-                period_start=pod.billed_through or start,
-                period_end=through,
-                note=f"billed {format_usd(billed_delta)} vs metered {format_usd(metered)}",
-                created_at=now,
-            )
+        metering.post(
+            session,
+            pod,
+            EntryKind.TRUE_UP,
+            ChargeKind.COMPUTE,
+            result.true_up,
+            (pod.billed_through or start, through),
+            now,
+            note=f"billed {format_usd(billed_delta)} vs metered {format_usd(metered)}",
         )
     if result.drifting != pod.billing_drift:
         _drift_changed(session, pod, metered, billed_delta, result.drifting, now)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -10,7 +12,9 @@ from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
 from governor.db.tables import BudgetRow, PodRow, RunRow, StopOrderRow
+from governor.domain.errors import NotFound
 from governor.domain.ledger import BudgetTerms, Figures, PodMeter, PodPosition, figures, unaccrued
+from governor.domain.model import PodState
 from governor.domain.money import ZERO
 from governor.domain.policy import RunView
 from governor.services.context import GovernorConfig
@@ -84,7 +88,6 @@ class Book:
     pods: list[PodRow]
     runs: list[RunRow]
     orders: dict[str, StopOrderRow]
-    recorded: dict[str, Decimal]
     figures: Figures
     now: datetime
 
@@ -95,32 +98,99 @@ class Book:
         return grace_s(self.runs, pod_id, self.now)
 
     def spent_on(self, pod: PodRow) -> Decimal:
-        return self.recorded.get(pod.id, ZERO) + unaccrued(meter(pod), self.now)
+        return pod.recorded_usd + unaccrued(meter(pod), self.now)
 
 
 def open_book(
     session: Session, budget_id: str, now: datetime, config: GovernorConfig, *, lock: bool = False
 ) -> Book:
-    """Load a budget and everything its figures depend on, as one consistent picture.
+    """One budget's book; see `open_books`."""
+    books = open_books(session, [budget_id], now, config, lock=lock)
+    if not books:
+        raise NotFound(f"no budget {budget_id!r}")
+    return books[0]
 
-    With `lock` the budget is held for update until commit (to act on it); without, it is
-    held against writers only, so the ledger cannot move between the reads below.
+
+def open_books(
+    session: Session,
+    budget_ids: Sequence[str],
+    now: datetime,
+    config: GovernorConfig,
+    *,
+    lock: bool = False,
+    live: bool = False,
+) -> list[Book]:
+    """Load budgets and everything their figures depend on, as one consistent picture, in a
+    fixed number of queries however many budgets, pods and runs there are.
+
+    With `lock` the budgets are held for update until commit (to act on them); without, they
+    are held against writers only, so the ledger cannot move between the reads below. With
+    `live` only what can still cost money is loaded: pods not gone, and the runs on pods that
+    still bill compute (what the enforcement pass decides about); the figures are the same.
     """
-    budget = repo.get_budget(session, budget_id, lock=lock, share=not lock)
-    pods = list(repo.pods_of(session, budget_id))
-    runs = list(repo.runs_of(session, budget_id))
-    recorded = repo.recorded_by_pod(session, budget_id)
-    terms = BudgetTerms(
-        ceiling=budget.ceiling_usd,
-        approved_extensions=repo.approved_extensions_total(session, budget_id),
-        reserve=budget.reserve_usd,
-        storage_tail_hours=Decimal(str(budget.storage_tail_hours)),
+    budgets = repo.budgets_by_id(session, budget_ids, lock=lock, share=not lock)
+    extended = repo.approved_extensions_by_budget(session, budget_ids)
+    pods_by, runs_by, orders_by = _grouped(session, budget_ids, live)
+    books = []
+    for budget in budgets:
+        pods, runs = pods_by[budget.id], runs_by[budget.id]
+        orders = {o.pod_id: o for o in orders_by[budget.id]}
+        terms = BudgetTerms(
+            ceiling=budget.ceiling_usd,
+            approved_extensions=extended.get(budget.id, ZERO),
+            reserve=budget.reserve_usd,
+            storage_tail_hours=Decimal(str(budget.storage_tail_hours)),
+            recorded=budget.recorded_usd,
+        )
+        positions = [
+            PodPosition(meter(p), _grace_left_s(runs, p, orders, now))
+            for p in pods
+            if p.state is not PodState.GONE
+        ]
+        books.append(
+            Book(budget, pods, runs, orders, figures(terms, positions, now, config.reaction_s), now)
+        )
+    return books
+
+
+def _grouped(
+    session: Session, budget_ids: Sequence[str], live: bool
+) -> tuple[dict[str, list[PodRow]], dict[str, list[RunRow]], dict[str, list[StopOrderRow]]]:
+    pods: dict[str, list[PodRow]] = defaultdict(list)
+    runs: dict[str, list[RunRow]] = defaultdict(list)
+    orders: dict[str, list[StopOrderRow]] = defaultdict(list)
+    for pod in repo.pods_of_budgets(session, budget_ids, live=live):
+        pods[pod.budget_id].append(pod)
+    for run in repo.runs_of_budgets(session, budget_ids, live=live):
+        runs[run.budget_id].append(run)
+    for order in repo.active_stop_orders(session, budget_ids):
+        orders[order.budget_id].append(order)
+    return pods, runs, orders
+
+
+def figures_of(budget: BudgetRow) -> Figures | None:
+    """The figures the latest enforcement pass kept on the budget, or None before any pass."""
+    if (
+        budget.figures_spent_usd is None
+        or budget.figures_committed_usd is None
+        or budget.figures_ceiling_usd is None
+        or budget.figures_burn_usd_per_hour is None
+    ):
+        return None
+    return Figures(
+        budget.figures_spent_usd,
+        budget.figures_committed_usd,
+        budget.figures_ceiling_usd,
+        budget.figures_burn_usd_per_hour,
+        None,
     )
-    orders = {o.pod_id: o for o in repo.active_stop_orders(session, budget_id)}
-    positions = [
-        PodPosition(meter(p), recorded.get(p.id, ZERO), _grace_left_s(runs, p, orders, now))
-        for p in pods
-    ]
-    return Book(
-        budget, pods, runs, orders, recorded, figures(terms, positions, now, config.reaction_s), now
-    )
+
+
+def keep_figures(book: Book) -> None:
+    """Keep the book's figures on its budget, for heartbeats to answer with until the next pass."""
+    budget, f = book.budget, book.figures
+    budget.figures_at = book.now
+    budget.figures_spent_usd = f.spent
+    budget.figures_committed_usd = f.committed
+    budget.figures_ceiling_usd = f.effective_ceiling
+    budget.figures_burn_usd_per_hour = f.burn_per_hour

@@ -13,7 +13,7 @@ from governor.db.tables import BudgetRow
 from governor.domain.model import BudgetState, Category, Severity
 from governor.domain.money import dollars, format_usd
 from governor.services import events
-from governor.services.book import Book, open_book
+from governor.services.book import Book, open_book, open_books
 from governor.services.context import GovernorConfig
 from governor.services.ids import new_id
 
@@ -70,4 +70,4 @@ def book(session: Session, config: GovernorConfig, budget_id: str, now: datetime
 
 
 def books(session: Session, config: GovernorConfig, now: datetime) -> list[Book]:
-    return [open_book(session, b, now, config) for b in repo.budget_ids(session)]
+    return open_books(session, repo.budget_ids(session), now, config)

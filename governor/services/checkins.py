@@ -1,4 +1,4 @@
-"""A job's heartbeat: record what it says, let the policy decide, hand back its directive."""
+"""A job's heartbeat: record what it says, hand back the directive the policy left for it."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
-from governor.db.tables import RunPhaseRow, RunRow, StopOrderRow
+from governor.db.tables import BudgetRow, RunPhaseRow, RunRow, StopOrderRow
 from governor.domain.ledger import Figures
 from governor.domain.model import Action, Category, Phase, Reason, RunStatus, Severity
 from governor.domain.policy import next_heartbeat_s
-from governor.domain.stop_order import StopState, after_ack, after_delivery
+from governor.domain.stop_order import ACTIVE_STATES, StopState, after_ack, after_delivery
 from governor.services import events
+from governor.services.book import figures_of, open_book
 from governor.services.context import GovernorConfig
-from governor.services.enforcement import enforce
 
 
 @dataclass(frozen=True)
@@ -42,33 +42,41 @@ class Directive:
     message: str | None
     deadline: datetime | None
     figures: Figures
+    figures_at: datetime  # the figures are as of the latest enforcement pass
     next_heartbeat_s: float
 
 
 def heartbeat(
     session: Session, config: GovernorConfig, run_id: str, beat: Heartbeat, now: datetime
 ) -> Directive:
-    budget_id = repo.get_run(session, run_id).budget_id
-    repo.get_budget(session, budget_id, lock=True)
+    """Record the beat and answer with the run's directive. Its cost does not depend on the
+    size of the budget: the run's own row, its pod's stop order when it has been told to stop
+    (locked alone, to take an acknowledgement), and the figures the latest enforcement pass
+    kept on the budget. Deciding stays with that pass, whose reaction time the committed
+    spend already covers."""
     run = repo.get_run(session, run_id)
-    session.refresh(run)
     _record(session, run, beat, now)
-    book = enforce(session, config, budget_id, now)
-    order = book.orders.get(run.pod_id)
-    if order is not None:
-        _advance_order(session, run, order, beat, now)
     deadline = None
     if run.directive is Action.STOP:
-        latest = order or repo.latest_stop_order(session, run.pod_id)
-        deadline = latest.deadline if latest is not None else None
+        order = repo.latest_stop_order(session, run.pod_id, lock=True)
+        if order is not None and order.state in ACTIVE_STATES:
+            _advance_order(session, run, order, beat, now)
+        deadline = None if order is None else order.deadline
+    budget = session.get_one(BudgetRow, run.budget_id)
+    figures = figures_of(budget)
+    age_s = 0.0 if budget.figures_at is None else (now - budget.figures_at).total_seconds()
+    if figures is None:  # no pass has looked at this budget yet
+        figures = open_book(session, budget.id, now, config).figures
+    to_ceiling = figures.seconds_to_ceiling()
     return Directive(
         action=run.directive,
         reason=run.directive_reason,
         message=run.directive_message,
         deadline=deadline,
-        figures=book.figures,
+        figures=figures,
+        figures_at=budget.figures_at or now,
         next_heartbeat_s=next_heartbeat_s(
-            run.heartbeat_timeout_s, book.figures.seconds_to_ceiling()
+            run.heartbeat_timeout_s, None if to_ceiling is None else max(0.0, to_ceiling - age_s)
         ),
     )
 

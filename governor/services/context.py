@@ -14,6 +14,7 @@ from governor.domain.ports import AnyProvider, Clock
 from governor.domain.telemetry import TelemetrySource
 from governor.services.health import TickLog
 from governor.services.notifications import Notifier
+from governor.services.tokens import TokenCache
 
 DEFAULT_HEARTBEAT_TIMEOUT_S = 120.0
 DEFAULT_CHECKPOINT_GRACE_S = 300.0
@@ -53,6 +54,7 @@ class ServiceContext:
     telemetry: TelemetrySource | None = None  # this machine's GPUs, for pods marked local
     notifier: Notifier | None = None  # webhook sinks for warning and critical events
     unconfigured: Mapping[str, str] = field(default_factory=dict)  # provider -> how to enable
+    tokens: TokenCache = field(default_factory=TokenCache)  # who each bearer token is, cached
 
     def provider(self, name: str) -> AnyProvider:
         try:

@@ -6,16 +6,18 @@ provider: stop orders are carried out by `stops.advance`, outside any transactio
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
+from governor.db.repository import BILLS_COMPUTE
 from governor.db.tables import PodRow, RunRow, StopOrderRow
 from governor.domain.model import Action, BudgetState, Category, PodState, Reason
-from governor.domain.policy import Finding, Situation, decide, evaluate
+from governor.domain.policy import Finding, GpuView, Situation, Watch, decide, evaluate
 from governor.domain.stop_order import StopState
 from governor.services import events, telemetry
-from governor.services.book import Book, heard_from, open_book, run_view
+from governor.services.book import Book, heard_from, keep_figures, open_books, run_view
 from governor.services.context import GovernorConfig
 from governor.services.ids import new_id
 
@@ -47,31 +49,59 @@ def enforce(
     *,
     manual_stop_pod: str | None = None,
 ) -> Book:
-    """Evaluate the policy for every running pod of the budget and record what it decides."""
-    book = open_book(session, budget_id, now, config, lock=True)
-    for pod in book.pods:
-        # A pod whose stop failed for good stays `stopping`; only an operator retries it.
-        retry = pod.id == manual_stop_pod and pod.state is PodState.STOPPING
-        if (pod.state is not PodState.RUNNING and not retry) or pod.id in book.orders:
-            continue
-        runs = book.runs_on(pod.id) or [None]
-        for run in runs:
-            if pod.id in book.orders:
-                break
-            _act(book, session, pod, run, config, manual=pod.id == manual_stop_pod)
+    """Evaluate the policy for every running pod of one budget and record what it decides."""
+    [book] = enforce_budgets(session, config, [budget_id], now, manual_stop_pod=manual_stop_pod)
     return book
 
 
-def _situation(
+def enforce_budgets(
     session: Session,
+    config: GovernorConfig,
+    budget_ids: Sequence[str],
+    now: datetime,
+    *,
+    manual_stop_pod: str | None = None,
+) -> list[Book]:
+    """Evaluate the policy for every running pod of these budgets, record what it decides,
+    and keep each budget's figures for the heartbeats until the next pass.
+
+    The queries are the same in number for one budget or a thousand: the pass costs what the
+    pods that can still cost money cost, and nothing for the rest.
+    """
+    books = open_books(session, budget_ids, now, config, lock=True, live=True)
+    watches = {r.id: config.watch_for(r.policy) for b in books for r in b.runs}
+    deciding = [p.id for b in books for p in b.pods if p.state in BILLS_COMPUTE]
+    window = max(telemetry.lookback(w) for w in (config.watch, *watches.values()))
+    samples = telemetry.recent_samples(session, deciding, now - window)
+    for book in books:
+        keep_figures(book)
+        for pod in book.pods:
+            # A pod whose stop failed for good stays `stopping`; only an operator retries it.
+            retry = pod.id == manual_stop_pod and pod.state is PodState.STOPPING
+            if (pod.state is not PodState.RUNNING and not retry) or pod.id in book.orders:
+                continue
+            for run in book.runs_on(pod.id) or [None]:
+                if pod.id in book.orders:
+                    break
+                watch = config.watch if run is None else watches[run.id]
+                gpus = telemetry.views(samples.get(pod.id, {}), now, watch)
+                situation = _situation(
+                    book, pod, run, config, watch, gpus, pod.id == manual_stop_pod
+                )
+                _act(book, session, pod, run, situation)
+    return books
+
+
+def _situation(
     book: Book,
     pod: PodRow,
     run: RunRow | None,
     config: GovernorConfig,
+    watch: Watch,
+    gpus: tuple[GpuView, ...],
     manual: bool,
 ) -> Situation:
     others = [r for r in book.runs_on(pod.id) if r is not run and heard_from(r, book.now)]
-    watch = config.watch_for(run.policy if run is not None else None)
     return Situation(
         now=book.now,
         figures=book.figures,
@@ -82,19 +112,14 @@ def _situation(
         other_live_runs=len(others),
         finished_linger_s=config.finished_linger_s,
         watch=watch,
-        gpus=telemetry.gpu_views(session, pod.id, book.now, watch),
+        gpus=gpus,
     )
 
 
 def _act(
-    book: Book,
-    session: Session,
-    pod: PodRow,
-    run: RunRow | None,
-    config: GovernorConfig,
-    manual: bool,
+    book: Book, session: Session, pod: PodRow, run: RunRow | None, situation: Situation
 ) -> None:
-    findings = evaluate(_situation(session, book, pod, run, config, manual))
+    findings = evaluate(situation)
     decision = decide(findings)
     if decision is not None and decision.action is Action.STOP:
         order_stop(session, book, pod, decision)

@@ -17,7 +17,7 @@ from governor.domain.errors import Conflict
 from governor.domain.model import BudgetState, Category, ExtensionState, Requester, Severity
 from governor.domain.money import dollars, format_usd
 from governor.services import events
-from governor.services.book import open_book
+from governor.services.book import keep_figures, open_book
 from governor.services.context import GovernorConfig
 from governor.services.ids import new_id
 
@@ -81,6 +81,7 @@ def decide(
     row = repo.get_extension(session, extension_id)
     session.refresh(row)
     book = open_book(session, budget_id, now, config)
+    keep_figures(book)  # heartbeats answer with the new ceiling at once
     evidence = {
         "amount_usd": format_usd(row.amount_usd),
         "note": note,

@@ -22,7 +22,7 @@ from governor.db.tables import EventRow, ExtensionRow, PodRow, StopOrderRow
 from governor.domain.model import BudgetState, Category, ExtensionState, PodState, Severity
 from governor.domain.stop_order import StopState
 from governor.services import telemetry
-from governor.services.book import Book, open_book
+from governor.services.book import Book, open_books
 from governor.services.context import GovernorConfig
 
 Labels = tuple[str, ...]
@@ -49,7 +49,7 @@ POD = ("pod", "budget")
 
 
 def collect(session: Session, config: GovernorConfig, now: datetime) -> list[Family]:
-    books = [open_book(session, b, now, config) for b in repo.budget_ids(session)]
+    books = open_books(session, repo.budget_ids(session), now, config)
     return [
         *_budgets(books),
         _extensions(session, books),
@@ -132,7 +132,9 @@ def _heartbeats(books: Iterable[Book]) -> Family:
         for run in book.runs:
             if run.status.is_live:
                 last = run.last_heartbeat_at or run.created_at
-                family.add((run.id, run.pod_id, run.budget_id), (book.now - last).total_seconds())
+                # a beat that landed after this scrape read its clock is no older than that
+                age = max(0.0, (book.now - last).total_seconds())
+                family.add((run.id, run.pod_id, run.budget_id), age)
     return family
 
 

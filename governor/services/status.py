@@ -30,7 +30,7 @@ from governor.domain.model import (
     Severity,
 )
 from governor.domain.money import ZERO
-from governor.services.book import Book, heard_from, meter, open_book
+from governor.services.book import Book, heard_from, meter, open_books
 from governor.services.context import GovernorConfig
 from governor.services.telemetry import RAW
 
@@ -198,7 +198,8 @@ class Dashboard:
 def dashboard(session: Session, config: GovernorConfig, now: datetime) -> Dashboard:
     """Everything the status page shows, read in one transaction."""
     budgets = tuple(
-        budget_status(session, open_book(session, b, now, config)) for b in repo.budget_ids(session)
+        budget_status(session, book)
+        for book in open_books(session, repo.budget_ids(session), now, config)
     )
     names = {b.id: b.name for b in budgets}
     events = tuple(

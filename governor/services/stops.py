@@ -85,7 +85,7 @@ def _prepare(session: Session, ctx: ServiceContext, budget_id: str) -> list[_Cal
     repo.get_budget(session, budget_id, lock=True)
     now = ctx.clock.now()  # read once the budget is ours, so the record keeps its true order
     calls = []
-    for order in repo.active_stop_orders(session, budget_id):
+    for order in repo.active_stop_orders(session, [budget_id], lock=True):
         if order.next_attempt_at > now:
             continue
         pod = repo.get_pod(session, order.pod_id)
@@ -224,7 +224,7 @@ def _record_outcome(session: Session, call: _Call, result: StopResult, clock: Cl
     order = repo.get_stop_order(session, call.order_id)
     budget = repo.get_budget(session, order.budget_id, lock=True)
     now = clock.now()
-    session.refresh(order)
+    session.refresh(order, with_for_update=True)  # a heartbeat may have taken an ack meanwhile
     pod = repo.get_pod(session, order.pod_id)
     subject = f"pod:{pod.id}"
     evidence = {"stop_order": order.id, "attempts": order.attempts, "detail": result.detail}

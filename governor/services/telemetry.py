@@ -158,31 +158,72 @@ def _note_problems(session: Session, pod: PodRow, reading: Reading, at: datetime
 
 
 def gpu_views(session: Session, pod_id: str, now: datetime, watch: Watch) -> tuple[GpuView, ...]:
-    """What each GPU of the pod has been doing over the idle window, newest sample first."""
-    since = now - timedelta(seconds=watch.idle_window_s + FRESH_FOR_S)
-    rows = session.scalars(
-        select(GpuSampleRow)
+    """What each GPU of the pod has been doing over the idle window."""
+    samples = recent_samples(session, [pod_id], now - lookback(watch))
+    return views(samples.get(pod_id, {}), now, watch)
+
+
+def lookback(watch: Watch) -> timedelta:
+    """How far back the rules look at a GPU: the idle window, and a fresh sample before it."""
+    return timedelta(seconds=watch.idle_window_s + FRESH_FOR_S)
+
+
+Samples = dict[str, list[tuple[datetime, GpuSample]]]  # GPU uuid -> samples, newest first
+
+
+def recent_samples(session: Session, pod_ids: Sequence[str], since: datetime) -> dict[str, Samples]:
+    """The raw samples of every GPU of these pods since `since`, in one query."""
+    found: dict[str, Samples] = defaultdict(lambda: defaultdict(list))
+    if not pod_ids:
+        return found
+    rows = session.execute(
+        select(GpuSampleRow.pod_id, GpuSampleRow.at, *_SAMPLE_COLUMNS)
         .where(
-            GpuSampleRow.pod_id == pod_id, GpuSampleRow.at >= since, GpuSampleRow.resolution == RAW
+            GpuSampleRow.pod_id.in_(pod_ids),
+            GpuSampleRow.at >= since,
+            GpuSampleRow.resolution == RAW,
         )
         .order_by(GpuSampleRow.at.desc(), GpuSampleRow.id.desc())
     ).all()
-    by_gpu: dict[str, list[tuple[datetime, GpuSample]]] = defaultdict(list)
-    for row in rows:
-        by_gpu[row.gpu_uuid].append((row.at, sample_of(row)))
-    views = []
-    for uuid, samples in sorted(by_gpu.items()):
-        latest_at, latest = samples[0]
-        views.append(
+    for pod_id, at, *values in rows:
+        sample = GpuSample(*values, processes=None, clock_event_reasons=None)
+        found[pod_id][sample.uuid].append((at, sample))
+    return found
+
+
+_SAMPLE_COLUMNS = (
+    GpuSampleRow.gpu_uuid,
+    GpuSampleRow.gpu_index,
+    GpuSampleRow.name,
+    GpuSampleRow.utilization_pct,
+    GpuSampleRow.utilization_max_pct,
+    GpuSampleRow.memory_total_bytes,
+    GpuSampleRow.memory_used_bytes,
+    GpuSampleRow.memory_free_bytes,
+    GpuSampleRow.power_w,
+    GpuSampleRow.temperature_c,
+)
+
+
+def views(samples: Samples, now: datetime, watch: Watch) -> tuple[GpuView, ...]:
+    """Each GPU as the rules see it: fresh or not, idle since when, what it holds."""
+    since = now - lookback(watch)
+    found = []
+    for uuid, every in sorted(samples.items()):
+        recent = [(at, sample) for at, sample in every if at >= since]
+        if not recent:
+            continue
+        latest_at, latest = recent[0]
+        found.append(
             GpuView(
                 uuid=uuid,
                 fresh=(now - latest_at).total_seconds() <= FRESH_FOR_S,
-                idle_since=idle_since(samples, watch.idle_util_pct, HELD_MEMORY_BYTES),
+                idle_since=idle_since(recent, watch.idle_util_pct, HELD_MEMORY_BYTES),
                 held_bytes=latest.memory_used_bytes,
                 free_ratio=latest.free_ratio,
             )
         )
-    return tuple(views)
+    return tuple(found)
 
 
 def latest(session: Session, pod_id: str) -> list[tuple[datetime, GpuSample]]:

@@ -5,12 +5,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from governor.db import repository as repo
+from governor.db.engine import read_only
 from governor.db.tables import TokenRow
 from governor.domain.errors import Forbidden, Unauthenticated
 from governor.domain.model import Role
@@ -104,13 +109,56 @@ def adopt(
 
 
 def authenticate(session: Session, token: str | None) -> Principal:
+    return _principal(session, _digest_of(token))
+
+
+def _digest_of(token: str | None) -> str:
     if not token:
         raise Unauthenticated("missing bearer token: send 'Authorization: Bearer <token>'")
-    hashed = digest(token)
+    return digest(token)
+
+
+def _principal(session: Session, hashed: str) -> Principal:
     row = repo.token_by_hash(session, hashed)
     if row is None or not hmac.compare_digest(row.token_hash, hashed):
         raise Unauthenticated("unknown or revoked token")
     return Principal(role=row.role, run_id=row.run_id, budget_id=row.budget_id, pod_id=row.pod_id)
+
+
+class TokenCache:
+    """Whom a token belongs to, remembered for `ttl_s` seconds, for at most `size` tokens.
+
+    Most requests then authenticate without a database round trip. A token taken out of the
+    database keeps working for at most `ttl_s` more seconds on any replica (each replica
+    remembers on its own); the server sets `ttl_s` to one enforcement interval. Unknown
+    tokens are never remembered: each is looked up.
+    """
+
+    def __init__(
+        self,
+        ttl_s: float = 5.0,
+        size: int = 10_000,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._ttl_s, self._size, self._monotonic = ttl_s, size, monotonic
+        self._known: OrderedDict[str, tuple[float, Principal]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def authenticate(self, sessions: sessionmaker[Session], token: str | None) -> Principal:
+        hashed = _digest_of(token)
+        now = self._monotonic()
+        with self._lock:
+            known = self._known.get(hashed)
+            if known is not None and now - known[0] < self._ttl_s:
+                return known[1]
+        with read_only(sessions) as session:
+            principal = _principal(session, hashed)
+        with self._lock:
+            self._known[hashed] = (now, principal)
+            self._known.move_to_end(hashed)
+            while len(self._known) > self._size:
+                self._known.popitem(last=False)
+        return principal
 
 
 def bootstrap_operator(session: Session, configured: str | None, now: datetime) -> str | None:

@@ -19,7 +19,6 @@ from tests.e2e.conftest import (
     create_run,
     declare_budget,
     get_budget,
-    get_pod,
     parse_time,
     register_pod,
     usd,
@@ -51,10 +50,7 @@ def test_time_the_governor_was_down_is_charged_after_restart(start_server: Serve
     with server.client() as operator:
         budget = declare_budget(operator, "1000.00")
         pod = register_pod(operator, budget["id"], "pod-1")
-        wait_for(
-            lambda: get_pod(operator, pod["id"])["accrued_until"] != pod["accrued_until"],
-            "the meter to run",
-        )
+        wait_for(lambda: usd(get_budget(operator, budget["id"])["spent_usd"]) > 0, "spend")
 
     server.kill()
     killed_at = utcnow()
@@ -63,11 +59,7 @@ def test_time_the_governor_was_down_is_charged_after_restart(start_server: Serve
     restarted_at = utcnow()
     assert seconds_between(killed_at, restarted_at) >= DOWNTIME_S
 
-    with server.client() as operator:
-        wait_for(
-            lambda: parse_time(get_pod(operator, pod["id"])["accrued_until"]) >= restarted_at,
-            "the meter to catch up after the restart",
-        )
+    with server.client() as operator:  # spend is the ledger plus what is not yet written to it
         cloud_pod = server.cloud_pod("pod-1")
         asked_at = utcnow()
         spent = usd(get_budget(operator, budget["id"])["spent_usd"])

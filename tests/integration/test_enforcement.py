@@ -48,7 +48,7 @@ def test_ceiling_stop_waits_for_the_checkpoint_then_keeps_the_workspace(gov: Gov
     assert gov.beat(run).action is Action.CONTINUE
     gov.tick(600)  # spent 0.60
     assert gov.beat(run, step=10).action is Action.CONTINUE
-    gov.clock.advance(300)  # spent 0.90, committed 1.01
+    gov.tick(300)  # spent 0.90, committed 1.01: the pass orders the stop
     directive = gov.beat(run, step=15)
     assert (directive.action, directive.reason) == (Action.STOP, Reason.CEILING)
     assert directive.deadline == gov.clock.now() + timedelta(seconds=60)
@@ -83,6 +83,8 @@ def test_a_job_that_ignores_stop_is_stopped_at_the_deadline(gov: Governor) -> No
     pod = gov.pod(budget)
     run = gov.run(budget, pod, grace_s=60, timeout_s=600)
     gov.clock.advance(900)
+    gov.beat(run, step=5)
+    gov.tick()  # the pass orders the stop
     assert gov.beat(run, step=5).action is Action.STOP
     gov.tick(30)
     assert gov.beat(run, step=6).action is Action.STOP  # still running, still told to stop
@@ -120,7 +122,7 @@ def test_pre_stop_checkpoint_is_asked_once_and_cleared_by_a_checkpoint(gov: Gove
     budget = gov.budget(ceiling="1.00")
     pod = gov.pod(budget)
     run = gov.run(budget, pod, grace_s=0, timeout_s=1200)
-    gov.clock.advance(870)  # spent 0.87, committed 0.92
+    gov.tick(870)  # spent 0.87, committed 0.92: the pass asks for a checkpoint
     directive = gov.beat(run, step=50)
     assert (directive.action, directive.reason) == (Action.CHECKPOINT, Reason.PRE_STOP)
     assert gov.beat(run, step=51).action is Action.CHECKPOINT  # until it saves

@@ -31,7 +31,7 @@ def test_a_pending_request_changes_nothing_and_delays_no_stop(gov: Governor) -> 
     run = gov.run(budget, pod, grace_s=0, timeout_s=3600)
     request(gov, budget, "100")
     assert gov.book(budget).figures.effective_ceiling == D("1.00")
-    gov.clock.advance(1000)
+    gov.tick(1000)
     assert (gov.beat(run).action, gov.beat(run).reason) == (Action.STOP, Reason.CEILING)
 
 

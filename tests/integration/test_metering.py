@@ -30,17 +30,35 @@ def test_an_hour_at_the_providers_rate(gov: Governor) -> None:
 
 
 def test_time_the_governor_was_down_is_charged_once(gov: Governor) -> None:
-    budget = gov.budget()
+    budget = gov.budget()  # the clock starts at 12:00
     pod = gov.pod(budget)
     gov.tick(60)
     gov.clock.advance(2 * 3600)  # nobody ran the meter for two hours
     gov.tick()
     gov.tick()  # the same instant again adds nothing
-    assert ledger_total(gov, pod) == D("3.60") * 2 + D("0.06")
+    assert gov.book(budget).figures.spent == D("3.60") * 2 + D("0.06")
+    # The ledger holds the hours that have ended, one entry each: 12:00-13:00, 13:00-14:00.
+    assert ledger_total(gov, pod) == D("3.60") * 2
     with gov.session() as s:
         entries = s.scalars(select(LedgerEntryRow).order_by(LedgerEntryRow.id)).all()
+        assert repo.get_pod(s, pod).recorded_usd == D("7.20")
+        assert repo.get_budget(s, budget).recorded_usd == D("7.20")
     assert [e.kind for e in entries] == [EntryKind.ACCRUAL, EntryKind.ACCRUAL]
     assert entries[0].period_end == entries[1].period_start  # contiguous, no gap, no overlap
+    assert [e.period_start.hour for e in entries] == [12, 13]
+
+
+def test_a_pass_between_hours_writes_nothing_and_the_ledger_grows_by_the_hour(
+    gov: Governor,
+) -> None:
+    budget = gov.budget()
+    pod = gov.pod(budget, storage_gb=730, storage="0.10")
+    for _ in range(3 * 60):  # three hours of passes, one a minute
+        gov.tick(60)
+    with gov.session() as s:
+        count = s.scalar(select(func.count()).select_from(LedgerEntryRow))
+    assert count == 3 * 2  # one compute and one storage entry per hour, not per pass
+    assert ledger_total(gov, pod) == gov.book(budget).figures.spent == D("3.70") * 3
 
 
 def test_storage_keeps_billing_after_a_stop_at_the_stopped_rate(gov: Governor) -> None:
@@ -54,8 +72,9 @@ def test_storage_keeps_billing_after_a_stop_at_the_stopped_rate(gov: Governor) -
     gov.tick(30)  # the fake cloud's stop latency
     stopped_at = gov.clock.now()
     spent_at_stop = ledger_total(gov, pod)
+    assert gov.book(budget).figures.spent == spent_at_stop  # the stop wrote the meter up to it
     gov.tick(3600)  # stopped for an hour: storage only, at $0.20/GB-month
-    assert ledger_total(gov, pod) - spent_at_stop == D("0.20")
+    assert gov.book(budget).figures.spent - spent_at_stop == D("0.20")
     with gov.session() as s:
         since_stop = select(LedgerEntryRow.charge).where(LedgerEntryRow.period_start >= stopped_at)
         assert set(s.scalars(since_stop)) == {ChargeKind.STORAGE}
@@ -79,8 +98,7 @@ def test_the_meter_waits_while_a_budget_is_being_read(gov: Governor) -> None:
     def meter() -> None:
         reading.wait()
         with gov.session() as s:
-            repo.get_budget(s, budget, lock=True)
-            metering.accrue_budget(s, budget, gov.clock.now())
+            metering.accrue_budgets(s, [budget], gov.clock.now())
         metered.set()
 
     writer = threading.Thread(target=meter)

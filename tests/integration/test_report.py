@@ -8,7 +8,7 @@ from decimal import Decimal
 
 from governor.api.report_markdown import render
 from governor.api.schemas import PlanIn
-from governor.db.tables import LedgerEntryRow
+from governor.db import repository as repo
 from governor.domain.model import (
     Category,
     ChargeKind,
@@ -21,7 +21,7 @@ from governor.domain.model import (
     Severity,
 )
 from governor.domain.money import ZERO
-from governor.services import admission, checkins, events, extensions, pods, report
+from governor.services import admission, checkins, events, extensions, metering, pods, report
 from tests.integration.conftest import Governor, gpu_sample
 from tests.plans import variant
 
@@ -119,19 +119,9 @@ def test_true_ups_and_adjustments_are_lines_of_their_own(gov: Governor) -> None:
     pod = gov.pod(budget)
     now = gov.clock.now()
     with gov.session() as s:
+        row = repo.get_pod(s, pod)
         for kind, amount in ((EntryKind.TRUE_UP, "0.50"), (EntryKind.ADJUSTMENT, "1.25")):
-            s.add(
-                LedgerEntryRow(
-                    budget_id=budget,
-                    pod_id=pod,
-                    kind=kind,
-                    charge=ChargeKind.COMPUTE,
-                    amount_usd=D(amount),
-                    period_start=now,
-                    period_end=now,
-                    created_at=now,
-                )
-            )
+            metering.post(s, row, kind, ChargeKind.COMPUTE, D(amount), (now, now), now)
     r = build(gov, budget)
     assert (r.by_phase["true_up"], r.by_phase["adjustment"]) == (D("0.50"), D("1.25"))
     assert sum(r.by_phase.values()) == r.book.figures.spent == D("1.75")

@@ -124,6 +124,8 @@ def test_a_deadlocked_job_is_warned_then_stopped_with_its_workspace(gov: Governo
     for _ in range(80):  # 10 s polls: training is over, the merge deadlocked
         gov.clock.advance(10)
         gov.report(pod, gpu_sample(util=0, used_gib=19.5))
+        gov.beat(run, step=100)
+        gov.tick()  # the enforcement pass
         directive = gov.beat(run, step=100)
         if directive.action is Action.STOP:
             break

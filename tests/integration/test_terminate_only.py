@@ -34,8 +34,8 @@ class Lambda:
 
     def register(self, ref: str, filesystem: str | None = "ckpts") -> str:
         registration = pods.Registration("lambda", ref, persistent_filesystem=filesystem)
+        budget = self.gov.budget("1000")
         with self.gov.session() as s:
-            budget = self.gov.budget("1000")
             return pods.register(s, self.gov.ctx, budget, registration, self.gov.clock.now()).id
 
     def stop_with_ack(self, pod_id: str, checkpoint: str | None) -> None:

@@ -28,11 +28,11 @@ def declare(body: BudgetIn, _: Operator, ctx: Context, tx: Tx, now: Now) -> Budg
 
 @router.get("")
 def list_budgets(_: Viewer, ctx: Context, tx: Tx, now: Now) -> list[BudgetOut]:
-    with tx() as session:
+    with tx.read() as session:
         return [views.budget(b) for b in budgets.books(session, ctx.config, now)]
 
 
 @router.get("/{budget_id}")
 def get_budget(budget_id: str, _: Viewer, ctx: Context, tx: Tx, now: Now) -> BudgetOut:
-    with tx() as session:
+    with tx.read() as session:
         return views.budget(budgets.book(session, ctx.config, budget_id, now))

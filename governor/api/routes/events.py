@@ -28,7 +28,7 @@ def list_events(
     """The event log, newest first. `since` without a zone is taken as UTC."""
     if since is not None and since.tzinfo is None:
         since = since.replace(tzinfo=UTC)
-    with tx() as session:
+    with tx.read() as session:
         rows = repo.events(
             session,
             budget_id=budget_id,

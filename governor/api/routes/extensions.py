@@ -33,7 +33,7 @@ def list_extensions(
     budget_id: str | None = None,
     state: Annotated[ExtensionState | None, Query()] = None,
 ) -> list[ExtensionOut]:
-    with tx() as session:
+    with tx.read() as session:
         return [
             views.extension(r) for r in repo.extensions(session, budget_id=budget_id, state=state)
         ]

@@ -23,7 +23,7 @@ Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 @router.get("/metrics", response_class=Response)
 def scrape(ctx: Context, tx: Tx, now: Now, credentials: Credentials) -> Response:
     """Budgets, pods, runs, stop orders, events and GPUs, for Prometheus to scrape."""
-    with tx() as session:
+    with tx.read() as session:
         if ctx.config.metrics_require_token:
             token = credentials.credentials if credentials else None
             tokens.authenticate(session, token).require(Role.OPERATOR, Role.VIEWER)

@@ -24,5 +24,5 @@ def check(
 @router.get("")
 def history(budget_id: str, _: Viewer, tx: Tx) -> list[PlanCheckOut]:
     """Every verdict given on the budget's plans, oldest first."""
-    with tx() as session:
+    with tx.read() as session:
         return [views.plan_check(r) for r in admission.history(session, budget_id)]

@@ -22,7 +22,7 @@ def register(budget_id: str, body: PodIn, _: Operator, ctx: Context, tx: Tx, now
 
 @router.get("/v1/pods/{pod_id}")
 def get_pod(pod_id: str, _: Viewer, ctx: Context, tx: Tx, now: Now) -> PodOut:
-    with tx() as session:
+    with tx.read() as session:
         row = repo.get_pod(session, pod_id)
         book = budgets.book(session, ctx.config, row.budget_id, now)
         return views.pod(session, row, book, repo.latest_stop_order(session, row.id))

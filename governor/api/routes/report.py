@@ -28,7 +28,7 @@ def get_report(
     """The run record: spend by pod and by phase, stops and why, failures by category,
     extensions, measured peaks next to the preflight verdicts, and every decision with its
     evidence. `?format=md` gives it as Markdown."""
-    with tx() as session:
+    with tx.read() as session:
         built = run_report.build(session, ctx.config, budget_id, now)
         if fmt == "md":
             return Response(render(built), media_type="text/markdown; charset=utf-8")

@@ -31,7 +31,7 @@ def create(budget_id: str, body: RunIn, _: Operator, tx: Tx, now: Now) -> RunCre
 
 @router.get("/v1/runs/{run_id}")
 def get_run(run_id: str, _: Viewer, tx: Tx) -> RunOut:
-    with tx() as session:
+    with tx.read() as session:
         return views.run(session, repo.get_run(session, run_id))
 
 
@@ -60,7 +60,7 @@ def heartbeat(
         reason=directive.reason,
         message=directive.message,
         deadline=directive.deadline,
-        budget=views.brief(directive.figures),
+        budget=views.brief(directive.figures, directive.figures_at),
         next_heartbeat_s=directive.next_heartbeat_s,
     )
 

@@ -180,5 +180,5 @@ class StatusOut(Out):
 @router.get("/v1/status")
 def get_status(_: Viewer, ctx: Context, tx: Tx, now: Now) -> StatusOut:
     """Everything the /status page shows, as one JSON document."""
-    with tx() as session:
+    with tx.read() as session:
         return StatusOut.model_validate(status.dashboard(session, ctx.config, now))

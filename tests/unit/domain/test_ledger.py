@@ -32,9 +32,13 @@ def pod(state: PodState = PodState.RUNNING, **kw: object) -> PodMeter:
 
 
 def terms(
-    ceiling: str = "100", extensions: str = "0", reserve: str = "0", tail: str = "0"
+    ceiling: str = "100",
+    extensions: str = "0",
+    reserve: str = "0",
+    tail: str = "0",
+    recorded: str = "0",
 ) -> BudgetTerms:
-    return BudgetTerms(D(ceiling), D(extensions), D(reserve), D(tail))
+    return BudgetTerms(D(ceiling), D(extensions), D(reserve), D(tail), D(recorded))
 
 
 @pytest.mark.parametrize(
@@ -67,6 +71,18 @@ def test_accrual_runs_from_the_last_accrued_instant_so_downtime_is_charged() -> 
     assert (charge.start, charge.end, charge.amount) == (T0, down_for_an_hour, D("3.60"))
 
 
+def test_accrual_is_cut_at_every_utc_hour_so_no_entry_spans_two_hours_or_two_days() -> None:
+    start = datetime(2026, 1, 1, 22, 40, tzinfo=UTC)
+    meter = pod(storage_gb=D(0), accrued_until=start)
+    charges = accrue(meter, datetime(2026, 1, 2, 0, 15, tzinfo=UTC))
+    assert [(c.start.strftime("%d %H:%M"), c.end.strftime("%d %H:%M")) for c in charges] == [
+        ("01 22:40", "01 23:00"),
+        ("01 23:00", "02 00:00"),
+        ("02 00:00", "02 00:15"),
+    ]
+    assert [c.amount for c in charges] == [D("1.20"), D("3.60"), D("0.90")]
+
+
 def test_nothing_accrues_twice_for_the_same_instant() -> None:
     meter = pod(accrued_until=T0 + timedelta(minutes=5))
     assert accrue(meter, T0 + timedelta(minutes=5)) == []
@@ -88,42 +104,42 @@ def test_committed_is_spent_plus_shutdown_plus_tail_plus_reserve(
 ) -> None:
     gigabytes = D(100) if case == "tail" else D(0)
     meter = pod(storage_gb=gigabytes, storage_usd_per_gb_month=D(0))
-    position = PodPosition(meter, D("3.60"), 300.0)
-    f = figures(terms(**kw), [position], T0, reaction_s=20.0)
+    position = PodPosition(meter, 300.0)
+    f = figures(terms(**kw, recorded="3.60"), [position], T0, reaction_s=20.0)
     assert f.spent == D(spent)
     assert f.committed == D(committed)
 
 
 def test_figures_include_what_has_not_been_accrued_yet() -> None:
     meter = pod(storage_gb=D(0), accrued_until=T0)
-    f = figures(terms(), [PodPosition(meter, D("1.00"), 0.0)], T0 + timedelta(minutes=10), 0.0)
+    f = figures(terms(recorded="1.00"), [PodPosition(meter, 0.0)], T0 + timedelta(minutes=10), 0.0)
     assert f.spent == D("1.60")
 
 
 def test_effective_ceiling_adds_approved_extensions_and_remaining_uses_committed() -> None:
     meter = pod(storage_gb=D(0))
-    f = figures(terms("100", extensions="50"), [PodPosition(meter, D(40), 0.0)], T0, 0.0)
+    f = figures(terms("100", extensions="50", recorded="40"), [PodPosition(meter, 0.0)], T0, 0.0)
     assert f.effective_ceiling == D(150)
     assert f.remaining == D(150) - f.committed
 
 
 def test_projected_exhaustion_follows_the_burn_rate() -> None:
     meter = pod(hourly_rate=D(10), storage_gb=D(0), stop_latency_s=0.0)
-    f = figures(terms("100"), [PodPosition(meter, D(40), 0.0)], T0, 0.0)
+    f = figures(terms("100", recorded="40"), [PodPosition(meter, 0.0)], T0, 0.0)
     assert f.burn_per_hour == D(10)
     assert f.projected_exhaustion_at == T0 + timedelta(hours=6)
 
 
 def test_no_exhaustion_without_burn() -> None:
-    f = figures(terms(), [PodPosition(pod(PodState.GONE), D(5), 0.0)], T0, 0.0)
+    f = figures(terms(recorded="5"), [PodPosition(pod(PodState.GONE), 0.0)], T0, 0.0)
     assert f.burn_per_hour == 0
     assert f.projected_exhaustion_at is None
 
 
 def test_a_stopped_pod_adds_no_shutdown_cost() -> None:
-    running = figures(terms(), [PodPosition(pod(storage_gb=D(0)), D(1), 300.0)], T0, 0.0)
+    running = figures(terms(recorded="1"), [PodPosition(pod(storage_gb=D(0)), 300.0)], T0, 0.0)
     stopped = figures(
-        terms(), [PodPosition(pod(PodState.STOPPED, storage_gb=D(0)), D(1), 300.0)], T0, 0.0
+        terms(recorded="1"), [PodPosition(pod(PodState.STOPPED, storage_gb=D(0)), 300.0)], T0, 0.0
     )
     assert running.committed > running.spent
     assert stopped.committed == stopped.spent
@@ -139,6 +155,6 @@ def test_a_stopped_pod_adds_no_shutdown_cost() -> None:
 )
 def test_forecast_at_completion(steps_left: int, steps_per_s: float, expected: str | None) -> None:
     meter = pod(hourly_rate=D(10), storage_gb=D(0), stop_latency_s=0.0)
-    f = figures(terms(), [PodPosition(meter, D("3.60"), 0.0)], T0, 0.0)
+    f = figures(terms(recorded="3.60"), [PodPosition(meter, 0.0)], T0, 0.0)
     result = forecast_at_completion(f, steps_left, steps_per_s)
     assert result == (None if expected is None else D(expected))

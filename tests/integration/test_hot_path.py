@@ -1,0 +1,168 @@
+"""The hot path: a heartbeat's work does not grow with its budget, counted in SQL statements."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import event, select
+
+from governor.db import repository as repo
+from governor.db import schema
+from governor.db.engine import read_only
+from governor.db.tables import TokenRow
+from governor.domain.errors import Unauthenticated
+from governor.domain.model import Action, Role, RunStatus
+from governor.services import pods as pod_service
+from governor.services import tokens
+from governor.services.checkins import Checkpoint
+from governor.services.tokens import TokenCache
+from tests.clock import FrozenClock
+from tests.integration.conftest import Governor, make_governor
+
+
+@contextmanager
+def counted(gov: Governor) -> Iterator[list[str]]:
+    """Every SQL statement the engine sends while the block runs."""
+    statements: list[str] = []
+
+    def note(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        statements.append(statement)
+
+    event.listen(gov.ctx.engine, "before_cursor_execute", note)
+    try:
+        yield statements
+    finally:
+        event.remove(gov.ctx.engine, "before_cursor_execute", note)
+
+
+def fleet(gov: Governor, pods: int) -> list[str]:
+    """A budget with `pods` running pods, a run on each; returns the run ids."""
+    budget = gov.budget("1000000")
+    runs = [gov.run(budget, gov.pod(budget, ref=f"pod-{pods}-{n}")) for n in range(pods)]
+    gov.tick()  # the enforcement pass keeps the figures the heartbeats answer with
+    for run in runs[:2]:
+        gov.beat(run)
+    return runs
+
+
+def beat_statements(gov: Governor, run: str, **beat: Any) -> list[str]:
+    with counted(gov) as statements:
+        gov.beat(run, **beat)
+    return statements
+
+
+def test_a_heartbeat_costs_the_same_in_a_budget_of_one_pod_or_a_hundred(gov: Governor) -> None:
+    small, large = fleet(gov, 1)[0], fleet(gov, 100)[0]
+    one = beat_statements(gov, small, step=2)
+    hundred = beat_statements(gov, large, step=2)
+    assert len(one) == len(hundred) <= 6, hundred
+    assert one == hundred  # the very same statements, whatever the budget holds
+
+
+def test_taking_a_stop_acknowledgement_costs_the_same_too(gov: Governor) -> None:
+    counts = []
+    for pods in (1, 100):
+        run = fleet(gov, pods)[0]
+        with gov.session() as s:
+            pod_id = repo.get_run(s, run).pod_id
+        with gov.session() as s:
+            pod_service.stop_manually(s, gov.ctx, pod_id, "end of day", gov.clock.now())
+        assert gov.beat(run).action is Action.STOP
+        ack = beat_statements(
+            gov, run, step=3, status=RunStatus.STOPPING, checkpoint=Checkpoint(3, "/ws/c3")
+        )
+        counts.append(len(ack))
+    assert counts[0] == counts[1], counts
+
+
+def test_the_figures_answered_are_the_latest_passs(gov: Governor) -> None:
+    [run] = fleet(gov, 1)
+    gov.tick(600)
+    directive = gov.beat(run, step=5)
+    book = gov.book(repo_budget(gov, run))
+    assert directive.figures_at == gov.clock.now()
+    assert directive.figures.spent == book.figures.spent
+    gov.clock.advance(60)  # no pass since: the answer says how old its figures are
+    later = gov.beat(run, step=6)
+    assert later.figures_at == directive.figures_at
+    assert later.figures.spent == directive.figures.spent
+
+
+def repo_budget(gov: Governor, run: str) -> str:
+    with gov.session() as s:
+        return repo.get_run(s, run).budget_id
+
+
+@pytest.fixture
+def sqlite_gov(tmp_path: Path, clock: FrozenClock) -> Iterator[Governor]:
+    """SQLite alone: PostgreSQL orders writers with row locks, with no turn to take."""
+    url = f"sqlite:///{tmp_path / 'governor.db'}"
+    schema.upgrade(url)
+    gov = make_governor(url, clock)
+    yield gov
+    gov.ctx.engine.dispose()
+
+
+def test_sqlite_writers_take_turns_and_readers_never_wait(sqlite_gov: Governor) -> None:
+    gov = sqlite_gov
+    budget = gov.budget()
+    holding, release = threading.Event(), threading.Event()
+
+    def writer() -> None:
+        with gov.session() as s:
+            repo.get_budget(s, budget).name = "renamed"
+            holding.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert holding.wait(30)
+        with read_only(gov.ctx.sessions) as s:  # a reader is not held up by the writer
+            assert repo.get_budget(s, budget).name == "pilot"
+    finally:
+        release.set()
+        thread.join(30)
+    with read_only(gov.ctx.sessions) as s:
+        assert repo.get_budget(s, budget).name == "renamed"
+    nested = pytest.raises(RuntimeError, match="already has a unit of work open")
+    with gov.session(), nested, gov.session():  # it would wait for itself: it is refused
+        pass
+
+
+def test_a_cached_token_stops_working_within_its_ttl_once_removed(gov: Governor) -> None:
+    with gov.session() as s:
+        token = tokens.issue(s, Role.VIEWER, gov.clock.now(), label="dashboard")
+    now = [0.0]
+    cache = TokenCache(ttl_s=5.0, monotonic=lambda: now[0])
+    assert cache.authenticate(gov.ctx.sessions, token).role is Role.VIEWER
+    with gov.session() as s:
+        s.delete(s.scalars(select(TokenRow).where(TokenRow.label == "dashboard")).one())
+    with counted(gov) as statements:
+        assert cache.authenticate(gov.ctx.sessions, token).role is Role.VIEWER
+    assert statements == []  # remembered: no round trip
+    now[0] = 5.0
+    with pytest.raises(Unauthenticated):
+        cache.authenticate(gov.ctx.sessions, token)
+
+
+def test_the_cache_is_bounded_and_never_remembers_a_stranger(gov: Governor) -> None:
+    with gov.session() as s:
+        issued = [tokens.issue(s, Role.VIEWER, gov.clock.now()) for _ in range(3)]
+    cache = TokenCache(ttl_s=60.0, size=2)
+    for token in issued:
+        cache.authenticate(gov.ctx.sessions, token)
+    with counted(gov) as statements:
+        cache.authenticate(gov.ctx.sessions, issued[2])  # the newest two are remembered
+    assert statements == []
+    with counted(gov) as statements:
+        cache.authenticate(gov.ctx.sessions, issued[0])  # the oldest was let go
+    assert statements != []
+    for _ in range(2):
+        with pytest.raises(Unauthenticated):
+            cache.authenticate(gov.ctx.sessions, "gov_view_nobody")
