@@ -5,6 +5,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timedelta
+from decimal import Decimal
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -14,15 +17,17 @@ from sqlalchemy import event, select
 from governor.db import repository as repo
 from governor.db import schema
 from governor.db.engine import read_only
-from governor.db.tables import TokenRow
+from governor.db.tables import LedgerEntryRow, TokenRow
 from governor.domain.errors import Unauthenticated
 from governor.domain.model import Action, Role, RunStatus
+from governor.services import metering, tokens
 from governor.services import pods as pod_service
-from governor.services import tokens
 from governor.services.checkins import Checkpoint
 from governor.services.tokens import TokenCache
 from tests.clock import FrozenClock
 from tests.integration.conftest import Governor, make_governor
+
+D = Decimal
 
 
 @contextmanager
@@ -166,3 +171,40 @@ def test_the_cache_is_bounded_and_never_remembers_a_stranger(gov: Governor) -> N
     for _ in range(2):
         with pytest.raises(Unauthenticated):
             cache.authenticate(gov.ctx.sessions, "gov_view_nobody")
+
+
+def test_concurrent_meters_charge_each_second_once(gov: Governor) -> None:
+    """Writers of a budget's ledger take its lock, so its running totals never double-count."""
+    budget = gov.budget("1000000")
+    pod = gov.pod(budget)
+    start = gov.clock.now()
+    marks = [start + timedelta(minutes=m) for m in (50, 10, 40, 20, 60, 30, 70, 5)]
+    # On PostgreSQL every meter starts at once; SQLite's writers take turns, so none waits.
+    sqlite = gov.ctx.engine.dialect.name == "sqlite"
+    barrier = threading.Barrier(1 if sqlite else len(marks))
+    failures: list[BaseException] = []
+
+    def meter(until: datetime) -> None:
+        try:
+            with gov.session() as s:
+                barrier.wait(30)
+                metering.accrue_budgets(s, [budget], until)
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=meter, args=(m,)) for m in marks]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert failures == []
+    with read_only(gov.ctx.sessions) as s:
+        entries = s.execute(
+            select(
+                LedgerEntryRow.period_start, LedgerEntryRow.period_end, LedgerEntryRow.amount_usd
+            ).order_by(LedgerEntryRow.period_start, LedgerEntryRow.id)
+        ).all()
+        recorded = (repo.get_pod(s, pod).recorded_usd, repo.get_budget(s, budget).recorded_usd)
+    assert sum(amount for _, _, amount in entries) == recorded[0] == recorded[1] == D("4.20")
+    for (_, end, _), (start, _, _) in pairwise(entries):
+        assert end <= start, "two meters charged the same time"
