@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
@@ -97,6 +98,18 @@ def get_pod(session: Session, pod_id: str) -> PodRow:
 def get_run(session: Session, run_id: str) -> RunRow:
     row: RunRow = _get(session, RunRow, run_id, "run")
     return row
+
+
+def run_with(session: Session, run_id: str, *budget_columns: Any) -> tuple[RunRow, Any]:
+    """The run, and these columns of its budget, in one round trip."""
+    row = session.execute(
+        select(RunRow, *budget_columns)
+        .join(BudgetRow, BudgetRow.id == RunRow.budget_id)
+        .where(RunRow.id == run_id)
+    ).one_or_none()
+    if row is None:
+        raise NotFound(f"no run {run_id!r}")
+    return row[0], row
 
 
 def get_extension(session: Session, extension_id: str) -> ExtensionRow:

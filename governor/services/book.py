@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -168,22 +169,27 @@ def _grouped(
     return pods, runs, orders
 
 
-def figures_of(budget: BudgetRow) -> Figures | None:
-    """The figures the latest enforcement pass kept on the budget, or None before any pass."""
-    if (
-        budget.figures_spent_usd is None
-        or budget.figures_committed_usd is None
-        or budget.figures_ceiling_usd is None
-        or budget.figures_burn_usd_per_hour is None
-    ):
-        return None
-    return Figures(
-        budget.figures_spent_usd,
-        budget.figures_committed_usd,
-        budget.figures_ceiling_usd,
-        budget.figures_burn_usd_per_hour,
-        None,
+KEPT_FIGURES = (
+    BudgetRow.figures_at,
+    BudgetRow.figures_spent_usd,
+    BudgetRow.figures_committed_usd,
+    BudgetRow.figures_ceiling_usd,
+    BudgetRow.figures_burn_usd_per_hour,
+)
+
+
+def figures_of(kept: Any) -> Figures | None:
+    """The figures the latest enforcement pass kept on a budget (a budget row, or a row of
+    KEPT_FIGURES), or None before any pass."""
+    values = (
+        kept.figures_spent_usd,
+        kept.figures_committed_usd,
+        kept.figures_ceiling_usd,
+        kept.figures_burn_usd_per_hour,
     )
+    if any(v is None for v in values):
+        return None
+    return Figures(*values, projected_exhaustion_at=None)
 
 
 def keep_figures(book: Book) -> None:

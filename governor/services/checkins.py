@@ -9,13 +9,13 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
-from governor.db.tables import BudgetRow, RunPhaseRow, RunRow, StopOrderRow
+from governor.db.tables import RunPhaseRow, RunRow, StopOrderRow
 from governor.domain.ledger import Figures
 from governor.domain.model import Action, Category, Phase, Reason, RunStatus, Severity
 from governor.domain.policy import next_heartbeat_s
 from governor.domain.stop_order import ACTIVE_STATES, StopState, after_ack, after_delivery
 from governor.services import events
-from governor.services.book import figures_of, open_book
+from governor.services.book import KEPT_FIGURES, figures_of, open_book
 from governor.services.context import GovernorConfig
 
 
@@ -54,7 +54,7 @@ def heartbeat(
     (locked alone, to take an acknowledgement), and the figures the latest enforcement pass
     kept on the budget. Deciding stays with that pass, whose reaction time the committed
     spend already covers."""
-    run = repo.get_run(session, run_id)
+    run, kept = repo.run_with(session, run_id, *KEPT_FIGURES)
     _record(session, run, beat, now)
     deadline = None
     if run.directive is Action.STOP:
@@ -62,11 +62,10 @@ def heartbeat(
         if order is not None and order.state in ACTIVE_STATES:
             _advance_order(session, run, order, beat, now)
         deadline = None if order is None else order.deadline
-    budget = session.get_one(BudgetRow, run.budget_id)
-    figures = figures_of(budget)
-    age_s = 0.0 if budget.figures_at is None else (now - budget.figures_at).total_seconds()
+    figures = figures_of(kept)
+    age_s = 0.0 if kept.figures_at is None else (now - kept.figures_at).total_seconds()
     if figures is None:  # no pass has looked at this budget yet
-        figures = open_book(session, budget.id, now, config).figures
+        figures = open_book(session, run.budget_id, now, config).figures
     to_ceiling = figures.seconds_to_ceiling()
     return Directive(
         action=run.directive,
@@ -74,7 +73,7 @@ def heartbeat(
         message=run.directive_message,
         deadline=deadline,
         figures=figures,
-        figures_at=budget.figures_at or now,
+        figures_at=kept.figures_at or now,
         next_heartbeat_s=next_heartbeat_s(
             run.heartbeat_timeout_s, None if to_ceiling is None else max(0.0, to_ceiling - age_s)
         ),
