@@ -65,19 +65,18 @@ def run_view(run: RunRow) -> RunView:
     )
 
 
-def grace_s(runs: list[RunRow], pod_id: str, now: datetime) -> float:
-    """How long a stop waits for the pod's jobs to save: the longest grace of a live job."""
-    graces = [r.checkpoint_grace_s for r in runs if r.pod_id == pod_id and heard_from(r, now)]
-    return max(graces, default=0.0)
+def grace_s(runs_on_pod: Sequence[RunRow], now: datetime) -> float:
+    """How long a stop waits for a pod's jobs to save: the longest grace of a live job."""
+    return max((r.checkpoint_grace_s for r in runs_on_pod if heard_from(r, now)), default=0.0)
 
 
 def _grace_left_s(
-    runs: list[RunRow], pod: PodRow, orders: dict[str, StopOrderRow], now: datetime
+    runs_on_pod: Sequence[RunRow], pod: PodRow, orders: dict[str, StopOrderRow], now: datetime
 ) -> float:
     """How much of a checkpoint grace a pod may still spend before its stop is sent."""
     order = orders.get(pod.id)
     if order is None:
-        return grace_s(runs, pod.id, now)
+        return grace_s(runs_on_pod, now)
     if order.state.waits_for_job:
         return max(0.0, (order.deadline - now).total_seconds())
     return 0.0
@@ -92,14 +91,24 @@ class Book:
     figures: Figures
     now: datetime
 
+    def __post_init__(self) -> None:
+        self._runs_on = by_pod(self.runs)
+
     def runs_on(self, pod_id: str) -> list[RunRow]:
-        return [r for r in self.runs if r.pod_id == pod_id]
+        return self._runs_on.get(pod_id, [])
 
     def grace_s(self, pod_id: str) -> float:
-        return grace_s(self.runs, pod_id, self.now)
+        return grace_s(self.runs_on(pod_id), self.now)
 
     def spent_on(self, pod: PodRow) -> Decimal:
         return pod.recorded_usd + unaccrued(meter(pod), self.now)
+
+
+def by_pod(runs: Sequence[RunRow]) -> dict[str, list[RunRow]]:
+    grouped: dict[str, list[RunRow]] = defaultdict(list)
+    for run in runs:
+        grouped[run.pod_id].append(run)
+    return grouped
 
 
 def open_book(
@@ -143,8 +152,9 @@ def open_books(
             storage_tail_hours=Decimal(str(budget.storage_tail_hours)),
             recorded=budget.recorded_usd,
         )
+        on_pod = by_pod(runs)
         positions = [
-            PodPosition(meter(p), _grace_left_s(runs, p, orders, now))
+            PodPosition(meter(p), _grace_left_s(on_pod.get(p.id, []), p, orders, now))
             for p in pods
             if p.state is not PodState.GONE
         ]
