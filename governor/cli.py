@@ -64,7 +64,14 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"GPU telemetry: {_describe_gpus(ctx)}")
     sys.stdout.flush()
     app = create_app(settings, ctx)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=settings.log_level, workers=1)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=settings.log_level,
+        access_log=settings.access_log,
+        workers=1,
+    )
     close_context(ctx)
     return 0
 

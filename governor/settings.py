@@ -105,6 +105,11 @@ class Settings(ProviderSettings, BaseSettings):
         None, description="Read a scripted fake GPU driver instead of NVML (e.g. 'deadlock')."
     )
     log_level: str = Field("info", description="debug, info, warning or error.")
+    access_log: bool = Field(
+        False,
+        description="Log every HTTP request (a line per heartbeat: off by default at fleet "
+        "scale; /metrics counts what matters).",
+    )
     metrics_require_token: bool = Field(
         False, description="Serve /metrics to viewer and operator tokens only (open otherwise)."
     )

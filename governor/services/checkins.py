@@ -6,9 +6,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.orm import Session
+from sqlalchemy import update
+from sqlalchemy.orm import Session, sessionmaker
 
 from governor.db import repository as repo
+from governor.db.engine import read_only, unit_of_work
 from governor.db.tables import RunPhaseRow, RunRow, StopOrderRow
 from governor.domain.ledger import Figures
 from governor.domain.model import Action, Category, Phase, Reason, RunStatus, Severity
@@ -46,22 +48,76 @@ class Directive:
     next_heartbeat_s: float
 
 
+def check_in(
+    sessions: sessionmaker[Session],
+    config: GovernorConfig,
+    run_id: str,
+    beat: Heartbeat,
+    now: datetime,
+) -> Directive:
+    """Take a job's heartbeat: its cost does not depend on the size of the budget.
+
+    A plain beat (progress, phase and metrics as before; no checkpoint, no new status, no
+    stop under way) reads the run and the figures the latest enforcement pass kept on its
+    budget, then writes the run's own columns in one short statement: where the database has
+    a single writer, the writer's turn is held for that statement alone. Any other beat takes
+    the full path, `heartbeat`. Deciding stays with the enforcement pass, whose reaction time
+    the committed spend already covers.
+    """
+    with read_only(sessions) as session:
+        run, kept = repo.run_with(session, run_id, *KEPT_FIGURES)
+        if not _plain(run, beat):
+            plain = None
+        else:
+            plain = _directive(session, config, run, kept, None, now)
+            changes = _changes(run, beat, now)
+    if plain is None:
+        with unit_of_work(sessions) as session:
+            return heartbeat(session, config, run_id, beat, now)
+    with unit_of_work(sessions) as session:
+        session.execute(
+            update(RunRow)
+            .where(RunRow.id == run_id)
+            .values(changes)
+            .execution_options(synchronize_session=False)
+        )
+    return plain
+
+
 def heartbeat(
     session: Session, config: GovernorConfig, run_id: str, beat: Heartbeat, now: datetime
 ) -> Directive:
-    """Record the beat and answer with the run's directive. Its cost does not depend on the
-    size of the budget: the run's own row, its pod's stop order when it has been told to stop
-    (locked alone, to take an acknowledgement), and the figures the latest enforcement pass
-    kept on the budget. Deciding stays with that pass, whose reaction time the committed
-    spend already covers."""
+    """Record any beat and answer with the run's directive, in the caller's transaction: the
+    run's own row, its pod's stop order when it has been told to stop (locked alone, to take
+    an acknowledgement), and the figures the latest enforcement pass kept on the budget."""
     run, kept = repo.run_with(session, run_id, *KEPT_FIGURES)
     _record(session, run, beat, now)
-    deadline = None
+    order = None
     if run.directive is Action.STOP:
         order = repo.latest_stop_order(session, run.pod_id, lock=True)
         if order is not None and order.state in ACTIVE_STATES:
             _advance_order(session, run, order, beat, now)
-        deadline = None if order is None else order.deadline
+    return _directive(session, config, run, kept, order, now)
+
+
+def _plain(run: RunRow, beat: Heartbeat) -> bool:
+    """A beat that changes nothing but the run's own progress columns."""
+    return (
+        beat.checkpoint is None
+        and beat.status is run.status
+        and beat.phase in (None, run.phase)
+        and run.directive is not Action.STOP
+    )
+
+
+def _directive(
+    session: Session,
+    config: GovernorConfig,
+    run: RunRow,
+    kept: Any,
+    order: StopOrderRow | None,
+    now: datetime,
+) -> Directive:
     figures = figures_of(kept)
     age_s = 0.0 if kept.figures_at is None else (now - kept.figures_at).total_seconds()
     if figures is None:  # no pass has looked at this budget yet
@@ -71,7 +127,7 @@ def heartbeat(
         action=run.directive,
         reason=run.directive_reason,
         message=run.directive_message,
-        deadline=deadline,
+        deadline=None if order is None else order.deadline,
         figures=figures,
         figures_at=kept.figures_at or now,
         next_heartbeat_s=next_heartbeat_s(
@@ -80,20 +136,27 @@ def heartbeat(
     )
 
 
-def _record(session: Session, run: RunRow, beat: Heartbeat, now: datetime) -> None:
-    run.last_heartbeat_at = now
+def _changes(run: RunRow, beat: Heartbeat, now: datetime) -> dict[str, Any]:
+    """The run's own columns a beat moves: when it was heard, its step, phase and metrics."""
+    changes: dict[str, Any] = {"last_heartbeat_at": now, "step": beat.step}
     if beat.step != run.step:
-        run.progress_at, run.stall_alerted, run.idle_alerted = now, False, False
-    run.step = beat.step
+        changes.update(progress_at=now, stall_alerted=False, idle_alerted=False)
     if beat.total_steps is not None:
-        run.total_steps = beat.total_steps
+        changes["total_steps"] = beat.total_steps
     if beat.phase is not None and beat.phase is not run.phase:
-        run.phase, run.phase_since = beat.phase, now
-        session.add(RunPhaseRow(run_id=run.id, phase=beat.phase, at=now))
+        changes.update(phase=beat.phase, phase_since=now)
     if beat.metrics is not None:
-        run.metrics = beat.metrics
+        changes["metrics"] = beat.metrics
     if run.pace_at is None and beat.step > 0 and beat.phase in (None, Phase.TRAINING):
-        run.pace_step, run.pace_at = beat.step, now
+        changes.update(pace_step=beat.step, pace_at=now)
+    return changes
+
+
+def _record(session: Session, run: RunRow, beat: Heartbeat, now: datetime) -> None:
+    if beat.phase is not None and beat.phase is not run.phase:
+        session.add(RunPhaseRow(run_id=run.id, phase=beat.phase, at=now))
+    for column, value in _changes(run, beat, now).items():
+        setattr(run, column, value)
     if beat.status is not run.status:
         _status_changed(session, run, beat.status, now)
     if beat.checkpoint is not None:

@@ -90,8 +90,7 @@ class Governor:
         checkpoint: checkins.Checkpoint | None = None,
     ) -> checkins.Directive:
         beat = checkins.Heartbeat(step=step, status=status, checkpoint=checkpoint)
-        with self.session() as s:
-            return checkins.heartbeat(s, self.ctx.config, run_id, beat, self.clock.now())
+        return checkins.check_in(self.ctx.sessions, self.ctx.config, run_id, beat, self.clock.now())
 
     def report(
         self,

@@ -37,7 +37,7 @@ def get_run(run_id: str, _: Viewer, tx: Tx) -> RunOut:
 
 @router.post("/v1/runs/{run_id}/heartbeat")
 def heartbeat(
-    run_id: str, body: HeartbeatIn, caller: Caller, ctx: Context, tx: Tx, now: Now
+    run_id: str, body: HeartbeatIn, caller: Caller, ctx: Context, now: Now
 ) -> DirectiveOut:
     """Check in. The answer says continue, checkpoint, or stop (with a deadline)."""
     caller.require_run(run_id)
@@ -53,8 +53,7 @@ def heartbeat(
         ),
         metrics=body.metrics,
     )
-    with tx() as session:
-        directive = checkins.heartbeat(session, ctx.config, run_id, beat, now)
+    directive = checkins.check_in(ctx.sessions, ctx.config, run_id, beat, now)
     return DirectiveOut(
         action=directive.action,
         reason=directive.reason,
