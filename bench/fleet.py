@@ -1,0 +1,175 @@
+"""What the fleet benchmarks share: a governor built in-process, a scratch database, output.
+
+A benchmark builds its governor the way the tests do: a freshly migrated database (a SQLite
+file in a temporary folder, or a uniquely named PostgreSQL database created through an admin
+connection and dropped afterwards, even on failure), a clock that moves only when told to,
+fake providers, and the service functions to set up budgets, pods and runs. Results go to
+stdout as one JSON object per line; progress goes to stderr.
+
+Not a benchmark itself: imported by bench/enforce_scale.py and bench/overshoot.py.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, func, select, text
+from sqlalchemy.engine import make_url
+
+from governor.db import schema
+from governor.db.engine import build_engine, session_factory, unit_of_work
+from governor.db.tables import LedgerEntryRow
+from governor.domain.ports import AnyProvider
+from governor.services import checkins
+from governor.services.context import GovernorConfig, ServiceContext
+from governor.services.health import TickLog
+
+DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+DATABASES = ("sqlite", "postgres")
+START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+_serial = itertools.count(1)
+
+
+class SimClock:
+    """A clock that moves only when told to (the governor's Clock port)."""
+
+    def __init__(self, start: datetime = START) -> None:
+        self.current = start
+
+    def now(self) -> datetime:
+        return self.current
+
+    def advance(self, seconds: float) -> datetime:
+        self.current += timedelta(seconds=seconds)
+        return self.current
+
+    def move_to(self, elapsed_s: float, since: datetime = START) -> datetime:
+        """Set the time to `elapsed_s` seconds after `since` (never backwards)."""
+        self.current = max(self.current, since + timedelta(seconds=elapsed_s))
+        return self.current
+
+    def elapsed_s(self, since: datetime = START) -> float:
+        return (self.current - since).total_seconds()
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def emit(record: Mapping[str, Any]) -> None:
+    """One result, as one JSON line on stdout."""
+    print(json.dumps(record), flush=True)
+
+
+def quiet_event_log() -> None:
+    """The governor logs every event it records; thousands of stops would flood stderr."""
+    logging.getLogger("governor.events").setLevel(logging.CRITICAL + 1)
+
+
+def database_kinds(choice: str) -> list[str]:
+    """`sqlite`, `postgres` or `both`, as the list of databases to run against."""
+    return list(DATABASES) if choice == "both" else [choice]
+
+
+def sizes(spec: str) -> list[int]:
+    """'100,1000' as [100, 1000]."""
+    values = [int(part) for part in spec.split(",") if part.strip()]
+    if not values or min(values) <= 0:
+        raise ValueError(f"expected positive integers separated by commas, got {spec!r}")
+    return values
+
+
+@contextmanager
+def scratch_database(kind: str, postgres_url: str = DEFAULT_POSTGRES_URL) -> Iterator[str]:
+    """The URL of an empty database migrated to head; it is removed afterwards."""
+    if kind == "sqlite":
+        with tempfile.TemporaryDirectory(prefix="gov_bench_") as folder:
+            url = f"sqlite:///{Path(folder) / 'governor.db'}"
+            schema.upgrade(url)
+            yield url
+    elif kind == "postgres":
+        with _postgres_database(postgres_url) as url:
+            schema.upgrade(url)
+            yield url
+    else:
+        raise ValueError(f"unknown database {kind!r}: sqlite or postgres")
+
+
+@contextmanager
+def _postgres_database(admin_url: str) -> Iterator[str]:
+    """A uniquely named PostgreSQL database, created and dropped over `admin_url`."""
+    name = f"gov_bench_{os.getpid()}_{next(_serial)}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+        try:
+            yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+        finally:
+            with admin.connect() as connection:
+                connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
+
+
+def build_context(
+    url: str,
+    clock: SimClock,
+    providers: Mapping[str, AnyProvider],
+    config: GovernorConfig | None = None,
+) -> ServiceContext:
+    """A governor's services without HTTP or a scheduler, as the integration tests build one."""
+    config = config or GovernorConfig()
+    engine = build_engine(url)
+    return ServiceContext(
+        engine=engine,
+        sessions=session_factory(engine),
+        clock=clock,
+        providers=providers,
+        config=config,
+        ticks=TickLog(interval_s=config.enforce_interval_s),
+    )
+
+
+def check_in(
+    ctx: ServiceContext, run_id: str, beat: checkins.Heartbeat, now: datetime
+) -> checkins.Directive:
+    """A job's heartbeat through the service call the API's heartbeat route makes.
+
+    That is checkins.check_in, which holds its own transactions; a governor from before it
+    existed took checkins.heartbeat in one unit of work. Both are served, so the same
+    benchmark runs before and after that change.
+    """
+    take = getattr(checkins, "check_in", None)
+    if take is not None:
+        directive: checkins.Directive = take(ctx.sessions, ctx.config, run_id, beat, now)
+        return directive
+    with unit_of_work(ctx.sessions) as session:
+        return checkins.heartbeat(session, ctx.config, run_id, beat, now)
+
+
+def ledger_rows(ctx: ServiceContext) -> int:
+    """How many ledger entries the database holds."""
+    with unit_of_work(ctx.sessions) as session:
+        return int(session.scalar(select(func.count()).select_from(LedgerEntryRow)) or 0)
+
+
+class Stopwatch:
+    """Seconds since it was made, for progress lines."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+
+    def __str__(self) -> str:
+        return f"{time.perf_counter() - self.started:.1f} s"
