@@ -37,6 +37,7 @@ from fleet import (
     check_in,
     database_kinds,
     emit,
+    exit_cleanly_on_sigterm,
     ledger_rows,
     progress,
     quiet_event_log,
@@ -273,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     counts = sizes(QUICK_SIZES if args.quick else args.pods)
     quiet_event_log()
+    exit_cleanly_on_sigterm()
 
     timings: list[Measurement] = []
     ledgers: list[LedgerGrowth] = []

@@ -15,6 +15,7 @@ import itertools
 import json
 import logging
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -70,6 +71,11 @@ def progress(message: str) -> None:
 def emit(record: Mapping[str, Any]) -> None:
     """One result, as one JSON line on stdout."""
     print(json.dumps(record), flush=True)
+
+
+def exit_cleanly_on_sigterm() -> None:
+    """A terminated benchmark unwinds like an interrupted one: its scratch database is dropped."""
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
 
 
 def quiet_event_log() -> None:
@@ -145,18 +151,8 @@ def build_context(
 def check_in(
     ctx: ServiceContext, run_id: str, beat: checkins.Heartbeat, now: datetime
 ) -> checkins.Directive:
-    """A job's heartbeat through the service call the API's heartbeat route makes.
-
-    That is checkins.check_in, which holds its own transactions; a governor from before it
-    existed took checkins.heartbeat in one unit of work. Both are served, so the same
-    benchmark runs before and after that change.
-    """
-    take = getattr(checkins, "check_in", None)
-    if take is not None:
-        directive: checkins.Directive = take(ctx.sessions, ctx.config, run_id, beat, now)
-        return directive
-    with unit_of_work(ctx.sessions) as session:
-        return checkins.heartbeat(session, ctx.config, run_id, beat, now)
+    """A job's heartbeat through the service call the API's heartbeat route makes."""
+    return checkins.check_in(ctx.sessions, ctx.config, run_id, beat, now)
 
 
 def ledger_rows(ctx: ServiceContext) -> int:

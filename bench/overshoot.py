@@ -54,6 +54,7 @@ from fleet import (
     build_context,
     check_in,
     emit,
+    exit_cleanly_on_sigterm,
     progress,
     quiet_event_log,
     scratch_database,
@@ -537,6 +538,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     count = QUICK_PILOTS if args.quick else args.pilots
     quiet_event_log()
+    exit_cleanly_on_sigterm()
     random.seed(args.seed)  # the governor's retry jitter draws from the global generator
 
     config = GovernorConfig()
