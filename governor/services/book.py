@@ -90,12 +90,10 @@ class Book:
     orders: dict[str, StopOrderRow]
     figures: Figures
     now: datetime
-
-    def __post_init__(self) -> None:
-        self._runs_on = by_pod(self.runs)
+    runs_by_pod: dict[str, list[RunRow]]  # the same runs, by the pod they run on
 
     def runs_on(self, pod_id: str) -> list[RunRow]:
-        return self._runs_on.get(pod_id, [])
+        return self.runs_by_pod.get(pod_id, [])
 
     def grace_s(self, pod_id: str) -> float:
         return grace_s(self.runs_on(pod_id), self.now)
@@ -158,9 +156,8 @@ def open_books(
             for p in pods
             if p.state is not PodState.GONE
         ]
-        books.append(
-            Book(budget, pods, runs, orders, figures(terms, positions, now, config.reaction_s), now)
-        )
+        f = figures(terms, positions, now, config.reaction_s)
+        books.append(Book(budget, pods, runs, orders, f, now, on_pod))
     return books
 
 

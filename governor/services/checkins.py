@@ -66,12 +66,11 @@ def check_in(
     """
     with read_only(sessions) as session:
         run, kept = repo.run_with(session, run_id, *KEPT_FIGURES)
-        if not _plain(run, beat):
-            plain = None
-        else:
-            plain = _directive(session, config, run, kept, None, now)
+        plain = _plain(run, beat)
+        if plain:
+            directive = _directive(session, config, run, kept, None, now)
             changes = _changes(run, beat, now)
-    if plain is None:
+    if not plain:
         with unit_of_work(sessions) as session:
             return heartbeat(session, config, run_id, beat, now)
     with unit_of_work(sessions) as session:
@@ -81,7 +80,7 @@ def check_in(
             .values(changes)
             .execution_options(synchronize_session=False)
         )
-    return plain
+    return directive
 
 
 def heartbeat(
