@@ -31,10 +31,11 @@ from sqlalchemy.engine import make_url
 from governor.db import schema
 from governor.db.engine import build_engine, session_factory, unit_of_work
 from governor.db.tables import LedgerEntryRow
-from governor.domain.ports import AnyProvider
+from governor.domain.ports import AnyProvider, SystemClock
 from governor.services import checkins
 from governor.services.context import GovernorConfig, ServiceContext
 from governor.services.health import TickLog
+from governor.services.leadership import Lease
 
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 DATABASES = ("sqlite", "postgres")
@@ -138,13 +139,17 @@ def build_context(
     """A governor's services without HTTP or a scheduler, as the integration tests build one."""
     config = config or GovernorConfig()
     engine = build_engine(url)
+    sessions = session_factory(engine)
+    lease = Lease(sessions, SystemClock(), "bench", lease_s=86400.0)  # the only replica
+    lease.probe({})
     return ServiceContext(
         engine=engine,
-        sessions=session_factory(engine),
+        sessions=sessions,
         clock=clock,
         providers=providers,
         config=config,
-        ticks=TickLog(interval_s=config.enforce_interval_s),
+        ticks=TickLog(),
+        lease=lease,
     )
 
 

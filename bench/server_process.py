@@ -93,18 +93,19 @@ class Memory(NamedTuple):
 class Server:
     """`python -m governor serve` on a free port, its output in a log file."""
 
-    def __init__(self, database_url: str, workdir: Path) -> None:
+    def __init__(self, database_url: str, workdir: Path, **env: str) -> None:
         self.database_url = database_url
         self.workdir = workdir
         self.port = free_port()
         self.url = f"http://{HOST}:{self.port}"
-        self.log_path = workdir / "server.log"
+        self.log_path = workdir / f"server-{self.port}.log"
         inherited = {k: v for k, v in os.environ.items() if not k.startswith("GOVERNOR_")}
         self.env = {
             **inherited,
             "GOVERNOR_DATABASE_URL": database_url,
             "GOVERNOR_OPERATOR_TOKEN": OPERATOR_TOKEN,
             "GOVERNOR_FAKE_STATE_FILE": str(workdir / "fake-cloud.json"),
+            **env,
         }
         self.process: subprocess.Popen[bytes] | None = None
 

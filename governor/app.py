@@ -10,12 +10,13 @@ from fastapi import FastAPI
 from governor import __version__
 from governor.api import build_router
 from governor.api.errors import install as install_error_handlers
-from governor.bootstrap import DatabaseBehind, build_context, close_context
+from governor.bootstrap import DatabaseBehind, build_context, close_context, session_secret
 from governor.db.schema import schema_status
 from governor.scheduler.runner import Driver
 from governor.services.context import ServiceContext
 from governor.settings import Settings
 from governor.web import build_router as build_web_router
+from governor.web.auth import Keys
 
 
 def create_app(settings: Settings, context: ServiceContext | None = None) -> FastAPI:
@@ -31,6 +32,7 @@ def create_app(settings: Settings, context: ServiceContext | None = None) -> Fas
                 "run 'governor migrate'"
             )
         app.state.context = ctx
+        app.state.web_keys = Keys(session_secret(ctx, settings))
         if ctx.notifier is not None:
             ctx.notifier.start()
         driver = Driver(ctx) if settings.scheduler_enabled else None

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 from pydantic import SecretStr
+from sqlalchemy.exc import IntegrityError
 
 from governor.adapters.notify.webhook import WebhookSink
 from governor.adapters.providers import kubernetes
@@ -25,13 +26,15 @@ from governor.adapters.telemetry.fake import FakeNvml
 from governor.adapters.telemetry.nvml import NvmlSource
 from governor.db import schema
 from governor.db.engine import build_engine, session_factory, unit_of_work
+from governor.db.file_lock import sqlite_scheduler_lock
 from governor.domain.model import Severity
 from governor.domain.policy import Watch
 from governor.domain.ports import AnyProvider, Clock, SystemClock
 from governor.domain.telemetry import TelemetrySource
-from governor.services import tokens
+from governor.services import shared_secrets, tokens
 from governor.services.context import GovernorConfig, ServiceContext
 from governor.services.health import TickLog
+from governor.services.leadership import Lease
 from governor.services.notifications import Notifier, Retry, Subscription, route_events
 from governor.services.tokens import TokenCache
 from governor.settings import Settings
@@ -283,8 +286,16 @@ def build_context(settings: Settings, clock: Clock | None = None) -> ServiceCont
             telemetry_raw_keep_s=settings.telemetry_raw_keep_s,
             telemetry_minute_keep_s=settings.telemetry_minute_keep_s,
             metrics_require_token=settings.metrics_require_token,
+            leader_probe_s=settings.probe_s,
         ),
-        ticks=TickLog(interval_s=settings.enforce_interval_s, enabled=settings.scheduler_enabled),
+        ticks=TickLog(enabled=settings.scheduler_enabled),
+        lease=Lease(
+            sessions,
+            clock,
+            settings.replica_id,
+            settings.lease_s,
+            gate=sqlite_scheduler_lock(settings.database_url),
+        ),
         tokens=TokenCache(ttl_s=settings.enforce_interval_s),
         telemetry=telemetry_source(settings.fake_nvml, clock),
         notifier=notifier,
@@ -320,5 +331,16 @@ def prepare_database(settings: Settings) -> None:
 def bootstrap_operator(ctx: ServiceContext, settings: Settings) -> str | None:
     """Register the configured operator token, or generate one on first start (returned once)."""
     configured = settings.operator_token.get_secret_value() if settings.operator_token else None
-    with unit_of_work(ctx.sessions) as session:
-        return tokens.bootstrap_operator(session, configured, ctx.clock.now())
+    try:
+        with unit_of_work(ctx.sessions) as session:
+            return tokens.bootstrap_operator(session, configured, ctx.clock.now())
+    except IntegrityError:  # another replica, starting at the same moment, registered it first
+        with unit_of_work(ctx.sessions) as session:
+            return tokens.bootstrap_operator(session, configured, ctx.clock.now())
+
+
+def session_secret(ctx: ServiceContext, settings: Settings) -> bytes:
+    """The dashboard's cookie key: the configured one, else the one every replica shares."""
+    if settings.session_secret is not None:
+        return settings.session_secret.get_secret_value().encode()
+    return shared_secrets.shared_secret(ctx.sessions, "session")

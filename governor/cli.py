@@ -363,6 +363,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings()
     except ValidationError as exc:
         for error in exc.errors():
+            if not error["loc"]:  # a rule across settings names them in its message
+                print(f"governor: invalid settings: {error['msg']}", file=sys.stderr)
+                continue
             name = "GOVERNOR_" + "_".join(str(p) for p in error["loc"]).upper()
             print(f"governor: invalid setting {name}: {error['msg']}", file=sys.stderr)
         return 2

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from governor.provider_settings import ProviderSettings, json_setting
 
 DEFAULT_DATABASE_URL = "sqlite:///governor.db"
+MIN_LEASE_S = 2.0
+MAX_PROBE_S = 2.0
 
 
 class Webhook(BaseModel):
@@ -50,7 +54,34 @@ class Settings(ProviderSettings, BaseSettings):
     finished_linger_s: float = Field(
         60.0, ge=0, description="How long a finished run's pod may idle before it is stopped."
     )
-    scheduler_enabled: bool = Field(True, description="Run the periodic passes in this process.")
+    scheduler_enabled: bool = Field(
+        True, description="Take part in leading the periodic passes (one replica at a time)."
+    )
+    replica_id: str = Field(
+        default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}",
+        min_length=1,
+        max_length=200,
+        description="This replica's name in leadership, logs and /readyz (default host:pid).",
+    )
+    leader_lease_s: float | None = Field(
+        None,
+        gt=0,
+        le=3600,
+        description="A leader that has not renewed its lease this long loses it "
+        f"(default: twice the enforce interval, at least {MIN_LEASE_S:g} s).",
+    )
+    leader_probe_s: float | None = Field(
+        None,
+        gt=0,
+        le=600,
+        description="How often each replica renews or tries to take the lease "
+        f"(default: a quarter of the lease, at most {MAX_PROBE_S:g} s).",
+    )
+    session_secret: SecretStr | None = Field(
+        None,
+        description="Signs the dashboard's session cookies; unset: made once and kept in the "
+        "database, so every replica shares it.",
+    )
     fake_hourly_rate_usd: Decimal = Field(
         Decimal("2.00"), ge=0, description="The rate the fake provider bills its simulated pods at."
     )
@@ -141,6 +172,23 @@ class Settings(ProviderSettings, BaseSettings):
             if url.startswith(prefix):
                 return "postgresql+psycopg://" + url[len(prefix) :]
         return url
+
+    @model_validator(mode="after")
+    def _probe_within_lease(self) -> Settings:
+        if self.probe_s * 2 > self.lease_s:
+            raise ValueError(
+                f"GOVERNOR_LEADER_PROBE_S ({self.probe_s:g}) must be at most half the "
+                f"leader lease ({self.lease_s:g} s): a leader renews several times per lease"
+            )
+        return self
+
+    @property
+    def lease_s(self) -> float:
+        return self.leader_lease_s or max(MIN_LEASE_S, 2 * self.enforce_interval_s)
+
+    @property
+    def probe_s(self) -> float:
+        return self.leader_probe_s or min(MAX_PROBE_S, self.lease_s / 4)
 
     @property
     def embedded(self) -> bool:

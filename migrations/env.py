@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import pool
+from sqlalchemy import pool, text
 
 from governor.db.engine import build_engine
 from governor.db.tables import Base
 
 config = context.config
 target_metadata = Base.metadata
+MIGRATION_LOCK = 0x676F76_6D6967  # "gov" "mig": the advisory lock key of `governor migrate`
 
 
 def database_url() -> str:
@@ -36,6 +37,12 @@ def run_migrations_offline() -> None:
 def run_migrations_online() -> None:
     engine = build_engine(database_url(), poolclass=pool.NullPool)
     with engine.connect() as connection:
+        if connection.dialect.name == "postgresql":
+            # One migration at a time (replicas' init containers may start together): the
+            # next waits here, then finds the schema at head. Released when the connection
+            # closes, a crash included.
+            connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK})
+            connection.commit()
         context.configure(
             connection=connection,
             target_metadata=target_metadata,

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, make_url, text
 
 from tests.clock import FrozenClock
 
-POSTGRES_URL = os.environ.get(
+SERVER_URL = os.environ.get(
     "GOVERNOR_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
+# This suite's own database on that server, made at the first use and dropped when the suite
+# ends: two suites on one machine never share a schema.
+SUITE_DATABASE = f"governor_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+POSTGRES_URL = make_url(SERVER_URL).set(database=SUITE_DATABASE).render_as_string(False)
+ADMIN_URL = make_url(SERVER_URL).set(database="postgres").render_as_string(False)
+_created: list[str] = []
 
 
 @pytest.fixture
@@ -20,21 +27,41 @@ def clock() -> FrozenClock:
     return FrozenClock()
 
 
-def reset_postgres(url: str = POSTGRES_URL) -> str:
-    """Empty the test database's public schema; fail loudly if PostgreSQL is not there."""
-    engine = create_engine(url)
+def _admin(statement: str) -> None:
+    engine = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
     try:
-        with engine.begin() as connection:
-            connection.execute(text("DROP SCHEMA public CASCADE"))
-            connection.execute(text("CREATE SCHEMA public"))
-    except Exception as exc:
-        pytest.fail(
-            f"PostgreSQL is not reachable at {url} ({type(exc).__name__}). Start it, point "
-            "GOVERNOR_TEST_POSTGRES_URL at one, or deselect these tests with -m 'not postgres'."
-        )
+        with engine.connect() as connection:
+            connection.execute(text(statement))
     finally:
         engine.dispose()
-    return url
+
+
+def reset_postgres() -> str:
+    """This suite's PostgreSQL database, empty; fail loudly if PostgreSQL is not there."""
+    try:
+        if not _created:
+            _admin(f'CREATE DATABASE "{SUITE_DATABASE}"')
+            _created.append(SUITE_DATABASE)
+        engine = create_engine(POSTGRES_URL)
+        try:
+            with engine.begin() as connection:
+                connection.execute(text("DROP SCHEMA public CASCADE"))
+                connection.execute(text("CREATE SCHEMA public"))
+        finally:
+            engine.dispose()
+    except Exception as exc:
+        pytest.fail(
+            f"PostgreSQL is not usable at {ADMIN_URL} ({type(exc).__name__}: {exc}). Start it, "
+            "point GOVERNOR_TEST_POSTGRES_URL at one, or deselect these tests with "
+            "-m 'not postgres'."
+        )
+    return POSTGRES_URL
+
+
+def pytest_sessionfinish() -> None:
+    """Drop the suite's database, whatever its processes left connected."""
+    if _created:
+        _admin(f'DROP DATABASE IF EXISTS "{SUITE_DATABASE}" WITH (FORCE)')
 
 
 @pytest.fixture(

@@ -265,6 +265,30 @@ class TokenRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
+class LeaseRow(Base):
+    """Who leads some work across replicas: a term that only grows, and until when it holds."""
+
+    __tablename__ = "leases"
+
+    name: Mapped[str] = mapped_column(String(50), primary_key=True)
+    holder: Mapped[str | None] = mapped_column(String(200))
+    term: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    since: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    renewed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    resumed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # after the last gap
+    ticks: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # task -> last success
+
+
+class SecretRow(Base):
+    """A secret every replica must share (the dashboard's cookie key), made once."""
+
+    __tablename__ = "secrets"
+
+    name: Mapped[str] = mapped_column(String(50), primary_key=True)
+    value: Mapped[str] = mapped_column(String(200))
+
+
 class GpuSampleRow(Base):
     """One GPU at one poll (`raw`), or a minute of polls folded together (`minute`)."""
 

@@ -84,6 +84,7 @@ class Situation:
     finished_linger_s: float = 60.0
     watch: Watch = field(default_factory=Watch)
     gpus: tuple[GpuView, ...] = ()
+    heard_since: datetime | None = None  # jobs could reach the governor from then (an outage)
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,8 @@ def heartbeat_lost(s: Situation) -> Finding | None:
     if run is None or not run.status.is_live:
         return None
     silent = run.silent_for(s.now)
+    if s.heard_since is not None:  # no job could check in before: silence counts from then
+        silent = min(silent, (s.now - s.heard_since).total_seconds())
     if silent <= run.heartbeat_timeout_s:
         return None
     return Finding(

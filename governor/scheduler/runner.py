@@ -1,29 +1,44 @@
-"""The driver: APScheduler 3 runs each task on an interval; a task never overlaps itself and
-an exception is logged and counted, never allowed to stop the loop."""
+"""The driver: APScheduler 3 runs each task on an interval while this replica leads; a task
+never overlaps itself, and an exception is logged and counted, never allowed to stop the loop.
+
+A lane of its own probes the lease (renew, or take it when free), so a long pass never delays
+a renewal. Each pass runs on sessions fenced by the lease: see services.leadership.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from governor.db.engine import unit_of_work
+from governor.domain.model import Category, Severity
 from governor.scheduler.tasks import TASKS, Periodic
+from governor.services import events
 from governor.services.context import ServiceContext
+from governor.services.leadership import Lease, NotLeader
 
 log = logging.getLogger(__name__)
 
 
-def guarded(ctx: ServiceContext, name: str, task: Periodic) -> Callable[[], None]:
+def guarded(ctx: ServiceContext, lease: Lease, name: str, task: Periodic) -> Callable[[], None]:
     interval = task.interval_s(ctx)
+    ctx.ticks.expect(name, interval)
 
     def run() -> None:
+        if not lease.leading:
+            return
         started = time.monotonic()
         try:
             task.run(ctx)
+        except NotLeader as exc:
+            log.info("periodic task %r stopped: %s", name, exc)
+            return
         except Exception:
             ctx.ticks.failed(name)
             log.exception("periodic task %r failed; it runs again next interval", name)
@@ -37,19 +52,25 @@ def guarded(ctx: ServiceContext, name: str, task: Periodic) -> Callable[[], None
 
 
 class Driver:
-    """Runs each task on its own interval, in its own lane."""
+    """Runs each task on its own interval, in its own lane, while this replica leads."""
 
     def __init__(self, ctx: ServiceContext, tasks: Mapping[str, Periodic] = TASKS) -> None:
+        self._lease = lease = ctx.lease
+        self._ctx = acting = replace(ctx, sessions=lease.fenced(ctx.sessions))
+        self._alerted: set[str] = set()
         self._scheduler = BackgroundScheduler(
             timezone=UTC,
-            executors={"default": ThreadPoolExecutor(max_workers=len(tasks))},
+            executors={
+                "default": ThreadPoolExecutor(max_workers=len(tasks)),
+                "lease": ThreadPoolExecutor(max_workers=1),
+            },
             job_defaults={"coalesce": True, "max_instances": 1},
         )
         first_run = datetime.now(UTC)  # the driver keeps wall-clock time; the tasks use ctx.clock
         for name, task in tasks.items():
             interval = task.interval_s(ctx)
             self._scheduler.add_job(
-                guarded(ctx, name, task),
+                guarded(acting, lease, name, task),
                 "interval",
                 seconds=interval,
                 id=name,
@@ -57,9 +78,68 @@ class Driver:
                 next_run_time=first_run,
                 misfire_grace_time=max(1, round(interval)),
             )
+        self._scheduler.add_job(
+            self.probe,
+            "interval",
+            seconds=ctx.config.leader_probe_s,
+            id="lease",
+            executor="lease",
+            misfire_grace_time=None,
+        )
+
+    def probe(self) -> None:
+        """Renew or take the lease; as the leader, raise the alarm over a pass that is stuck,
+        and over a time when no replica led (a database outage, every replica down)."""
+        if self._lease.probe(self._ctx.ticks.ticks()):
+            self._report_gap()
+            self._watch_passes()
+
+    def _report_gap(self) -> None:
+        gap, self._lease.gap = self._lease.gap, None
+        if gap is None:
+            return
+        began, ended = gap
+        seconds = (ended - began).total_seconds()
+        self._alarm(
+            f"no replica led the periodic work for {seconds:.0f} s (from {began.isoformat()}): "
+            "metering, enforcement and stop orders were paused. The time is charged now, "
+            "nothing is lost; look for a database outage or every replica down.",
+            {"from": began.isoformat(), "to": ended.isoformat(), "seconds": seconds},
+        )
+
+    def _watch_passes(self) -> None:
+        now, since = self._ctx.clock.now(), self._lease.since
+        stale = {t for t, tick in self._ctx.ticks.ticks().items() if tick.stale(now, since or now)}
+        for task in sorted(stale - self._alerted):
+            self._alarm(
+                f"the {task} pass of the leading replica has not finished in three of its "
+                "intervals: look at this replica's log; it keeps the lease while it renews, "
+                "so restart it to hand the work to another replica",
+                {"task": task},
+            )
+        self._alerted = stale
+
+    def _alarm(self, message: str, evidence: dict[str, object]) -> None:
+        """A critical event from this replica (the event log writes it to the log too)."""
+        try:
+            with unit_of_work(self._ctx.sessions) as session:
+                events.record(
+                    session,
+                    self._ctx.clock.now(),
+                    Severity.CRITICAL,
+                    Category.GOVERNOR,
+                    f"replica {self._lease.replica}",
+                    message,
+                    budget_id=None,
+                    evidence={**evidence, "replica": self._lease.replica},
+                )
+        except Exception:  # the alarm still reaches the log
+            log.exception("could not record a critical event: %s", message)
 
     def start(self) -> None:
+        self.probe()  # a lone replica leads from its first pass
         self._scheduler.start()
 
     def stop(self) -> None:
         self._scheduler.shutdown(wait=True)
+        self._lease.release()

@@ -35,7 +35,9 @@ def enforce(ctx: ServiceContext) -> None:
     for chunk in batched(budget_ids, BUDGETS_PER_TRANSACTION):
         with unit_of_work(ctx.sessions) as session:
             repo.budgets_by_id(session, chunk, lock=True)  # the clock is read once we hold them
-            enforcement.enforce_budgets(session, ctx.config, chunk, ctx.clock.now())
+            enforcement.enforce_budgets(
+                session, ctx.config, chunk, ctx.clock.now(), heard_since=ctx.lease.resumed_at
+            )
 
 
 def advance_stops(ctx: ServiceContext) -> None:

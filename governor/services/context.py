@@ -13,6 +13,7 @@ from governor.domain.policy import Watch
 from governor.domain.ports import AnyProvider, Clock
 from governor.domain.telemetry import TelemetrySource
 from governor.services.health import TickLog
+from governor.services.leadership import Lease
 from governor.services.notifications import Notifier
 from governor.services.tokens import TokenCache
 
@@ -32,6 +33,7 @@ class GovernorConfig:
     fold_interval_s: float = 60.0
     billing_interval_s: float = 300.0  # how often providers are asked what they billed
     metrics_require_token: bool = False  # /metrics for viewer and operator tokens only
+    leader_probe_s: float = 2.0  # how often a replica renews or tries to take the lease
 
     def watch_for(self, overrides: dict[str, float] | None) -> Watch:
         """A run's GPU and progress thresholds: the defaults, with its own overrides on top."""
@@ -51,10 +53,19 @@ class ServiceContext:
     providers: Mapping[str, AnyProvider]
     config: GovernorConfig
     ticks: TickLog
+    lease: Lease  # this replica's claim on leading the periodic passes
     telemetry: TelemetrySource | None = None  # this machine's GPUs, for pods marked local
     notifier: Notifier | None = None  # webhook sinks for warning and critical events
     unconfigured: Mapping[str, str] = field(default_factory=dict)  # provider -> how to enable
     tokens: TokenCache = field(default_factory=TokenCache)  # who each bearer token is, cached
+
+    def leading(self) -> bool:
+        """May this replica act on the world now: does it hold an unexpired lease?"""
+        return self.lease.leading
+
+    @property
+    def replica(self) -> str:
+        return self.lease.replica
 
     def provider(self, name: str) -> AnyProvider:
         try:

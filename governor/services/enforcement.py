@@ -61,12 +61,14 @@ def enforce_budgets(
     now: datetime,
     *,
     manual_stop_pod: str | None = None,
+    heard_since: datetime | None = None,
 ) -> list[Book]:
     """Evaluate the policy for every running pod of these budgets, record what it decides,
     and keep each budget's figures for the heartbeats until the next pass.
 
     The queries are the same in number for one budget or a thousand: the pass costs what the
-    pods that can still cost money cost, and nothing for the rest.
+    pods that can still cost money cost, and nothing for the rest. `heard_since`: when the
+    governor became reachable again after an outage (no silence counts from before it).
     """
     books = open_books(session, budget_ids, now, config, lock=True, live=True)
     watches = {r.id: config.watch_for(r.policy) for b in books for r in b.runs}
@@ -86,7 +88,7 @@ def enforce_budgets(
                 watch = config.watch if run is None else watches[run.id]
                 gpus = telemetry.views(samples.get(pod.id, {}), now, watch)
                 situation = _situation(
-                    book, pod, run, config, watch, gpus, pod.id == manual_stop_pod
+                    book, pod, run, config, watch, gpus, pod.id == manual_stop_pod, heard_since
                 )
                 _act(book, session, pod, run, situation)
     return books
@@ -100,6 +102,7 @@ def _situation(
     watch: Watch,
     gpus: tuple[GpuView, ...],
     manual: bool,
+    heard_since: datetime | None,
 ) -> Situation:
     others = [r for r in book.runs_on(pod.id) if r is not run and heard_from(r, book.now)]
     return Situation(
@@ -113,6 +116,7 @@ def _situation(
         finished_linger_s=config.finished_linger_s,
         watch=watch,
         gpus=gpus,
+        heard_since=heard_since,
     )
 
 

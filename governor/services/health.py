@@ -1,4 +1,9 @@
-"""Liveness of the periodic passes, and readiness: database reachable, at head, passes ticking."""
+"""Liveness of the periodic passes, and readiness: this replica can serve.
+
+Ready means the database answers and its schema is at head: a replica that can serve is never
+taken out of its Service because a pass is between runs, or because another replica leads.
+How the leader's passes are doing is reported beside it, each judged against its own interval.
+"""
 
 from __future__ import annotations
 
@@ -11,15 +16,32 @@ from sqlalchemy import Engine
 from governor.db.schema import schema_status
 
 
+@dataclass(frozen=True)
+class Tick:
+    """When a pass last finished, and how often it is meant to run."""
+
+    at: datetime | None
+    every_s: float
+
+    def stale(self, now: datetime, since: datetime) -> bool:
+        """Three intervals (and half a minute of slack) without a finished pass."""
+        last = self.at or since
+        return (now - last).total_seconds() > 3 * self.every_s + 30
+
+
 @dataclass
 class TickLog:
-    """When each periodic task last finished without raising. Shared across threads."""
+    """When each periodic task of this process last finished without raising; thread-safe."""
 
-    interval_s: float
     enabled: bool = True
+    _every: dict[str, float] = field(default_factory=dict)
     _last: dict[str, datetime] = field(default_factory=dict)
     _failures: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def expect(self, task: str, every_s: float) -> None:
+        with self._lock:
+            self._every[task] = every_s
 
     def succeeded(self, task: str, at: datetime) -> None:
         with self._lock:
@@ -29,9 +51,13 @@ class TickLog:
         with self._lock:
             self._failures[task] = self._failures.get(task, 0) + 1
 
-    def snapshot(self) -> tuple[dict[str, datetime], dict[str, int]]:
+    def ticks(self) -> dict[str, Tick]:
         with self._lock:
-            return dict(self._last), dict(self._failures)
+            return {task: Tick(self._last.get(task), every) for task, every in self._every.items()}
+
+    def failures(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._failures)
 
 
 @dataclass(frozen=True)
@@ -40,11 +66,7 @@ class Readiness:
     checks: dict[str, str]
 
 
-STALE_AFTER_INTERVALS = 5
-MIN_STALE_S = 30.0
-
-
-def readiness(engine: Engine, ticks: TickLog, now: datetime) -> Readiness:
+def readiness(engine: Engine) -> Readiness:
     checks: dict[str, str] = {}
     try:
         status = schema_status(engine)
@@ -57,17 +79,4 @@ def readiness(engine: Engine, ticks: TickLog, now: datetime) -> Readiness:
     except Exception as exc:  # any failure to reach the database means not ready
         checks["database"] = f"unreachable: {type(exc).__name__}"
         checks["schema"] = "unknown"
-    if not ticks.enabled:
-        checks["scheduler"] = "disabled in this process"
-    else:
-        last, _ = ticks.snapshot()
-        stale_s = max(MIN_STALE_S, STALE_AFTER_INTERVALS * ticks.interval_s)
-        late = [t for t, at in last.items() if (now - at).total_seconds() > stale_s]
-        if not last:
-            checks["scheduler"] = "not ticked yet"
-        elif late:
-            checks["scheduler"] = f"stale: {', '.join(sorted(late))}"
-        else:
-            checks["scheduler"] = "ok"
-    ready = all(v in ("ok", "disabled in this process") for v in checks.values())
-    return Readiness(ready=ready, checks=checks)
+    return Readiness(ready=all(v == "ok" for v in checks.values()), checks=checks)

@@ -21,9 +21,10 @@ from governor.db import repository as repo
 from governor.db.tables import EventRow, ExtensionRow, PodRow, StopOrderRow
 from governor.domain.model import BudgetState, Category, ExtensionState, PodState, Severity
 from governor.domain.stop_order import StopState
-from governor.services import telemetry
+from governor.services import leadership, telemetry
 from governor.services.book import Book, open_books
 from governor.services.context import GovernorConfig
+from governor.services.leadership import Leader
 
 Labels = tuple[str, ...]
 
@@ -48,9 +49,19 @@ BUDGET = ("budget", "budget_name")
 POD = ("pod", "budget")
 
 
-def collect(session: Session, config: GovernorConfig, now: datetime) -> list[Family]:
+def collect(
+    session: Session, config: GovernorConfig, now: datetime, replica: str, leading: bool
+) -> list[Family]:
+    """Every family. What the database holds (budgets, pods, runs, GPUs ...) is the same on
+    every replica: the leader exports it (every replica does while none leads), so a sum
+    over replicas is never doubled. Leadership itself comes from each replica."""
+    leader = leadership.current(session)
+    families = _leadership(leader, replica, leading, now)
+    if not (leading or not leader.live(now)):
+        return families
     books = open_books(session, repo.budget_ids(session), now, config)
     return [
+        *families,
         *_budgets(books),
         _extensions(session, books),
         *_pods(books),
@@ -59,6 +70,26 @@ def collect(session: Session, config: GovernorConfig, now: datetime) -> list[Fam
         _events(session),
         *_gpus(session, [p for b in books for p in b.pods], now),
     ]
+
+
+def _leadership(leader: Leader, replica: str, leading: bool, now: datetime) -> list[Family]:
+    me = _gauge(
+        "governor_leader", "1 on the replica that leads the periodic work, else 0.", "replica"
+    )
+    me.add((replica,), float(leading))
+    term = _gauge(
+        "governor_leader_term", "The leadership term: it grows by one at every change of leader."
+    )
+    term.add((), float(leader.term))
+    age = _gauge(
+        "governor_pass_age_seconds",
+        "Seconds since each periodic pass of the leader last finished (leader only).",
+        "task",
+    )
+    if leading:
+        for task, tick in leader.ticks.items():
+            age.add((task,), (now - (tick.at or leader.since or now)).total_seconds())
+    return [me, term, age]
 
 
 def _budgets(books: Iterable[Book]) -> list[Family]:

@@ -30,8 +30,10 @@ from governor.domain.model import (
     Severity,
 )
 from governor.domain.money import ZERO
+from governor.services import leadership
 from governor.services.book import Book, heard_from, meter, open_books
 from governor.services.context import GovernorConfig
+from governor.services.leadership import Leader
 from governor.services.telemetry import RAW
 
 CHART_POINTS = 240  # the most points of a spend series; older detail is thinned, never the end
@@ -193,6 +195,7 @@ class Dashboard:
     at: datetime
     budgets: tuple[BudgetStatus, ...]
     events: tuple[EventLine, ...]
+    leader: Leader | None  # the replica running the periodic work (none: nobody, for now)
 
 
 def dashboard(session: Session, config: GovernorConfig, now: datetime) -> Dashboard:
@@ -215,7 +218,8 @@ def dashboard(session: Session, config: GovernorConfig, now: datetime) -> Dashbo
         )
         for e in repo.events(session, limit=EVENTS)
     )
-    return Dashboard(now, budgets, events)
+    leader = leadership.current(session)
+    return Dashboard(now, budgets, events, leader if leader.live(now) else None)
 
 
 def budget_status(session: Session, book: Book) -> BudgetStatus:

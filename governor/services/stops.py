@@ -38,6 +38,7 @@ from governor.domain.stop_order import (
 )
 from governor.services import events
 from governor.services.context import ServiceContext
+from governor.services.leadership import NotLeader
 from governor.services.metering import accrue_pod
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,8 @@ def advance(ctx: ServiceContext) -> int:
         with unit_of_work(ctx.sessions) as session:
             calls += _prepare(session, ctx, budget_id)
     for call in calls:
+        if not ctx.leading():  # paused past the lease: the next leader makes the call
+            raise NotLeader(f"the lease ran out before the call for stop order {call.order_id}")
         result = _call_provider(ctx, call)
         if call.action is Action.LOOK and result.outcome is not StopOutcome.DONE:
             continue  # still held: it is looked at again, and alerted on, as _hold set out

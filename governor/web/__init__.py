@@ -9,7 +9,6 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.templating import Jinja2Templates
 
 from governor.web import charts, routes
-from governor.web.auth import Keys
 from governor.web.deps import Kit
 from governor.web.format import FILTERS
 
@@ -34,11 +33,11 @@ def templates() -> Jinja2Templates:
 
 
 def build_router() -> APIRouter:
-    """The page's routes with a kit of their own: a session secret made now, and templates."""
-    kit = Kit(keys=Keys(), templates=templates())
+    """The page's routes with a kit of their own: the app's session keys, and templates."""
+    pages = templates()
 
     def provide(request: Request) -> None:
-        request.state.web_kit = kit
+        request.state.web_kit = Kit(keys=request.app.state.web_keys, templates=pages)
 
     router = APIRouter()
     router.include_router(routes.router, dependencies=[Depends(provide)])

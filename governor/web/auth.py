@@ -1,9 +1,10 @@
 """Page sessions: a signed, expiring cookie that names a token by its id, and a CSRF token.
 
-The cookie holds `session id . token id . expiry . HMAC-SHA256` under a secret made at
-startup (a restart signs everyone out). It never holds the bearer token. The CSRF token is an
-HMAC of the session id under the same secret: per session, nothing to store. Signing out
-ends the session id here until it would have expired anyway.
+The cookie holds `session id . token id . expiry . HMAC-SHA256` under a secret every replica
+shares (configured, or kept in the database), so a restart or another replica signs no one
+out. It never holds the bearer token. The CSRF token is an HMAC of the session id under the
+same secret: per session, nothing to store. Signing out ends the session id on the replica
+that served it until it would have expired anyway; the cookie itself is cleared.
 """
 
 from __future__ import annotations
@@ -35,10 +36,10 @@ class PageSession:
 
 
 class Keys:
-    """The secret behind every cookie and CSRF token of this process."""
+    """The secret behind every cookie and CSRF token, shared by every replica."""
 
-    def __init__(self, secret: bytes | None = None) -> None:
-        self._secret = secret or secrets.token_bytes(32)
+    def __init__(self, secret: bytes) -> None:
+        self._secret = secret
         self._ended: dict[str, datetime] = {}
         self._lock = threading.Lock()
 

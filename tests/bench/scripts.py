@@ -13,13 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, make_url, text
+from sqlalchemy import create_engine, text
 
-from tests.conftest import POSTGRES_URL
+from tests.conftest import ADMIN_URL
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 TIMEOUT_S = 300  # a busy 2-core machine; these runs take seconds
-ADMIN_URL = make_url(POSTGRES_URL).set(database="postgres").render_as_string(hide_password=False)
 
 DATABASES = [
     pytest.param("sqlite", id="sqlite"),

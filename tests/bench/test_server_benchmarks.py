@@ -77,3 +77,13 @@ def test_footprint_benchmark(db: str) -> None:
     assert beats["heartbeats_per_s"] > 0
     (after,) = measures["after_heartbeats"]
     assert after["growth_mib"] == pytest.approx(after["rss_mib"] - measures["idle"][0]["rss_mib"])
+
+
+@pytest.mark.postgres
+def test_takeover_benchmark() -> None:
+    records = run_script("takeover.py", "postgres", "--quick")
+    assert [r["way"] for r in records] == ["sigterm", "sigkill", "sigstop"]
+    for record in records:
+        assert record["bench"] == "takeover" and record["from"] != record["to"], record
+        assert record["takeover_s"] > 0 and record["bound_s"] > 0 and record["ratio"] > 0
+    assert [r["term"] for r in records] == sorted({r["term"] for r in records})

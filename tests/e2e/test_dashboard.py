@@ -277,6 +277,7 @@ def test_a_viewer_sees_no_buttons_and_a_post_from_a_viewer_is_refused(
     assert extension_state(operator, budget["id"], extension_id) == "pending"
 
     as_of = page.locator(".session .muted").inner_text()
+    assert "led by" in as_of and "(term " in as_of, as_of  # the one server leads
     wait_for(
         lambda: page.locator(".session .muted").inner_text() != as_of,
         "the page to refresh itself",
@@ -377,7 +378,9 @@ def test_get_v1_status_needs_a_viewer_token_and_has_the_dashboards_shape(
     with server.client(viewer_token(operator)) as viewer:
         body = ok(viewer.get("/v1/status"))
 
-    assert set(body) == {"at", "budgets", "events"}
+    assert set(body) == {"at", "budgets", "events", "leader"}
+    assert set(body["leader"]) == {"replica", "term", "since"}  # the one server leads
+    assert body["leader"]["term"] >= 1
     [b] = [b for b in body["budgets"] if b["id"] == budget["id"]]
     money = (
         "ceiling_usd",

@@ -9,9 +9,6 @@ own bill ends under the ceiling. The fake stops at once, so the stop latency res
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -19,7 +16,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from governor.adapters.providers.fake_runpod import CloudState
 from tests.e2e.conftest import (
     GovernorServer,
     ServerFactory,
@@ -27,61 +23,17 @@ from tests.e2e.conftest import (
     assert_error,
     create_run,
     declare_budget,
-    free_port,
     get_budget,
     ok,
     usd,
     utcnow,
-    wait_for,
     wait_pod_stopped,
 )
+from tests.e2e.runpod_cloud import KEY, RunPodCloud
 
 pytestmark = pytest.mark.e2e
 
 CEILING = Decimal("5.00")
-KEY = "rpa_E2E_SECRET_KEY_42"
-
-
-class RunPodCloud:
-    """The fake RunPod cloud in its own process; its state file says what it was asked."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.state_file = workdir / "runpod.json"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self, pods: str) -> RunPodCloud:
-        args = ["--port", str(self.port), "--state", str(self.state_file), "--pods", pods]
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "governor.adapters.providers.fake_runpod",
-                *args,
-                "--api-key",
-                KEY,
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        wait_for(self._answers, "the fake RunPod cloud to listen", timeout_s=30)
-        return self
-
-    def _answers(self) -> bool:
-        try:
-            return httpx.get(f"{self.url}/_fake/state", timeout=1).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    def state(self) -> CloudState:
-        return CloudState.restore(json.loads(self.state_file.read_text()))
-
-    def close(self) -> None:
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait(timeout=30)
 
 
 @pytest.fixture

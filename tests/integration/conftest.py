@@ -16,13 +16,14 @@ from governor.db import repository as repo
 from governor.db import schema
 from governor.db.engine import build_engine, session_factory, unit_of_work
 from governor.domain.model import RunStatus
-from governor.domain.ports import AnyProvider
+from governor.domain.ports import AnyProvider, SystemClock
 from governor.domain.telemetry import GIB, DeviceProblem, GpuProcess, GpuSample, Reading
 from governor.scheduler import tasks
 from governor.services import budgets, checkins, pods, runs, telemetry
 from governor.services.book import Book
 from governor.services.context import GovernorConfig, ServiceContext
 from governor.services.health import TickLog
+from governor.services.leadership import Lease
 from tests.clock import FrozenClock
 
 
@@ -153,13 +154,17 @@ def make_governor(
         state_file=state_file,
     )
     engine = build_engine(url)
+    sessions = session_factory(engine)
+    lease = Lease(sessions, SystemClock(), "test", lease_s=3600.0)  # wall time: the test's own
+    assert lease.probe({}), "the only replica of a test leads"
     ctx = ServiceContext(
         engine=engine,
-        sessions=session_factory(engine),
+        sessions=sessions,
         clock=clock,
         providers={"fake": cloud, **(others or {})},
         config=GovernorConfig(enforce_interval_s=5.0, finished_linger_s=60.0),
-        ticks=TickLog(interval_s=5.0),
+        ticks=TickLog(),
+        lease=lease,
     )
     return Governor(ctx, clock, cloud)
 

@@ -20,7 +20,9 @@ DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana" / "governor-dashboa
 
 def scrape(gov: Governor) -> dict[str, dict[tuple[str, ...], float]]:
     with gov.session() as s:
-        families = metrics.collect(s, gov.ctx.config, gov.clock.now())
+        families = metrics.collect(
+            s, gov.ctx.config, gov.clock.now(), gov.ctx.replica, gov.ctx.leading()
+        )
     return {f.name: dict(f.samples) for f in families}
 
 

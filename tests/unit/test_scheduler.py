@@ -1,36 +1,68 @@
-"""The driver: tasks run on their interval, never overlap themselves, and survive exceptions."""
+"""The driver: tasks run on their interval while the replica leads, never overlap themselves,
+and survive exceptions."""
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
+import pytest
+from sqlalchemy import select
+
+from governor.db import schema
+from governor.db.engine import build_engine, session_factory, unit_of_work
+from governor.db.tables import EventRow
+from governor.domain.model import Severity
+from governor.domain.ports import SystemClock
 from governor.scheduler.runner import Driver
 from governor.scheduler.tasks import Periodic
 from governor.services.context import GovernorConfig, ServiceContext
 from governor.services.health import TickLog
+from governor.services.leadership import Lease
 from tests.clock import FrozenClock
 
 
-def context(interval_s: float) -> ServiceContext:
-    return ServiceContext(
-        engine=None,  # type: ignore[arg-type]  # the tasks here never touch storage
-        sessions=None,  # type: ignore[arg-type]
-        clock=FrozenClock(),
-        providers={},
-        config=GovernorConfig(enforce_interval_s=interval_s),
-        ticks=TickLog(interval_s=interval_s),
-    )
+@pytest.fixture(scope="module")
+def database(tmp_path_factory: pytest.TempPathFactory) -> str:
+    url = f"sqlite:///{tmp_path_factory.mktemp('scheduler') / 'governor.db'}"
+    schema.upgrade(url)
+    return url
 
 
-def wait_for(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
+@pytest.fixture
+def make_context(database: str) -> Iterator[Callable[..., ServiceContext]]:
+    engines = []
+
+    def make(interval_s: float, replica: str = "only") -> ServiceContext:
+        engine = build_engine(database)
+        engines.append(engine)
+        sessions = session_factory(engine)
+        return ServiceContext(
+            engine=engine,
+            sessions=sessions,
+            clock=FrozenClock(),
+            providers={},
+            config=GovernorConfig(enforce_interval_s=interval_s, leader_probe_s=0.05),
+            ticks=TickLog(),
+            lease=Lease(sessions, SystemClock(), replica, lease_s=60.0),
+        )
+
+    yield make
+    for engine in engines:
+        engine.dispose()
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.01)
 
 
-def test_a_failing_task_never_stops_the_loop_and_is_counted() -> None:
-    ctx = context(0.05)
+def test_a_failing_task_never_stops_the_loop_and_is_counted(
+    make_context: Callable[..., ServiceContext],
+) -> None:
+    ctx = make_context(0.05)
     calls = {"failing": 0, "fine": 0}
 
     def failing(_: ServiceContext) -> None:
@@ -46,14 +78,17 @@ def test_a_failing_task_never_stops_the_loop_and_is_counted() -> None:
         wait_for(lambda: calls["failing"] >= 3 and calls["fine"] >= 3)
     finally:
         driver.stop()
-    last, failures = ctx.ticks.snapshot()
-    assert failures["failing"] >= 3
-    assert "failing" not in last
-    assert last["fine"] == ctx.clock.now()
+    ticks = ctx.ticks.ticks()
+    assert ctx.ticks.failures()["failing"] >= 3
+    assert ticks["failing"].at is None
+    assert ticks["fine"].at == ctx.clock.now()
+    assert ticks["fine"].every_s == 0.05
 
 
-def test_a_slow_task_never_overlaps_itself() -> None:
-    ctx = context(0.02)
+def test_a_slow_task_never_overlaps_itself(
+    make_context: Callable[..., ServiceContext],
+) -> None:
+    ctx = make_context(0.02)
     running, most, runs = 0, 0, 0
     lock = threading.Lock()
 
@@ -74,3 +109,73 @@ def test_a_slow_task_never_overlaps_itself() -> None:
     finally:
         driver.stop()
     assert most == 1
+
+
+def test_a_replica_that_does_not_lead_runs_nothing(
+    make_context: Callable[..., ServiceContext],
+) -> None:
+    leader, follower = make_context(0.02, "first"), make_context(0.02, "second")
+    calls = {"leader": 0, "follower": 0}
+
+    def count(who: str) -> Periodic:
+        return Periodic(lambda _: calls.__setitem__(who, calls[who] + 1))
+
+    first = Driver(leader, {"work": count("leader")})
+    first.start()
+    second = Driver(follower, {"work": count("follower")})
+    second.start()
+    try:
+        wait_for(lambda: calls["leader"] >= 5)
+        assert calls["follower"] == 0
+        first.stop()  # steps down: the other replica takes over at its next probe
+        wait_for(lambda: calls["follower"] >= 3)
+    finally:
+        second.stop()
+    assert not leader.leading()
+
+
+def test_a_pass_that_stops_finishing_raises_one_critical_event(tmp_path: Path) -> None:
+    database = f"sqlite:///{tmp_path / 'governor.db'}"  # its own: its lease keeps frozen time
+    schema.upgrade(database)
+    engine = build_engine(database)
+    try:
+        sessions, clock = session_factory(engine), FrozenClock()
+        ctx = ServiceContext(
+            engine=engine,
+            sessions=sessions,
+            clock=clock,
+            providers={},
+            config=GovernorConfig(enforce_interval_s=0.05, leader_probe_s=0.05),
+            ticks=TickLog(),
+            lease=Lease(sessions, clock, "stuck", lease_s=86400.0),
+        )
+
+        def broken(_: ServiceContext) -> None:
+            raise RuntimeError("the provider hangs")
+
+        def alarms() -> list[str]:
+            with unit_of_work(sessions) as session:
+                return list(
+                    session.scalars(
+                        select(EventRow.message).where(
+                            EventRow.severity == Severity.CRITICAL,
+                            EventRow.subject == "replica stuck",
+                        )
+                    )
+                )
+
+        driver = Driver(ctx, {"enforce": Periodic(broken)})
+        driver.start()
+        try:
+            wait_for(lambda: ctx.ticks.failures().get("enforce", 0) >= 3)
+            assert alarms() == [], "a pass is stale only after three intervals and 30 s"
+            clock.advance(31)
+            wait_for(lambda: len(alarms()) == 1)
+            probes = ctx.ticks.failures()["enforce"]
+            wait_for(lambda: ctx.ticks.failures()["enforce"] >= probes + 5)
+        finally:
+            driver.stop()
+        assert len(alarms()) == 1, "raised once, not at every probe"
+        assert "enforce pass" in alarms()[0]
+    finally:
+        engine.dispose()

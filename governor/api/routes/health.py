@@ -1,9 +1,14 @@
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from governor.api.deps import Context, Now
+from governor.db.engine import read_only
+from governor.services import leadership
 from governor.services.health import readiness
 
 router = APIRouter(tags=["health"])
@@ -17,9 +22,40 @@ def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 def readyz(ctx: Context, now: Now) -> JSONResponse:
-    """Ready when the database is reachable and at head and the periodic passes are ticking."""
-    result = readiness(ctx.engine, ctx.ticks, now)
-    return JSONResponse(
-        {"status": "ready" if result.ready else "not ready", "checks": result.checks},
-        status_code=200 if result.ready else 503,
-    )
+    """Ready when the database is reachable and at head: this replica can serve.
+
+    Beside it: this replica, who leads the periodic work (term, since when), and each of the
+    leader's passes judged against its own interval. None of that takes a replica out of
+    service: a stuck pass is raised as a critical event and a metric instead."""
+    result = readiness(ctx.engine)
+    body: dict[str, Any] = {
+        "status": "ready" if result.ready else "not ready",
+        "checks": result.checks,
+        "replica": ctx.replica,
+        "leading": ctx.leading(),
+        "scheduler": "on" if ctx.ticks.enabled else "disabled in this process",
+    }
+    if result.ready:
+        with read_only(ctx.sessions) as session:
+            body["leader"] = _leader(leadership.current(session), now)
+    return JSONResponse(body, status_code=200 if result.ready else 503)
+
+
+def _leader(leader: leadership.Leader, now: datetime) -> dict[str, Any] | None:
+    if not leader.live(now):
+        return None
+    stale = set(leader.stale_tasks(now))
+    return {
+        "replica": leader.holder,
+        "term": leader.term,
+        "since": leader.since.isoformat() if leader.since else None,
+        "expires_at": leader.expires_at.isoformat() if leader.expires_at else None,
+        "passes": {
+            task: {
+                "last_finished": tick.at.isoformat() if tick.at else None,
+                "every_s": tick.every_s,
+                "state": "stale" if task in stale else "ok",
+            }
+            for task, tick in sorted(leader.ticks.items())
+        },
+    }

@@ -171,10 +171,17 @@ class EventLineOut(Out):
     message: str
 
 
+class LeaderOut(Out):
+    replica: str = Field(validation_alias="holder")
+    term: int
+    since: datetime
+
+
 class StatusOut(Out):
     at: datetime
     budgets: list[BudgetStatusOut]
     events: list[EventLineOut]
+    leader: LeaderOut | None
 
 
 @router.get("/v1/status")

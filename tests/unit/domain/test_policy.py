@@ -113,6 +113,24 @@ CASES = [
         None,
     ),
     (
+        "silent through an outage: the timeout counts from when jobs could check in again",
+        situation(
+            run=run(last_heartbeat_at=NOW - timedelta(seconds=600)),
+            heard_since=NOW - timedelta(seconds=60),
+        ),
+        Action.CONTINUE,
+        None,
+    ),
+    (
+        "silent for a whole timeout after the outage ended",
+        situation(
+            run=run(last_heartbeat_at=NOW - timedelta(seconds=600)),
+            heard_since=NOW - timedelta(seconds=121),
+        ),
+        Action.STOP,
+        Reason.HEARTBEAT_LOST,
+    ),
+    (
         "never checked in, past timeout",
         situation(run=run(last_heartbeat_at=None, created_at=NOW - timedelta(seconds=200))),
         Action.STOP,

@@ -1,0 +1,45 @@
+"""leases and secrets: which replica leads the periodic work (a term and an expiry), and the
+secrets every replica shares
+
+Revision ID: 7a3e91c4d2b8
+Revises: 5c1d7e2f9a40
+Create Date: 2026-12-01 13:00:00.000000
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "7a3e91c4d2b8"
+down_revision: str | None = "5c1d7e2f9a40"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    leases = op.create_table(
+        "leases",
+        sa.Column("name", sa.String(length=50), nullable=False),
+        sa.Column("holder", sa.String(length=200), nullable=True),
+        sa.Column("term", sa.BigInteger(), server_default="0", nullable=False),
+        sa.Column("since", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("renewed_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("expires_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("resumed_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("ticks", sa.JSON(), nullable=False),
+        sa.PrimaryKeyConstraint("name", name=op.f("pk_leases")),
+    )
+    # The row exists before any replica starts: taking it is an UPDATE, never a racing INSERT.
+    op.bulk_insert(leases, [{"name": "scheduler", "term": 0, "ticks": {}}])
+    op.create_table(
+        "secrets",
+        sa.Column("name", sa.String(length=50), nullable=False),
+        sa.Column("value", sa.String(length=200), nullable=False),
+        sa.PrimaryKeyConstraint("name", name=op.f("pk_secrets")),
+    )
+
+
+def downgrade() -> None:
+    op.drop_table("secrets")
+    op.drop_table("leases")

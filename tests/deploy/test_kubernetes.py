@@ -1,0 +1,102 @@
+"""deploy/kubernetes: every document validated against the Kubernetes API's own schemas
+(bundled by kubernetes-validate, so offline; strict: unknown fields are errors), and the facts
+the replica model depends on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFESTS = sorted((ROOT / "deploy" / "kubernetes").glob("*.yaml"))
+KUBERNETES_VERSION = "1.33.0"
+
+
+def _documents(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
+
+
+def _one(kind: str) -> dict[str, Any]:
+    (found,) = [
+        d for d in _documents(ROOT / "deploy/kubernetes/governor.yaml") if d["kind"] == kind
+    ]
+    return found
+
+
+def test_there_are_manifests() -> None:
+    assert ROOT / "deploy/kubernetes/governor.yaml" in MANIFESTS
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
+def test_every_document_is_valid_for_the_kubernetes_api(path: Path) -> None:
+    documents = _documents(path)
+    assert documents
+    for document in documents:
+        try:
+            kubernetes_validate.validate(document, KUBERNETES_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            where = ".".join(str(p) for p in exc.path)
+            pytest.fail(f"{path.name}: {document['kind']} {where}: {exc.message}")
+
+
+def test_two_replicas_roll_without_going_below_two() -> None:
+    spec = _one("Deployment")["spec"]
+    assert spec["replicas"] == 2
+    assert spec["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
+    }
+
+
+def test_probes_migrations_and_replica_name() -> None:
+    pod = _one("Deployment")["spec"]["template"]["spec"]
+    (governor,) = pod["containers"]
+    assert governor["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert governor["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    (migrate,) = pod["initContainers"]
+    assert migrate["command"] == ["governor", "migrate"]
+    assert migrate["image"] == governor["image"]
+    env = {e["name"]: e for e in governor["env"]}
+    field = env["GOVERNOR_REPLICA_ID"]["valueFrom"]["fieldRef"]["fieldPath"]
+    assert field == "metadata.name"
+    assert env["GOVERNOR_SESSION_SECRET"]["valueFrom"]["secretKeyRef"]["optional"] is True
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    for container in (governor, migrate):
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+def test_the_disruption_budget_and_service_select_the_deployments_pods() -> None:
+    deployment = _one("Deployment")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    pdb = _one("PodDisruptionBudget")["spec"]
+    assert pdb["minAvailable"] == 1
+    assert pdb["selector"]["matchLabels"]
+    assert pdb["selector"]["matchLabels"].items() <= labels.items()
+    service = _one("Service")["spec"]
+    assert service["selector"].items() <= labels.items()
+    (port,) = service["ports"]
+    assert port["targetPort"] == "http"
+
+
+def test_the_provider_account_is_kept() -> None:
+    pod = _one("Deployment")["spec"]["template"]["spec"]
+    assert _one("ServiceAccount")["metadata"]["name"] == pod["serviceAccountName"]
+    binding = _one("ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == _one("ClusterRole")["metadata"]["name"]
+    assert binding["subjects"][0]["name"] == pod["serviceAccountName"]
+
+
+def test_the_ingress_example_routes_to_the_service() -> None:
+    (ingress,) = _documents(ROOT / "deploy/kubernetes/ingress.example.yaml")
+    (rule,) = ingress["spec"]["rules"]
+    (path,) = rule["http"]["paths"]
+    backend = path["backend"]["service"]
+    assert backend["name"] == _one("Service")["metadata"]["name"]
+    assert backend["port"]["name"] == _one("Service")["spec"]["ports"][0]["name"]
+    assert rule["host"] in ingress["spec"]["tls"][0]["hosts"]

@@ -1,0 +1,99 @@
+"""The database goes away under a running governor: a PostgreSQL cluster of the test's own is
+restarted, then stopped for 12 s. Every request meanwhile is a clean 503 with Retry-After
+(never a 500), the server recovers by itself, the time without a leader is raised as a
+critical event, and the spend afterwards is exactly the rate times the time the pod ran."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from decimal import Decimal
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import (
+    RATE_USD_PER_HOUR,
+    GovernorServer,
+    declare_budget,
+    get_pod,
+    migrate,
+    register_pod,
+    usd,
+    utcnow,
+    wait_for,
+)
+from tests.e2e.private_postgres import PrivatePostgres
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+
+OUTAGE_S = 12.0
+PER_SECOND = Decimal(RATE_USD_PER_HOUR) / 3600
+
+
+@pytest.fixture
+def cluster() -> Iterator[PrivatePostgres]:
+    postgres = PrivatePostgres()
+    try:
+        postgres.start()
+        yield postgres
+    finally:
+        postgres.close()
+
+
+def assert_unavailable(response: httpx.Response) -> None:
+    assert response.status_code == 503, response.text[:300]
+    assert int(response.headers["Retry-After"]) > 0
+    assert response.json()["error"]["code"] == "unavailable"
+
+
+def seconds(a: datetime, b: datetime) -> Decimal:
+    return Decimal(str((b - a).total_seconds()))
+
+
+def test_an_outage_is_a_clean_503_then_recovers_alarms_and_loses_no_money(
+    cluster: PrivatePostgres, spawn: Callable[..., GovernorServer]
+) -> None:
+    url = cluster.create_database("governor")
+    server = spawn(url, GOVERNOR_ENFORCE_INTERVAL_S="0.5")  # a 2 s lease
+    migrate(url, server.workdir)
+    server.start().wait_ready()
+    with server.client() as operator:
+        budget = declare_budget(operator, "1000000")
+        before = utcnow()
+        pod = register_pod(operator, budget["id"])
+        after = utcnow()
+
+        cluster.restart()  # a blink: the next requests find fresh connections
+        wait_for(lambda: operator.get("/readyz").status_code == 200, "ready after a restart")
+        assert operator.get(f"/v1/pods/{pod['id']}").status_code == 200
+
+        cluster.stop()
+        down_at = time.monotonic()
+        while time.monotonic() - down_at < OUTAGE_S:
+            assert_unavailable(operator.get(f"/v1/pods/{pod['id']}"))
+            assert operator.get("/readyz").status_code == 503
+            assert operator.get("/healthz").status_code == 200  # the process is alive
+            time.sleep(0.5)
+        cluster.start()
+
+        wait_for(lambda: operator.get("/readyz").status_code == 200, "ready after the outage")
+
+        def alarm() -> dict[str, object] | None:
+            response = operator.get("/v1/events", params={"severity": "critical"})
+            if response.status_code != 200:
+                return None
+            return next((e for e in response.json() if "no replica led" in e["message"]), None)
+
+        event = wait_for(alarm, "a critical event about the time nobody metered")
+        asked_from = utcnow()
+        spent = usd(get_pod(operator, pod["id"])["spent_usd"])
+        asked_to = utcnow()
+
+    evidence = event["evidence"]
+    assert isinstance(evidence, dict) and float(evidence["seconds"]) >= OUTAGE_S
+    # Exactly the rate times the time it ran: at least from the latest moment it can have
+    # been registered to the earliest the figure can have been read, at most the widest.
+    assert PER_SECOND * seconds(after, asked_from) <= spent
+    assert spent <= PER_SECOND * seconds(before, asked_to)
