@@ -1,4 +1,6 @@
-"""`governor agent`: samples this pod's GPUs and pushes the readings to the governor server.
+"""`governor agent`: samples this machine's GPUs and pushes the readings to the governor server,
+for one pod (`--pod`, an agent token for that pod) or for whatever pods run on this machine
+(`--node`, a node agent's token: a Kubernetes DaemonSet on the GPU nodes).
 
 A reading is never lost to a short outage: while the server cannot be reached, readings wait
 in a bounded backlog (the oldest are dropped first when it is full) and are sent in order
@@ -11,8 +13,8 @@ import logging
 import signal
 import threading
 from collections import deque
-from dataclasses import asdict
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
 
 import httpx
 
@@ -35,18 +37,33 @@ def to_json(reading: Reading) -> dict[str, Any]:
     return payload
 
 
+@dataclass(frozen=True)
+class Target:
+    """Whom the readings are for: one pod, or every pod on one machine."""
+
+    kind: Literal["pod", "node"]
+    name: str
+
+    @property
+    def path(self) -> str:
+        return f"/v1/{self.kind}s/{self.name}/telemetry"
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name}"
+
+
 class Agent:
     def __init__(
         self,
         source: TelemetrySource,
         client: httpx.Client,
-        pod_id: str,
+        target: Target,
         clock: Clock,
         backlog: int = 10_000,
     ) -> None:
         self.source = source
         self.client = client
-        self.pod_id = pod_id
+        self.target = target
         self.clock = clock
         self.backlog: deque[Reading] = deque(maxlen=backlog)
         self.dropped = 0
@@ -73,9 +90,10 @@ class Agent:
         return True
 
     def _send(self, batch: list[Reading]) -> bool:
-        path = f"/v1/pods/{self.pod_id}/telemetry"
         try:
-            response = self.client.post(path, json={"readings": [to_json(r) for r in batch]})
+            response = self.client.post(
+                self.target.path, json={"readings": [to_json(r) for r in batch]}
+            )
         except httpx.TransportError as exc:
             self._unreachable(f"{type(exc).__name__}: {exc}")
             return False
@@ -83,7 +101,7 @@ class Agent:
             self._unreachable(f"HTTP {response.status_code}")
             return False
         if response.status_code >= 400:
-            raise Rejected(_explain(response))
+            raise Rejected(_explain(response, self.target))
         if not self.reachable:
             log.warning("the server answers again; sending %d buffered readings", len(self.backlog))
             self.reachable = True
@@ -95,15 +113,15 @@ class Agent:
         self.reachable = False
 
 
-def _explain(response: httpx.Response) -> str:
+def _explain(response: httpx.Response, target: Target) -> str:
     try:
         message = response.json()["error"]["message"]
     except (ValueError, KeyError, TypeError):
         message = response.text[:200]
     hints = {
         401: "check --token (an agent token from POST /v1/tokens with role agent)",
-        403: "the token is not an agent token for this pod",
-        404: "check --pod: the server has no such pod",
+        403: f"the token is not an agent token for this {target.kind}",
+        404: f"check --{target.kind}: the server has no such {target.kind}",
     }
     hint = hints.get(response.status_code, "the server refused the readings")
     return f"HTTP {response.status_code}: {message} ({hint})"

@@ -89,27 +89,35 @@ def _describe_gpus(ctx: ServiceContext) -> str:
 def _agent(args: argparse.Namespace) -> int:
     import httpx
 
-    from governor.agent import Agent, run
+    from governor.agent import Agent, Target, run
     from governor.bootstrap import telemetry_source
     from governor.domain.ports import SystemClock
 
-    if not args.token:
+    token = args.token
+    if args.token_file is not None:
+        try:
+            token = Path(args.token_file).read_text().strip()
+        except OSError as exc:
+            print(f"governor agent: cannot read --token-file: {exc}", file=sys.stderr)
+            return 2
+    if not token:
         print(
-            "governor agent: give --token or set GOVERNOR_AGENT_TOKEN (an agent token from "
-            "POST /v1/tokens with role agent and this pod's id)",
+            "governor agent: give --token, --token-file or GOVERNOR_AGENT_TOKEN (an agent token "
+            "from POST /v1/tokens with role agent and this pod's id, or this machine's node)",
             file=sys.stderr,
         )
         return 2
+    target = Target("pod", args.pod) if args.pod else Target("node", args.node)
     clock = SystemClock()
     try:
         source = telemetry_source(args.fake_nvml, clock)
     except ValueError as exc:
         print(f"governor agent: {exc}", file=sys.stderr)
         return 2
-    headers = {"Authorization": f"Bearer {args.token}"}
+    headers = {"Authorization": f"Bearer {token}"}
     with httpx.Client(base_url=args.server, headers=headers, timeout=10) as client:
-        agent = Agent(source, client, args.pod, clock, backlog=args.backlog)
-        log.info("agent for pod %s reporting to %s every %gs", args.pod, args.server, args.interval)
+        agent = Agent(source, client, target, clock, backlog=args.backlog)
+        log.info("agent for %s reporting to %s every %gs", target, args.server, args.interval)
         return run(agent, args.interval)
 
 
@@ -283,7 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     migrate.set_defaults(handler=_migrate)
 
     agent = commands.add_parser(
-        "agent", help="sample this pod's GPUs and push them to a governor server"
+        "agent", help="sample this machine's GPUs and push them to a governor server"
     )
     agent.add_argument(
         "--server",
@@ -291,11 +299,20 @@ def build_parser() -> argparse.ArgumentParser:
         required="GOVERNOR_URL" not in os.environ,
         help="the governor's URL (or GOVERNOR_URL)",
     )
-    agent.add_argument("--pod", required=True, help="the pod's id on the governor")
+    whom = agent.add_mutually_exclusive_group(required=True)
+    whom.add_argument("--pod", help="report for this pod (its id on the governor)")
+    whom.add_argument(
+        "--node",
+        help="report for every pod registered on this machine under this node name "
+        "(a DaemonSet on GPU nodes: the Kubernetes node name)",
+    )
     agent.add_argument(
         "--token",
         default=os.environ.get("GOVERNOR_AGENT_TOKEN"),
-        help="an agent token for this pod (or GOVERNOR_AGENT_TOKEN)",
+        help="an agent token for this pod or node (or GOVERNOR_AGENT_TOKEN)",
+    )
+    agent.add_argument(
+        "--token-file", help="read the agent token from this file (a mounted Secret)"
     )
     agent.add_argument(
         "--interval", type=float, default=5.0, help="seconds between polls (default 5)"

@@ -154,6 +154,7 @@ def show_pod(p: dict[str, Any]) -> str:
             ("budget", p["budget_id"]),
             ("provider", f"{p['provider']} {p['provider_ref']}"),
             ("GPUs", f"{p['gpu_count'] or '?'} x {p['gpu_type']}" if p["gpu_type"] else None),
+            ("node", p["node"]),
             ("state", p["state"]),
             ("rate", f"{usd(p['hourly_rate_usd'])}/h ({p['rate_source']})"),
             ("spent", usd(p["spent_usd"])),
@@ -194,6 +195,12 @@ def show_run(r: dict[str, Any]) -> str:
         ]
     )
     return f"{text}\n\nThe job's token (shown once; give it to the job):\n  {r['token']}"
+
+
+def show_token(t: dict[str, Any]) -> str:
+    bound = [("pod", t["pod_id"])] if t["pod_id"] else [("node", t["node"])] if t["node"] else []
+    text = fields([("role", t["role"]), *bound, ("label", t["label"])])
+    return f"{text}\n\nThe token (shown once; store it now):\n  {t['token']}"
 
 
 EXTENSION_HEADERS = ("id", "budget", "amount", "state", "by", "reason", "decided", "note")
@@ -261,6 +268,7 @@ def pod_add(api: Api, a: argparse.Namespace) -> Shown:
         storage_usd_per_gb_month=a.storage_usd_per_gb_month,
         stopped_storage_usd_per_gb_month=a.stopped_storage_usd_per_gb_month,
         local=a.local or None,
+        node=a.node,
         persistent_filesystem=a.persistent_filesystem,
     )
     return api.call("POST", f"/v1/budgets/{a.budget_id}/pods", body=body), show_pod
@@ -273,6 +281,11 @@ def pod_show(api: Api, a: argparse.Namespace) -> Shown:
 def pod_stop(api: Api, a: argparse.Namespace) -> Shown:
     body = _given(reason=a.reason)
     return api.call("POST", f"/v1/pods/{a.pod_id}/stop", body=body), show_stop
+
+
+def token_create(api: Api, a: argparse.Namespace) -> Shown:
+    body = _given(role=a.role, label=a.label, pod_id=a.pod, node=a.node)
+    return api.call("POST", "/v1/tokens", body=body), show_token
 
 
 def run_create(api: Api, a: argparse.Namespace) -> Shown:
@@ -400,6 +413,7 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     add.add_argument("--storage-usd-per-gb-month", metavar="USD")
     add.add_argument("--stopped-storage-usd-per-gb-month", metavar="USD")
     add.add_argument("--local", action="store_true", help="the server samples its own GPUs")
+    add.add_argument("--node", help="the machine it runs on: that node's agent reports for it")
     add.add_argument(
         "--persistent-filesystem",
         metavar="NAME",
@@ -418,6 +432,14 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     create.add_argument("--total-steps", type=int)
     create.add_argument("--heartbeat-timeout-s", type=float)
     create.add_argument("--checkpoint-grace-s", type=float)
+
+    tokens = group("token", "create tokens (over HTTP)")
+    token = verb(tokens, "create", "create a token; prints it once", token_create)
+    token.add_argument("--role", required=True, choices=["operator", "viewer", "agent"])
+    whom = token.add_mutually_exclusive_group()
+    whom.add_argument("--pod", help="an agent token for this pod")
+    whom.add_argument("--node", help="a node agent's token for this machine")
+    token.add_argument("--label", help="who or what it is for (recorded)")
 
     exts = group("ext", "list, approve and deny budget extensions (over HTTP)")
     listing = verb(exts, "list", "extension requests", ext_list)

@@ -71,6 +71,17 @@ def _finite(value: float) -> float:
 Seconds = Annotated[float, Field(gt=0, le=86_400), BeforeValidator(_finite)]
 Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"\S")]
 Text = Annotated[str, Field(min_length=1, max_length=2000, pattern=r"\S")]
+Node = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=253,
+        pattern=r"^[A-Za-z0-9]([A-Za-z0-9._:-]*[A-Za-z0-9])?$",
+        description="a machine's name, as its node agent reports it (a Kubernetes node name, "
+        "a hostname)",
+        examples=["gpu-node-7"],
+    ),
+]
 
 
 class Strict(BaseModel):
@@ -131,6 +142,9 @@ class PodIn(Strict):
     storage_usd_per_gb_month: Usd = Decimal(0)
     stopped_storage_usd_per_gb_month: Usd | None = None
     local: bool = Field(False, description="this server samples the pod's GPUs itself")
+    node: Node | None = Field(
+        None, description="the machine the pod runs on: that machine's node agent reports for it"
+    )
     persistent_filesystem: Annotated[str, Field(min_length=1, max_length=200)] | None = Field(
         None,
         description="terminate-only providers (Lambda): the attached filesystem a checkpoint "
@@ -203,6 +217,7 @@ class PodOut(BaseModel):
     stopped_at: datetime | None
     stop_order: StopOrderOut | None
     local: bool
+    node: str | None
     persistent_filesystem: str | None
     persistent_mount: str | None
     billed_usd: UsdText | None = Field(
@@ -376,17 +391,22 @@ class EventOut(BaseModel):
 
 class TokenIn(Strict):
     role: Role = Field(
-        description="operator, viewer, or agent (with pod_id); job tokens come with their run"
+        description="operator, viewer, or agent (with pod_id, or node for a node agent); job "
+        "tokens come with their run"
     )
     label: Annotated[str, Field(max_length=200)] | None = None
     pod_id: Annotated[str, Field(max_length=32)] | None = None
+    node: Node | None = None
 
     @model_validator(mode="after")
     def _role_fits(self) -> TokenIn:
         if self.role is Role.JOB:
             raise ValueError("job tokens are issued with their run (POST /v1/budgets/{id}/runs)")
-        if (self.role is Role.AGENT) != (self.pod_id is not None):
-            raise ValueError("an agent token needs pod_id, and only an agent token takes one")
+        bound = (self.pod_id is not None) + (self.node is not None)
+        if self.role is Role.AGENT and bound != 1:
+            raise ValueError("an agent token needs either pod_id (one pod) or node (a machine)")
+        if self.role is not Role.AGENT and bound:
+            raise ValueError("only an agent token takes pod_id or node")
         return self
 
 
@@ -394,6 +414,7 @@ class TokenOut(BaseModel):
     role: Role
     label: str | None
     pod_id: str | None
+    node: str | None
     token: str = Field(description="Shown once: store it now.")
 
 
@@ -446,6 +467,10 @@ class TelemetryIn(Strict):
 class TelemetryAccepted(BaseModel):
     readings: int
     samples: int
+
+
+class NodeTelemetryAccepted(TelemetryAccepted):
+    pods: list[str] = Field(description="the pods running on the node, which got the readings")
 
 
 # --- plans (preflight admission) -------------------------------------------------------

@@ -100,6 +100,7 @@ def pod(session: Session, row: PodRow, book: Book, order: StopOrderRow | None) -
         stopped_at=row.stopped_at,
         stop_order=None if order is None else stop_order(order),
         local=row.local,
+        node=row.node,
         persistent_filesystem=row.persistent_filesystem,
         persistent_mount=row.persistent_mount,
         billed_usd=None

@@ -316,6 +316,15 @@ def local_pods(session: Session) -> Sequence[PodRow]:
     ).all()
 
 
+def pods_on_node(session: Session, node: str) -> Sequence[PodRow]:
+    """The pods registered on a machine, while they may still be running."""
+    return session.scalars(
+        select(PodRow)
+        .where(PodRow.node == node, PodRow.state.in_((PodState.RUNNING, PodState.STOPPING)))
+        .order_by(PodRow.created_at)
+    ).all()
+
+
 def plan_checks_of(session: Session, budget_id: str) -> Sequence[PlanCheckRow]:
     """A budget's preflight verdicts, oldest first."""
     return session.scalars(

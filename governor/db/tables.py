@@ -107,6 +107,7 @@ class PodRow(Base):
     stopped_storage_usd_per_gb_month: Mapped[Decimal] = mapped_column(MicroUSD)
     stop_latency_s: Mapped[float]
     local: Mapped[bool] = mapped_column(default=False, server_default=false())
+    node: Mapped[str | None] = mapped_column(String(253), index=True)  # the machine it runs on
     # terminate-only providers: the persistent filesystem a checkpoint must land on first
     persistent_filesystem: Mapped[str | None] = mapped_column(String(200))
     persistent_mount: Mapped[str | None] = mapped_column(Text)
@@ -262,6 +263,7 @@ class TokenRow(Base):
     run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.id"))
     budget_id: Mapped[str | None] = mapped_column(ForeignKey("budgets.id"))
     pod_id: Mapped[str | None] = mapped_column(ForeignKey("pods.id"))
+    node: Mapped[str | None] = mapped_column(String(253))  # a node agent's machine
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 

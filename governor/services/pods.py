@@ -43,6 +43,7 @@ class Registration:
     storage_usd_per_gb_month: Decimal = ZERO
     stopped_storage_usd_per_gb_month: Decimal | None = None
     local: bool = False  # this server samples the pod's GPUs itself
+    node: str | None = None  # the machine it runs on: that machine's agent reports for it
     persistent_filesystem: str | None = None  # terminate-only: where checkpoints must land
 
 
@@ -102,6 +103,7 @@ def register(
         stopped_storage_usd_per_gb_month=storage.stopped_usd_per_gb_month,
         stop_latency_s=provider.stop_latency_s,
         local=reg.local,
+        node=reg.node,
         persistent_filesystem=reg.persistent_filesystem,
         persistent_mount=mount,
         state=described.state,

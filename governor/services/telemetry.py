@@ -23,6 +23,15 @@ RAW, MINUTE = "raw", "minute"
 FRESH_FOR_S = 120.0  # a GPU not heard from for longer says nothing about now
 
 
+def ingest_node(
+    session: Session, node: str, readings: Sequence[Reading], now: datetime
+) -> dict[str, int]:
+    """A node agent's batch: stored for every pod running on that machine (pod id -> samples).
+
+    Every pod there gets all of the machine's GPUs, as a `local` pod gets its server's."""
+    return {pod.id: ingest(session, pod, readings, now) for pod in repo.pods_on_node(session, node)}
+
+
 def ingest(session: Session, pod: PodRow, readings: Iterable[Reading], now: datetime) -> int:
     """Store a batch of readings for `pod`, oldest first. Returns how many GPU samples it held."""
     count = 0

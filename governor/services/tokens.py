@@ -35,6 +35,7 @@ class Principal:
     run_id: str | None = None
     budget_id: str | None = None
     pod_id: str | None = None
+    node: str | None = None
 
     def require(self, *roles: Role) -> None:
         if self.role not in roles:
@@ -51,6 +52,12 @@ class Principal:
         """Operators may report for any pod; an agent token only for its own."""
         if self.role is Role.AGENT and self.pod_id != pod_id:
             raise Forbidden("an agent token works only for its own pod")
+        self.require(Role.OPERATOR, Role.AGENT)
+
+    def require_node(self, node: str) -> None:
+        """Operators may report for any machine; a node agent's token only for its own."""
+        if self.role is Role.AGENT and self.node != node:
+            raise Forbidden("an agent token works only for its own node")
         self.require(Role.OPERATOR, Role.AGENT)
 
     def require_budget(self, budget_id: str) -> None:
@@ -72,10 +79,21 @@ def issue(
     run_id: str | None = None,
     budget_id: str | None = None,
     pod_id: str | None = None,
+    node: str | None = None,
 ) -> str:
     """Create a token and return it: the only time it exists in plain text."""
     token = PREFIX[role] + secrets.token_urlsafe(32)
-    adopt(session, token, role, now, label=label, run_id=run_id, budget_id=budget_id, pod_id=pod_id)
+    adopt(
+        session,
+        token,
+        role,
+        now,
+        label=label,
+        run_id=run_id,
+        budget_id=budget_id,
+        pod_id=pod_id,
+        node=node,
+    )
     return token
 
 
@@ -89,6 +107,7 @@ def adopt(
     run_id: str | None = None,
     budget_id: str | None = None,
     pod_id: str | None = None,
+    node: str | None = None,
 ) -> None:
     """Store a token chosen elsewhere (the bootstrap operator token); idempotent."""
     hashed = digest(token)
@@ -103,6 +122,7 @@ def adopt(
             run_id=run_id,
             budget_id=budget_id,
             pod_id=pod_id,
+            node=node,
             created_at=now,
         )
     )
@@ -122,7 +142,13 @@ def _principal(session: Session, hashed: str) -> Principal:
     row = repo.token_by_hash(session, hashed)
     if row is None or not hmac.compare_digest(row.token_hash, hashed):
         raise Unauthenticated("unknown or revoked token")
-    return Principal(role=row.role, run_id=row.run_id, budget_id=row.budget_id, pod_id=row.pod_id)
+    return Principal(
+        role=row.role,
+        run_id=row.run_id,
+        budget_id=row.budget_id,
+        pod_id=row.pod_id,
+        node=row.node,
+    )
 
 
 class TokenCache:

@@ -1,5 +1,5 @@
-"""leases and secrets: which replica leads the periodic work (a term and an expiry), and the
-secrets every replica shares
+"""leases, secrets and nodes: which replica leads the periodic work (a term and an expiry),
+the secrets every replica shares, and the machine a pod runs on (for node agents)
 
 Revision ID: 7a3e91c4d2b8
 Revises: 5c1d7e2f9a40
@@ -38,8 +38,18 @@ def upgrade() -> None:
         sa.Column("value", sa.String(length=200), nullable=False),
         sa.PrimaryKeyConstraint("name", name=op.f("pk_secrets")),
     )
+    with op.batch_alter_table("pods", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("node", sa.String(length=253), nullable=True))
+        batch_op.create_index(batch_op.f("ix_pods_node"), ["node"], unique=False)
+    with op.batch_alter_table("tokens", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("node", sa.String(length=253), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("tokens", schema=None) as batch_op:
+        batch_op.drop_column("node")
+    with op.batch_alter_table("pods", schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f("ix_pods_node"))
+        batch_op.drop_column("node")
     op.drop_table("secrets")
     op.drop_table("leases")

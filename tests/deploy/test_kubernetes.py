@@ -100,3 +100,30 @@ def test_the_ingress_example_routes_to_the_service() -> None:
     assert backend["name"] == _one("Service")["metadata"]["name"]
     assert backend["port"]["name"] == _one("Service")["spec"]["ports"][0]["name"]
     assert rule["host"] in ingress["spec"]["tls"][0]["hosts"]
+
+
+def test_the_agent_runs_on_every_gpu_node_as_that_node() -> None:
+    (daemonset,) = _documents(ROOT / "deploy/kubernetes/agent.yaml")
+    assert daemonset["kind"] == "DaemonSet"
+    pod = daemonset["spec"]["template"]["spec"]
+    (agent,) = pod["containers"]
+    assert (
+        agent["image"] == _one("Deployment")["spec"]["template"]["spec"]["containers"][0]["image"]
+    )
+    args = agent["args"]
+    assert args[:2] == ["governor", "agent"]
+    assert args[args.index("--node") + 1] == "$(NODE_NAME)"
+    env = {e["name"]: e for e in agent["env"]}
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert env["NVIDIA_VISIBLE_DEVICES"]["value"] == "all"  # every GPU, none requested
+    assert "resources" not in agent or "nvidia.com/gpu" not in str(agent["resources"])
+    # Its own token, bound to its node, from the Secret holding one key per node.
+    token_file = args[args.index("--token-file") + 1]
+    (mount,) = agent["volumeMounts"]
+    assert token_file == f"{mount['mountPath']}/$(NODE_NAME)"
+    (volume,) = pod["volumes"]
+    assert volume["name"] == mount["name"] and volume["secret"]["secretName"]
+    # It reports to the server's Service.
+    server = args[args.index("--server") + 1]
+    service = _one("Service")
+    assert server == f"http://{service['metadata']['name']}:{service['spec']['ports'][0]['port']}"

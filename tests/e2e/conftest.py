@@ -315,8 +315,9 @@ _AGENTS: list[AgentProcess] = []
 class AgentProcess:
     """`python -m governor agent` in its own process, its output in a log file.
 
-    It reports to `server_url` over real HTTP; `fake_nvml` names a scripted fake GPU driver
-    (none: the machine's own NVML, which on a machine without a driver is "no NVML").
+    It reports to `server_url` over real HTTP, for the pod or, given `node`, as that machine's
+    node agent; `fake_nvml` names a scripted fake GPU driver (none: the machine's own NVML,
+    which on a machine without a driver is "no NVML").
     """
 
     def __init__(
@@ -328,9 +329,10 @@ class AgentProcess:
         *,
         interval_s: float = 0.3,
         fake_nvml: str | None = None,
+        node: str | None = None,
         extra_args: Sequence[str] = (),
     ) -> None:
-        self.pod_id = pod_id
+        self.pod_id = pod_id  # the pod it reports for (with `node`: one of the node's pods)
         self.log_path = workdir / "agent.log"
         self.workdir = workdir
         self.args = [
@@ -340,8 +342,7 @@ class AgentProcess:
             "agent",
             "--server",
             server_url,
-            "--pod",
-            pod_id,
+            *(["--node", node] if node else ["--pod", pod_id]),
             "--token",
             token,
             "--interval",

@@ -521,6 +521,47 @@ def test_serve_samples_local_gpus_for_pods_marked_local_without_an_agent(
     assert remote_telemetry == {"note": None, "lost_gpus": [], "gpus": []}
 
 
+@sqlite_only
+def test_a_node_agent_reports_for_the_pods_on_its_machine_and_only_its_own(
+    start_server: ServerFactory, spawn_agent: AgentFactory
+) -> None:
+    server = start_server(**TELEMETRY_ENV)
+    with server.client() as operator:
+        budget = declare_budget(operator, FAR_CEILING)
+        body = {"provider": "fake", "provider_ref": "on-node-7", "node": "gpu-node-7"}
+        here = ok(operator.post(f"/v1/budgets/{budget['id']}/pods", json=body), 201)
+        elsewhere = register_pod(operator, budget["id"], "on-node-8")
+        assert here["node"] == "gpu-node-7" and elsewhere["node"] is None
+        made = ok(operator.post("/v1/tokens", json={"role": "agent", "node": "gpu-node-7"}), 201)
+        for wrong in (
+            {"role": "agent"},
+            {"role": "agent", "node": "gpu-node-7", "pod_id": here["id"]},
+            {"role": "viewer", "node": "gpu-node-7"},
+            {"role": "agent", "node": "-not a node name"},
+        ):
+            assert operator.post("/v1/tokens", json=wrong).status_code == 422, wrong
+        assert made["node"] == "gpu-node-7" and made["pod_id"] is None
+
+        agent = spawn_agent(
+            server.url,
+            here["id"],
+            made["token"],
+            interval_s=AGENT_S,
+            fake_nvml="healthy",
+            node="gpu-node-7",
+        )
+        wait_for(lambda: latest_at(operator, here["id"], uuid_for(0)), "the node's GPU samples")
+        assert telemetry_of(operator, elsewhere["id"])["gpus"] == []
+
+        batch = {"readings": [{"at": utcnow().isoformat(), "gpus": []}]}
+        with http_client(server.url, made["token"]) as node_agent:
+            other_node = node_agent.post("/v1/nodes/gpu-node-8/telemetry", json=batch)
+            one_pod = node_agent.post(f"/v1/pods/{here['id']}/telemetry", json=batch)
+    assert other_node.status_code == 403 and "its own node" in other_node.text
+    assert one_pod.status_code == 403
+    assert agent.alive, agent.tail()
+
+
 # --- 7. the agent buffers through an outage; a wrong token stops it -------------------------
 
 

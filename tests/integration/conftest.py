@@ -57,10 +57,12 @@ class Governor:
         storage_gb: float = 0.0,
         storage: str = "0",
         stopped_storage: str | None = None,
+        node: str | None = None,
     ) -> str:
         registration = pods.Registration(
             "fake",
             ref,
+            node=node,
             storage_gb=storage_gb,
             storage_usd_per_gb_month=Decimal(storage),
             stopped_storage_usd_per_gb_month=None

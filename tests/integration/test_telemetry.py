@@ -141,3 +141,21 @@ def test_a_deadlocked_job_is_warned_then_stopped_with_its_workspace(gov: Governo
     gov.tick(30)  # the fake cloud's stop latency
     with gov.session() as s:
         assert repo.get_pod(s, pod).state is PodState.STOPPED
+
+
+def test_a_node_agents_reading_goes_to_every_pod_still_running_on_that_node(gov: Governor) -> None:
+    budget = gov.budget(ceiling="1000")
+    first = gov.pod(budget, "a", node="gpu-node-7")
+    second = gov.pod(budget, "b", node="gpu-node-7")
+    stopped = gov.pod(budget, "c", node="gpu-node-7")
+    elsewhere = gov.pod(budget, "d", node="gpu-node-8")
+    with gov.session() as s:
+        repo.get_pod(s, stopped).state = PodState.STOPPED
+    reading = Reading(gov.clock.now(), gpus=(gpu_sample(index=0), gpu_sample(index=1)))
+    with gov.session() as s:
+        counts = telemetry.ingest_node(s, "gpu-node-7", [reading], gov.clock.now())
+    assert counts == {first: 2, second: 2}
+    with gov.session() as s:
+        held = s.scalars(select(GpuSampleRow.pod_id).distinct()).all()
+    assert sorted(held) == sorted([first, second])
+    assert elsewhere not in held

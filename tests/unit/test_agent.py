@@ -6,7 +6,7 @@ from datetime import timedelta
 import httpx
 import pytest
 
-from governor.agent import Agent, Rejected
+from governor.agent import Agent, Rejected, Target
 from governor.domain.telemetry import Reading
 from tests.clock import FrozenClock
 
@@ -31,17 +31,24 @@ class Server:
     def __init__(self, *statuses: int) -> None:
         self.statuses = list(statuses)
         self.received: list[str] = []
+        self.paths: list[str] = []
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.paths.append(request.url.path)
         status = self.statuses.pop(0) if self.statuses else 202
         if status == 202:
             self.received += [r["at"] for r in json.loads(request.content)["readings"]]
         return httpx.Response(status, json={"error": {"code": "x", "message": "no such pod"}})
 
 
-def agent_for(server: Server, clock: FrozenClock, backlog: int = 100) -> Agent:
+POD = Target("pod", "pod_1")
+
+
+def agent_for(
+    server: Server, clock: FrozenClock, backlog: int = 100, target: Target = POD
+) -> Agent:
     client = httpx.Client(base_url="http://governor", transport=httpx.MockTransport(server))
-    return Agent(Ticking(clock), client, "pod_1", clock, backlog=backlog)
+    return Agent(Ticking(clock), client, target, clock, backlog=backlog)
 
 
 def test_readings_wait_out_an_outage_and_arrive_in_order_once(clock: FrozenClock) -> None:
@@ -76,3 +83,14 @@ def test_a_rejection_says_what_to_fix(clock: FrozenClock) -> None:
     agent.poll()
     with pytest.raises(Rejected, match=r"HTTP 404: no such pod \(check --pod"):
         agent.flush()
+
+
+def test_a_node_agent_reports_for_its_machine(clock: FrozenClock) -> None:
+    server = Server(202, 403)
+    agent = agent_for(server, clock, target=Target("node", "gpu-node-7"))
+    agent.poll()
+    assert agent.flush()
+    agent.poll()
+    with pytest.raises(Rejected, match=r"not an agent token for this node"):
+        agent.flush()
+    assert server.paths == ["/v1/nodes/gpu-node-7/telemetry"] * 2

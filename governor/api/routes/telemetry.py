@@ -1,11 +1,17 @@
 from __future__ import annotations
 
 from datetime import UTC
+from typing import Annotated
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Path
 
 from governor.api.deps import Caller, Now, Tx
-from governor.api.schemas import ReadingIn, TelemetryAccepted, TelemetryIn
+from governor.api.schemas import (
+    NodeTelemetryAccepted,
+    ReadingIn,
+    TelemetryAccepted,
+    TelemetryIn,
+)
 from governor.db import repository as repo
 from governor.domain.telemetry import DeviceProblem, GpuProcess, GpuSample, Reading
 from governor.services import telemetry
@@ -43,3 +49,23 @@ def report(pod_id: str, body: TelemetryIn, caller: Caller, tx: Tx, now: Now) -> 
     with tx() as session:
         count = telemetry.ingest(session, repo.get_pod(session, pod_id), readings, now)
     return TelemetryAccepted(readings=len(readings), samples=count)
+
+
+@router.post("/v1/nodes/{node}/telemetry", status_code=202)
+def report_node(
+    node: Annotated[str, Path(max_length=253)],
+    body: TelemetryIn,
+    caller: Caller,
+    tx: Tx,
+    now: Now,
+) -> NodeTelemetryAccepted:
+    """A batch of GPU readings from a machine's node agent, for every pod running there.
+
+    A machine with no governed pod right now is no error: the readings are dropped."""
+    caller.require_node(node)
+    readings = [_reading(r) for r in body.readings]
+    with tx() as session:
+        counts = telemetry.ingest_node(session, node, readings, now)
+    return NodeTelemetryAccepted(
+        readings=len(readings), samples=sum(counts.values()), pods=list(counts)
+    )
