@@ -81,6 +81,12 @@ def _leadership(leader: Leader, replica: str, leading: bool, now: datetime) -> l
         "governor_leader_term", "The leadership term: it grows by one at every change of leader."
     )
     term.add((), float(leader.term))
+    since = _gauge(
+        "governor_leader_since_timestamp_seconds",
+        "When the current leader's term began (Unix time; absent while none leads).",
+    )
+    if leader.live(now) and leader.since is not None:
+        since.add((), leader.since.timestamp())
     age = _gauge(
         "governor_pass_age_seconds",
         "Seconds since each periodic pass of the leader last finished (leader only).",
@@ -89,7 +95,7 @@ def _leadership(leader: Leader, replica: str, leading: bool, now: datetime) -> l
     if leading:
         for task, tick in leader.ticks.items():
             age.add((task,), (now - (tick.at or leader.since or now)).total_seconds())
-    return [me, term, age]
+    return [me, term, since, age]
 
 
 def _budgets(books: Iterable[Book]) -> list[Family]:

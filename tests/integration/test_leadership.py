@@ -165,6 +165,8 @@ def test_only_the_leader_exports_what_the_database_holds(
     assert leader["governor_leader"] == {("a",): 1.0}
     assert follower["governor_leader"] == {("b",): 0.0}
     assert leader["governor_leader_term"] == follower["governor_leader_term"] == {(): 1.0}
+    began = clock.now().timestamp() - 3  # a took the lease three seconds ago
+    assert leader["governor_leader_since_timestamp_seconds"] == {(): began}
     assert leader["governor_pass_age_seconds"] == {("enforce",): 3.0}
     assert follower["governor_pass_age_seconds"] == {}
     assert "governor_events_total" in leader
