@@ -46,9 +46,9 @@ from fleet import (
 )
 from sqlalchemy.orm import Session
 
-from governor.adapters.providers.fake import FakeProvider
 from governor.db import repository as repo
 from governor.db.engine import unit_of_work
+from governor.fakes.cloud import FakeProvider
 from governor.scheduler.tasks import TASKS
 from governor.services import budgets, checkins, pods, runs
 from governor.services.context import ServiceContext

@@ -26,9 +26,9 @@ from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
-from governor.adapters.telemetry.fake import FakeNvml, describe_scenarios
 from governor.adapters.telemetry.nvml import NvmlSource
 from governor.domain.ports import SystemClock
+from governor.fakes.nvml import FakeNvml, describe_scenarios
 
 REASON_BITS = {
     0x1: "GpuIdle",

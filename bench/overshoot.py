@@ -61,11 +61,11 @@ from fleet import (
 )
 from sqlalchemy.orm import Session
 
-from governor.adapters.providers.fake import BillingFakeProvider
 from governor.db import repository as repo
 from governor.db.engine import unit_of_work
 from governor.domain.model import Action, PodState, RunStatus
 from governor.domain.money import ZERO, charge
+from governor.fakes.cloud import BillingFakeProvider
 from governor.scheduler.tasks import TASKS
 from governor.services import budgets, pods, runs
 from governor.services.checkins import Checkpoint, Directive, Heartbeat

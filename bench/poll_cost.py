@@ -17,9 +17,9 @@ import statistics
 import sys
 import time
 
-from governor.adapters.telemetry.fake import FakeNvml, healthy
 from governor.adapters.telemetry.nvml import NvmlSource
 from governor.domain.ports import SystemClock
+from governor.fakes.nvml import FakeNvml, healthy
 
 
 class SteppedMonotonic:

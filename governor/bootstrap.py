@@ -15,14 +15,12 @@ from sqlalchemy.exc import IntegrityError
 from governor.adapters.notify.webhook import WebhookSink
 from governor.adapters.providers import kubernetes
 from governor.adapters.providers._http import provider_client
-from governor.adapters.providers.fake import BillingFakeProvider, FakeProvider
 from governor.adapters.providers.gcp import GcpProvider, MetadataToken, StaticToken
 from governor.adapters.providers.kubernetes import KubernetesProvider
 from governor.adapters.providers.lambda_cloud import LambdaProvider
 from governor.adapters.providers.local import LocalProvider
 from governor.adapters.providers.runpod import RunPodProvider
 from governor.adapters.providers.vast import VastProvider
-from governor.adapters.telemetry.fake import FakeNvml
 from governor.adapters.telemetry.nvml import NvmlSource
 from governor.db import schema
 from governor.db.engine import build_engine, session_factory, unit_of_work
@@ -31,6 +29,8 @@ from governor.domain.model import Severity
 from governor.domain.policy import Watch
 from governor.domain.ports import AnyProvider, Clock, SystemClock
 from governor.domain.telemetry import TelemetrySource
+from governor.fakes.cloud import BillingFakeProvider, FakeProvider
+from governor.fakes.nvml import FakeNvml
 from governor.services import shared_secrets, tokens
 from governor.services.context import GovernorConfig, ServiceContext
 from governor.services.health import TickLog

@@ -24,11 +24,11 @@ from typing import Any
 import httpx
 import uvicorn
 
-from governor.adapters.providers.fake import FakeProvider
 from governor.app import create_app
 from governor.bootstrap import bootstrap_operator, build_context, prepare_database
 from governor.domain.model import PodState
 from governor.domain.money import dollars
+from governor.fakes.cloud import FakeProvider
 from governor.settings import load_settings
 
 HOST = "127.0.0.1"

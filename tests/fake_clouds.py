@@ -10,7 +10,7 @@ from typing import Any, Generic, TypeVar
 
 import httpx
 
-from governor.adapters.providers.fake_cloud import FakeCloud, FakeServer, serve
+from governor.fakes.http_cloud import FakeCloud, FakeServer, serve
 
 C = TypeVar("C", bound=FakeCloud)
 
@@ -35,7 +35,7 @@ class Served(Generic[C]):
     url: str
 
     def answer_next(self, *answers: str) -> None:
-        """Queue canned answers (see fake_cloud), one per coming provider request."""
+        """Queue canned answers (see governor.fakes.http_cloud), one per coming provider request."""
         response = self.post(f"{self.url}/_fake/answers", json={"answers": list(answers)})
         assert response.status_code == 204
 

@@ -16,8 +16,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from governor.adapters.providers.fake import FakeProvider
-from governor.adapters.providers.fake_cloud import FakeCloud
 from governor.adapters.providers.local import LocalProvider
 from governor.domain.model import PodState
 from governor.domain.ports import (
@@ -27,6 +25,8 @@ from governor.domain.ports import (
     SystemClock,
     TerminateOnly,
 )
+from governor.fakes.cloud import FakeProvider
+from governor.fakes.http_cloud import FakeCloud
 from tests.contract.harness import Harness
 from tests.fake_clouds import Served, running
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import httpx
 
-from governor.adapters.providers.fake_cloud import FakeCloud
 from governor.domain.ports import AnyProvider
+from governor.fakes.http_cloud import FakeCloud
 
 
 class Harness(ABC):

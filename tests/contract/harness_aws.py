@@ -7,8 +7,8 @@ import boto3
 import httpx
 
 from governor.adapters.providers.aws import Ec2Provider
-from governor.adapters.providers.fake_aws import FAKE_ACCESS_KEY_ID, FakeEc2
-from governor.adapters.providers.fake_cloud import FakeCloud
+from governor.fakes.aws import FAKE_ACCESS_KEY_ID, FakeEc2
+from governor.fakes.http_cloud import FakeCloud
 from tests.contract.harness import Harness
 
 SESSION = boto3.session.Session()  # shared, so EC2's API model is loaded once

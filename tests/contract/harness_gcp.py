@@ -5,9 +5,9 @@ from pathlib import Path
 
 import httpx
 
-from governor.adapters.providers.fake_cloud import FakeCloud, now
-from governor.adapters.providers.fake_gcp import FakeGcp
 from governor.adapters.providers.gcp import GcpProvider, StaticToken
+from governor.fakes.gcp import FakeGcp
+from governor.fakes.http_cloud import FakeCloud, now
 from tests.contract.harness import Harness
 
 MACHINE_TYPE = "a2-highgpu-1g"

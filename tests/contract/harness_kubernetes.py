@@ -4,9 +4,9 @@ from pathlib import Path
 
 import httpx
 
-from governor.adapters.providers.fake_cloud import FakeCloud, now
-from governor.adapters.providers.fake_kubernetes import FakeKubernetes
 from governor.adapters.providers.kubernetes import KubernetesProvider
+from governor.fakes.http_cloud import FakeCloud, now
+from governor.fakes.kubernetes import FakeKubernetes
 from tests.contract.harness import Harness
 
 

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import httpx
 
-from governor.adapters.providers.fake_cloud import FakeCloud
-from governor.adapters.providers.fake_lambda import FakeLambda
 from governor.adapters.providers.lambda_cloud import LambdaProvider
+from governor.fakes.http_cloud import FakeCloud
+from governor.fakes.lambda_cloud import FakeLambda
 from tests.contract.harness import Harness
 
 

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import httpx
 
-from governor.adapters.providers.fake_cloud import FakeCloud
-from governor.adapters.providers.fake_runpod import FakeRunPod
 from governor.adapters.providers.runpod import RunPodProvider
+from governor.fakes.http_cloud import FakeCloud
+from governor.fakes.runpod import FakeRunPod
 from tests.contract.harness import Harness
 
 

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import httpx
 
-from governor.adapters.providers.fake_cloud import FakeCloud
-from governor.adapters.providers.fake_vast import FakeVast
 from governor.adapters.providers.vast import VastProvider
+from governor.fakes.http_cloud import FakeCloud
+from governor.fakes.vast import FakeVast
 from tests.contract.harness import Harness
 
 

@@ -28,8 +28,8 @@ import pytest
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
-from governor.adapters.providers.fake import FakeCloudState, FakePod
 from governor.db.tables import GpuSampleRow
+from governor.fakes.cloud import FakeCloudState, FakePod
 
 OPERATOR_TOKEN = "e2e-operator-token"
 RATE_USD_PER_HOUR = Decimal(3600)  # one dollar a second: a ceiling is reached in seconds

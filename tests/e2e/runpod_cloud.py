@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from governor.adapters.providers.fake_runpod import CloudState
+from governor.fakes.runpod import CloudState
 from tests.e2e.conftest import free_port, wait_for
 
 KEY = "rpa_E2E_SECRET_KEY_42"
@@ -30,7 +30,7 @@ class RunPodCloud:
             [
                 sys.executable,
                 "-m",
-                "governor.adapters.providers.fake_runpod",
+                "governor.fakes.runpod",
                 *args,
                 "--api-key",
                 KEY,

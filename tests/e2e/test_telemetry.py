@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 import pytest
 
-from governor.adapters.telemetry.fake import GIB, H100, uuid_for
+from governor.fakes.nvml import GIB, H100, uuid_for
 from tests.e2e.conftest import (
     AgentFactory,
     GovernorServer,

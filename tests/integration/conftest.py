@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy.orm import Session
 
-from governor.adapters.providers.fake import FakeProvider
 from governor.db import repository as repo
 from governor.db import schema
 from governor.db.engine import build_engine, session_factory, unit_of_work
 from governor.domain.model import RunStatus
 from governor.domain.ports import AnyProvider, SystemClock
 from governor.domain.telemetry import GIB, DeviceProblem, GpuProcess, GpuSample, Reading
+from governor.fakes.cloud import FakeProvider
 from governor.scheduler import tasks
 from governor.services import budgets, checkins, pods, runs, telemetry
 from governor.services.book import Book

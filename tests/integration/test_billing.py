@@ -9,10 +9,10 @@ from decimal import Decimal
 import pytest
 from sqlalchemy import select
 
-from governor.adapters.providers.fake import BillingFakeProvider
 from governor.db import repository as repo
 from governor.db.tables import EventRow, LedgerEntryRow
 from governor.domain.model import EntryKind, Severity
+from governor.fakes.cloud import BillingFakeProvider
 from governor.services import billing
 from tests.clock import FrozenClock
 from tests.integration.conftest import Governor, make_governor

@@ -4,7 +4,6 @@ from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 
-from governor.adapters.providers.fake import FakeProvider
 from governor.db import repository as repo
 from governor.db.tables import StopOrderRow
 from governor.domain.model import (
@@ -17,6 +16,7 @@ from governor.domain.model import (
 )
 from governor.domain.ports import PodDescription, StopOutcome, StopResult
 from governor.domain.stop_order import StopState
+from governor.fakes.cloud import FakeProvider
 from governor.services import pods
 from governor.services.checkins import Checkpoint
 from tests.clock import FrozenClock

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from governor.adapters.providers.fake_cloud import FakeServer
-from governor.adapters.providers.fake_runpod import FakeRunPod
 from governor.cli import main
+from governor.fakes.http_cloud import FakeServer
+from governor.fakes.runpod import FakeRunPod
 from tests.fake_clouds import running
 
 KEY = "rpa_CHECK_KEY_123"

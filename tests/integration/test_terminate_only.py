@@ -11,12 +11,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from governor.adapters.providers.fake_lambda import FakeLambda
 from governor.adapters.providers.lambda_cloud import LambdaProvider
 from governor.db import repository as repo
 from governor.domain.errors import Invalid
 from governor.domain.model import PodState, RunStatus, Severity
 from governor.domain.stop_order import StopState
+from governor.fakes.lambda_cloud import FakeLambda
 from governor.services import pods
 from governor.services.checkins import Checkpoint
 from tests.clock import FrozenClock

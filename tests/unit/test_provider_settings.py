@@ -10,7 +10,6 @@ import pytest
 from pydantic import ValidationError
 
 from governor.adapters.providers.aws import Ec2Provider
-from governor.adapters.providers.fake import BillingFakeProvider, FakeProvider
 from governor.adapters.providers.gcp import GcpProvider
 from governor.adapters.providers.kubernetes import KubernetesProvider
 from governor.adapters.providers.lambda_cloud import LambdaProvider
@@ -18,6 +17,7 @@ from governor.adapters.providers.local import LocalProvider
 from governor.adapters.providers.runpod import RunPodProvider
 from governor.adapters.providers.vast import VastProvider
 from governor.bootstrap import ProviderSetupError, build_providers
+from governor.fakes.cloud import BillingFakeProvider, FakeProvider
 from governor.settings import load_settings
 from tests.clock import FrozenClock
 

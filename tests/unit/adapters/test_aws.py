@@ -21,10 +21,10 @@ import boto3
 import pytest
 
 from governor.adapters.providers.aws import CANNOT_PRESERVE, STOP_LATENCY_S, Ec2Provider
-from governor.adapters.providers.fake_aws import FakeEc2
-from governor.adapters.providers.fake_cloud import FakeRequest, Reply
 from governor.domain.model import PodState
 from governor.domain.ports import ProviderError, StopOutcome, StopsPreserving
+from governor.fakes.aws import FakeEc2
+from governor.fakes.http_cloud import FakeRequest, Reply
 from tests.fake_clouds import Served, running
 
 KEY_ID = "AKIAUNITTESTKEYID0001"

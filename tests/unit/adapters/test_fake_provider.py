@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 from decimal import Decimal
 
-from governor.adapters.providers.fake import BillingFakeProvider, FakeProvider
 from governor.domain.model import PodState
 from governor.domain.ports import ReportsBilling, StopOutcome, StopsPreserving, TerminateOnly
+from governor.fakes.cloud import BillingFakeProvider, FakeProvider
 from tests.clock import FrozenClock
 
 

@@ -20,8 +20,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from governor.adapters.providers.fake_cloud import FakeRequest, now
-from governor.adapters.providers.fake_gcp import TOKEN_PATH, FakeGcp
 from governor.adapters.providers.gcp import (
     STOP_LATENCY_S,
     GcpProvider,
@@ -30,6 +28,8 @@ from governor.adapters.providers.gcp import (
 )
 from governor.domain.model import PodState
 from governor.domain.ports import ProviderError, StopOutcome
+from governor.fakes.gcp import TOKEN_PATH, FakeGcp
+from governor.fakes.http_cloud import FakeRequest, now
 from tests.clock import FrozenClock
 from tests.fake_clouds import Served, running
 

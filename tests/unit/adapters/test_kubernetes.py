@@ -21,8 +21,6 @@ from typing import Any
 import httpx
 import pytest
 
-from governor.adapters.providers.fake_cloud import FakeRequest, now
-from governor.adapters.providers.fake_kubernetes import FakeKubernetes
 from governor.adapters.providers.kubernetes import (
     REPLICAS_ANNOTATION,
     STOP_LATENCY_S,
@@ -30,6 +28,8 @@ from governor.adapters.providers.kubernetes import (
 )
 from governor.domain.model import PodState
 from governor.domain.ports import ListsPods, ProviderError, StopOutcome, StopsPreserving
+from governor.fakes.http_cloud import FakeRequest, now
+from governor.fakes.kubernetes import FakeKubernetes
 from tests.fake_clouds import Served, running
 
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.UNIT_TEST_SECRET_TOKEN.c2lnbmF0dXJl"

@@ -21,8 +21,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from governor.adapters.providers.fake_cloud import FakeRequest, Reply, now
-from governor.adapters.providers.fake_lambda import FakeLambda
 from governor.adapters.providers.lambda_cloud import STOP_LATENCY_S, LambdaProvider
 from governor.domain.model import PodState
 from governor.domain.ports import (
@@ -32,6 +30,8 @@ from governor.domain.ports import (
     StopsPreserving,
     TerminateOnly,
 )
+from governor.fakes.http_cloud import FakeRequest, Reply, now
+from governor.fakes.lambda_cloud import FakeLambda
 from tests.fake_clouds import Served, running
 
 KEY = "secret_UNIT_TEST_LAMBDA_KEY_0123456789"

@@ -11,7 +11,9 @@ from typing import Any
 import pynvml
 import pytest
 
-from governor.adapters.telemetry.fake import (
+from governor.adapters.telemetry.nvml import RETRY_INIT_S, NvmlSource
+from governor.domain.telemetry import GpuProcess, GpuSample, Reading
+from governor.fakes.nvml import (
     GIB,
     GPU_IDLE,
     H100_RESERVED,
@@ -30,8 +32,6 @@ from governor.adapters.telemetry.fake import (
     training,
     uuid_for,
 )
-from governor.adapters.telemetry.nvml import RETRY_INIT_S, NvmlSource
-from governor.domain.telemetry import GpuProcess, GpuSample, Reading
 from tests.clock import FrozenClock
 
 RESET_REQUIRED = 16

@@ -17,10 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from governor.adapters.providers.fake_runpod import FakeRunPod
 from governor.adapters.providers.runpod import STOP_LATENCY_S, RunPodProvider
 from governor.domain.model import PodState
 from governor.domain.ports import ProviderError, StopOutcome
+from governor.fakes.runpod import FakeRunPod
 from tests.fake_clouds import Served, running
 
 KEY = "rpa_UNIT_TEST_SECRET_0123456789"

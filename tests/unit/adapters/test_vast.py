@@ -23,7 +23,6 @@ from typing import Any
 import httpx
 import pytest
 
-from governor.adapters.providers.fake_vast import FakeVast
 from governor.adapters.providers.vast import STOP_LATENCY_S, VastProvider
 from governor.domain.model import PodState
 from governor.domain.money import HOURS_PER_MONTH
@@ -34,6 +33,7 @@ from governor.domain.ports import (
     StopOutcome,
     StopsPreserving,
 )
+from governor.fakes.vast import FakeVast
 from tests.fake_clouds import Served, running
 
 KEY = "vast_UNIT_TEST_SECRET_0123456789abcdef"

@@ -11,7 +11,7 @@ Errors come in Lambda's shape, {"error": {"code", "message", "suggestion"}}; bes
 canned answers every fake cloud has, "code:<status>:<code>" answers the next call with
 that Lambda error and "body:<json>" answers HTTP 200 with exactly that body.
 
-    python -m governor.adapters.providers.fake_lambda --port 8765 --state cloud.json \\
+    python -m governor.fakes.lambda_cloud --port 8765 --state cloud.json \\
         --pods 'inst-1=1.29' [--api-key KEY]
 """
 
@@ -26,8 +26,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from governor.adapters.providers import fake_cloud
-from governor.adapters.providers.fake_cloud import FakeCloud, FakeRequest, Reply, bill, now
+from governor.fakes import http_cloud
+from governor.fakes.http_cloud import FakeCloud, FakeRequest, Reply, bill, now
 
 DEFAULT_API_KEY = "fake-lambda-key"
 API = "/api/v1"
@@ -252,7 +252,7 @@ def lambda_error(status: int, code: str, message: str) -> Reply:
 
 
 def main(argv: list[str] | None = None) -> None:
-    fake_cloud.main(FakeLambda, DEFAULT_API_KEY, argv, path=API)
+    http_cloud.main(FakeLambda, DEFAULT_API_KEY, argv, path=API)
 
 
 if __name__ == "__main__":

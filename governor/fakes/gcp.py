@@ -20,7 +20,7 @@ Operation that failed with that code. Aggregated lists come in pages of `page_si
 (Google's default maxResults, 500, unless a test lowers it), every zone of the project
 present on each page: with its items, or with Google's NO_RESULTS_ON_PAGE warning.
 
-    python -m governor.adapters.providers.fake_gcp --port 8765 --state cloud.json \\
+    python -m governor.fakes.gcp --port 8765 --state cloud.json \\
         --pods 'us-central1-a/pod-1=3.67' [--api-key TOKEN]
 
 Pods started from the command line are a2-highgpu-1g VMs in project "fake-project".
@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
-from governor.adapters.providers import fake_cloud
-from governor.adapters.providers.fake_cloud import FakeCloud, FakeRequest, Reply, bill, now
+from governor.fakes import http_cloud
+from governor.fakes.http_cloud import FakeCloud, FakeRequest, Reply, bill, now
 
 DEFAULT_TOKEN = "fake-gcp-token"
 DEFAULT_PROJECT = "fake-project"
@@ -384,7 +384,7 @@ def _google_error(status: int, reason: str, message: str) -> Reply:
 
 
 def main(argv: list[str] | None = None) -> None:
-    fake_cloud.main(FakeGcp, DEFAULT_TOKEN, argv, path="/compute/v1")
+    http_cloud.main(FakeGcp, DEFAULT_TOKEN, argv, path="/compute/v1")
 
 
 if __name__ == "__main__":

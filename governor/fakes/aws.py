@@ -19,7 +19,7 @@ Instances bill their hourly rate for every second they run, by this process's cl
 bills neither `stopping` nor `stopped`. A stopped instance reaches `stopped` after the
 cloud's `stop_delay_s` (0: at once).
 
-    python -m governor.adapters.providers.fake_aws --port 8765 --state cloud.json \\
+    python -m governor.fakes.aws --port 8765 --state cloud.json \\
         --pods 'i-0123456789abcdef0=3.06' [--api-key SECRET_ACCESS_KEY]
 
 It accepts requests signed with the access key id FAKE_ACCESS_KEY_ID and that secret.
@@ -42,8 +42,8 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from governor.adapters.providers import fake_cloud
-from governor.adapters.providers.fake_cloud import FakeCloud, FakeRequest, Reply, bill, now
+from governor.fakes import http_cloud
+from governor.fakes.http_cloud import FakeCloud, FakeRequest, Reply, bill, now
 
 FAKE_ACCESS_KEY_ID = "AKIAFAKEEC2ACCESSKEY"
 DEFAULT_SECRET_ACCESS_KEY = "fake-ec2-secret-access-key"
@@ -385,7 +385,7 @@ def _fill(parent: ET.Element, value: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    fake_cloud.main(FakeEc2, DEFAULT_SECRET_ACCESS_KEY, argv, path="/")
+    http_cloud.main(FakeEc2, DEFAULT_SECRET_ACCESS_KEY, argv, path="/")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from governor.adapters.providers.fake_cloud import bill
 from governor.domain.model import PodState
 from governor.domain.money import usd
 from governor.domain.ports import (
@@ -29,6 +28,7 @@ from governor.domain.ports import (
     StopOutcome,
     StopResult,
 )
+from governor.fakes.http_cloud import bill
 
 
 @dataclass

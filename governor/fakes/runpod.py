@@ -7,7 +7,7 @@ is, so a test can prove it never came. Pods bill costPerHr for every second they
 this process's clock. Besides the canned answers every fake cloud has, "graphql:<message>"
 answers the next call with that error inside an HTTP 200, as RunPod does.
 
-    python -m governor.adapters.providers.fake_runpod --port 8765 --state cloud.json \\
+    python -m governor.fakes.runpod --port 8765 --state cloud.json \\
         --pods 'pod-1=3600' [--api-key KEY]
 """
 
@@ -20,8 +20,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from governor.adapters.providers import fake_cloud
-from governor.adapters.providers.fake_cloud import FakeCloud, FakeRequest, Reply, bill, now
+from governor.fakes import http_cloud
+from governor.fakes.http_cloud import FakeCloud, FakeRequest, Reply, bill, now
 
 DEFAULT_API_KEY = "fake-runpod-key"
 _MUTATION_FIELD = re.compile(r"\b(pod\w+)\s*\(")
@@ -154,7 +154,7 @@ def _errors(message: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    fake_cloud.main(FakeRunPod, DEFAULT_API_KEY, argv, path="/graphql")
+    http_cloud.main(FakeRunPod, DEFAULT_API_KEY, argv, path="/graphql")
 
 
 if __name__ == "__main__":

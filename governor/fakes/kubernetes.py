@@ -17,7 +17,7 @@ graceful termination would. Kubernetes bills nothing itself: the fake bills the 
 answers every fake cloud has, "throttled:<s>" answers 429 with `details.retryAfterSeconds`
 and no Retry-After header.
 
-    python -m governor.adapters.providers.fake_kubernetes --port 8766 --state cloud.json \\
+    python -m governor.fakes.kubernetes --port 8766 --state cloud.json \\
         --pods 'ml/job/train-llama=3.5' [--api-key TOKEN]
 """
 
@@ -31,8 +31,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from governor.adapters.providers import fake_cloud
-from governor.adapters.providers.fake_cloud import FakeCloud, FakeRequest, Reply, bill, now
+from governor.fakes import http_cloud
+from governor.fakes.http_cloud import FakeCloud, FakeRequest, Reply, bill, now
 
 DEFAULT_TOKEN = "fake-kubernetes-token"
 KINDS = {  # the kind in a ref: its API group, resource and object kind
@@ -415,7 +415,7 @@ def _invalid(kind: str, spec: dict[str, Any]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    fake_cloud.main(FakeKubernetes, DEFAULT_TOKEN, argv)
+    http_cloud.main(FakeKubernetes, DEFAULT_TOKEN, argv)
 
 
 if __name__ == "__main__":

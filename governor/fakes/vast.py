@@ -15,7 +15,7 @@ fake cloud has: "refused:<code>" answers HTTP 200 with success false and that co
 "error:<status>:<code>" answers that status with {"error": code, "message": ...} (the shape
 some endpoints use), and "body:<json>" answers HTTP 200 with exactly that body.
 
-    python -m governor.adapters.providers.fake_vast --port 8766 --state cloud.json \\
+    python -m governor.fakes.vast --port 8766 --state cloud.json \\
         --pods '1001=0.44' [--api-key KEY]
 """
 
@@ -31,9 +31,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from governor.adapters.providers import fake_cloud
-from governor.adapters.providers.fake_cloud import FakeCloud, FakeRequest, Reply, now
 from governor.domain.money import charge
+from governor.fakes import http_cloud
+from governor.fakes.http_cloud import FakeCloud, FakeRequest, Reply, now
 
 DEFAULT_API_KEY = "fake-vast-key"
 INSTANCE_PATH = re.compile(r"^/api/v0/instances/([^/]+)/$")
@@ -276,7 +276,7 @@ def _page(items: list[Any], offset: int, limit: int) -> tuple[list[Any], str | N
 
 
 def main(argv: list[str] | None = None) -> None:
-    fake_cloud.main(FakeVast, DEFAULT_API_KEY, argv)
+    http_cloud.main(FakeVast, DEFAULT_API_KEY, argv)
 
 
 if __name__ == "__main__":
