@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TypeVar
@@ -33,10 +33,10 @@ from governor.domain.money import ZERO
 from governor.services import leadership
 from governor.services.book import Book, heard_from, meter, open_books
 from governor.services.context import GovernorConfig
-from governor.services.leadership import Leader
 from governor.services.telemetry import RAW
 
 CHART_POINTS = 240  # the most points of a spend series; older detail is thinned, never the end
+BURN = {"api": "burn_rate_usd_per_hour"}  # what the API calls a burn rate
 GPU_WINDOW = timedelta(minutes=15)  # how far back a GPU sparkline reaches from its last sample
 GPU_POINTS = 90
 EVENTS = 25
@@ -116,7 +116,7 @@ class PodStatus:
     gpu_count: int | None
     state: PodState
     spent: Decimal
-    burn_per_hour: Decimal  # what it costs now, in its current state
+    burn_per_hour: Decimal = field(metadata=BURN)  # what it costs now, in its current state
     compute_per_hour: Decimal
     storage_per_hour: Decimal
     stopped_storage_per_hour: Decimal  # what its volume costs once stopped
@@ -167,7 +167,7 @@ class BudgetStatus:
     spent: Decimal
     committed: Decimal
     remaining: Decimal
-    burn_per_hour: Decimal
+    burn_per_hour: Decimal = field(metadata=BURN)
     projected_exhaustion_at: datetime | None
     spent_pct: float
     committed_pct: float
@@ -191,11 +191,22 @@ class EventLine:
 
 
 @dataclass(frozen=True)
+class LeaderLine:
+    """The replica running the periodic work, since when, in which term."""
+
+    replica: str
+    term: int
+    since: datetime
+
+
+@dataclass(frozen=True)
 class Dashboard:
+    """Everything the status page shows; GET /v1/status is its JSON, field for field."""
+
     at: datetime
     budgets: tuple[BudgetStatus, ...]
     events: tuple[EventLine, ...]
-    leader: Leader | None  # the replica running the periodic work (none: nobody, for now)
+    leader: LeaderLine | None  # none: no replica leads, for now
 
 
 def dashboard(session: Session, config: GovernorConfig, now: datetime) -> Dashboard:
@@ -218,8 +229,13 @@ def dashboard(session: Session, config: GovernorConfig, now: datetime) -> Dashbo
         )
         for e in repo.events(session, limit=EVENTS)
     )
-    leader = leadership.current(session)
-    return Dashboard(now, budgets, events, leader if leader.live(now) else None)
+    lease = leadership.current(session)
+    leader = (
+        LeaderLine(lease.holder, lease.term, lease.since)
+        if lease.live(now) and lease.holder and lease.since
+        else None
+    )
+    return Dashboard(now, budgets, events, leader)
 
 
 def budget_status(session: Session, book: Book) -> BudgetStatus:
