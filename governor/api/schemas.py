@@ -14,6 +14,7 @@ from pydantic import (
     Field,
     PlainSerializer,
     WithJsonSchema,
+    field_validator,
     model_validator,
 )
 
@@ -292,6 +293,9 @@ class RunOut(BaseModel):
     policy: dict[str, float]
     peaks: list[PeakOut]
     created_at: datetime
+    ended_at: datetime | None = Field(
+        description="when the run ended: its job said so, its pod stopped, or it was lost"
+    )
 
 
 class RunCreated(RunOut):
@@ -310,6 +314,13 @@ class HeartbeatIn(Strict):
     metrics: (
         Annotated[dict[Annotated[str, Field(max_length=100)], Metric], Field(max_length=100)] | None
     ) = None
+
+    @field_validator("status")
+    @classmethod
+    def _a_job_can_say(cls, status: RunStatus) -> RunStatus:
+        if status is RunStatus.LOST:
+            raise ValueError("'lost' is the governor's word for a silent job, not a job's own")
+        return status
 
 
 class BudgetBrief(BaseModel):

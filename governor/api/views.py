@@ -140,6 +140,7 @@ def run(session: Session, row: RunRow) -> RunOut:
             for p in repo.peaks_of(session, [row.id])
         ],
         created_at=row.created_at,
+        ended_at=row.ended_at,
     )
 
 

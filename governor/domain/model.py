@@ -26,6 +26,7 @@ class RunStatus(StrEnum):
     STOPPED = "stopped"
     FINISHED = "finished"
     FAILED = "failed"
+    LOST = "lost"  # its job went silent and its pod was stopped without a word from it
 
     @property
     def is_live(self) -> bool:

@@ -15,6 +15,7 @@ from governor.db.tables import RunPhaseRow, RunRow, StopOrderRow
 from governor.domain.ledger import Figures
 from governor.domain.model import Action, Category, Phase, Reason, RunStatus, Severity
 from governor.domain.policy import next_heartbeat_s
+from governor.domain.run_lifecycle import after_report
 from governor.domain.stop_order import ACTIVE_STATES, StopState, after_ack, after_delivery
 from governor.services import events
 from governor.services.book import KEPT_FIGURES, figures_of, open_book
@@ -105,6 +106,7 @@ def _plain(run: RunRow, beat: Heartbeat) -> bool:
         beat.checkpoint is None
         and beat.status is run.status
         and beat.phase in (None, run.phase)
+        and beat.step >= run.step
         and run.directive is not Action.STOP
     )
 
@@ -138,7 +140,7 @@ def _directive(
 def _changes(run: RunRow, beat: Heartbeat, now: datetime) -> dict[str, Any]:
     """The run's own columns a beat moves: when it was heard, its step, phase and metrics."""
     changes: dict[str, Any] = {"last_heartbeat_at": now, "step": beat.step}
-    if beat.step != run.step:
+    if beat.step > run.step:  # backwards is a restart from a checkpoint: no progress yet
         changes.update(progress_at=now, stall_alerted=False, idle_alerted=False)
     if beat.total_steps is not None:
         changes["total_steps"] = beat.total_steps
@@ -154,10 +156,13 @@ def _changes(run: RunRow, beat: Heartbeat, now: datetime) -> dict[str, Any]:
 def _record(session: Session, run: RunRow, beat: Heartbeat, now: datetime) -> None:
     if beat.phase is not None and beat.phase is not run.phase:
         session.add(RunPhaseRow(run_id=run.id, phase=beat.phase, at=now))
+    if beat.step < run.step:
+        _restarted(session, run, beat.step, now)
     for column, value in _changes(run, beat, now).items():
         setattr(run, column, value)
-    if beat.status is not run.status:
-        _status_changed(session, run, beat.status, now)
+    status = after_report(run.status, beat.status)
+    if status is not run.status:
+        _status_changed(session, run, status, now)
     if beat.checkpoint is not None:
         run.checkpoint_step = beat.checkpoint.step
         run.checkpoint_path = beat.checkpoint.path
@@ -174,6 +179,25 @@ def _record(session: Session, run: RunRow, beat: Heartbeat, now: datetime) -> No
             budget_id=run.budget_id,
             evidence={"step": beat.checkpoint.step, "path": beat.checkpoint.path},
         )
+
+
+def _restarted(session: Session, run: RunRow, step: int, now: datetime) -> None:
+    """The step went backwards: the job restarted from a checkpoint (the stall clock runs on)."""
+    events.record(
+        session,
+        now,
+        Severity.WARNING,
+        Category.HARNESS,
+        f"run:{run.id}",
+        f"The job restarted from step {step} (it had reached step {run.step}); "
+        + (
+            f"its last checkpoint was at step {run.checkpoint_step}."
+            if run.checkpoint_step is not None
+            else "it had named no checkpoint."
+        ),
+        budget_id=run.budget_id,
+        evidence={"from_step": run.step, "to_step": step, "checkpoint_step": run.checkpoint_step},
+    )
 
 
 def _status_changed(session: Session, run: RunRow, status: RunStatus, now: datetime) -> None:

@@ -15,6 +15,7 @@ from governor.db.repository import BILLS_COMPUTE
 from governor.db.tables import PodRow, RunRow, StopOrderRow
 from governor.domain.model import Action, BudgetState, Category, PodState, Reason
 from governor.domain.policy import Finding, GpuView, Situation, Watch, decide, evaluate
+from governor.domain.run_lifecycle import HANGS, save_grace_s
 from governor.domain.stop_order import StopState
 from governor.services import events, telemetry
 from governor.services.book import Book, heard_from, keep_figures, open_books, run_view
@@ -137,7 +138,9 @@ def _act(
 def order_stop(session: Session, book: Book, pod: PodRow, finding: Finding) -> StopOrderRow:
     """Persist a stop order for `pod`; its jobs get `stop` with a deadline on their next call."""
     now = book.now
-    grace = 0.0 if finding.reason is Reason.HEARTBEAT_LOST else book.grace_s(pod.id)
+    live = [r for r in book.runs_on(pod.id) if r.status.is_live]
+    grace = max((_save_grace_s(r, finding.reason, now) for r in live), default=0.0)
+    safe = [_checkpoint(r) for r in live if finding.reason in HANGS and saved_since_progress(r)]
     order = StopOrderRow(
         id=new_id("stop"),
         budget_id=pod.budget_id,
@@ -158,18 +161,44 @@ def order_stop(session: Session, book: Book, pod: PodRow, finding: Finding) -> S
         run.directive_message = finding.message
     if finding.reason is Reason.CEILING and book.budget.state is BudgetState.OPEN:
         book.budget.state = BudgetState.STOPPING
+    saved = (
+        f" Its work is already saved ({'; '.join(_said(c) for c in safe)}): no wait for a save."
+        if safe
+        else ""
+    )
     _record(
         session,
         book,
         f"pod:{pod.id}",
         finding,
-        f"Stop ordered ({finding.reason.value}): {finding.message}",
+        f"Stop ordered ({finding.reason.value}): {finding.message}{saved}",
         stop_order=order.id,
         deadline=order.deadline.isoformat(),
         grace_s=grace,
+        safe_checkpoints=safe,
     )
     session.flush()
     return order
+
+
+def saved_since_progress(run: RunRow) -> bool:
+    """The job's latest checkpoint is no older than its latest progress: nothing to lose."""
+    return run.checkpoint_at is not None and run.checkpoint_at >= run.progress_at
+
+
+def _save_grace_s(run: RunRow, reason: Reason, now: datetime) -> float:
+    heard = run.last_heartbeat_at is not None and heard_from(run, now)
+    return save_grace_s(
+        reason, run.checkpoint_grace_s, heard=heard, saved_since_progress=saved_since_progress(run)
+    )
+
+
+def _checkpoint(run: RunRow) -> dict[str, object]:
+    return {"run": run.id, "step": run.checkpoint_step, "path": run.checkpoint_path}
+
+
+def _said(checkpoint: dict[str, object]) -> str:
+    return f"run {checkpoint['run']}: checkpoint at step {checkpoint['step']}, {checkpoint['path']}"
 
 
 def _ask_checkpoint(session: Session, book: Book, run: RunRow, finding: Finding) -> None:

@@ -1,4 +1,5 @@
-"""Starting a run: the job on a pod that must check in, with its own token."""
+"""A run's start (the job on a pod that must check in, with its own token) and its end with
+its pod."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
-from governor.db.tables import RunRow
+from governor.db.tables import PodRow, RunRow
 from governor.domain.errors import Conflict, Invalid
 from governor.domain.model import Action, BudgetState, Category, PodState, Role, RunStatus, Severity
+from governor.domain.run_lifecycle import after_pod_stopped
 from governor.services import events, tokens
+from governor.services.book import heard_from
 from governor.services.context import DEFAULT_CHECKPOINT_GRACE_S, DEFAULT_HEARTBEAT_TIMEOUT_S
 from governor.services.ids import new_id
 
@@ -71,3 +74,43 @@ def create(session: Session, budget_id: str, spec: RunSpec, now: datetime) -> tu
         },
     )
     return run, token
+
+
+def end_with_pod(session: Session, pod: PodRow, now: datetime) -> None:
+    """The pod has stopped: each of its live runs ends, stopped, or lost if its job was silent."""
+    for run in repo.runs_on_pod(session, pod.id):
+        heard = run.last_heartbeat_at is not None and heard_from(run, now)
+        status = after_pod_stopped(run.status, heard=heard)
+        if status is run.status:
+            continue
+        previous, run.status, run.ended_at = run.status, status, now
+        saved = (
+            f" Its last checkpoint: step {run.checkpoint_step}, {run.checkpoint_path}."
+            if run.checkpoint_path
+            else " It named no checkpoint."
+        )
+        message = (
+            "Run lost: its job went silent and its pod has stopped."
+            if status is RunStatus.LOST
+            else f"Run stopped with its pod at step {run.step}."
+        )
+        events.record(
+            session,
+            now,
+            Severity.WARNING if status is RunStatus.LOST else Severity.INFO,
+            Category.HARNESS,
+            f"run:{run.id}",
+            message + saved,
+            budget_id=run.budget_id,
+            evidence={
+                "from": previous.value,
+                "to": status.value,
+                "step": run.step,
+                "checkpoint": {"step": run.checkpoint_step, "path": run.checkpoint_path}
+                if run.checkpoint_path
+                else None,
+                "last_heartbeat_at": run.last_heartbeat_at.isoformat()
+                if run.last_heartbeat_at
+                else None,
+            },
+        )

@@ -36,7 +36,7 @@ from governor.domain.stop_order import (
     retry_delay_s,
     saved_on,
 )
-from governor.services import events
+from governor.services import events, runs
 from governor.services.context import ServiceContext
 from governor.services.leadership import NotLeader
 from governor.services.metering import accrue_pod
@@ -235,6 +235,7 @@ def _record_outcome(session: Session, call: _Call, result: StopResult, clock: Cl
         accrue_pod(session, pod, now)
         pod.state, pod.stopped_at = PodState.STOPPED, now
         order.state, order.confirmed_at, order.updated_at = StopState.STOPPED, now, now
+        runs.end_with_pod(session, pod, now)
         events.record(
             session,
             now,

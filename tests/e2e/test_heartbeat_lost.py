@@ -52,3 +52,7 @@ def test_silent_job_has_its_pod_stopped_for_heartbeat_lost(
     run_now = ok(operator.get(f"/v1/runs/{run['id']}"))
     assert run_now["directive"]["action"] == "stop"
     assert run_now["directive"]["reason"] == "heartbeat-lost"
+    # The run ends in a true state: lost, and out of the heartbeat-age series.
+    assert run_now["status"] == "lost" and run_now["ended_at"] is not None
+    scraped = operator.get("/metrics").text
+    assert f'run="{run["id"]}"' not in scraped

@@ -1,0 +1,170 @@
+"""Every run ends in a true state when its pod stops; a hang whose work is saved, and a job
+that cannot save, stop without waiting; a step that goes backwards is a restart (SQLite and
+PostgreSQL)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from governor.db import repository as repo
+from governor.db.tables import RunRow, StopOrderRow
+from governor.domain.model import Action, PodState, Reason, RunStatus
+from governor.domain.stop_order import StopState
+from governor.services import metrics, pods
+from governor.services.checkins import Checkpoint
+from tests.integration.conftest import Governor, gpu_sample
+
+
+def run_of(gov: Governor, run_id: str) -> RunRow:
+    with gov.session() as s:
+        return repo.get_run(s, run_id)
+
+
+def order_of(gov: Governor, pod_id: str) -> StopOrderRow:
+    with gov.session() as s:
+        order = repo.latest_stop_order(s, pod_id)
+    assert order is not None
+    return order
+
+
+def messages(gov: Governor) -> list[str]:
+    with gov.session() as s:
+        return [e.message for e in reversed(repo.events(s, limit=1000))]
+
+
+def heartbeat_ages(gov: Governor) -> dict[tuple[str, ...], float]:
+    with gov.session() as s:
+        families = metrics.collect(
+            s, gov.ctx.config, gov.clock.now(), gov.ctx.replica, gov.ctx.leading()
+        )
+    (ages,) = [f for f in families if f.name == "governor_run_heartbeat_age_seconds"]
+    return dict(ages.samples)
+
+
+def test_a_silent_job_is_lost_once_its_pod_stops_and_leaves_the_heartbeat_metric(
+    gov: Governor,
+) -> None:
+    budget = gov.budget("1000")
+    pod = gov.pod(budget)
+    run = gov.run(budget, pod, timeout_s=60)
+    gov.beat(run, step=5)
+    assert [labels[0] for labels in heartbeat_ages(gov)] == [run]
+    gov.tick(61)  # silent past its timeout: stopped at once
+    gov.tick(30)  # the fake cloud's stop latency
+    assert order_of(gov, pod).state is StopState.STOPPED
+    ended = run_of(gov, run)
+    assert ended.status is RunStatus.LOST and ended.ended_at == gov.clock.now()
+    assert heartbeat_ages(gov) == {}
+    assert any(m.startswith("Run lost: its job went silent") for m in messages(gov))
+
+
+def test_a_job_that_acknowledged_its_stop_ends_stopped(gov: Governor) -> None:
+    budget = gov.budget("1000")
+    pod = gov.pod(budget)
+    run = gov.run(budget, pod, grace_s=60)
+    gov.beat(run, step=10)
+    with gov.session() as s:
+        pods.stop_manually(s, gov.ctx, pod, "done for today", gov.clock.now())
+    ack = gov.beat(run, step=11, status=RunStatus.STOPPING, checkpoint=Checkpoint(11, "/ws/c11"))
+    assert ack.action is Action.STOP
+    gov.tick(1)
+    gov.tick(30)
+    ended = run_of(gov, run)
+    assert ended.status is RunStatus.STOPPED
+    assert any(
+        "Run stopped with its pod at step 11. Its last checkpoint: step 11, /ws/c11." in m
+        for m in messages(gov)
+    )
+
+    late = gov.beat(run, step=11, status=RunStatus.RUNNING)  # a late beat: no resurrection
+    assert late.action is Action.STOP
+    assert run_of(gov, run).status is RunStatus.STOPPED
+    gov.beat(run, step=12, status=RunStatus.STOPPED, checkpoint=Checkpoint(12, "/ws/c12"))
+    after = run_of(gov, run)
+    assert after.status is RunStatus.STOPPED  # a late acknowledgement keeps its checkpoint
+    assert (after.checkpoint_step, after.checkpoint_path) == (12, "/ws/c12")
+
+
+def test_a_hang_whose_work_is_saved_is_stopped_without_the_grace(gov: Governor) -> None:
+    budget = gov.budget("1000")
+    pod = gov.pod(budget)
+    run = gov.run(budget, pod, timeout_s=3600, grace_s=300)
+    gov.report(pod, gpu_sample())
+    gov.beat(run, step=100)
+    gov.beat(run, step=100, checkpoint=Checkpoint(100, "/ws/adapter-final"))  # saved: export
+    directive = gov.beat(run, step=100)
+    for _ in range(80):  # the export deadlocks: 0% GPU, memory held, the job still beating
+        gov.clock.advance(10)
+        gov.report(pod, gpu_sample(util=0, used_gib=19.5))
+        gov.tick()
+        directive = gov.beat(run, step=100)
+        if directive.action is Action.STOP:
+            break
+    assert directive.reason is Reason.IDLE_HANG
+    order = order_of(gov, pod)
+    assert order.deadline == order.created_at, "nothing to save: no grace"
+    stop_event = next(m for m in messages(gov) if m.startswith("Stop ordered (idle-hang)"))
+    assert "already saved (run " in stop_event and "step 100, /ws/adapter-final" in stop_event
+    gov.tick(1)
+    gov.tick(30)
+    assert order_of(gov, pod).state is StopState.STOPPED
+    assert run_of(gov, run).status is RunStatus.STOPPED  # it kept beating: stopped, not lost
+
+
+def test_a_hang_with_unsaved_progress_still_waits_for_its_save(gov: Governor) -> None:
+    budget = gov.budget("1000")
+    pod = gov.pod(budget)
+    run = gov.run(budget, pod, timeout_s=3600, grace_s=300)
+    gov.beat(run, step=90, checkpoint=Checkpoint(90, "/ws/c90"))
+    gov.clock.advance(10)
+    gov.report(pod, gpu_sample())
+    gov.beat(run, step=100)  # progress after the checkpoint: unsaved work
+    directive = gov.beat(run, step=100)
+    for _ in range(80):
+        gov.clock.advance(10)
+        gov.report(pod, gpu_sample(util=0, used_gib=19.5))
+        gov.tick()
+        directive = gov.beat(run, step=100)
+        if directive.action is Action.STOP:
+            break
+    order = order_of(gov, pod)
+    assert order.deadline == order.created_at + timedelta(seconds=300)
+
+
+def test_a_manual_stop_of_a_job_that_never_checked_in_does_not_wait(gov: Governor) -> None:
+    budget = gov.budget("1000")
+    pod = gov.pod(budget)
+    run = gov.run(budget, pod, grace_s=300)
+    with gov.session() as s:
+        order = pods.stop_manually(s, gov.ctx, pod, "wrong image", gov.clock.now())
+    assert order.deadline == order.created_at
+    gov.tick(1)
+    gov.tick(30)
+    assert order_of(gov, pod).state is StopState.STOPPED
+    with gov.session() as s:
+        assert repo.get_pod(s, pod).state is PodState.STOPPED
+    assert run_of(gov, run).status is RunStatus.LOST  # never heard from
+
+
+def test_a_step_that_goes_backwards_is_a_restart_and_keeps_the_stall_clock(
+    gov: Governor,
+) -> None:
+    budget = gov.budget("1000")
+    pod = gov.pod(budget)
+    run = gov.run(budget, pod)
+    gov.beat(run, step=2200, checkpoint=Checkpoint(2200, "/ws/c2200"))
+    gov.beat(run, step=2212)
+    progressed = run_of(gov, run).progress_at
+    gov.clock.advance(30)
+    gov.beat(run, step=5)
+    restarted = run_of(gov, run)
+    assert restarted.step == 5
+    assert restarted.progress_at == progressed
+    assert any(
+        m == "The job restarted from step 5 (it had reached step 2212); its last checkpoint "
+        "was at step 2200."
+        for m in messages(gov)
+    )
+    gov.clock.advance(30)
+    gov.beat(run, step=6)  # moving on from the restart is progress again
+    assert run_of(gov, run).progress_at == gov.clock.now()
