@@ -108,6 +108,8 @@ class PodRow(Base):
     stop_latency_s: Mapped[float]
     local: Mapped[bool] = mapped_column(default=False, server_default=false())
     node: Mapped[str | None] = mapped_column(String(253), index=True)  # the machine it runs on
+    # its GPUs seen not to match what it was registered with (warned once)
+    hardware_warned: Mapped[bool] = mapped_column(default=False, server_default=false())
     # terminate-only providers: the persistent filesystem a checkpoint must land on first
     persistent_filesystem: Mapped[str | None] = mapped_column(String(200))
     persistent_mount: Mapped[str | None] = mapped_column(Text)

@@ -3,6 +3,7 @@ what each GPU has been doing."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict
@@ -14,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
 from governor.db.tables import GpuPeakRow, GpuSampleRow, PodRow
-from governor.domain.model import Category, Severity
+from governor.domain.model import Category, PodState, Severity
 from governor.domain.policy import HELD_MEMORY_BYTES, GpuView, Watch
 from governor.domain.telemetry import GpuProcess, GpuSample, Reading, idle_since
 from governor.services import events
@@ -33,7 +34,13 @@ def ingest_node(
 
 
 def ingest(session: Session, pod: PodRow, readings: Iterable[Reading], now: datetime) -> int:
-    """Store a batch of readings for `pod`, oldest first. Returns how many GPU samples it held."""
+    """Store a batch of readings for `pod`, oldest first. Returns how many GPU samples it held.
+
+    Readings for a pod that is no longer running are not kept (they would show a stopped pod
+    as busy): the pod's telemetry note says so, once, with an event."""
+    if pod.state not in (PodState.RUNNING, PodState.STOPPING):
+        _note(session, pod, f"readings arrive for a {pod.state.value} pod and are not kept", now)
+        return 0
     count = 0
     live_runs = [r for r in repo.runs_on_pod(session, pod.id) if r.status.is_live]
     peaks = {(p.run_id, p.gpu_uuid): p for p in repo.peaks_of(session, [r.id for r in live_runs])}
@@ -41,6 +48,7 @@ def ingest(session: Session, pod: PodRow, readings: Iterable[Reading], now: date
         at = min(reading.at, now)  # a clock ahead of ours must not write the future
         _note_availability(session, pod, reading, at)
         _note_problems(session, pod, reading, at)
+        _check_hardware(session, pod, reading, at)
         for gpu in reading.gpus:
             session.add(_row(pod.id, at, gpu))
             count += 1
@@ -115,6 +123,11 @@ def _raise_peak(
 
 def _note_availability(session: Session, pod: PodRow, reading: Reading, at: datetime) -> None:
     note = None if reading.available else (reading.unavailable_reason or "no NVML")
+    _note(session, pod, note, at)
+
+
+def _note(session: Session, pod: PodRow, note: str | None, at: datetime) -> None:
+    """What is wrong with the pod's telemetry, if anything; an event when that changes."""
     if note == pod.telemetry_note:
         return
     pod.telemetry_note = note
@@ -128,6 +141,47 @@ def _note_availability(session: Session, pod: PodRow, reading: Reading, at: date
         budget_id=pod.budget_id,
         evidence={"reason": note},
     )
+
+
+def _check_hardware(session: Session, pod: PodRow, reading: Reading, at: datetime) -> None:
+    """GPUs that are not what the pod was registered with: a warning with both, once."""
+    if pod.hardware_warned or not reading.gpus:
+        return
+    seen = sorted({g.name for g in reading.gpus})
+    wrong_type = pod.gpu_type is not None and not all(
+        _model(pod.gpu_type) in _squeezed(name) for name in seen
+    )
+    wrong_count = pod.gpu_count is not None and len(reading.gpus) != pod.gpu_count
+    if not (wrong_type or wrong_count):
+        return
+    pod.hardware_warned = True
+    declared = f"{pod.gpu_count or '?'} x {pod.gpu_type or '?'}"
+    events.record(
+        session,
+        at,
+        Severity.WARNING,
+        Category.TELEMETRY,
+        f"pod:{pod.id}",
+        f"The pod was registered with {declared} GPUs, but its telemetry shows "
+        f"{len(reading.gpus)} x {', '.join(seen)}: its rate and memory plan may be wrong.",
+        budget_id=pod.budget_id,
+        evidence={
+            "declared": {"gpu_type": pod.gpu_type, "gpu_count": pod.gpu_count},
+            "seen": {"names": seen, "count": len(reading.gpus)},
+        },
+    )
+
+
+def _model(declared: str) -> str:
+    """The model in a declared GPU type: "A100-80GB" is "a100", "RTX PRO 6000" "rtxpro6000"."""
+    tokens = re.findall(r"[a-z0-9]+", declared.lower())
+    coded = [t for t in tokens if re.fullmatch(r"[a-z]+\d+[a-z]*", t)]
+    return coded[0] if coded else "".join(tokens)
+
+
+def _squeezed(name: str) -> str:
+    """A GPU's name as NVML gives it, lowercase letters and digits only."""
+    return "".join(re.findall(r"[a-z0-9]+", name.lower()))
 
 
 def _note_problems(session: Session, pod: PodRow, reading: Reading, at: datetime) -> None:

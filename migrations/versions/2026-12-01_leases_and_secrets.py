@@ -41,6 +41,9 @@ def upgrade() -> None:
     with op.batch_alter_table("pods", schema=None) as batch_op:
         batch_op.add_column(sa.Column("node", sa.String(length=253), nullable=True))
         batch_op.create_index(batch_op.f("ix_pods_node"), ["node"], unique=False)
+        batch_op.add_column(
+            sa.Column("hardware_warned", sa.Boolean(), server_default=sa.false(), nullable=False)
+        )
     with op.batch_alter_table("tokens", schema=None) as batch_op:
         batch_op.add_column(sa.Column("node", sa.String(length=253), nullable=True))
 
@@ -49,6 +52,7 @@ def downgrade() -> None:
     with op.batch_alter_table("tokens", schema=None) as batch_op:
         batch_op.drop_column("node")
     with op.batch_alter_table("pods", schema=None) as batch_op:
+        batch_op.drop_column("hardware_warned")
         batch_op.drop_index(batch_op.f("ix_pods_node"))
         batch_op.drop_column("node")
     op.drop_table("secrets")

@@ -4,10 +4,13 @@ PostgreSQL)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
+from sqlalchemy import select
+
 from governor.db import repository as repo
-from governor.db.tables import RunRow, StopOrderRow
+from governor.db.tables import GpuSampleRow, RunRow, StopOrderRow
 from governor.domain.model import Action, PodState, Reason, RunStatus
 from governor.domain.stop_order import StopState
 from governor.services import metrics, pods
@@ -168,3 +171,50 @@ def test_a_step_that_goes_backwards_is_a_restart_and_keeps_the_stall_clock(
     gov.clock.advance(30)
     gov.beat(run, step=6)  # moving on from the restart is progress again
     assert run_of(gov, run).progress_at == gov.clock.now()
+
+
+def test_readings_for_a_stopped_pod_are_flagged_not_shown_as_live(gov: Governor) -> None:
+    budget = gov.budget("1000")
+    pod = gov.pod(budget)
+    gov.report(pod, gpu_sample(util=90))
+    with gov.session() as s:
+        pods.stop_manually(s, gov.ctx, pod, "done", gov.clock.now())
+    gov.tick(1)
+    gov.tick(30)
+    for _ in range(3):  # its agent goes on reporting
+        gov.clock.advance(5)
+        gov.report(pod, gpu_sample(util=95))
+    with gov.session() as s:
+        stopped = repo.get_pod(s, pod)
+        samples = s.scalars(select(GpuSampleRow.at).where(GpuSampleRow.pod_id == pod)).all()
+    assert stopped.state is PodState.STOPPED
+    assert stopped.telemetry_note == "readings arrive for a stopped pod and are not kept"
+    assert max(samples) < stopped.stopped_at  # nothing after the stop
+    flagged = [m for m in messages(gov) if "readings arrive for a stopped pod" in m]
+    assert len(flagged) == 1
+
+
+def test_gpus_that_are_not_what_the_pod_was_registered_with_raise_one_warning(
+    gov: Governor,
+) -> None:
+    budget = gov.budget("1000")
+    with gov.session() as s:
+        registration = pods.Registration("fake", "b300-pod", gpu_type="B300", gpu_count=2)
+        pod = pods.register(s, gov.ctx, budget, registration, gov.clock.now()).id
+    h100 = replace(gpu_sample(), name="NVIDIA H100 80GB HBM3")
+    gov.report(pod, h100, replace(h100, uuid="GPU-1", index=1))
+    gov.report(pod, h100, replace(h100, uuid="GPU-1", index=1))
+    warned = [m for m in messages(gov) if m.startswith("The pod was registered with")]
+    assert warned == [
+        "The pod was registered with 2 x B300 GPUs, but its telemetry shows "
+        "2 x NVIDIA H100 80GB HBM3: its rate and memory plan may be wrong."
+    ]
+
+
+def test_gpus_that_match_their_registration_raise_nothing(gov: Governor) -> None:
+    budget = gov.budget("1000")
+    with gov.session() as s:
+        registration = pods.Registration("fake", "h100-pod", gpu_type="H100 80GB", gpu_count=1)
+        pod = pods.register(s, gov.ctx, budget, registration, gov.clock.now()).id
+    gov.report(pod, replace(gpu_sample(), name="NVIDIA H100 80GB HBM3"))
+    assert not any(m.startswith("The pod was registered with") for m in messages(gov))
