@@ -287,6 +287,7 @@ def build_context(settings: Settings, clock: Clock | None = None) -> ServiceCont
             telemetry_minute_keep_s=settings.telemetry_minute_keep_s,
             metrics_require_token=settings.metrics_require_token,
             leader_probe_s=settings.probe_s,
+            failover_s=0.0 if settings.embedded else settings.lease_s + settings.probe_s,
         ),
         ticks=TickLog(enabled=settings.scheduler_enabled),
         lease=Lease(

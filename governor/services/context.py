@@ -34,6 +34,7 @@ class GovernorConfig:
     billing_interval_s: float = 300.0  # how often providers are asked what they billed
     metrics_require_token: bool = False  # /metrics for viewer and operator tokens only
     leader_probe_s: float = 2.0  # how often a replica renews or tries to take the lease
+    failover_s: float = 0.0  # how long the passes may pause while another replica takes over
 
     def watch_for(self, overrides: dict[str, float] | None) -> Watch:
         """A run's GPU and progress thresholds: the defaults, with its own overrides on top."""
@@ -41,8 +42,9 @@ class GovernorConfig:
 
     @property
     def reaction_s(self) -> float:
-        """How long the governor itself may take between a decision and a confirmed stop."""
-        return REACTION_INTERVALS * self.enforce_interval_s
+        """How long the governor itself may take between a decision and a confirmed stop: its
+        passes, and a change of leader on the way (replicas on PostgreSQL)."""
+        return REACTION_INTERVALS * self.enforce_interval_s + self.failover_s
 
 
 @dataclass(frozen=True)

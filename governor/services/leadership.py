@@ -123,9 +123,12 @@ class Lease:
 
     @property
     def leading(self) -> bool:
-        """Whether this replica may act now: it holds a term whose lease has not run out."""
+        """Whether this replica may act now: it holds a term whose lease has not run out (on
+        SQLite, the file lock alone decides: no other process can take the lease)."""
+        if self._term is None:
+            return False
         expires = self._expires
-        return self._term is not None and expires is not None and self.clock.now() < expires
+        return self.gate is not None or (expires is not None and self.clock.now() < expires)
 
     def probe(self, ticks: Mapping[str, Tick]) -> bool:
         """Renew the lease if this replica leads, else take it if it is free. True if leading."""
@@ -183,7 +186,7 @@ class Lease:
         if mine is None or row.term != mine or row.holder != self.replica:
             self._step_down(f"term {row.term} belongs to {row.holder}")
             raise NotLeader(f"replica {self.replica} no longer leads: {row.holder} does")
-        if row.expires_at is None or self.clock.now() >= row.expires_at:
+        if self.gate is None and (row.expires_at is None or self.clock.now() >= row.expires_at):
             raise NotLeader(f"the lease of replica {self.replica} (term {mine}) has run out")
 
     def _take(self) -> bool:
@@ -233,14 +236,12 @@ class Lease:
     def _renew(self, ticks: Mapping[str, Tick]) -> bool:
         with unit_of_work(self.sessions) as session:
             now = self.clock.now()
+            mine = [LeaseRow.name == self.name, LeaseRow.term == self._term]
+            if self.gate is None:  # on SQLite the file lock is held: a late renewal still holds
+                mine += [LeaseRow.holder == self.replica, LeaseRow.expires_at > now]
             renewed = session.execute(
                 update(LeaseRow)
-                .where(
-                    LeaseRow.name == self.name,
-                    LeaseRow.term == self._term,
-                    LeaseRow.holder == self.replica,
-                    LeaseRow.expires_at > now,
-                )
+                .where(*mine)
                 .values(renewed_at=now, expires_at=now + self.lease, ticks=_stored(ticks))
             ).rowcount
         if renewed:

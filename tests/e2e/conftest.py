@@ -42,6 +42,10 @@ BASE_ENV = {
     "GOVERNOR_ENFORCE_INTERVAL_S": "0.1",
     "GOVERNOR_FAKE_HOURLY_RATE_USD": str(RATE_USD_PER_HOUR),
     "GOVERNOR_FAKE_STOP_LATENCY_S": "0.2",
+    # A short lease: on PostgreSQL a change of leader is reserved in every committed spend
+    # (lease + probe), and these tests run $1-a-second pods into small ceilings.
+    "GOVERNOR_LEADER_LEASE_S": "1",
+    "GOVERNOR_LEADER_PROBE_S": "0.25",
 }
 
 T = TypeVar("T")

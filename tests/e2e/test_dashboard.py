@@ -197,6 +197,10 @@ def test_an_operator_sees_the_chart_and_approves_an_extension_from_the_page(
     expect(page.locator(".top [data-role=operator]")).to_be_visible()
     expect(section.locator("[data-field=ceiling]")).to_have_text("$8.00")
     expect(section.locator("[data-field=effective-ceiling]")).to_have_text("$8.00")
+    # Exhausted: what is left is the released stop margin, and nothing runs any more.
+    expect(section.locator("[data-field=state]")).to_have_text(re.compile("exhausted", re.I))
+    expect(section.locator("[data-field=released]")).to_be_visible()
+    expect(section.locator("[data-field=exhaustion]")).to_contain_text("reached: nothing runs")
 
     chart = section.locator("svg.spend-chart")
     expect(chart.locator("line[data-role=ceiling]")).to_have_count(1)
@@ -216,11 +220,15 @@ def test_an_operator_sees_the_chart_and_approves_an_extension_from_the_page(
 
     gpus = section.locator(".gpu")
     expect(gpus).to_have_count(2)
+    expect(section.locator(".gpu.gpu-ended")).to_have_count(2)  # the pod has stopped
+    expect(gpus.first).to_contain_text("last sampled before the stop")
     expect(gpus.first.locator("svg.spark.util path.spark-line")).to_have_count(1)
     expect(gpus.first).to_contain_text("GiB")
     run_row = section.locator(f"tr[data-run-id='{made['run']['id']}']")
     expect(run_row).to_contain_text("stop")
     expect(run_row).to_contain_text("/ 400")
+    expect(run_row.locator(".badge.run-stopped")).to_be_visible()  # ended with its pod
+    expect(run_row.locator(".late")).to_have_count(0)
     expect(page.locator(".event.sev-critical").first).to_be_visible()
 
     pending = section.locator(f"li[data-extension-id='{extension_id}']")

@@ -97,10 +97,10 @@ def test_metrics_carry_the_pilot_as_it_runs_and_after_its_stop(server: GovernorS
         assert stops == {s: float(s == "stopped") for s in stops} and len(stops) == len(StopState)
         assert "governor_gpu_utilization_ratio" not in m  # no GPU of a stopped pod
 
-        last_beat = p.job.last_beat_at
-        assert last_beat is not None
-        age = one(m, "governor_run_heartbeat_age_seconds", run=run)  # stopping: still live
-        assert 0 <= age <= (utcnow() - last_beat).total_seconds() + 1
+        # The run ended with its pod: it has left the heartbeat-age series, so no "heartbeat
+        # lost" alert fires after a stop.
+        assert p.job.last_beat_at is not None
+        assert all(dict(k)["run"] != run for k in m.get("governor_run_heartbeat_age_seconds", {}))
 
         log = budget_events(operator, budget)
         by_severity = Counter(e["severity"] for e in log)

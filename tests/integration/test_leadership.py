@@ -207,6 +207,8 @@ def test_the_file_lock_decides_on_sqlite_whatever_the_lease_says(
         b = Lease(sessions, clock, "b", LEASE_S, gate=sqlite_scheduler_lock(url))
         assert a.probe({})
         clock.advance(LEASE_S * 10)  # the lease ran out, but a's process still holds the file
+        assert a.leading, "on SQLite the file lock decides: a late renewal loses nothing"
+        note(a.fenced(sessions), clock, "a, long after its lease")
         assert not b.probe({})
         a.release()
         assert b.probe({}) and b.term == 2
