@@ -8,11 +8,16 @@ from typing import Any
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from governor.client.core import Phase
 from governor.client.loop import GovernorLoop
 
 
 class GovernorCallback(TrainerCallback):
     """`checkpoint` makes the Trainer save; `stop` makes it save, acknowledge and stop.
+
+    Phases: `loading` until training begins, `compiling` until the first optimizer step has
+    finished (kernels compile, caches warm: the governor allows that longer than a stall),
+    then `training` (`evaluation` while the Trainer evaluates).
 
     gov = GovernorCallback.from_env()
     with gov.guard(): Trainer(..., callbacks=[gov]).train()
@@ -21,6 +26,7 @@ class GovernorCallback(TrainerCallback):
     def __init__(self, governor: GovernorLoop) -> None:
         self.governor = governor
         self._training = False
+        self._stepped = False  # the first optimizer step has finished
 
     @classmethod
     def from_env(cls, **options: Any) -> GovernorCallback:
@@ -37,11 +43,13 @@ class GovernorCallback(TrainerCallback):
     ) -> None:
         self._training = True
         self.governor.step(state.global_step, total_steps=state.max_steps or None)
-        self.governor.phase("training")
+        self.governor.phase(self._training_phase())
 
     def on_step_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any
     ) -> None:
+        self._stepped = True
+        self.governor.phase("training")
         self.governor.step(state.global_step)
         if self.governor.should_stop():
             control.should_save = control.should_training_stop = True
@@ -63,7 +71,10 @@ class GovernorCallback(TrainerCallback):
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any
     ) -> None:
         if self._training:
-            self.governor.phase("training")
+            self.governor.phase(self._training_phase())
+
+    def _training_phase(self) -> Phase:
+        return "training" if self._stepped else "compiling"
 
     def on_log(
         self,

@@ -14,6 +14,9 @@ from governor.client.loop import GovernorLoop
 class GovernorLightningCallback(pl.Callback):
     """`checkpoint` saves `governor-step=N.ckpt`; `stop` saves, acknowledges and stops the fit.
 
+    Phases: `loading` until the fit starts, `compiling` until the first optimizer step has
+    finished, then `training` (`evaluation` during validation).
+
     gov = GovernorLightningCallback.from_env()
     with gov.guard(): pl.Trainer(callbacks=[gov]).fit(model)
     """
@@ -40,6 +43,7 @@ class GovernorLightningCallback(pl.Callback):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         total = trainer.estimated_stepping_batches
         self.governor.step(trainer.global_step, total_steps=int(total) if total < inf else None)
+        self.governor.phase("compiling")
 
     def on_train_batch_end(
         self,
@@ -49,7 +53,9 @@ class GovernorLightningCallback(pl.Callback):
         batch: Any,
         batch_idx: int,
     ) -> None:
-        self.governor.phase("training")
+        # global_step counts optimizer steps: with gradient accumulation the first batches
+        # come before the first step.
+        self.governor.phase("training" if trainer.global_step >= 1 else "compiling")
         self.governor.step(trainer.global_step)
         if self.governor.should_stop() and not trainer.should_stop:
             self._save(trainer)

@@ -6,6 +6,7 @@ import logging
 import os
 import threading
 import traceback
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import replace
 from types import TracebackType
@@ -49,6 +50,8 @@ class GovernorLoop:
         self._step = 0
         self._total_steps = total_steps
         self._phase = phase
+        # Phases entered and not yet sent: each is sent, in order, from the first.
+        self._entered: deque[Phase] = deque([phase] if phase else [])
         self._metrics: dict[str, Any] | None = None
         self._unsent: Checkpoint | None = None  # saved, not yet heard by the governor
         self._saves = 0
@@ -99,10 +102,14 @@ class GovernorLoop:
         return self._directive
 
     def phase(self, name: Phase) -> None:
-        """Enter a phase (loading, compiling, training, evaluation, ...); sent right away."""
-        if name != self._phase:
+        """Enter a phase (loading, compiling, training, evaluation, ...); sent right away, and
+        every phase is sent, however short (a quick compile still shows as one)."""
+        with self._lock:
+            if name == self._phase:
+                return
             self._phase = name
-            self._wake.set()
+            self._entered.append(name)
+        self._wake.set()
 
     def checkpoint(self, path: str | os.PathLike[str], step: int | None = None) -> None:
         """Report a saved checkpoint (sent right away); once should_stop() has said so, this
@@ -186,11 +193,13 @@ class GovernorLoop:
             with self._lock:
                 checkpoint, saves = self._unsent, self._saves
                 status: Status = "stopping" if self._stopping else "running"
+                phase = self._entered.popleft() if self._entered else self._phase
+                more = bool(self._entered)
             try:
                 directive = self.governor.heartbeat(
                     self._step,
                     status=status,
-                    phase=self._phase,
+                    phase=phase,
                     total_steps=self._total_steps,
                     checkpoint=checkpoint,
                     metrics=self._metrics,
@@ -205,4 +214,5 @@ class GovernorLoop:
                 # A checkpoint saved while this call was in flight already answers its request.
                 if not (directive.should_checkpoint and self._saves != saves):
                     self._directive = directive
-            self._wake.wait(directive.next_heartbeat_s)
+            if not more:
+                self._wake.wait(directive.next_heartbeat_s)

@@ -20,11 +20,14 @@ import httpx
 import pytest
 import pytorch_lightning as pl
 import torch
+from sqlalchemy import create_engine, select
+from sqlalchemy.orm import Session
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 
 from governor.client.hf import GovernorCallback
 from governor.client.lightning import GovernorLightningCallback
+from governor.db.tables import RunPhaseRow
 from tests.e2e.conftest import (
     GovernorServer,
     create_run,
@@ -74,6 +77,21 @@ def acknowledged_stop(operator: httpx.Client, run: dict) -> dict[str, Any]:
     return checkpoint
 
 
+def phases_of(server: GovernorServer, run_id: str) -> list[str]:
+    """The phases the job reported, in order, as the server recorded them."""
+    engine = create_engine(server.database_url)
+    try:
+        with Session(engine) as session:
+            rows = session.scalars(
+                select(RunPhaseRow.phase)
+                .where(RunPhaseRow.run_id == run_id)
+                .order_by(RunPhaseRow.id)
+            )
+            return [phase.value for phase in rows]
+    finally:
+        engine.dispose()
+
+
 class RandomTokens(Dataset[dict[str, torch.Tensor]]):
     def __init__(self, vocab_size: int, length: int = 16, size: int = 64) -> None:
         self.ids = torch.randint(0, vocab_size, (size, length))
@@ -119,6 +137,8 @@ def test_a_transformers_trainer_saves_acknowledges_and_stops_at_the_ceiling(
         trainer.train()
 
     assert trainer.state.global_step < NEVER
+    # Loading until training begins, compiling until the first optimizer step has finished.
+    assert phases_of(server, run["id"])[:3] == ["loading", "compiling", "training"]
     checkpoint = acknowledged_stop(operator, run)
     assert checkpoint["step"] == trainer.state.global_step
     assert checkpoint["path"] == str(tmp_path / f"checkpoint-{trainer.state.global_step}")
@@ -167,6 +187,7 @@ def test_a_lightning_trainer_saves_acknowledges_and_stops_at_the_ceiling(
         trainer.fit(TinyModule(), data)
 
     assert trainer.global_step < NEVER
+    assert phases_of(server, run["id"])[:3] == ["loading", "compiling", "training"]
     checkpoint = acknowledged_stop(operator, run)
     assert checkpoint["step"] == trainer.global_step
     assert checkpoint["path"] == str(tmp_path / f"governor-step={trainer.global_step}.ckpt")

@@ -29,11 +29,12 @@ def test_hf_checkpoint_saves_and_stop_saves_then_stops_acknowledging_the_save() 
     gov = GovernorCallback(GovernorLoop(server.governor(), phase="loading"))
     args: Any = SimpleNamespace(output_dir="/out")
     gov.on_train_begin(args, TrainerState(global_step=0, max_steps=50), TrainerControl())
-    beat_with(server, phase="training", total_steps=50)
+    beat_with(server, phase="compiling", total_steps=50)  # until the first step has finished
 
     eventually(gov.governor.should_checkpoint, "the checkpoint directive")
     control = hf_step(gov, 3)
     assert control.should_save and not control.should_training_stop
+    beat_with(server, phase="training")
     gov.on_save(args, TrainerState(global_step=3), control)
     beat_with(server, status="running", checkpoint={"step": 3, "path": "/out/checkpoint-3"})
 

@@ -108,3 +108,15 @@ def test_the_fail_safe_stops_the_loop_when_the_governor_vanishes() -> None:
     started = time.monotonic()
     gov.stopped("/ckpt/0")
     assert time.monotonic() - started < 0.5, "the last word waited for a governor long gone"
+
+
+def test_every_phase_is_sent_in_order_however_short() -> None:
+    server = ScriptedServer(directive())
+    gov = GovernorLoop(server.governor(), phase="loading")
+    gov.phase("compiling")  # a compile that takes no time at all
+    gov.phase("training")
+    beat_with(server, phase="training")
+    gov.finished()
+    sent = [b["phase"] for b in server.bodies()]
+    seen = [p for i, p in enumerate(sent) if i == 0 or p != sent[i - 1]]
+    assert seen[:3] == ["loading", "compiling", "training"]
