@@ -10,6 +10,7 @@ SQLite only: these tests are about the trainers, not the server's database.
 from __future__ import annotations
 
 import os
+import time
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers reads it: nothing here may download
 
@@ -30,6 +31,7 @@ from governor.client.lightning import GovernorLightningCallback
 from governor.db.tables import RunPhaseRow
 from tests.e2e.conftest import (
     GovernorServer,
+    budget_events,
     create_run,
     declare_budget,
     ok,
@@ -145,6 +147,64 @@ def test_a_transformers_trainer_saves_acknowledges_and_stops_at_the_ceiling(
     reloaded = GPT2LMHeadModel.from_pretrained(checkpoint["path"])
     for name, weight in model.state_dict().items():
         assert torch.equal(reloaded.state_dict()[name], weight), name
+
+
+COMPILE_S = 7.0  # the first forward's stand-in for compilation: past the stall window
+SLOW_START = {"stall_window_s": 5, "compile_allowance_s": 20}  # the defaults are 900 and 1800
+
+
+class SlowFirstStep(GPT2LMHeadModel):
+    """A model whose first forward takes COMPILE_S, as a compiled model's first step does."""
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        if not getattr(self, "_compiled", False):
+            self._compiled = True
+            time.sleep(COMPILE_S)
+        return super().forward(*args, **kwargs)
+
+
+def test_a_slow_first_step_is_compilation_not_a_stall(
+    server: GovernorServer,
+    operator: httpx.Client,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    config = GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=1, n_head=2)
+    args = TrainingArguments(
+        output_dir=str(tmp_path),
+        max_steps=10,
+        per_device_train_batch_size=4,
+        remove_unused_columns=False,  # the slow forward takes **kwargs
+        save_strategy="no",
+        logging_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        disable_tqdm=True,
+    )
+    torch.optim.SGD([torch.zeros(1, requires_grad=True)])  # torch's one-time cost, paid first
+    budget = declare_budget(operator, "1000.00")
+    pod = register_pod(operator, budget["id"])
+    run = create_run(operator, budget["id"], pod["id"], heartbeat_timeout_s=60, policy=SLOW_START)
+    monkeypatch.setenv("GOVERNOR_URL", server.url)
+    monkeypatch.setenv("GOVERNOR_RUN_ID", run["id"])
+    monkeypatch.setenv("GOVERNOR_TOKEN", run["token"])
+
+    gov = GovernorCallback.from_env()
+    model = SlowFirstStep(config)
+    trainer = Trainer(model=model, args=args, train_dataset=RandomTokens(64), callbacks=[gov])
+    with gov.guard():
+        trainer.train()
+
+    assert trainer.state.global_step == 10, "the governor stopped a compiling job"
+    assert ok(operator.get(f"/v1/pods/{pod['id']}"))["stop_order"] is None
+    assert ok(operator.get(f"/v1/runs/{run['id']}"))["status"] == "finished"
+    assert phases_of(server, run["id"])[:3] == ["loading", "compiling", "training"]
+    # It was quiet past the stall window: warned, not stopped, as compilation is allowed.
+    warned = [
+        e for e in budget_events(operator, budget["id"]) if e["evidence"].get("rule") == "stalled"
+    ]
+    assert [e["severity"] for e in warned] == ["warning"], warned
+    assert warned[0]["evidence"]["phase"] in ("loading", "compiling")
 
 
 class TinyModule(pl.LightningModule):
