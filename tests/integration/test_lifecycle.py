@@ -14,7 +14,7 @@ from governor.db.tables import GpuSampleRow, RunRow, StopOrderRow
 from governor.domain.model import Action, PodState, Reason, RunStatus
 from governor.domain.stop_order import StopState
 from governor.services import metrics, pods
-from governor.services.checkins import Checkpoint
+from governor.services.checkins import Checkpoint, Directive
 from tests.integration.conftest import Governor, gpu_sample
 
 
@@ -42,6 +42,20 @@ def heartbeat_ages(gov: Governor) -> dict[tuple[str, ...], float]:
         )
     (ages,) = [f for f in families if f.name == "governor_run_heartbeat_age_seconds"]
     return dict(ages.samples)
+
+
+def hang_until_stopped(gov: Governor, pod: str, run: str) -> Directive:
+    """The job goes on beating at step 100 while every GPU idles holding memory, 10 s at a
+    time, until it is told to stop (at most 800 s)."""
+    directive = gov.beat(run, step=100)
+    for _ in range(80):
+        gov.clock.advance(10)
+        gov.report(pod, gpu_sample(util=0, used_gib=19.5))
+        gov.tick()
+        directive = gov.beat(run, step=100)
+        if directive.action is Action.STOP:
+            break
+    return directive
 
 
 def test_a_silent_job_is_lost_once_its_pod_stops_and_leaves_the_heartbeat_metric(
@@ -95,14 +109,7 @@ def test_a_hang_whose_work_is_saved_is_stopped_without_the_grace(gov: Governor) 
     gov.report(pod, gpu_sample())
     gov.beat(run, step=100)
     gov.beat(run, step=100, checkpoint=Checkpoint(100, "/ws/adapter-final"))  # saved: export
-    directive = gov.beat(run, step=100)
-    for _ in range(80):  # the export deadlocks: 0% GPU, memory held, the job still beating
-        gov.clock.advance(10)
-        gov.report(pod, gpu_sample(util=0, used_gib=19.5))
-        gov.tick()
-        directive = gov.beat(run, step=100)
-        if directive.action is Action.STOP:
-            break
+    directive = hang_until_stopped(gov, pod, run)  # the export deadlocks
     assert directive.reason is Reason.IDLE_HANG
     order = order_of(gov, pod)
     assert order.deadline == order.created_at, "nothing to save: no grace"
@@ -122,14 +129,7 @@ def test_a_hang_with_unsaved_progress_still_waits_for_its_save(gov: Governor) ->
     gov.clock.advance(10)
     gov.report(pod, gpu_sample())
     gov.beat(run, step=100)  # progress after the checkpoint: unsaved work
-    directive = gov.beat(run, step=100)
-    for _ in range(80):
-        gov.clock.advance(10)
-        gov.report(pod, gpu_sample(util=0, used_gib=19.5))
-        gov.tick()
-        directive = gov.beat(run, step=100)
-        if directive.action is Action.STOP:
-            break
+    assert hang_until_stopped(gov, pod, run).reason is Reason.IDLE_HANG
     order = order_of(gov, pod)
     assert order.deadline == order.created_at + timedelta(seconds=300)
 
