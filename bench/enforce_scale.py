@@ -30,7 +30,6 @@ from decimal import Decimal
 from typing import Any
 
 from fleet import (
-    DEFAULT_POSTGRES_URL,
     SimClock,
     Stopwatch,
     build_context,
@@ -44,6 +43,7 @@ from fleet import (
     scratch_database,
     sizes,
 )
+from server_process import DEFAULT_ADMIN_URL
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
@@ -266,9 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument(
         "--postgres-url",
-        default=DEFAULT_POSTGRES_URL,
+        default=DEFAULT_ADMIN_URL,
         help="an admin connection that may CREATE and DROP a scratch database "
-        f"(default {DEFAULT_POSTGRES_URL})",
+        f"(default {DEFAULT_ADMIN_URL})",
     )
     parser.add_argument("--repeats", type=int, default=3, help="repetitions per task (best of)")
     args = parser.parse_args(argv)

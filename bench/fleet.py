@@ -11,10 +11,8 @@ Not a benchmark itself: imported by bench/enforce_scale.py and bench/overshoot.p
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
-import os
 import signal
 import sys
 import tempfile
@@ -25,8 +23,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, func, select, text
-from sqlalchemy.engine import make_url
+from server_process import DEFAULT_ADMIN_URL, database
+from sqlalchemy import func, select
 
 from governor.db import schema
 from governor.db.engine import build_engine, session_factory, unit_of_work
@@ -37,10 +35,8 @@ from governor.services.context import GovernorConfig, ServiceContext
 from governor.services.health import TickLog
 from governor.services.leadership import Lease
 
-DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 DATABASES = ("sqlite", "postgres")
 START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-_serial = itertools.count(1)
 
 
 class SimClock:
@@ -98,36 +94,16 @@ def sizes(spec: str) -> list[int]:
 
 
 @contextmanager
-def scratch_database(kind: str, postgres_url: str = DEFAULT_POSTGRES_URL) -> Iterator[str]:
+def scratch_database(kind: str, postgres_url: str = DEFAULT_ADMIN_URL) -> Iterator[str]:
     """The URL of an empty database migrated to head; it is removed afterwards."""
-    if kind == "sqlite":
-        with tempfile.TemporaryDirectory(prefix="gov_bench_") as folder:
-            url = f"sqlite:///{Path(folder) / 'governor.db'}"
-            schema.upgrade(url)
-            yield url
-    elif kind == "postgres":
-        with _postgres_database(postgres_url) as url:
-            schema.upgrade(url)
-            yield url
-    else:
+    if kind not in ("sqlite", "postgres"):
         raise ValueError(f"unknown database {kind!r}: sqlite or postgres")
-
-
-@contextmanager
-def _postgres_database(admin_url: str) -> Iterator[str]:
-    """A uniquely named PostgreSQL database, created and dropped over `admin_url`."""
-    name = f"gov_bench_{os.getpid()}_{next(_serial)}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as connection:
-            connection.execute(text(f'CREATE DATABASE "{name}"'))
-        try:
-            yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-        finally:
-            with admin.connect() as connection:
-                connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    finally:
-        admin.dispose()
+    with (
+        tempfile.TemporaryDirectory(prefix="gov_bench_") as folder,
+        database(kind, postgres_url, Path(folder)) as url,
+    ):
+        schema.upgrade(url)
+        yield url
 
 
 def build_context(

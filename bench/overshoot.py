@@ -48,7 +48,6 @@ from enum import StrEnum
 from typing import Any
 
 from fleet import (
-    DEFAULT_POSTGRES_URL,
     SimClock,
     Stopwatch,
     build_context,
@@ -59,6 +58,7 @@ from fleet import (
     quiet_event_log,
     scratch_database,
 )
+from server_process import DEFAULT_ADMIN_URL
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
@@ -530,9 +530,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument(
         "--postgres-url",
-        default=DEFAULT_POSTGRES_URL,
+        default=DEFAULT_ADMIN_URL,
         help="an admin connection that may CREATE and DROP a scratch database "
-        f"(default {DEFAULT_POSTGRES_URL})",
+        f"(default {DEFAULT_ADMIN_URL})",
     )
     parser.add_argument("--each", action="store_true", help="also one JSON line per pilot")
     args = parser.parse_args(argv)

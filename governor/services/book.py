@@ -39,6 +39,11 @@ def heard_from(run: RunRow, now: datetime) -> bool:
     return run.status.is_live and (now - last).total_seconds() <= run.heartbeat_timeout_s
 
 
+def heard_lately(run: RunRow, now: datetime) -> bool:
+    """The job has checked in at least once, and within its timeout: it can still save."""
+    return run.last_heartbeat_at is not None and heard_from(run, now)
+
+
 def run_view(run: RunRow) -> RunView:
     steps_per_s = None
     if run.pace_at is not None and run.pace_step is not None and run.last_heartbeat_at:

@@ -18,7 +18,14 @@ from governor.domain.policy import Finding, GpuView, Situation, Watch, decide, e
 from governor.domain.run_lifecycle import HANGS, save_grace_s
 from governor.domain.stop_order import StopState
 from governor.services import events, telemetry
-from governor.services.book import Book, heard_from, keep_figures, open_books, run_view
+from governor.services.book import (
+    Book,
+    heard_from,
+    heard_lately,
+    keep_figures,
+    open_books,
+    run_view,
+)
 from governor.services.context import GovernorConfig
 from governor.services.ids import new_id
 
@@ -187,9 +194,11 @@ def saved_since_progress(run: RunRow) -> bool:
 
 
 def _save_grace_s(run: RunRow, reason: Reason, now: datetime) -> float:
-    heard = run.last_heartbeat_at is not None and heard_from(run, now)
     return save_grace_s(
-        reason, run.checkpoint_grace_s, heard=heard, saved_since_progress=saved_since_progress(run)
+        reason,
+        run.checkpoint_grace_s,
+        heard=heard_lately(run, now),
+        saved_since_progress=saved_since_progress(run),
     )
 
 

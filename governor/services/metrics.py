@@ -57,7 +57,7 @@ def collect(
     over replicas is never doubled. Leadership itself comes from each replica."""
     leader = leadership.current(session)
     families = _leadership(leader, replica, leading, now)
-    if not (leading or not leader.live(now)):
+    if leader.live(now) and not leading:  # another replica exports these
         return families
     books = open_books(session, repo.budget_ids(session), now, config)
     return [

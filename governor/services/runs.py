@@ -14,7 +14,7 @@ from governor.domain.errors import Conflict, Invalid
 from governor.domain.model import Action, BudgetState, Category, PodState, Role, RunStatus, Severity
 from governor.domain.run_lifecycle import after_pod_stopped
 from governor.services import events, tokens
-from governor.services.book import heard_from
+from governor.services.book import heard_lately
 from governor.services.context import DEFAULT_CHECKPOINT_GRACE_S, DEFAULT_HEARTBEAT_TIMEOUT_S
 from governor.services.ids import new_id
 
@@ -79,8 +79,7 @@ def create(session: Session, budget_id: str, spec: RunSpec, now: datetime) -> tu
 def end_with_pod(session: Session, pod: PodRow, now: datetime) -> None:
     """The pod has stopped: each of its live runs ends, stopped, or lost if its job was silent."""
     for run in repo.runs_on_pod(session, pod.id):
-        heard = run.last_heartbeat_at is not None and heard_from(run, now)
-        status = after_pod_stopped(run.status, heard=heard)
+        status = after_pod_stopped(run.status, heard=heard_lately(run, now))
         if status is run.status:
             continue
         previous, run.status, run.ended_at = run.status, status, now
