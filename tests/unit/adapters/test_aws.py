@@ -29,7 +29,7 @@ from tests.fake_clouds import Served, running
 
 KEY_ID = "AKIAUNITTESTKEYID0001"
 SECRET = "wJalrUNITTEST/SECRET+ACCESSKEY0123456789"
-TIMEOUT_S = 1.0  # generous for a busy machine; a canned slow answer takes three of it
+TIMEOUT_S = 3.0  # generous for a busy machine; a canned slow answer takes three of it
 ON_DEMAND = "i-0123456789abcdef0"
 SPOT = "i-0aaaaaaaaaaaaaaa1"
 STORE_ROOT = "i-0bbbbbbbbbbbbbbb2"

@@ -35,7 +35,7 @@ from tests.fake_clouds import Served, running
 
 TOKEN = "ya29.UNIT_TEST_SECRET_0123456789"
 PROJECT = "unit-project"
-TIMEOUT_S = 1.0  # generous for a busy machine; a canned slow answer takes three of it
+TIMEOUT_S = 3.0  # generous for a busy machine; a canned slow answer takes three of it
 RATES = {
     "a2-highgpu-1g": Decimal("3.67"),
     "a2-highgpu-1g:spot": Decimal("1.47"),

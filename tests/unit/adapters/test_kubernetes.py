@@ -33,7 +33,7 @@ from governor.fakes.kubernetes import FakeKubernetes
 from tests.fake_clouds import Served, running
 
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.UNIT_TEST_SECRET_TOKEN.c2lnbmF0dXJl"
-TIMEOUT_S = 1.0  # generous for a busy machine; a canned slow answer takes three of it
+TIMEOUT_S = 3.0  # generous for a busy machine; a canned slow answer takes three of it
 JOB = "ml/job/train-llama"
 DEPLOYMENT = "ml/deployment/notebook"
 STATEFULSET = "ml/statefulset/trainer"

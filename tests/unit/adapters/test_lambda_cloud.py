@@ -35,7 +35,7 @@ from governor.fakes.lambda_cloud import FakeLambda
 from tests.fake_clouds import Served, running
 
 KEY = "secret_UNIT_TEST_LAMBDA_KEY_0123456789"
-TIMEOUT_S = 1.0  # generous for a busy machine; a canned slow answer takes three of it
+TIMEOUT_S = 3.0  # generous for a busy machine; a canned slow answer takes three of it
 TERMINATE = "POST /api/v1/instance-operations/terminate"
 
 

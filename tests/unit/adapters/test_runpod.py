@@ -24,7 +24,7 @@ from governor.fakes.runpod import FakeRunPod
 from tests.fake_clouds import Served, running
 
 KEY = "rpa_UNIT_TEST_SECRET_0123456789"
-TIMEOUT_S = 1.0  # generous for a busy machine; a canned slow answer takes three of it
+TIMEOUT_S = 3.0  # generous for a busy machine; a canned slow answer takes three of it
 
 
 class Cloud(Served[FakeRunPod]):

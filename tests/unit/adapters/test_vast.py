@@ -37,7 +37,7 @@ from governor.fakes.vast import FakeVast
 from tests.fake_clouds import Served, running
 
 KEY = "vast_UNIT_TEST_SECRET_0123456789abcdef"
-TIMEOUT_S = 1.0  # generous for a busy machine; a canned slow answer takes three of it
+TIMEOUT_S = 3.0  # generous for a busy machine; a canned slow answer takes three of it
 TLS = ssl.create_default_context()  # built once: every client building its own is slow
 # The fake cloud's clock, pinned; recent enough to lie within billed()'s lookback.
 T = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
