@@ -23,11 +23,17 @@ from governor.db.tables import (
     TokenRow,
 )
 from governor.domain.errors import NotFound
-from governor.domain.model import Category, EntryKind, ExtensionState, PodState, Role, Severity
+from governor.domain.model import (
+    BILLS_COMPUTE,
+    Category,
+    EntryKind,
+    ExtensionState,
+    PodState,
+    Role,
+    Severity,
+)
 from governor.domain.money import ZERO
 from governor.domain.stop_order import ACTIVE_STATES
-
-BILLS_COMPUTE = (PodState.RUNNING, PodState.STOPPING)
 
 
 def get_budget(
@@ -310,9 +316,7 @@ def peaks_of(session: Session, run_ids: Sequence[str]) -> Sequence[GpuPeakRow]:
 def local_pods(session: Session) -> Sequence[PodRow]:
     """Pods whose GPUs this server samples itself, while they may still be running."""
     return session.scalars(
-        select(PodRow).where(
-            PodRow.local.is_(True), PodRow.state.in_((PodState.RUNNING, PodState.STOPPING))
-        )
+        select(PodRow).where(PodRow.local.is_(True), PodRow.state.in_(BILLS_COMPUTE))
     ).all()
 
 
@@ -320,7 +324,7 @@ def pods_on_node(session: Session, node: str) -> Sequence[PodRow]:
     """The pods registered on a machine, while they may still be running."""
     return session.scalars(
         select(PodRow)
-        .where(PodRow.node == node, PodRow.state.in_((PodState.RUNNING, PodState.STOPPING)))
+        .where(PodRow.node == node, PodRow.state.in_(BILLS_COMPUTE))
         .order_by(PodRow.created_at)
     ).all()
 

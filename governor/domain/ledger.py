@@ -25,7 +25,7 @@ class PodMeter:
 
     @property
     def bills_compute(self) -> bool:
-        return self.state in (PodState.RUNNING, PodState.STOPPING)
+        return self.state.bills_compute
 
     @property
     def compute_per_hour(self) -> Decimal:

@@ -16,7 +16,16 @@ class PodState(StrEnum):
     RUNNING = "running"
     STOPPING = "stopping"
     STOPPED = "stopped"
-    GONE = "gone"
+    RESUMING = "resuming"  # an operator's resume is being asked of the provider
+    GONE = "gone"  # terminated, or released with its storage deleted
+
+    @property
+    def bills_compute(self) -> bool:
+        """Its GPUs cost money: from the moment a resume is asked until its stop is confirmed."""
+        return self in BILLS_COMPUTE
+
+
+BILLS_COMPUTE = (PodState.RUNNING, PodState.STOPPING, PodState.RESUMING)
 
 
 class RunStatus(StrEnum):

@@ -56,7 +56,7 @@ class Billed:
     through: datetime
 
 
-class StopOutcome(StrEnum):
+class CallOutcome(StrEnum):
     DONE = "done"  # stopped, already stopped, or already gone
     PENDING = "pending"  # accepted, not finished yet: ask again later
     RETRYABLE = "retryable"  # failed in a way that may pass (timeouts, 429, 5xx)
@@ -64,15 +64,15 @@ class StopOutcome(StrEnum):
 
 
 @dataclass(frozen=True)
-class StopResult:
-    outcome: StopOutcome
+class CallResult:
+    outcome: CallOutcome
     detail: str = ""
     retry_after_s: float | None = None  # how long the provider asked us to wait, if it said
 
     @classmethod
-    def failed(cls, error: ProviderError) -> StopResult:
+    def failed(cls, error: ProviderError) -> CallResult:
         """The result a failed provider call amounts to."""
-        outcome = StopOutcome.RETRYABLE if error.retryable else StopOutcome.PERMANENT
+        outcome = CallOutcome.RETRYABLE if error.retryable else CallOutcome.PERMANENT
         return cls(outcome, str(error), error.retry_after_s)
 
 
@@ -112,7 +112,7 @@ class StopsPreserving(Provider, Protocol):
     provider has no way to terminate or delete anything.
     """
 
-    def stop(self, ref: str) -> StopResult: ...
+    def stop(self, ref: str) -> CallResult: ...
 
 
 @runtime_checkable
@@ -124,7 +124,20 @@ class TerminateOnly(Provider, Protocol):
     still attached to the pod. Already terminated or gone is DONE.
     """
 
-    def terminate(self, ref: str, *, keep: str) -> StopResult: ...
+    def terminate(self, ref: str, *, keep: str) -> CallResult: ...
+
+
+@runtime_checkable
+class Resumes(Protocol):
+    """A provider that can start a stopped pod again, on the workspace its stop kept.
+
+    `resume` is idempotent: DONE once the provider has accepted the start or the pod is
+    already running (or starting), so it bills from then on; RETRYABLE as for a stop (rate
+    limits, 5xx, timeouts, malformed answers); PERMANENT when the provider refuses (no
+    capacity, a pod that is gone or was never there), with the provider's words in `detail`.
+    """
+
+    def resume(self, ref: str) -> CallResult: ...
 
 
 @runtime_checkable

@@ -22,11 +22,11 @@ from governor.domain.model import PodState
 from governor.domain.money import usd
 from governor.domain.ports import (
     Billed,
+    CallOutcome,
+    CallResult,
     Clock,
     Listed,
     PodDescription,
-    StopOutcome,
-    StopResult,
 )
 from governor.fakes.http_cloud import bill
 
@@ -110,7 +110,7 @@ class FakeProvider:
             refs = list(self._state.pods)
         return [Listed(ref, self.describe(ref)) for ref in refs]
 
-    def stop(self, ref: str) -> StopResult:
+    def stop(self, ref: str) -> CallResult:
         with self._lock:
             now = self.clock.now()
             pod = self._pod(ref)
@@ -118,8 +118,8 @@ class FakeProvider:
             if self._failures_left > 0:
                 self._failures_left -= 1
                 self._save()
-                return StopResult(
-                    StopOutcome.RETRYABLE,
+                return CallResult(
+                    CallOutcome.RETRYABLE,
                     "simulated provider error (HTTP 503)",
                     self._retry_after_s,
                 )
@@ -128,8 +128,8 @@ class FakeProvider:
                 pod.stopped_at = (now + timedelta(seconds=self.stop_latency_s)).isoformat()
             self._save()
             if pod.state(now) is PodState.STOPPED:
-                return StopResult(StopOutcome.DONE, "stopped; volume kept")
-            return StopResult(StopOutcome.PENDING, "stopping")
+                return CallResult(CallOutcome.DONE, "stopped; volume kept")
+            return CallResult(CallOutcome.PENDING, "stopping")
 
     def _pod(self, ref: str) -> FakePod:
         pod = self._state.pods.get(ref)

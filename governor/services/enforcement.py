@@ -11,9 +11,8 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
-from governor.db.repository import BILLS_COMPUTE
 from governor.db.tables import PodRow, RunRow, StopOrderRow
-from governor.domain.model import Action, BudgetState, Category, PodState, Reason
+from governor.domain.model import BILLS_COMPUTE, Action, BudgetState, Category, PodState, Reason
 from governor.domain.policy import Finding, GpuView, Situation, Watch, decide, evaluate
 from governor.domain.run_lifecycle import HANGS, save_grace_s
 from governor.domain.stop_order import StopState

@@ -218,7 +218,7 @@ def _gpus(session: Session, pods: Iterable[PodRow], now: datetime) -> list[Famil
     age = _gauge("governor_gpu_sample_age_seconds", "Seconds since the GPU's latest sample.", *GPU)
     values = [(_gauge(name, doc, *GPU), attr, scale) for name, doc, attr, scale in GPU_VALUES]
     for pod in pods:
-        if pod.state not in (PodState.RUNNING, PodState.STOPPING):
+        if not pod.state.bills_compute:
             continue
         for at, gpu in telemetry.latest(session, pod.id):
             labels = (gpu.uuid, pod.id)

@@ -21,10 +21,10 @@ from governor.db.tables import BudgetRow, PodRow, StopOrderRow
 from governor.domain.model import BudgetState, Category, PodState, Severity
 from governor.domain.ports import (
     AnyProvider,
+    CallOutcome,
+    CallResult,
     Clock,
     ProviderError,
-    StopOutcome,
-    StopResult,
     StopsPreserving,
     TerminateOnly,
 )
@@ -77,7 +77,7 @@ def advance(ctx: ServiceContext) -> int:
         if not ctx.leading():  # paused past the lease: the next leader makes the call
             raise NotLeader(f"the lease ran out before the call for stop order {call.order_id}")
         result = _call_provider(ctx, call)
-        if call.action is Action.LOOK and result.outcome is not StopOutcome.DONE:
+        if call.action is Action.LOOK and result.outcome is not CallOutcome.DONE:
             continue  # still held: it is looked at again, and alerted on, as _hold set out
         with unit_of_work(ctx.sessions) as session:
             _record_outcome(session, call, result, ctx.clock)
@@ -189,7 +189,7 @@ def _mark_sent(session: Session, order: StopOrderRow, pod: PodRow, now: datetime
         )
 
 
-def _call_provider(ctx: ServiceContext, call: _Call) -> StopResult:
+def _call_provider(ctx: ServiceContext, call: _Call) -> CallResult:
     provider = ctx.provider(call.provider)
     try:
         if call.action is Action.LOOK:
@@ -200,18 +200,18 @@ def _call_provider(ctx: ServiceContext, call: _Call) -> StopResult:
         assert isinstance(provider, StopsPreserving)
         return provider.stop(call.ref)
     except ProviderError as exc:
-        return StopResult.failed(exc)
+        return CallResult.failed(exc)
     except Exception as exc:  # a provider bug must not kill the pass: retry it
         log.exception("%s call to %s failed", call.action.value, call.provider)
-        return StopResult(StopOutcome.RETRYABLE, f"{type(exc).__name__}: {exc}")
+        return CallResult(CallOutcome.RETRYABLE, f"{type(exc).__name__}: {exc}")
 
 
-def _look(provider: AnyProvider, ref: str) -> StopResult:
+def _look(provider: AnyProvider, ref: str) -> CallResult:
     """A held pod is done once it no longer runs, whoever stopped it."""
     state = provider.describe(ref).state
     if state in (PodState.STOPPED, PodState.GONE):
-        return StopResult(StopOutcome.DONE, f"the provider says the pod is {state.value}")
-    return StopResult(StopOutcome.PENDING, f"still {state.value}")
+        return CallResult(CallOutcome.DONE, f"the provider says the pod is {state.value}")
+    return CallResult(CallOutcome.PENDING, f"still {state.value}")
 
 
 _DONE = {
@@ -223,7 +223,7 @@ _DONE = {
 }
 
 
-def _record_outcome(session: Session, call: _Call, result: StopResult, clock: Clock) -> None:
+def _record_outcome(session: Session, call: _Call, result: CallResult, clock: Clock) -> None:
     order = repo.get_stop_order(session, call.order_id)
     budget = repo.get_budget(session, order.budget_id, lock=True)
     now = clock.now()
@@ -231,7 +231,7 @@ def _record_outcome(session: Session, call: _Call, result: StopResult, clock: Cl
     pod = repo.get_pod(session, order.pod_id)
     subject = f"pod:{pod.id}"
     evidence = {"stop_order": order.id, "attempts": order.attempts, "detail": result.detail}
-    if result.outcome is StopOutcome.DONE:
+    if result.outcome is CallOutcome.DONE:
         accrue_pod(session, pod, now)
         pod.state, pod.stopped_at = PodState.STOPPED, now
         order.state, order.confirmed_at, order.updated_at = StopState.STOPPED, now, now
@@ -247,9 +247,9 @@ def _record_outcome(session: Session, call: _Call, result: StopResult, clock: Cl
             evidence=evidence,
         )
         _settle_budget(session, budget, now)
-    elif result.outcome is StopOutcome.PENDING:
+    elif result.outcome is CallOutcome.PENDING:
         order.next_attempt_at, order.updated_at = now, now
-    elif result.outcome is StopOutcome.RETRYABLE:
+    elif result.outcome is CallOutcome.RETRYABLE:
         delay = retry_delay_s(order.attempts, asked_s=result.retry_after_s, spread=random.random())
         order.last_error, order.updated_at = result.detail, now
         order.next_attempt_at = now + timedelta(seconds=delay)
@@ -285,7 +285,7 @@ def _settle_budget(session: Session, budget: BudgetRow, now: datetime) -> None:
     if budget.state is not BudgetState.STOPPING:
         return
     pods = repo.pods_of(session, budget.id)
-    if any(p.state in (PodState.RUNNING, PodState.STOPPING) for p in pods):
+    if any(p.state.bills_compute for p in pods):
         return
     budget.state = BudgetState.EXHAUSTED
     events.record(

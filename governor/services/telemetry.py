@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
 from governor.db.tables import GpuPeakRow, GpuSampleRow, PodRow
-from governor.domain.model import Category, PodState, Severity
+from governor.domain.model import Category, Severity
 from governor.domain.policy import HELD_MEMORY_BYTES, GpuView, Watch
 from governor.domain.telemetry import GpuProcess, GpuSample, Reading, idle_since
 from governor.services import events
@@ -38,7 +38,7 @@ def ingest(session: Session, pod: PodRow, readings: Iterable[Reading], now: date
 
     Readings for a pod that is no longer running are not kept (they would show a stopped pod
     as busy): the pod's telemetry note says so, once, with an event."""
-    if pod.state not in (PodState.RUNNING, PodState.STOPPING):
+    if not pod.state.bills_compute:
         _note(session, pod, f"readings arrive for a {pod.state.value} pod and are not kept", now)
         return 0
     count = 0

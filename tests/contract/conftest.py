@@ -20,7 +20,7 @@ from governor.adapters.providers.local import LocalProvider
 from governor.domain.model import PodState
 from governor.domain.ports import (
     AnyProvider,
-    StopResult,
+    CallResult,
     StopsPreserving,
     SystemClock,
     TerminateOnly,
@@ -49,7 +49,7 @@ class Subject:
     stopped: Callable[[str], bool]
     keep: str | None = None  # terminate-only: the persistent filesystem attached to `running`
 
-    def halt(self, ref: str) -> StopResult:
+    def halt(self, ref: str) -> CallResult:
         """What the governor asks of the adapter when a pod must stop."""
         if isinstance(self.adapter, StopsPreserving):
             return self.adapter.stop(ref)

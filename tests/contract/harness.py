@@ -21,7 +21,7 @@ class Harness(ABC):
     running: str = "pod-1"  # a running pod the fake starts with
     missing: str = "pod-404"  # a pod the fake has never heard of
     keep: str | None = None  # terminate-only: the persistent filesystem attached to `running`
-    retry_after_honoured: bool = True  # a 429's Retry-After reaches StopResult.retry_after_s
+    retry_after_honoured: bool = True  # a 429's Retry-After reaches CallResult.retry_after_s
 
     @abstractmethod
     def cloud(self, state_file: Path, secret: str) -> FakeCloud:

@@ -18,8 +18,8 @@ import pytest
 
 from governor.domain.model import PodState
 from governor.domain.ports import (
-    StopOutcome,
-    StopResult,
+    CallOutcome,
+    CallResult,
     StopsPreserving,
     TerminateOnly,
 )
@@ -33,15 +33,15 @@ FAILURES = [
 ]
 
 
-def halt(governed: Governed, ref: str) -> StopResult:
+def halt(governed: Governed, ref: str) -> CallResult:
     return governed.subject.halt(ref)
 
 
-def halt_until_done(subject: Subject, ref: str) -> StopResult:
+def halt_until_done(subject: Subject, ref: str) -> CallResult:
     for _ in range(200):
         result = subject.halt(ref)
-        assert result.outcome in (StopOutcome.DONE, StopOutcome.PENDING), result
-        if result.outcome is StopOutcome.DONE:
+        assert result.outcome in (CallOutcome.DONE, CallOutcome.PENDING), result
+        if result.outcome is CallOutcome.DONE:
             return result
         time.sleep(0.01)  # a process may take a moment to exit on its signal
     raise AssertionError(f"{type(subject.adapter).__name__} never finished stopping {ref}")
@@ -67,19 +67,19 @@ def test_stop_is_idempotent(subject: Subject) -> None:
     ref = subject.running
     halt_until_done(subject, ref)
     assert subject.stopped(ref)
-    assert subject.halt(ref).outcome is StopOutcome.DONE
+    assert subject.halt(ref).outcome is CallOutcome.DONE
     assert subject.adapter.describe(ref).state is not PodState.RUNNING
 
 
 def test_a_pod_that_is_not_there_is_done(subject: Subject) -> None:
-    assert subject.halt(subject.missing).outcome is StopOutcome.DONE
+    assert subject.halt(subject.missing).outcome is CallOutcome.DONE
 
 
 @pytest.mark.parametrize(("answer", "says"), FAILURES, ids=[a for a, _ in FAILURES])
 def test_transient_failures_are_retryable(governed: Governed, answer: str, says: str) -> None:
     governed.answer_next(answer)
     result = halt(governed, governed.harness.running)
-    assert result.outcome is StopOutcome.RETRYABLE, result
+    assert result.outcome is CallOutcome.RETRYABLE, result
     assert says in result.detail
     assert SECRET not in result.detail
     halt_until_done(governed.subject, governed.harness.running)  # the next tries go through
@@ -89,7 +89,7 @@ def test_retry_after_is_carried(honours_retry_after: Governed) -> None:
     governed = honours_retry_after
     governed.answer_next("429:7")
     result = halt(governed, governed.harness.running)
-    assert result.outcome is StopOutcome.RETRYABLE and result.retry_after_s == 7.0
+    assert result.outcome is CallOutcome.RETRYABLE and result.retry_after_s == 7.0
     governed.answer_next("429")
     assert halt(governed, governed.harness.running).retry_after_s is None
 
@@ -102,7 +102,7 @@ def test_a_refused_key_is_permanent_and_never_echoed(governed: Governed) -> None
             result = adapter.stop(governed.harness.running)
         else:
             result = adapter.terminate(governed.harness.running, keep=str(governed.harness.keep))
-    assert result.outcome is StopOutcome.PERMANENT, result
+    assert result.outcome is CallOutcome.PERMANENT, result
     assert wrong not in result.detail
     assert not governed.harness.stopped(governed.cloud, governed.harness.running)
 
@@ -125,6 +125,6 @@ def test_terminate_only_refuses_without_the_named_filesystem(terminating: Govern
     governed, adapter = terminating, terminating.adapter
     assert isinstance(adapter, TerminateOnly)
     result = adapter.terminate(governed.harness.running, keep="not-attached-fs")
-    assert result.outcome is StopOutcome.PERMANENT and "not-attached-fs" in result.detail
+    assert result.outcome is CallOutcome.PERMANENT and "not-attached-fs" in result.detail
     assert governed.harness.destructive_calls(governed.cloud) == []
     assert not governed.harness.stopped(governed.cloud, governed.harness.running)

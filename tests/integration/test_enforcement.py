@@ -14,7 +14,7 @@ from governor.domain.model import (
     RunStatus,
     Severity,
 )
-from governor.domain.ports import PodDescription, StopOutcome, StopResult
+from governor.domain.ports import CallOutcome, CallResult, PodDescription
 from governor.domain.stop_order import StopState
 from governor.fakes.cloud import FakeProvider
 from governor.services import pods
@@ -189,8 +189,8 @@ class RefusingProvider:
     def describe(self, ref: str) -> PodDescription:
         return PodDescription(PodState.RUNNING, Decimal("3.60"))
 
-    def stop(self, ref: str) -> StopResult:
-        return StopResult(StopOutcome.PERMANENT, "HTTP 403 forbidden")
+    def stop(self, ref: str) -> CallResult:
+        return CallResult(CallOutcome.PERMANENT, "HTTP 403 forbidden")
 
 
 def test_a_permanent_failure_is_critical_and_an_operator_can_retry(gov: Governor) -> None:

@@ -32,11 +32,11 @@ from botocore.parsers import ResponseParserError
 from governor.adapters.providers._http import redact
 from governor.domain.model import PodState
 from governor.domain.ports import (
+    CallOutcome,
+    CallResult,
     Listed,
     PodDescription,
     ProviderError,
-    StopOutcome,
-    StopResult,
     Storage,
 )
 
@@ -164,41 +164,41 @@ class Ec2Provider:
             cannot_preserve=CANNOT_PRESERVE if store_root else None,
         )
 
-    def stop(self, ref: str) -> StopResult:
+    def stop(self, ref: str) -> CallResult:
         try:
             instance = self._instance(ref)
             state = instance["State"]["Name"]
             if (settled := _settled(state)) is not None:
                 return settled
             if instance.get("RootDeviceType") == "instance-store":
-                return StopResult(
-                    StopOutcome.PERMANENT, f"aws will not stop {ref}: {CANNOT_PRESERVE}"
+                return CallResult(
+                    CallOutcome.PERMANENT, f"aws will not stop {ref}: {CANNOT_PRESERVE}"
                 )
             answer = self._call("StopInstances", InstanceIds=[ref], ref=ref)
         except InstanceNotFound:
-            return StopResult(StopOutcome.DONE, "already gone")
+            return CallResult(CallOutcome.DONE, "already gone")
         except WrongState as exc:
             return self._reread(ref, exc)
         except ProviderError as exc:
-            return StopResult.failed(exc)
+            return CallResult.failed(exc)
         changes = [c for c in answer.get("StoppingInstances") or [] if c.get("InstanceId") == ref]
         current = changes[0].get("CurrentState", {}).get("Name") if changes else None
         if current is None:
-            return StopResult.failed(self._unreadable("StopInstances"))
+            return CallResult.failed(self._unreadable("StopInstances"))
         if current == "stopped":
-            return StopResult(StopOutcome.DONE, "stopped; EBS volumes kept")
-        return StopResult(StopOutcome.PENDING, f"StopInstances accepted; {current}")
+            return CallResult(CallOutcome.DONE, "stopped; EBS volumes kept")
+        return CallResult(CallOutcome.PENDING, f"StopInstances accepted; {current}")
 
-    def _reread(self, ref: str, refused: WrongState) -> StopResult:
+    def _reread(self, ref: str, refused: WrongState) -> CallResult:
         """After IncorrectInstanceState: the state now says whether the stop is moot."""
         try:
             state = self._instance(ref)["State"]["Name"]
         except InstanceNotFound:
-            return StopResult(StopOutcome.DONE, "already gone")
+            return CallResult(CallOutcome.DONE, "already gone")
         except ProviderError as exc:
-            return StopResult.failed(exc)
+            return CallResult.failed(exc)
         settled = _settled(state)
-        return settled or StopResult(StopOutcome.RETRYABLE, f"{refused} (it is {state})")
+        return settled or CallResult(CallOutcome.RETRYABLE, f"{refused} (it is {state})")
 
     def _instance(self, ref: str) -> dict[str, Any]:
         answer = self._call("DescribeInstances", InstanceIds=[ref], ref=ref)
@@ -291,10 +291,10 @@ def _volume_ids(instance: dict[str, Any]) -> list[str]:
     ]
 
 
-def _settled(state: str) -> StopResult | None:
+def _settled(state: str) -> CallResult | None:
     """What a stop amounts to for an instance already on its way down; None if it is up."""
     if state in ("stopped", "terminated"):
-        return StopResult(StopOutcome.DONE, f"already {state}")
+        return CallResult(CallOutcome.DONE, f"already {state}")
     if state in ("stopping", "shutting-down"):
-        return StopResult(StopOutcome.PENDING, f"already {state}")
+        return CallResult(CallOutcome.PENDING, f"already {state}")
     return None

@@ -33,12 +33,12 @@ import httpx
 from governor.adapters.providers._http import ProviderHttp
 from governor.domain.model import PodState
 from governor.domain.ports import (
+    CallOutcome,
+    CallResult,
     Clock,
     Listed,
     PodDescription,
     ProviderError,
-    StopOutcome,
-    StopResult,
     Storage,
     SystemClock,
 )
@@ -214,7 +214,7 @@ class GcpProvider:
             _state(instance), self._hourly_rate(instance), self._storage(http, instance, disks)
         )
 
-    def stop(self, ref: str) -> StopResult:
+    def stop(self, ref: str) -> CallResult:
         try:
             url, http = self._instance_url(ref), self._http()
             state = _state(_instance(http, url))
@@ -225,12 +225,12 @@ class GcpProvider:
                 operation = http.request("POST", f"{url}/stop", params=params)
             except WrongState as exc:
                 state = _state(_instance(http, url))
-                return StopResult.failed(exc) if state is PodState.RUNNING else _settled(state)
+                return CallResult.failed(exc) if state is PodState.RUNNING else _settled(state)
             return _accepted(http, _object(http, operation, "an operation"))
         except InstanceNotFound:
-            return StopResult(StopOutcome.DONE, "already gone")
+            return CallResult(CallOutcome.DONE, "already gone")
         except ProviderError as exc:
-            return StopResult.failed(exc)
+            return CallResult.failed(exc)
 
     def _http(self) -> _ComputeHttp:
         """A client for one call with the token valid now, which is also the secret masked
@@ -341,30 +341,30 @@ def _google_error(response: httpx.Response) -> tuple[str, frozenset[str]] | None
     return str(error.get("message", ""))[:300], reasons
 
 
-def _accepted(http: _ComputeHttp, operation: dict[str, Any]) -> StopResult:
+def _accepted(http: _ComputeHttp, operation: dict[str, Any]) -> CallResult:
     """What a stop's Operation amounts to: PENDING unless it already failed."""
     error = operation.get("error")
     errors = error.get("errors") if isinstance(error, dict) else None
     if not errors:
         name, status = operation.get("name", "?"), operation.get("status", "?")
-        return StopResult(
-            StopOutcome.PENDING, f"stop accepted (operation {name} {status}); not TERMINATED yet"
+        return CallResult(
+            CallOutcome.PENDING, f"stop accepted (operation {name} {status}); not TERMINATED yet"
         )
     codes = {str(e.get("code")) for e in errors if isinstance(e, dict)}
     if "RESOURCE_NOT_FOUND" in codes:
-        return StopResult(StopOutcome.DONE, "already gone")
+        return CallResult(CallOutcome.DONE, "already gone")
     said = "; ".join(
         f"{e.get('code')}: {e.get('message')}" if isinstance(e, dict) else str(e) for e in errors
     )[:300]
     retryable = bool(codes & RETRYABLE_OPERATION_CODES)
-    return StopResult.failed(http.error(f"stop operation failed: {said}", retryable))
+    return CallResult.failed(http.error(f"stop operation failed: {said}", retryable))
 
 
-def _settled(state: PodState) -> StopResult:
+def _settled(state: PodState) -> CallResult:
     """The result for a VM that is not running: stopped is DONE, stopping is PENDING."""
     if state is PodState.STOPPING:
-        return StopResult(StopOutcome.PENDING, "stopping; not TERMINATED yet")
-    return StopResult(StopOutcome.DONE, f"already {state.value}")
+        return CallResult(CallOutcome.PENDING, "stopping; not TERMINATED yet")
+    return CallResult(CallOutcome.DONE, f"already {state.value}")
 
 
 def _instance(http: _ComputeHttp, url: str) -> dict[str, Any]:

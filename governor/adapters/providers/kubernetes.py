@@ -25,11 +25,11 @@ import httpx
 from governor.adapters.providers._http import ProviderHttp
 from governor.domain.model import PodState
 from governor.domain.ports import (
+    CallOutcome,
+    CallResult,
     Listed,
     PodDescription,
     ProviderError,
-    StopOutcome,
-    StopResult,
 )
 
 DEFAULT_URL = "https://kubernetes.default.svc"
@@ -201,11 +201,11 @@ class KubernetesProvider:
             raise forbidden[0]
         return listed
 
-    def stop(self, ref: str) -> StopResult:
+    def stop(self, ref: str) -> CallResult:
         try:
             workload = Workload.parse(ref)
         except ProviderError as exc:
-            return StopResult.failed(exc)
+            return CallResult.failed(exc)
         try:
             seen = self._read(workload)
             settled = _settled(seen)
@@ -213,20 +213,20 @@ class KubernetesProvider:
                 return settled
             reason = _cannot_preserve(seen)
             if reason is not None:
-                return StopResult(
-                    StopOutcome.PERMANENT, f"kubernetes: left running, because {reason}"
+                return CallResult(
+                    CallOutcome.PERMANENT, f"kubernetes: left running, because {reason}"
                 )
             self._halt(seen)
         except NoSuchWorkload:
-            return StopResult(StopOutcome.DONE, "already gone")
+            return CallResult(CallOutcome.DONE, "already gone")
         except StatusError as exc:
             if exc.status == 409:
                 return self._after_conflict(workload)
-            return StopResult.failed(exc)
+            return CallResult.failed(exc)
         except ProviderError as exc:
-            return StopResult.failed(exc)
+            return CallResult.failed(exc)
         how = "suspended" if workload.kind == "job" else "scaled to zero"
-        return StopResult(StopOutcome.PENDING, f"{workload} {how}; its pods are exiting")
+        return CallResult(CallOutcome.PENDING, f"{workload} {how}; its pods are exiting")
 
     def _halt(self, seen: _Seen) -> None:
         workload = seen.workload
@@ -241,16 +241,16 @@ class KubernetesProvider:
         self._patch(workload, workload.path, {"metadata": recorded})
         self._patch(workload, f"{workload.path}/scale", {"spec": {"replicas": 0}})
 
-    def _after_conflict(self, workload: Workload) -> StopResult:
+    def _after_conflict(self, workload: Workload) -> CallResult:
         """The object changed under the patch (409): whoever changed it may have stopped it."""
         try:
             seen = self._read(workload)
         except NoSuchWorkload:
-            return StopResult(StopOutcome.DONE, "already gone")
+            return CallResult(CallOutcome.DONE, "already gone")
         except ProviderError as exc:
-            return StopResult.failed(exc)
-        return _settled(seen) or StopResult(
-            StopOutcome.RETRYABLE, f"kubernetes: {workload} changed while being stopped (409)"
+            return CallResult.failed(exc)
+        return _settled(seen) or CallResult(
+            CallOutcome.RETRYABLE, f"kubernetes: {workload} changed while being stopped (409)"
         )
 
     def _read(self, workload: Workload) -> _Seen:
@@ -300,12 +300,12 @@ def _description(seen: _Seen) -> PodDescription:
     return PodDescription(seen.state, None, None, cannot_preserve=_cannot_preserve(seen))
 
 
-def _settled(seen: _Seen) -> StopResult | None:
+def _settled(seen: _Seen) -> CallResult | None:
     """What a stop amounts to for a workload that is no longer running; None if it is."""
     if seen.state is PodState.STOPPED:
-        return StopResult(StopOutcome.DONE, "already stopped")
+        return CallResult(CallOutcome.DONE, "already stopped")
     if seen.state is PodState.STOPPING:
-        return StopResult(StopOutcome.PENDING, f"{seen.workload} is stopping; pods still exiting")
+        return CallResult(CallOutcome.PENDING, f"{seen.workload} is stopping; pods still exiting")
     return None
 
 

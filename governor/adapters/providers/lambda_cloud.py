@@ -20,11 +20,11 @@ import httpx
 from governor.adapters.providers._http import ProviderHttp, number
 from governor.domain.model import PodState
 from governor.domain.ports import (
+    CallOutcome,
+    CallResult,
     Listed,
     PodDescription,
     ProviderError,
-    StopOutcome,
-    StopResult,
     Storage,
 )
 
@@ -139,20 +139,20 @@ class LambdaProvider:
         )
         return PodDescription(_state(instance), rate, storage, mounted, cannot_preserve)
 
-    def terminate(self, ref: str, *, keep: str) -> StopResult:
+    def terminate(self, ref: str, *, keep: str) -> CallResult:
         try:
             instance = self._instance(ref)
         except InstanceNotFound:
-            return StopResult(StopOutcome.DONE, "already gone")
+            return CallResult(CallOutcome.DONE, "already gone")
         except ProviderError as exc:
-            return StopResult.failed(exc)
+            return CallResult.failed(exc)
         done = _settled(instance)
         if done is not None:
             return done
         attached = _filesystem_names(instance)
         if keep not in attached:
-            return StopResult(
-                StopOutcome.PERMANENT,
+            return CallResult(
+                CallOutcome.PERMANENT,
                 f"lambda will not terminate {ref!r}: filesystem {keep!r} is not attached "
                 f"(attached: {', '.join(map(repr, attached)) or 'none'}), so the checkpoint "
                 "would be lost",
@@ -163,25 +163,25 @@ class LambdaProvider:
             )
         except LambdaError as exc:
             if exc.code == INSTANCE_NOT_FOUND:
-                return StopResult(StopOutcome.DONE, "already gone")
+                return CallResult(CallOutcome.DONE, "already gone")
             if exc.code == CONFLICT:
                 return self._after_conflict(ref, exc)
-            return StopResult.failed(exc)
+            return CallResult.failed(exc)
         except ProviderError as exc:
-            return StopResult.failed(exc)
+            return CallResult.failed(exc)
         if _terminated_status(answer, ref) == "terminated":
-            return StopResult(StopOutcome.DONE, f"terminated; filesystem {keep!r} kept")
-        return StopResult(StopOutcome.PENDING, f"terminate accepted; filesystem {keep!r} kept")
+            return CallResult(CallOutcome.DONE, f"terminated; filesystem {keep!r} kept")
+        return CallResult(CallOutcome.PENDING, f"terminate accepted; filesystem {keep!r} kept")
 
-    def _after_conflict(self, ref: str, conflict: LambdaError) -> StopResult:
+    def _after_conflict(self, ref: str, conflict: LambdaError) -> CallResult:
         """Lambda said the instance is in the wrong state to terminate: look at it again."""
         try:
             instance = self._instance(ref)
         except InstanceNotFound:
-            return StopResult(StopOutcome.DONE, "already gone")
+            return CallResult(CallOutcome.DONE, "already gone")
         except ProviderError as exc:
-            return StopResult.failed(exc)
-        return _settled(instance) or StopResult(StopOutcome.RETRYABLE, str(conflict))
+            return CallResult.failed(exc)
+        return _settled(instance) or CallResult(CallOutcome.RETRYABLE, str(conflict))
 
     def _instance(self, ref: str) -> dict[str, Any]:
         try:
@@ -212,13 +212,13 @@ class LambdaProvider:
         return Storage(gb, self._filesystem_rate, self._filesystem_rate)
 
 
-def _settled(instance: Mapping[str, Any]) -> StopResult | None:
+def _settled(instance: Mapping[str, Any]) -> CallResult | None:
     """DONE for an instance already gone, PENDING for one terminating; None otherwise."""
     state = _state(instance)
     if state is PodState.GONE:
-        return StopResult(StopOutcome.DONE, f"already {instance.get('status')}")
+        return CallResult(CallOutcome.DONE, f"already {instance.get('status')}")
     if state is PodState.STOPPING:
-        return StopResult(StopOutcome.PENDING, "already terminating")
+        return CallResult(CallOutcome.PENDING, "already terminating")
     return None
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from governor.adapters.providers._http import redact
 from governor.domain.model import PodState
-from governor.domain.ports import PodDescription, ProviderError, StopOutcome, StopResult
+from governor.domain.ports import CallOutcome, CallResult, PodDescription, ProviderError
 
 # systemd's default TimeoutStopSec: how long a stopping job usually gets before it is killed.
 STOP_LATENCY_S = 90.0
@@ -107,37 +107,37 @@ class LocalProvider:
         running = process not in self._signalled
         return PodDescription(PodState.RUNNING if running else PodState.STOPPING, None)
 
-    def stop(self, ref: str) -> StopResult:
+    def stop(self, ref: str) -> CallResult:
         try:
             if self._command is not None:
                 return self._run_command(self._command, ref)
             return self._send_signal(ref)
         except ProviderError as exc:
-            return StopResult.failed(exc)
+            return CallResult.failed(exc)
 
-    def _send_signal(self, ref: str) -> StopResult:
+    def _send_signal(self, ref: str) -> CallResult:
         process = self._process(ref)
         if process is None:
-            return StopResult(StopOutcome.DONE, "not running")
+            return CallResult(CallOutcome.DONE, "not running")
         name = self._signal.name
         if process in self._signalled:
-            return StopResult(
-                StopOutcome.PENDING, f"pid {process.pid} was sent {name}; waiting for it to exit"
+            return CallResult(
+                CallOutcome.PENDING, f"pid {process.pid} was sent {name}; waiting for it to exit"
             )
         try:
             os.kill(process.pid, self._signal)
         except ProcessLookupError:
-            return StopResult(StopOutcome.DONE, "not running")
+            return CallResult(CallOutcome.DONE, "not running")
         except PermissionError:
-            return StopResult(
-                StopOutcome.PERMANENT,
+            return CallResult(
+                CallOutcome.PERMANENT,
                 f"local may not send {name} to pid {process.pid}: it belongs to another user. "
                 "Run the governor as that user, or configure a stop command allowed to stop it "
                 "(e.g. through sudo or systemctl).",
             )
         self._signalled.add(process)
-        return StopResult(
-            StopOutcome.PENDING, f"sent {name} to pid {process.pid}; waiting for it to exit"
+        return CallResult(
+            CallOutcome.PENDING, f"sent {name} to pid {process.pid}; waiting for it to exit"
         )
 
     def _process(self, ref: str) -> Process | None:
@@ -151,10 +151,10 @@ class LocalProvider:
         first = self._first_seen.setdefault(ref, process)
         return process if process == first else None  # the pid now names someone else
 
-    def _run_command(self, command: tuple[str, ...], ref: str) -> StopResult:
+    def _run_command(self, command: tuple[str, ...], ref: str) -> CallResult:
         _check_command_ref(ref)
         if ref in self._stopped:
-            return StopResult(StopOutcome.DONE, "already stopped by the stop command")
+            return CallResult(CallOutcome.DONE, "already stopped by the stop command")
         argv = [argument.replace("{ref}", ref) for argument in command]
         program = argv[0]
         try:
@@ -168,28 +168,28 @@ class LocalProvider:
                 check=False,
             )
         except FileNotFoundError:
-            return StopResult(
-                StopOutcome.PERMANENT,
+            return CallResult(
+                CallOutcome.PERMANENT,
                 f"local stop command {program!r} was not found: install it or fix the command",
             )
         except subprocess.TimeoutExpired:
-            return StopResult(
-                StopOutcome.RETRYABLE,
+            return CallResult(
+                CallOutcome.RETRYABLE,
                 f"local stop command {program!r} did not finish within "
                 f"{self._command_timeout_s:g} s and was killed",
             )
         except OSError as exc:
-            return StopResult(
-                StopOutcome.PERMANENT,
+            return CallResult(
+                CallOutcome.PERMANENT,
                 f"local cannot run the stop command {program!r}: {exc.strerror or exc}",
             )
         if finished.returncode == 0:
             self._stopped.add(ref)
-            return StopResult(StopOutcome.DONE, f"stop command {program!r} succeeded")
+            return CallResult(CallOutcome.DONE, f"stop command {program!r} succeeded")
         said = "\n".join(finished.stderr.strip().splitlines()[-STDERR_LINES:])
         tail = f": {redact(said)[-500:]}" if said else ""
-        return StopResult(
-            StopOutcome.RETRYABLE,
+        return CallResult(
+            CallOutcome.RETRYABLE,
             f"local stop command {program!r} exited with status {finished.returncode}{tail}",
         )
 

@@ -20,11 +20,11 @@ from governor.adapters.providers._http import ProviderHttp, number
 from governor.domain.model import PodState
 from governor.domain.ports import (
     Billed,
+    CallOutcome,
+    CallResult,
     Listed,
     PodDescription,
     ProviderError,
-    StopOutcome,
-    StopResult,
     Storage,
 )
 
@@ -98,19 +98,19 @@ class RunPodProvider:
         storage = None if volume is None else Storage(volume, *self._volume_rates)
         return PodDescription(_state(pod), rate, storage)
 
-    def stop(self, ref: str) -> StopResult:
+    def stop(self, ref: str) -> CallResult:
         try:
             state = _state(self._pod(ref))
             if state is not PodState.RUNNING:
-                return StopResult(StopOutcome.DONE, f"already {state.value}")
+                return CallResult(CallOutcome.DONE, f"already {state.value}")
             stopped = self._graphql(STOP_MUTATION, ref).get("podStop")
         except PodNotFound:
-            return StopResult(StopOutcome.DONE, "already gone")
+            return CallResult(CallOutcome.DONE, "already gone")
         except ProviderError as exc:
-            return StopResult.failed(exc)
+            return CallResult.failed(exc)
         if isinstance(stopped, dict) and stopped.get("desiredStatus") == "EXITED":
-            return StopResult(StopOutcome.DONE, "stopped; volume kept")
-        return StopResult(StopOutcome.PENDING, "podStop accepted; not exited yet")
+            return CallResult(CallOutcome.DONE, "stopped; volume kept")
+        return CallResult(CallOutcome.PENDING, "podStop accepted; not exited yet")
 
     def billed(self, ref: str) -> Billed:
         """Every hourly billing record of the pod, summed; through the moment RunPod answered."""

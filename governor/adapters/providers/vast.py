@@ -24,11 +24,11 @@ from governor.domain.model import PodState
 from governor.domain.money import HOURS_PER_MONTH
 from governor.domain.ports import (
     Billed,
+    CallOutcome,
+    CallResult,
     Listed,
     PodDescription,
     ProviderError,
-    StopOutcome,
-    StopResult,
     Storage,
 )
 
@@ -133,7 +133,7 @@ class VastProvider:
         rate = None if total is None else total - (disk_hourly or 0)
         return PodDescription(_state(instance), rate, _storage(disk_hourly, disk_gb))
 
-    def stop(self, ref: str) -> StopResult:
+    def stop(self, ref: str) -> CallResult:
         settled = self._settled(ref)
         if settled is not None:
             return settled
@@ -143,10 +143,10 @@ class VastProvider:
             if exc.status != 409:
                 return _gone_or_failed(exc)
             # A wrong-state refusal: what the instance is now decides.
-            return self._settled(ref) or StopResult(
-                StopOutcome.RETRYABLE, f"{exc}; the instance is still running"
+            return self._settled(ref) or CallResult(
+                CallOutcome.RETRYABLE, f"{exc}; the instance is still running"
             )
-        return StopResult(StopOutcome.PENDING, "stop accepted; the instance has not stopped yet")
+        return CallResult(CallOutcome.PENDING, "stop accepted; the instance has not stopped yet")
 
     def billed(self, ref: str) -> Billed:
         """Every instance charge Vast lists for `ref` over the lookback, to the latest `end`."""
@@ -171,7 +171,7 @@ class VastProvider:
                 ) from None
         return Billed(amount, through)
 
-    def _settled(self, ref: str) -> StopResult | None:
+    def _settled(self, ref: str) -> CallResult | None:
         """What a stop amounts to given the instance's state now (or a failed read); None while
         it runs."""
         try:
@@ -179,9 +179,9 @@ class VastProvider:
         except ProviderError as exc:
             return _gone_or_failed(exc)
         if state is PodState.STOPPED:
-            return StopResult(StopOutcome.DONE, "already stopped; disk kept")
+            return CallResult(CallOutcome.DONE, "already stopped; disk kept")
         if state is PodState.STOPPING:
-            return StopResult(StopOutcome.PENDING, "stop asked; the instance has not stopped yet")
+            return CallResult(CallOutcome.PENDING, "stop asked; the instance has not stopped yet")
         return None
 
     def _instance(self, ref: str) -> dict[str, Any]:
@@ -270,10 +270,10 @@ def _storage(disk_hourly: Decimal | None, disk_gb: Decimal | None) -> Storage | 
     return Storage(disk_gb, per_gb_month, per_gb_month)
 
 
-def _gone_or_failed(error: ProviderError) -> StopResult:
+def _gone_or_failed(error: ProviderError) -> CallResult:
     if isinstance(error, VastRefused) and error.gone:
-        return StopResult(StopOutcome.DONE, "already gone")
-    return StopResult.failed(error)
+        return CallResult(CallOutcome.DONE, "already gone")
+    return CallResult.failed(error)
 
 
 def _required(value: Any) -> Decimal:

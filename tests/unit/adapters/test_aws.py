@@ -22,7 +22,7 @@ import pytest
 
 from governor.adapters.providers.aws import CANNOT_PRESERVE, STOP_LATENCY_S, Ec2Provider
 from governor.domain.model import PodState
-from governor.domain.ports import ProviderError, StopOutcome, StopsPreserving
+from governor.domain.ports import CallOutcome, ProviderError, StopsPreserving
 from governor.fakes.aws import FakeEc2
 from governor.fakes.http_cloud import FakeRequest, Reply
 from tests.fake_clouds import Served, running
@@ -118,7 +118,7 @@ def test_an_instance_store_root_cannot_be_preserved(ec2: Ec2Provider, cloud: Clo
     assert pod.cannot_preserve == CANNOT_PRESERVE and "instance store" in pod.cannot_preserve
     assert pod.storage is None
     result = ec2.stop(STORE_ROOT)
-    assert result.outcome is StopOutcome.PERMANENT and "instance store" in result.detail
+    assert result.outcome is CallOutcome.PERMANENT and "instance store" in result.detail
     assert "StopInstances" not in cloud.actions()
     assert cloud.state(STORE_ROOT) == "running"
 
@@ -132,10 +132,10 @@ def test_describe_of_an_unknown_instance_is_a_permanent_error(ec2: Ec2Provider, 
 
 def test_stop_sends_stop_instances_and_is_idempotent(ec2: Ec2Provider, cloud: Cloud) -> None:
     first = ec2.stop(ON_DEMAND)
-    assert first.outcome is StopOutcome.DONE and "EBS volumes kept" in first.detail
+    assert first.outcome is CallOutcome.DONE and "EBS volumes kept" in first.detail
     assert ec2.describe(ON_DEMAND).state is PodState.STOPPED
     again = ec2.stop(ON_DEMAND)
-    assert again.outcome is StopOutcome.DONE and "already stopped" in again.detail
+    assert again.outcome is CallOutcome.DONE and "already stopped" in again.detail
     assert cloud.actions().count("StopInstances") == 1
     stop = next(a for a in cloud.fake.state.actions if a["action"] == "StopInstances")
     assert stop["params"] == {
@@ -149,11 +149,11 @@ def test_stop_sends_stop_instances_and_is_idempotent(ec2: Ec2Provider, cloud: Cl
 def test_a_stop_in_progress_is_pending_until_stopped(slow_cloud: Cloud) -> None:
     ec2 = slow_cloud.adapter()
     first = ec2.stop(ON_DEMAND)
-    assert first.outcome is StopOutcome.PENDING and "stopping" in first.detail
+    assert first.outcome is CallOutcome.PENDING and "stopping" in first.detail
     assert ec2.describe(ON_DEMAND).state is PodState.STOPPING
-    assert ec2.stop(ON_DEMAND).outcome is StopOutcome.PENDING
+    assert ec2.stop(ON_DEMAND).outcome is CallOutcome.PENDING
     time.sleep(0.35)
-    assert ec2.stop(ON_DEMAND).outcome is StopOutcome.DONE
+    assert ec2.stop(ON_DEMAND).outcome is CallOutcome.DONE
     assert slow_cloud.actions().count("StopInstances") == 1
 
 
@@ -169,14 +169,14 @@ def test_the_bill_stops_when_the_instance_stops(ec2: Ec2Provider, cloud: Cloud) 
 @pytest.mark.parametrize(
     ("state", "outcome"),
     [
-        ("stopped", StopOutcome.DONE),
-        ("terminated", StopOutcome.DONE),
-        ("stopping", StopOutcome.PENDING),
-        ("shutting-down", StopOutcome.PENDING),
+        ("stopped", CallOutcome.DONE),
+        ("terminated", CallOutcome.DONE),
+        ("stopping", CallOutcome.PENDING),
+        ("shutting-down", CallOutcome.PENDING),
     ],
 )
 def test_an_instance_on_its_way_down_is_not_stopped_again(
-    ec2: Ec2Provider, cloud: Cloud, state: str, outcome: StopOutcome
+    ec2: Ec2Provider, cloud: Cloud, state: str, outcome: CallOutcome
 ) -> None:
     cloud.fake.state.instances[ON_DEMAND].state = state
     result = ec2.stop(ON_DEMAND)
@@ -186,13 +186,13 @@ def test_an_instance_on_its_way_down_is_not_stopped_again(
 
 def test_stopping_an_unknown_instance_is_done(ec2: Ec2Provider, cloud: Cloud) -> None:
     result = ec2.stop("i-00000000000000404")
-    assert result.outcome is StopOutcome.DONE and "gone" in result.detail
+    assert result.outcome is CallOutcome.DONE and "gone" in result.detail
     assert cloud.actions() == ["DescribeInstances"]
 
 
 def test_stop_instances_answering_not_found_is_done(ec2: Ec2Provider, cloud: Cloud) -> None:
     cloud.answer_next("", "ec2:InvalidInstanceID.NotFound")
-    assert ec2.stop(ON_DEMAND).outcome is StopOutcome.DONE
+    assert ec2.stop(ON_DEMAND).outcome is CallOutcome.DONE
 
 
 def test_incorrect_instance_state_rereads_and_retries_while_pending(
@@ -200,21 +200,21 @@ def test_incorrect_instance_state_rereads_and_retries_while_pending(
 ) -> None:
     cloud.fake.state.instances[ON_DEMAND].state = "pending"
     result = ec2.stop(ON_DEMAND)
-    assert result.outcome is StopOutcome.RETRYABLE, result
+    assert result.outcome is CallOutcome.RETRYABLE, result
     assert "IncorrectInstanceState" in result.detail and "it is pending" in result.detail
     assert cloud.actions() == ["DescribeInstances", "StopInstances", "DescribeInstances"]
 
 
 @pytest.mark.parametrize(
     ("meanwhile", "outcome"),
-    [("terminated", StopOutcome.DONE), ("shutting-down", StopOutcome.PENDING)],
+    [("terminated", CallOutcome.DONE), ("shutting-down", CallOutcome.PENDING)],
 )
 def test_incorrect_instance_state_after_a_race_rereads_the_state(
     ec2: Ec2Provider,
     cloud: Cloud,
     monkeypatch: pytest.MonkeyPatch,
     meanwhile: str,
-    outcome: StopOutcome,
+    outcome: CallOutcome,
 ) -> None:
     handle = cloud.fake.handle
 
@@ -231,21 +231,21 @@ def test_incorrect_instance_state_after_a_race_rereads_the_state(
 @pytest.mark.parametrize(
     ("answer", "outcome", "says"),
     [
-        ("429", StopOutcome.RETRYABLE, "rate limited DescribeInstances (HTTP 503"),
-        ("429:9", StopOutcome.RETRYABLE, "RequestLimitExceeded"),
-        ("ec2:Throttling", StopOutcome.RETRYABLE, "rate limited"),
-        ("500", StopOutcome.RETRYABLE, "HTTP 500 InternalError"),
-        ("status:502", StopOutcome.RETRYABLE, "HTTP 502"),
-        ("ec2:Unavailable", StopOutcome.RETRYABLE, "on its side"),
-        (f"slow:{TIMEOUT_S * 3}", StopOutcome.RETRYABLE, "timed out"),
-        ("malformed", StopOutcome.RETRYABLE, "not EC2's XML"),
-        ("truncated", StopOutcome.RETRYABLE, "not EC2's XML"),
-        ("ec2:UnauthorizedOperation", StopOutcome.PERMANENT, "HTTP 403 UnauthorizedOperation"),
-        ("ec2:InvalidParameterValue", StopOutcome.PERMANENT, "HTTP 400"),
+        ("429", CallOutcome.RETRYABLE, "rate limited DescribeInstances (HTTP 503"),
+        ("429:9", CallOutcome.RETRYABLE, "RequestLimitExceeded"),
+        ("ec2:Throttling", CallOutcome.RETRYABLE, "rate limited"),
+        ("500", CallOutcome.RETRYABLE, "HTTP 500 InternalError"),
+        ("status:502", CallOutcome.RETRYABLE, "HTTP 502"),
+        ("ec2:Unavailable", CallOutcome.RETRYABLE, "on its side"),
+        (f"slow:{TIMEOUT_S * 3}", CallOutcome.RETRYABLE, "timed out"),
+        ("malformed", CallOutcome.RETRYABLE, "not EC2's XML"),
+        ("truncated", CallOutcome.RETRYABLE, "not EC2's XML"),
+        ("ec2:UnauthorizedOperation", CallOutcome.PERMANENT, "HTTP 403 UnauthorizedOperation"),
+        ("ec2:InvalidParameterValue", CallOutcome.PERMANENT, "HTTP 400"),
     ],
 )
 def test_failed_stops_are_classified(
-    ec2: Ec2Provider, cloud: Cloud, answer: str, outcome: StopOutcome, says: str
+    ec2: Ec2Provider, cloud: Cloud, answer: str, outcome: CallOutcome, says: str
 ) -> None:
     cloud.answer_next(answer)
     result = ec2.stop(ON_DEMAND)
@@ -253,13 +253,13 @@ def test_failed_stops_are_classified(
     assert says in result.detail and result.detail.startswith("aws ")
     assert result.retry_after_s is None  # EC2 says nothing about when to come back
     assert len(cloud.fake.calls()) <= 1  # one attempt: boto3 does not retry
-    assert ec2.stop(ON_DEMAND).outcome is StopOutcome.DONE  # the next try goes through
+    assert ec2.stop(ON_DEMAND).outcome is CallOutcome.DONE  # the next try goes through
 
 
 def test_a_failed_stop_instances_is_classified_too(ec2: Ec2Provider, cloud: Cloud) -> None:
     cloud.answer_next("", "429")
     result = ec2.stop(ON_DEMAND)
-    assert result.outcome is StopOutcome.RETRYABLE and "rate limited StopInstances" in result.detail
+    assert result.outcome is CallOutcome.RETRYABLE and "rate limited StopInstances" in result.detail
     assert cloud.state(ON_DEMAND) == "running"
 
 
@@ -355,7 +355,7 @@ def test_wrong_credentials_are_permanent_and_never_echoed(
     cloud: Cloud, secret: str, key_id: str
 ) -> None:
     result = cloud.adapter(secret, key_id).stop(ON_DEMAND)
-    assert result.outcome is StopOutcome.PERMANENT, result
+    assert result.outcome is CallOutcome.PERMANENT, result
     assert "refused the credentials" in result.detail and "HTTP 401 AuthFailure" in result.detail
     assert secret not in result.detail and key_id not in result.detail
     assert cloud.state(ON_DEMAND) == "running" and cloud.actions() == []
@@ -364,7 +364,7 @@ def test_wrong_credentials_are_permanent_and_never_echoed(
 def test_keys_echoed_by_ec2_are_masked(ec2: Ec2Provider, cloud: Cloud) -> None:
     cloud.answer_next(f"ec2:AuthFailure:key {KEY_ID} with secret {SECRET} refused")
     result = ec2.stop(ON_DEMAND)
-    assert result.outcome is StopOutcome.PERMANENT
+    assert result.outcome is CallOutcome.PERMANENT
     assert KEY_ID not in result.detail and SECRET not in result.detail
     assert "key *** with secret ***" in result.detail
 
@@ -379,8 +379,8 @@ def test_the_credential_chain_is_used_and_masked(
     ec2 = cloud.adapter(secret=None, key_id=None, session=None)  # a fresh session reads them
     cloud.answer_next(f"ec2:InvalidParameterValue:echoing {SECRET}")
     refused = ec2.stop(ON_DEMAND)
-    assert refused.outcome is StopOutcome.PERMANENT and SECRET not in refused.detail
-    assert ec2.stop(ON_DEMAND).outcome is StopOutcome.DONE
+    assert refused.outcome is CallOutcome.PERMANENT and SECRET not in refused.detail
+    assert ec2.stop(ON_DEMAND).outcome is CallOutcome.DONE
 
 
 def test_the_fake_honours_and_records_terminate_instances(cloud: Cloud) -> None:

@@ -6,7 +6,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 from governor.domain.model import PodState
-from governor.domain.ports import ReportsBilling, StopOutcome, StopsPreserving, TerminateOnly
+from governor.domain.ports import CallOutcome, ReportsBilling, StopsPreserving, TerminateOnly
 from governor.fakes.cloud import BillingFakeProvider, FakeProvider
 from tests.clock import FrozenClock
 
@@ -20,19 +20,19 @@ def test_it_can_only_stop_keeping_the_volume() -> None:
 def test_a_stop_takes_the_latency_then_is_done_and_idempotent() -> None:
     clock = FrozenClock()
     fake = FakeProvider(clock, stop_latency_s=2.0)
-    assert fake.stop("p").outcome is StopOutcome.PENDING
+    assert fake.stop("p").outcome is CallOutcome.PENDING
     assert fake.describe("p").state is PodState.STOPPING
     clock.advance(2)
-    assert fake.stop("p").outcome is StopOutcome.DONE
-    assert fake.stop("p").outcome is StopOutcome.DONE
+    assert fake.stop("p").outcome is CallOutcome.DONE
+    assert fake.stop("p").outcome is CallOutcome.DONE
     assert fake.describe("p").state is PodState.STOPPED
 
 
 def test_failing_stops_carry_the_wait_the_provider_asks_for() -> None:
     fake = FakeProvider(FrozenClock(), stop_failures=1, retry_after_s=30.0)
     failed = fake.stop("p")
-    assert failed.outcome is StopOutcome.RETRYABLE and failed.retry_after_s == 30.0
-    assert fake.stop("p").outcome is not StopOutcome.RETRYABLE
+    assert failed.outcome is CallOutcome.RETRYABLE and failed.retry_after_s == 30.0
+    assert fake.stop("p").outcome is not CallOutcome.RETRYABLE
 
 
 def test_it_bills_late_and_as_far_off_as_it_is_told() -> None:

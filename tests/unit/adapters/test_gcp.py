@@ -27,7 +27,7 @@ from governor.adapters.providers.gcp import (
     StaticToken,
 )
 from governor.domain.model import PodState
-from governor.domain.ports import ProviderError, StopOutcome
+from governor.domain.ports import CallOutcome, ProviderError
 from governor.fakes.gcp import TOKEN_PATH, FakeGcp
 from governor.fakes.http_cloud import FakeRequest, now
 from tests.clock import FrozenClock
@@ -150,7 +150,7 @@ def test_a_malformed_ref_says_the_expected_form(gcp: GcpProvider, cloud: Cloud, 
         gcp.describe(ref)
     assert caught.value.retryable is False
     result = gcp.stop(ref)
-    assert result.outcome is StopOutcome.PERMANENT and "<zone>/<instance-name>" in result.detail
+    assert result.outcome is CallOutcome.PERMANENT and "<zone>/<instance-name>" in result.detail
     assert cloud.fake.calls() == []
 
 
@@ -160,25 +160,25 @@ def test_a_malformed_ref_says_the_expected_form(gcp: GcpProvider, cloud: Cloud, 
 def test_stop_is_pending_until_the_vm_is_terminated(gcp: GcpProvider, cloud: Cloud) -> None:
     cloud.fake.stop_delay_s = 3600
     first = gcp.stop(POD)
-    assert first.outcome is StopOutcome.PENDING and "not TERMINATED yet" in first.detail
+    assert first.outcome is CallOutcome.PENDING and "not TERMINATED yet" in first.detail
     assert cloud.status() == "STOPPING"
     assert gcp.describe(POD).state is PodState.STOPPING
     again = gcp.stop(POD)
-    assert again.outcome is StopOutcome.PENDING
+    assert again.outcome is CallOutcome.PENDING
     assert len(cloud.stops()) == 1  # STOPPING: nothing sent again
     cloud.fake.state.instances[POD].stopped_at = now().isoformat()  # it finishes stopping
     done = gcp.stop(POD)
-    assert done.outcome is StopOutcome.DONE and "already stopped" in done.detail
+    assert done.outcome is CallOutcome.DONE and "already stopped" in done.detail
     assert gcp.describe(POD).state is PodState.STOPPED
     assert len(cloud.stops()) == 1
 
 
 def test_stop_keeps_local_ssds_and_sends_a_request_id(gcp: GcpProvider, cloud: Cloud) -> None:
-    assert gcp.stop(POD).outcome is StopOutcome.PENDING
+    assert gcp.stop(POD).outcome is CallOutcome.PENDING
     (operation,) = cloud.fake.state.operations.values()
     assert operation.type == "stop" and operation.discard_local_ssd == "false"
     assert operation.request_id and len(operation.request_id) == 36
-    assert gcp.stop(POD).outcome is StopOutcome.DONE
+    assert gcp.stop(POD).outcome is CallOutcome.DONE
     assert len(cloud.stops()) == 1
 
 
@@ -226,7 +226,7 @@ def test_the_bill_stops_when_the_vm_is_terminated(gcp: GcpProvider, cloud: Cloud
 
 def test_stopping_an_unknown_instance_is_done(gcp: GcpProvider, cloud: Cloud) -> None:
     result = gcp.stop("us-central1-a/nope")
-    assert result.outcome is StopOutcome.DONE and "gone" in result.detail
+    assert result.outcome is CallOutcome.DONE and "gone" in result.detail
     assert cloud.stops() == []
 
 
@@ -238,7 +238,7 @@ def test_an_instance_deleted_before_the_stop_arrives_is_done(cloud: Cloud, tmp_p
     with httpx.Client(timeout=TIMEOUT_S, event_hooks={"request": [delete_on_stop]}) as client:
         gcp = GcpProvider(client, StaticToken(TOKEN), PROJECT, f"{cloud.url}/compute/v1")
         result = gcp.stop(POD)
-    assert result.outcome is StopOutcome.DONE and "gone" in result.detail
+    assert result.outcome is CallOutcome.DONE and "gone" in result.detail
 
 
 def test_a_404_that_does_not_name_the_instance_is_not_done(
@@ -247,7 +247,7 @@ def test_a_404_that_does_not_name_the_instance_is_not_done(
     """A wrong project or zone is a mistake to report, not a VM that is gone."""
     gcp = GcpProvider(client, StaticToken(TOKEN), "other-project", f"{cloud.url}/compute/v1")
     result = gcp.stop(POD)
-    assert result.outcome is StopOutcome.PERMANENT
+    assert result.outcome is CallOutcome.PERMANENT
     assert "projects/other-project' was not found" in result.detail
 
 
@@ -260,53 +260,53 @@ def test_a_conflict_after_the_vm_stopped_meanwhile_is_done(cloud: Cloud) -> None
     with httpx.Client(timeout=TIMEOUT_S, event_hooks={"request": [stopped_meanwhile]}) as client:
         gcp = GcpProvider(client, StaticToken(TOKEN), PROJECT, f"{cloud.url}/compute/v1")
         result = gcp.stop(POD)
-    assert result.outcome is StopOutcome.DONE and "already stopped" in result.detail
+    assert result.outcome is CallOutcome.DONE and "already stopped" in result.detail
 
 
 def test_a_vm_not_ready_to_stop_is_retryable(gcp: GcpProvider, cloud: Cloud) -> None:
     cloud.answer_next("", "reason:400:resourceNotReady")
     result = gcp.stop(POD)
-    assert result.outcome is StopOutcome.RETRYABLE and "wrong state" in result.detail
+    assert result.outcome is CallOutcome.RETRYABLE and "wrong state" in result.detail
     assert cloud.fake.calls("GET")[-1].endswith("/instances/pod-1")  # it re-read the VM
-    assert gcp.stop(POD).outcome is StopOutcome.PENDING
+    assert gcp.stop(POD).outcome is CallOutcome.PENDING
 
 
 @pytest.mark.parametrize(
     ("code", "outcome"),
     [
-        ("RESOURCE_OPERATION_RATE_EXCEEDED", StopOutcome.RETRYABLE),
-        ("RESOURCE_NOT_READY", StopOutcome.RETRYABLE),
-        ("UNSUPPORTED_OPERATION", StopOutcome.PERMANENT),
-        ("RESOURCE_NOT_FOUND", StopOutcome.DONE),
+        ("RESOURCE_OPERATION_RATE_EXCEEDED", CallOutcome.RETRYABLE),
+        ("RESOURCE_NOT_READY", CallOutcome.RETRYABLE),
+        ("UNSUPPORTED_OPERATION", CallOutcome.PERMANENT),
+        ("RESOURCE_NOT_FOUND", CallOutcome.DONE),
     ],
 )
 def test_a_failed_operation_is_classified(
-    gcp: GcpProvider, cloud: Cloud, code: str, outcome: StopOutcome
+    gcp: GcpProvider, cloud: Cloud, code: str, outcome: CallOutcome
 ) -> None:
     cloud.answer_next("", f"operation-error:{code}")
     result = gcp.stop(POD)
     assert result.outcome is outcome, result
-    if outcome is not StopOutcome.DONE:
+    if outcome is not CallOutcome.DONE:
         assert f"stop operation failed: {code}" in result.detail
 
 
 @pytest.mark.parametrize(
     ("answer", "outcome", "says"),
     [
-        ("429", StopOutcome.RETRYABLE, "rate limited"),
-        ("429:9", StopOutcome.RETRYABLE, "retry after 9 s"),
-        ("reason:403:rateLimitExceeded", StopOutcome.RETRYABLE, "rate limited"),
-        ("reason:403:userRateLimitExceeded", StopOutcome.RETRYABLE, "userRateLimitExceeded"),
-        ("reason:403:forbidden", StopOutcome.PERMANENT, "HTTP 403 forbidden"),
-        ("status:401", StopOutcome.PERMANENT, "invalid authentication credentials"),
-        ("500", StopOutcome.RETRYABLE, "HTTP 500"),
-        ("status:503", StopOutcome.RETRYABLE, "HTTP 503"),
-        (f"slow:{TIMEOUT_S * 3}", StopOutcome.RETRYABLE, "timed out"),
-        ("malformed", StopOutcome.RETRYABLE, "not JSON"),
+        ("429", CallOutcome.RETRYABLE, "rate limited"),
+        ("429:9", CallOutcome.RETRYABLE, "retry after 9 s"),
+        ("reason:403:rateLimitExceeded", CallOutcome.RETRYABLE, "rate limited"),
+        ("reason:403:userRateLimitExceeded", CallOutcome.RETRYABLE, "userRateLimitExceeded"),
+        ("reason:403:forbidden", CallOutcome.PERMANENT, "HTTP 403 forbidden"),
+        ("status:401", CallOutcome.PERMANENT, "invalid authentication credentials"),
+        ("500", CallOutcome.RETRYABLE, "HTTP 500"),
+        ("status:503", CallOutcome.RETRYABLE, "HTTP 503"),
+        (f"slow:{TIMEOUT_S * 3}", CallOutcome.RETRYABLE, "timed out"),
+        ("malformed", CallOutcome.RETRYABLE, "not JSON"),
     ],
 )
 def test_failed_stops_are_classified(
-    gcp: GcpProvider, cloud: Cloud, answer: str, outcome: StopOutcome, says: str
+    gcp: GcpProvider, cloud: Cloud, answer: str, outcome: CallOutcome, says: str
 ) -> None:
     cloud.answer_next(answer)
     result = gcp.stop(POD)
@@ -314,13 +314,13 @@ def test_failed_stops_are_classified(
     assert says in result.detail and result.detail.startswith("gcp ")
     assert TOKEN not in result.detail
     assert cloud.stops() == []
-    assert gcp.stop(POD).outcome is StopOutcome.PENDING  # the next try goes through
+    assert gcp.stop(POD).outcome is CallOutcome.PENDING  # the next try goes through
 
 
 def test_a_failed_stop_request_is_classified_too(gcp: GcpProvider, cloud: Cloud) -> None:
     cloud.answer_next("", "reason:403:rateLimitExceeded")
     result = gcp.stop(POD)
-    assert result.outcome is StopOutcome.RETRYABLE and "rate limited" in result.detail
+    assert result.outcome is CallOutcome.RETRYABLE and "rate limited" in result.detail
     assert cloud.status() == "RUNNING"
 
 
@@ -335,7 +335,7 @@ def test_a_wrong_token_is_permanent_and_never_echoed(cloud: Cloud, client: httpx
     wrong = "ya29.WRONG_TOKEN_987"
     gcp = GcpProvider(client, StaticToken(wrong), PROJECT, f"{cloud.url}/compute/v1")
     result = gcp.stop(POD)
-    assert result.outcome is StopOutcome.PERMANENT and "HTTP 401 authError" in result.detail
+    assert result.outcome is CallOutcome.PERMANENT and "HTTP 401 authError" in result.detail
     assert wrong not in result.detail
     assert cloud.status() == "RUNNING"
 
@@ -436,7 +436,7 @@ def test_the_adapter_sends_a_refreshed_token(cloud: Cloud, client: httpx.Client)
     assert gcp.describe(POD).hourly_rate_usd == Decimal("3.67")
     cloud.fake.api_key = "ya29.ROTATED"  # the old token no longer works
     clock.advance(3600)
-    assert gcp.stop(POD).outcome is StopOutcome.PENDING
+    assert gcp.stop(POD).outcome is CallOutcome.PENDING
 
 
 def test_the_metadata_server_wants_its_header(cloud: Cloud) -> None:
@@ -448,7 +448,7 @@ def test_a_metadata_server_failure_is_a_retryable_stop(cloud: Cloud, client: htt
     gcp = GcpProvider(client, MetadataToken(client, cloud.url), PROJECT, f"{cloud.url}/compute/v1")
     cloud.answer_next("500")
     result = gcp.stop(POD)
-    assert result.outcome is StopOutcome.RETRYABLE and "gcp metadata server" in result.detail
+    assert result.outcome is CallOutcome.RETRYABLE and "gcp metadata server" in result.detail
     assert cloud.stops() == []
 
 

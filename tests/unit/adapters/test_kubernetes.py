@@ -27,7 +27,7 @@ from governor.adapters.providers.kubernetes import (
     KubernetesProvider,
 )
 from governor.domain.model import PodState
-from governor.domain.ports import ListsPods, ProviderError, StopOutcome, StopsPreserving
+from governor.domain.ports import CallOutcome, ListsPods, ProviderError, StopsPreserving
 from governor.fakes.http_cloud import FakeRequest, now
 from governor.fakes.kubernetes import FakeKubernetes
 from tests.fake_clouds import Served, running
@@ -100,13 +100,13 @@ def test_describe_a_running_workload(kubernetes: KubernetesProvider, ref: str) -
 
 def test_stopping_a_job_suspends_it(kubernetes: KubernetesProvider, cluster: Cluster) -> None:
     first = kubernetes.stop(JOB)
-    assert first.outcome is StopOutcome.PENDING and "suspended" in first.detail
+    assert first.outcome is CallOutcome.PENDING and "suspended" in first.detail
     assert cluster.spec(JOB)["suspend"] is True
     assert cluster.patches() == ["PATCH /apis/batch/v1/namespaces/ml/jobs/train-llama"]
-    assert kubernetes.stop(JOB).outcome is StopOutcome.DONE  # its pods have exited
+    assert kubernetes.stop(JOB).outcome is CallOutcome.DONE  # its pods have exited
     assert kubernetes.describe(JOB).state is PodState.STOPPED
     again = kubernetes.stop(JOB)
-    assert again.outcome is StopOutcome.DONE and "already stopped" in again.detail
+    assert again.outcome is CallOutcome.DONE and "already stopped" in again.detail
     assert len(cluster.patches()) == 1  # never sent again
 
 
@@ -116,14 +116,14 @@ def test_stopping_a_deployment_or_statefulset_scales_it_to_zero(
 ) -> None:
     namespace, kind, name = ref.split("/")
     first = kubernetes.stop(ref)
-    assert first.outcome is StopOutcome.PENDING and "scaled to zero" in first.detail
+    assert first.outcome is CallOutcome.PENDING and "scaled to zero" in first.detail
     path = f"/apis/apps/v1/namespaces/{namespace}/{kind}s/{name}"
     assert cluster.patches() == [f"PATCH {path}", f"PATCH {path}/scale"]
     metadata = cluster.fake.workloads[ref].manifest["metadata"]
     assert metadata["annotations"] == {REPLICAS_ANNOTATION: replicas}  # to restore it later
     assert cluster.spec(ref)["replicas"] == 0
-    assert kubernetes.stop(ref).outcome is StopOutcome.DONE
-    assert kubernetes.stop(ref).outcome is StopOutcome.DONE
+    assert kubernetes.stop(ref).outcome is CallOutcome.DONE
+    assert kubernetes.stop(ref).outcome is CallOutcome.DONE
     assert len(cluster.patches()) == 2
 
 
@@ -133,20 +133,20 @@ def test_pods_still_exiting_are_pending_and_not_asked_again(
 ) -> None:
     with httpx.Client(timeout=TIMEOUT_S) as client:
         kubernetes = KubernetesProvider(client, TOKEN, slow_cluster.url)
-        assert kubernetes.stop(ref).outcome is StopOutcome.PENDING
+        assert kubernetes.stop(ref).outcome is CallOutcome.PENDING
         assert kubernetes.describe(ref).state is PodState.STOPPING
         waiting = kubernetes.stop(ref)
-        assert waiting.outcome is StopOutcome.PENDING and "still exiting" in waiting.detail
+        assert waiting.outcome is CallOutcome.PENDING and "still exiting" in waiting.detail
         assert len(slow_cluster.patches()) == patches  # asked once
         time.sleep(0.35)
-        assert kubernetes.stop(ref).outcome is StopOutcome.DONE
+        assert kubernetes.stop(ref).outcome is CallOutcome.DONE
         assert kubernetes.describe(ref).state is PodState.STOPPED
 
 
 def test_the_bill_stops_when_the_pods_stop(
     kubernetes: KubernetesProvider, cluster: Cluster
 ) -> None:
-    assert kubernetes.stop(STATEFULSET).outcome is StopOutcome.PENDING
+    assert kubernetes.stop(STATEFULSET).outcome is CallOutcome.PENDING
     workload = cluster.fake.workloads[STATEFULSET]
     ended = workload.runs[-1][1]
     assert ended is not None
@@ -161,7 +161,7 @@ def test_a_finished_job_is_stopped(
 ) -> None:
     cluster.fake.finish(JOB, condition)
     assert kubernetes.describe(JOB).state is PodState.STOPPED
-    assert kubernetes.stop(JOB).outcome is StopOutcome.DONE
+    assert kubernetes.stop(JOB).outcome is CallOutcome.DONE
     assert cluster.patches() == []
 
 
@@ -172,7 +172,7 @@ def test_a_generic_ephemeral_volume_is_refused(
     said = kubernetes.describe("ml/job/scratchy").cannot_preserve
     assert said is not None and "'scratch'" in said and "generic ephemeral volume" in said
     result = kubernetes.stop("ml/job/scratchy")
-    assert result.outcome is StopOutcome.PERMANENT and "'scratch'" in result.detail
+    assert result.outcome is CallOutcome.PERMANENT and "'scratch'" in result.detail
     assert cluster.patches() == []
 
 
@@ -183,7 +183,7 @@ def test_a_statefulset_deleting_its_claims_on_scale_down_is_refused(
     cluster.fake.add_pod("ml/statefulset/db", "1", policy)
     said = kubernetes.describe("ml/statefulset/db").cannot_preserve
     assert said is not None and "whenScaled is Delete" in said
-    assert kubernetes.stop("ml/statefulset/db").outcome is StopOutcome.PERMANENT
+    assert kubernetes.stop("ml/statefulset/db").outcome is CallOutcome.PERMANENT
     assert cluster.patches() == [] and cluster.spec("ml/statefulset/db")["replicas"] == 1
 
 
@@ -195,7 +195,7 @@ def test_a_workload_that_is_not_there(
         kubernetes.describe(ref)
     assert caught.value.retryable is False
     result = kubernetes.stop(ref)
-    assert result.outcome is StopOutcome.DONE and "gone" in result.detail
+    assert result.outcome is CallOutcome.DONE and "gone" in result.detail
     assert cluster.patches() == []
 
 
@@ -203,7 +203,7 @@ def test_a_404_that_names_no_object_is_not_taken_for_gone(cluster: Cluster) -> N
     """A wrong URL answers 404 too: the pod is not stopped, so that must not read as done."""
     with httpx.Client(timeout=TIMEOUT_S) as client:
         result = KubernetesProvider(client, TOKEN, f"{cluster.url}/wrong").stop(JOB)
-    assert result.outcome is StopOutcome.PERMANENT and "HTTP 404" in result.detail
+    assert result.outcome is CallOutcome.PERMANENT and "HTTP 404" in result.detail
 
 
 @pytest.mark.parametrize(
@@ -216,7 +216,7 @@ def test_a_malformed_ref_names_the_expected_form(
         kubernetes.describe(ref)
     assert caught.value.retryable is False
     result = kubernetes.stop(ref)
-    assert result.outcome is StopOutcome.PERMANENT and "ml/job/train-llama" in result.detail
+    assert result.outcome is CallOutcome.PERMANENT and "ml/job/train-llama" in result.detail
     assert cluster.fake.calls() == []
 
 
@@ -232,7 +232,7 @@ def test_a_conflict_whose_cause_stopped_the_workload_is_done(cluster: Cluster) -
 
     with httpx.Client(timeout=TIMEOUT_S, event_hooks={"request": [meanwhile]}) as client:
         result = KubernetesProvider(client, TOKEN, cluster.url).stop(DEPLOYMENT)
-    assert result.outcome is StopOutcome.DONE, result
+    assert result.outcome is CallOutcome.DONE, result
     assert "annotations" not in cluster.fake.workloads[DEPLOYMENT].manifest["metadata"]
 
 
@@ -241,29 +241,29 @@ def test_a_conflict_on_a_workload_still_running_is_retryable(
 ) -> None:
     cluster.answer_next("", "status:409")
     result = kubernetes.stop(JOB)
-    assert result.outcome is StopOutcome.RETRYABLE and "409" in result.detail
-    assert kubernetes.stop(JOB).outcome is StopOutcome.PENDING  # the next try goes through
+    assert result.outcome is CallOutcome.RETRYABLE and "409" in result.detail
+    assert kubernetes.stop(JOB).outcome is CallOutcome.PENDING  # the next try goes through
 
 
 @pytest.mark.parametrize(
     ("answer", "outcome", "says", "retry_after_s"),
     [
-        ("429", StopOutcome.RETRYABLE, "rate limited", None),
-        ("429:7", StopOutcome.RETRYABLE, "retry after 7 s", 7.0),
-        ("throttled:5", StopOutcome.RETRYABLE, "retry after 5 s", 5.0),
-        ("500", StopOutcome.RETRYABLE, "HTTP 500 InternalError", None),
-        ("status:503", StopOutcome.RETRYABLE, "HTTP 503 ServiceUnavailable", None),
-        (f"slow:{TIMEOUT_S * 3}", StopOutcome.RETRYABLE, "timed out", None),
-        ("malformed", StopOutcome.RETRYABLE, "not JSON", None),
-        ("status:403", StopOutcome.PERMANENT, "HTTP 403 Forbidden: canned HTTP 403", None),
-        ("status:401", StopOutcome.PERMANENT, "HTTP 401 Unauthorized", None),
+        ("429", CallOutcome.RETRYABLE, "rate limited", None),
+        ("429:7", CallOutcome.RETRYABLE, "retry after 7 s", 7.0),
+        ("throttled:5", CallOutcome.RETRYABLE, "retry after 5 s", 5.0),
+        ("500", CallOutcome.RETRYABLE, "HTTP 500 InternalError", None),
+        ("status:503", CallOutcome.RETRYABLE, "HTTP 503 ServiceUnavailable", None),
+        (f"slow:{TIMEOUT_S * 3}", CallOutcome.RETRYABLE, "timed out", None),
+        ("malformed", CallOutcome.RETRYABLE, "not JSON", None),
+        ("status:403", CallOutcome.PERMANENT, "HTTP 403 Forbidden: canned HTTP 403", None),
+        ("status:401", CallOutcome.PERMANENT, "HTTP 401 Unauthorized", None),
     ],
 )
 def test_failed_stops_are_classified(
     kubernetes: KubernetesProvider,
     cluster: Cluster,
     answer: str,
-    outcome: StopOutcome,
+    outcome: CallOutcome,
     says: str,
     retry_after_s: float | None,
 ) -> None:
@@ -273,13 +273,13 @@ def test_failed_stops_are_classified(
     assert says in result.detail and result.detail.startswith("kubernetes ")
     assert result.retry_after_s == retry_after_s
     assert TOKEN not in result.detail
-    assert kubernetes.stop(JOB).outcome is StopOutcome.PENDING  # the next try goes through
+    assert kubernetes.stop(JOB).outcome is CallOutcome.PENDING  # the next try goes through
 
 
 def test_a_failed_patch_is_classified_too(kubernetes: KubernetesProvider, cluster: Cluster) -> None:
     cluster.answer_next("", "", "status:500")  # the read, the annotation, then the scale
-    assert kubernetes.stop(DEPLOYMENT).outcome is StopOutcome.RETRYABLE
-    assert kubernetes.stop(DEPLOYMENT).outcome is StopOutcome.PENDING
+    assert kubernetes.stop(DEPLOYMENT).outcome is CallOutcome.RETRYABLE
+    assert kubernetes.stop(DEPLOYMENT).outcome is CallOutcome.PENDING
     assert cluster.spec(DEPLOYMENT)["replicas"] == 0
     annotations = cluster.fake.workloads[DEPLOYMENT].manifest["metadata"]["annotations"]
     assert annotations == {REPLICAS_ANNOTATION: "2"}  # recorded again, unchanged
@@ -292,7 +292,7 @@ def test_a_json_answer_that_is_not_the_workload_is_retryable(
     with pytest.raises(ProviderError, match="not a Job") as caught:
         kubernetes.describe(JOB)
     assert caught.value.retryable is True
-    assert kubernetes.stop(JOB).outcome is StopOutcome.RETRYABLE
+    assert kubernetes.stop(JOB).outcome is CallOutcome.RETRYABLE
     assert cluster.patches() == []
 
 
@@ -309,7 +309,7 @@ def test_a_wrong_token_is_permanent_and_never_echoed(cluster: Cluster) -> None:
     wrong = "eyJ_WRONG_TOKEN_987"
     with httpx.Client(timeout=TIMEOUT_S) as client:
         result = KubernetesProvider(client, wrong, cluster.url).stop(JOB)
-    assert result.outcome is StopOutcome.PERMANENT and "HTTP 401 Unauthorized" in result.detail
+    assert result.outcome is CallOutcome.PERMANENT and "HTTP 401 Unauthorized" in result.detail
     assert wrong not in result.detail
     assert cluster.spec(JOB)["suspend"] is False
 

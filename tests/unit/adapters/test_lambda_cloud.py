@@ -24,9 +24,9 @@ import pytest
 from governor.adapters.providers.lambda_cloud import STOP_LATENCY_S, LambdaProvider
 from governor.domain.model import PodState
 from governor.domain.ports import (
+    CallOutcome,
     ListsPods,
     ProviderError,
-    StopOutcome,
     StopsPreserving,
     TerminateOnly,
 )
@@ -75,8 +75,8 @@ def lam(cloud: Cloud) -> Iterator[LambdaProvider]:
 def terminate_until_done(lam: LambdaProvider, ref: str) -> None:
     for _ in range(5):
         result = lam.terminate(ref, keep="ckpts")
-        assert result.outcome in (StopOutcome.DONE, StopOutcome.PENDING), result
-        if result.outcome is StopOutcome.DONE:
+        assert result.outcome in (CallOutcome.DONE, CallOutcome.PENDING), result
+        if result.outcome is CallOutcome.DONE:
             return
     raise AssertionError(f"{ref} never finished terminating")
 
@@ -181,10 +181,10 @@ def test_terminate_sends_one_terminate_and_keeps_the_filesystem(
     lam: LambdaProvider, cloud: Cloud
 ) -> None:
     first = lam.terminate("inst-1", keep="ckpts")
-    assert first.outcome is StopOutcome.PENDING and "'ckpts' kept" in first.detail
+    assert first.outcome is CallOutcome.PENDING and "'ckpts' kept" in first.detail
     assert cloud.fake.state.terminate_calls[0]["instance_ids"] == ["inst-1"]
     again = lam.terminate("inst-1", keep="ckpts")
-    assert again.outcome is StopOutcome.DONE and "already terminated" in again.detail
+    assert again.outcome is CallOutcome.DONE and "already terminated" in again.detail
     assert cloud.terminates_sent() == [TERMINATE]  # the second call read the state and stopped
     assert lam.describe("inst-1").state is PodState.GONE
     assert "ckpts" in cloud.fake.state.filesystems
@@ -210,7 +210,7 @@ def test_terminate_refuses_unless_the_named_filesystem_is_attached(
     lam: LambdaProvider, cloud: Cloud, ref: str, keep: str, attached: str
 ) -> None:
     result = lam.terminate(ref, keep=keep)
-    assert result.outcome is StopOutcome.PERMANENT, result
+    assert result.outcome is CallOutcome.PERMANENT, result
     assert f"filesystem {keep!r} is not attached" in result.detail
     assert f"(attached: {attached})" in result.detail
     assert cloud.terminates_sent() == []
@@ -223,9 +223,9 @@ def test_a_terminating_instance_is_pending_without_a_second_terminate(tmp_path: 
         httpx.Client(timeout=TIMEOUT_S) as client,
     ):
         lam = cloud.adapter(client)
-        assert lam.terminate("inst-1", keep="ckpts").outcome is StopOutcome.PENDING
+        assert lam.terminate("inst-1", keep="ckpts").outcome is CallOutcome.PENDING
         again = lam.terminate("inst-1", keep="ckpts")
-        assert again.outcome is StopOutcome.PENDING and "already terminating" in again.detail
+        assert again.outcome is CallOutcome.PENDING and "already terminating" in again.detail
         assert lam.describe("inst-1").state is PodState.STOPPING
         assert cloud.terminates_sent() == [TERMINATE]
 
@@ -236,19 +236,19 @@ def test_an_instance_already_gone_is_done_without_a_terminate(
 ) -> None:
     cloud.fake.add_instance("x", 100, filesystems={"ckpts": None}, status=status)
     result = lam.terminate("x", keep="ckpts")
-    assert result.outcome is StopOutcome.DONE and status in result.detail
+    assert result.outcome is CallOutcome.DONE and status in result.detail
     assert cloud.terminates_sent() == []
 
 
 def test_an_unknown_instance_is_done_without_a_terminate(lam: LambdaProvider, cloud: Cloud) -> None:
     result = lam.terminate("nope", keep="ckpts")
-    assert result.outcome is StopOutcome.DONE and "gone" in result.detail
+    assert result.outcome is CallOutcome.DONE and "gone" in result.detail
     assert cloud.terminates_sent() == []
 
 
 def test_terminate_answering_no_such_instance_is_done(lam: LambdaProvider, cloud: Cloud) -> None:
     cloud.answer_next("", "code:404:global/object-does-not-exist")
-    assert lam.terminate("inst-1", keep="ckpts").outcome is StopOutcome.DONE
+    assert lam.terminate("inst-1", keep="ckpts").outcome is CallOutcome.DONE
 
 
 class Racing(FakeLambda):
@@ -262,9 +262,9 @@ class Racing(FakeLambda):
         return super().handle(request)
 
 
-@pytest.mark.parametrize(("delay_s", "outcome"), [(0, StopOutcome.DONE), (60, StopOutcome.PENDING)])
+@pytest.mark.parametrize(("delay_s", "outcome"), [(0, CallOutcome.DONE), (60, CallOutcome.PENDING)])
 def test_a_conflict_reads_the_instance_again(
-    tmp_path: Path, delay_s: float, outcome: StopOutcome
+    tmp_path: Path, delay_s: float, outcome: CallOutcome
 ) -> None:
     with (
         served(Racing(tmp_path / "lambda.json", KEY, terminate_delay_s=delay_s)) as cloud,
@@ -282,7 +282,7 @@ def test_a_conflict_reads_the_instance_again(
 def test_a_conflict_on_a_running_instance_is_retryable(lam: LambdaProvider, cloud: Cloud) -> None:
     cloud.answer_next("", "code:409:global/conflict")
     result = lam.terminate("inst-1", keep="ckpts")
-    assert result.outcome is StopOutcome.RETRYABLE and "global/conflict" in result.detail
+    assert result.outcome is CallOutcome.RETRYABLE and "global/conflict" in result.detail
     assert cloud.status("inst-1") == "active"
     terminate_until_done(lam, "inst-1")
 
@@ -291,18 +291,18 @@ def test_a_conflict_on_a_running_instance_is_retryable(lam: LambdaProvider, clou
 @pytest.mark.parametrize(
     ("answer", "outcome", "says"),
     [
-        ("429", StopOutcome.RETRYABLE, "rate limited"),
-        ("429:9", StopOutcome.RETRYABLE, "retry after 9 s"),
-        ("500", StopOutcome.RETRYABLE, "HTTP 500"),
-        (f"slow:{TIMEOUT_S * 3:g}", StopOutcome.RETRYABLE, "timed out"),
-        ("malformed", StopOutcome.RETRYABLE, "not JSON"),
+        ("429", CallOutcome.RETRYABLE, "rate limited"),
+        ("429:9", CallOutcome.RETRYABLE, "retry after 9 s"),
+        ("500", CallOutcome.RETRYABLE, "HTTP 500"),
+        (f"slow:{TIMEOUT_S * 3:g}", CallOutcome.RETRYABLE, "timed out"),
+        ("malformed", CallOutcome.RETRYABLE, "not JSON"),
         # Lambda's code decides, whatever the status says:
-        ("code:400:global/quota-exceeded", StopOutcome.RETRYABLE, "global/quota-exceeded"),
-        ("code:403:global/account-inactive", StopOutcome.PERMANENT, "global/account-inactive"),
-        ("code:503:global/invalid-api-key", StopOutcome.PERMANENT, "global/invalid-api-key"),
-        ("code:400:global/invalid-parameters", StopOutcome.PERMANENT, "invalid-parameters"),
+        ("code:400:global/quota-exceeded", CallOutcome.RETRYABLE, "global/quota-exceeded"),
+        ("code:403:global/account-inactive", CallOutcome.PERMANENT, "global/account-inactive"),
+        ("code:503:global/invalid-api-key", CallOutcome.PERMANENT, "global/invalid-api-key"),
+        ("code:400:global/invalid-parameters", CallOutcome.PERMANENT, "invalid-parameters"),
         # the generic not-found is what a wrong path answers: never read as "already gone"
-        ("code:404:global/not-found", StopOutcome.PERMANENT, "global/not-found"),
+        ("code:404:global/not-found", CallOutcome.PERMANENT, "global/not-found"),
     ],
 )
 def test_failures_are_classified(
@@ -310,7 +310,7 @@ def test_failures_are_classified(
     cloud: Cloud,
     on_terminate: bool,
     answer: str,
-    outcome: StopOutcome,
+    outcome: CallOutcome,
     says: str,
 ) -> None:
     cloud.answer_next(*([""] if on_terminate else []), answer)
@@ -335,14 +335,14 @@ def test_a_wrong_path_is_not_a_gone_instance(cloud: Cloud) -> None:
     with httpx.Client(timeout=TIMEOUT_S) as client:
         lam = LambdaProvider(client, KEY, f"{cloud.url}/api/v2")
         result = lam.terminate("inst-1", keep="ckpts")
-    assert result.outcome is StopOutcome.PERMANENT and "global/not-found" in result.detail
+    assert result.outcome is CallOutcome.PERMANENT and "global/not-found" in result.detail
 
 
 def test_a_wrong_key_is_permanent_and_never_echoed(cloud: Cloud) -> None:
     wrong = "secret_WRONG_LAMBDA_KEY_987"
     with httpx.Client(timeout=TIMEOUT_S) as client:
         result = cloud.adapter(client, wrong).terminate("inst-1", keep="ckpts")
-    assert result.outcome is StopOutcome.PERMANENT and "global/invalid-api-key" in result.detail
+    assert result.outcome is CallOutcome.PERMANENT and "global/invalid-api-key" in result.detail
     assert wrong not in result.detail
     assert cloud.terminates_sent() == [] and cloud.status("inst-1") == "active"
 

@@ -21,7 +21,7 @@ import pytest
 from governor.adapters.providers import local
 from governor.adapters.providers.local import STOP_LATENCY_S, LocalProvider, Process
 from governor.domain.model import PodState
-from governor.domain.ports import ProviderError, StopOutcome, StopsPreserving
+from governor.domain.ports import CallOutcome, ProviderError, StopsPreserving
 
 SLEEP = "import time; time.sleep(60)"
 IGNORES_SIGTERM = (
@@ -97,11 +97,11 @@ def test_stop_signals_and_is_done_once_the_process_exited(
     ref = str(process.pid) if by == "pid" else pid_file(tmp_path, process.pid)
     provider = LocalProvider()
     first = provider.stop(ref)
-    assert first.outcome is StopOutcome.PENDING and "sent SIGTERM" in first.detail
+    assert first.outcome is CallOutcome.PENDING and "sent SIGTERM" in first.detail
     assert process.wait(timeout=5) == -signal.SIGTERM
-    assert provider.stop(ref).outcome is StopOutcome.DONE
+    assert provider.stop(ref).outcome is CallOutcome.DONE
     assert provider.describe(ref).state is PodState.STOPPED
-    assert provider.stop(ref).outcome is StopOutcome.DONE
+    assert provider.stop(ref).outcome is CallOutcome.DONE
     assert signals == [(process.pid, signal.SIGTERM)]
 
 
@@ -111,9 +111,9 @@ def test_a_process_still_exiting_is_pending_and_not_signalled_again(
     process = spawn(IGNORES_SIGTERM)
     assert process.stdout is not None and process.stdout.readline() == "ready\n"
     provider = LocalProvider()
-    assert provider.stop(str(process.pid)).outcome is StopOutcome.PENDING
+    assert provider.stop(str(process.pid)).outcome is CallOutcome.PENDING
     again = provider.stop(str(process.pid))
-    assert again.outcome is StopOutcome.PENDING and "was sent SIGTERM" in again.detail
+    assert again.outcome is CallOutcome.PENDING and "was sent SIGTERM" in again.detail
     assert provider.describe(str(process.pid)).state is PodState.STOPPING
     assert signals == [(process.pid, signal.SIGTERM)]
 
@@ -121,7 +121,7 @@ def test_a_process_still_exiting_is_pending_and_not_signalled_again(
 def test_the_signal_is_configurable(spawn: Spawn) -> None:
     process = spawn(SLEEP)
     result = LocalProvider(stop_signal=signal.SIGUSR1).stop(str(process.pid))
-    assert result.outcome is StopOutcome.PENDING and "SIGUSR1" in result.detail
+    assert result.outcome is CallOutcome.PENDING and "SIGUSR1" in result.detail
     assert process.wait(timeout=5) == -signal.SIGUSR1
 
 
@@ -135,7 +135,7 @@ def test_a_process_that_is_not_there_is_done(
     for ref in (str(process.pid), removed):
         assert provider.describe(ref).state is PodState.STOPPED
         result = provider.stop(ref)
-        assert result.outcome is StopOutcome.DONE and "not running" in result.detail
+        assert result.outcome is CallOutcome.DONE and "not running" in result.detail
     assert signals == []
 
 
@@ -149,7 +149,7 @@ def test_a_zombie_is_not_running(spawn: Spawn, signals: list[tuple[int, int]]) -
         time.sleep(0.01)
     provider = LocalProvider()
     assert provider.describe(str(process.pid)).state is PodState.STOPPED
-    assert provider.stop(str(process.pid)).outcome is StopOutcome.DONE
+    assert provider.stop(str(process.pid)).outcome is CallOutcome.DONE
     assert signals == []
 
 
@@ -161,7 +161,7 @@ def test_a_pid_given_to_another_process_is_never_signalled(
     assert provider.describe(str(process.pid)).state is PodState.RUNNING  # first seen
     monkeypatch.setattr(local, "find_process", lambda pid: Process(pid, "a later start"))
     assert provider.describe(str(process.pid)).state is PodState.STOPPED
-    assert provider.stop(str(process.pid)).outcome is StopOutcome.DONE
+    assert provider.stop(str(process.pid)).outcome is CallOutcome.DONE
     assert signals == [] and process.poll() is None
 
 
@@ -178,7 +178,7 @@ def test_a_process_of_another_user_is_permanent_with_what_to_do(
 
     monkeypatch.setattr(os, "kill", kill)
     result = LocalProvider().stop(str(process.pid))
-    assert result.outcome is StopOutcome.PERMANENT
+    assert result.outcome is CallOutcome.PERMANENT
     assert "another user" in result.detail and "stop command" in result.detail
     assert process.poll() is None
 
@@ -191,13 +191,13 @@ def test_pids_that_must_never_be_signalled_are_refused(
     with pytest.raises(ProviderError) as caught:
         provider.describe(ref)
     assert caught.value.retryable is False
-    assert provider.stop(ref).outcome is StopOutcome.PERMANENT
+    assert provider.stop(ref).outcome is CallOutcome.PERMANENT
     assert signals == []
 
 
 def test_the_governor_never_signals_itself(signals: list[tuple[int, int]]) -> None:
     result = LocalProvider().stop(str(os.getpid()))
-    assert result.outcome is StopOutcome.PERMANENT and "governor itself" in result.detail
+    assert result.outcome is CallOutcome.PERMANENT and "governor itself" in result.detail
     assert signals == []
 
 
@@ -212,9 +212,9 @@ def test_an_unreadable_pid_file_is_permanent_and_named(tmp_path: Path) -> None:
             provider.describe(f"pidfile:{path}")
         assert caught.value.retryable is False
         result = provider.stop(f"pidfile:{path}")
-        assert result.outcome is StopOutcome.PERMANENT and str(path) in result.detail
+        assert result.outcome is CallOutcome.PERMANENT and str(path) in result.detail
     relative = provider.stop("pidfile:run/train.pid")
-    assert relative.outcome is StopOutcome.PERMANENT and "absolute" in relative.detail
+    assert relative.outcome is CallOutcome.PERMANENT and "absolute" in relative.detail
 
 
 def test_a_stop_command_gets_the_ref_as_one_argument_without_a_shell(tmp_path: Path) -> None:
@@ -223,11 +223,11 @@ def test_a_stop_command_gets_the_ref_as_one_argument_without_a_shell(tmp_path: P
     ref = "llama; touch pwned $(id)"
     assert provider.describe(ref).state is PodState.RUNNING
     result = provider.stop(ref)
-    assert result.outcome is StopOutcome.DONE, result
+    assert result.outcome is CallOutcome.DONE, result
     assert log.read_text() == f"train@{ref}\n"
     assert provider.describe(ref).state is PodState.STOPPED
     again = provider.stop(ref)
-    assert again.outcome is StopOutcome.DONE and "already stopped" in again.detail
+    assert again.outcome is CallOutcome.DONE and "already stopped" in again.detail
     assert log.read_text() == f"train@{ref}\n"  # not run twice
     assert not (tmp_path / "pwned").exists() and not Path("pwned").exists()
 
@@ -235,7 +235,7 @@ def test_a_stop_command_gets_the_ref_as_one_argument_without_a_shell(tmp_path: P
 def test_a_failing_stop_command_is_retryable_with_its_last_words() -> None:
     provider = LocalProvider(stop_command=[sys.executable, "-c", FAIL, "{ref}"])
     result = provider.stop("x")
-    assert result.outcome is StopOutcome.RETRYABLE
+    assert result.outcome is CallOutcome.RETRYABLE
     assert "exited with status 5" in result.detail and "train@x.service not loaded" in result.detail
     assert "first line" not in result.detail  # only the last lines
     assert provider.describe("x").state is PodState.RUNNING
@@ -245,17 +245,17 @@ def test_a_stop_command_that_hangs_is_killed_and_retryable() -> None:
     provider = LocalProvider(stop_command=[sys.executable, "-c", SLEEP], command_timeout_s=0.2)
     started = time.monotonic()
     result = provider.stop("x")
-    assert result.outcome is StopOutcome.RETRYABLE and "within 0.2 s" in result.detail
+    assert result.outcome is CallOutcome.RETRYABLE and "within 0.2 s" in result.detail
     assert time.monotonic() - started < 5
 
 
 def test_a_stop_command_that_cannot_run_is_permanent_and_named(tmp_path: Path) -> None:
     missing = LocalProvider(stop_command=["/nonexistent/stop-train", "{ref}"]).stop("x")
-    assert missing.outcome is StopOutcome.PERMANENT and "/nonexistent/stop-train" in missing.detail
+    assert missing.outcome is CallOutcome.PERMANENT and "/nonexistent/stop-train" in missing.detail
     script = tmp_path / "stop-train"
     script.write_text("#!/bin/sh\nexit 0\n")  # not executable
     refused = LocalProvider(stop_command=[str(script)]).stop("x")
-    assert refused.outcome is StopOutcome.PERMANENT and str(script) in refused.detail
+    assert refused.outcome is CallOutcome.PERMANENT and str(script) in refused.detail
 
 
 def test_no_secret_from_the_stop_command_reaches_the_result() -> None:
@@ -264,7 +264,7 @@ def test_no_secret_from_the_stop_command_reaches_the_result() -> None:
         "https://x/?api_key=SECRET_2 failed', file=sys.stderr); sys.exit(22)"
     )
     result = LocalProvider(stop_command=[sys.executable, "-c", leaky]).stop("x")
-    assert result.outcome is StopOutcome.RETRYABLE and "***" in result.detail
+    assert result.outcome is CallOutcome.RETRYABLE and "***" in result.detail
     assert "SECRET_1" not in result.detail and "SECRET_2" not in result.detail
 
 
@@ -274,7 +274,7 @@ def test_a_ref_the_command_could_misread_is_refused(tmp_path: Path, ref: str) ->
     provider = LocalProvider(stop_command=[sys.executable, "-c", RECORD, str(log), "{ref}"])
     with pytest.raises(ProviderError, match="refuses the ref"):
         provider.describe(ref)
-    assert provider.stop(ref).outcome is StopOutcome.PERMANENT
+    assert provider.stop(ref).outcome is CallOutcome.PERMANENT
     assert not log.exists()
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from governor.adapters.providers.runpod import STOP_LATENCY_S, RunPodProvider
 from governor.domain.model import PodState
-from governor.domain.ports import ProviderError, StopOutcome
+from governor.domain.ports import CallOutcome, ProviderError
 from governor.fakes.runpod import FakeRunPod
 from tests.fake_clouds import Served, running
 
@@ -64,10 +64,10 @@ def test_describe_of_an_unknown_pod_is_a_permanent_error(runpod: RunPodProvider)
 
 def test_stop_sends_pod_stop_and_is_idempotent(runpod: RunPodProvider, cloud: Cloud) -> None:
     first = runpod.stop("pod-1")
-    assert first.outcome is StopOutcome.DONE, first
+    assert first.outcome is CallOutcome.DONE, first
     assert runpod.describe("pod-1").state is PodState.STOPPED
     again = runpod.stop("pod-1")
-    assert again.outcome is StopOutcome.DONE and "already stopped" in again.detail
+    assert again.outcome is CallOutcome.DONE and "already stopped" in again.detail
     assert cloud.mutations() == ["podStop"]  # the second stop saw EXITED and sent nothing
     pod = cloud.fake.state.pods["pod-1"]
     assert pod.desired_status == "EXITED" and pod.stopped_at is not None
@@ -83,36 +83,36 @@ def test_the_bill_stops_when_the_pod_stops(runpod: RunPodProvider, cloud: Cloud)
 
 def test_stopping_an_unknown_pod_is_done(runpod: RunPodProvider, cloud: Cloud) -> None:
     result = runpod.stop("nope")
-    assert result.outcome is StopOutcome.DONE and "gone" in result.detail
+    assert result.outcome is CallOutcome.DONE and "gone" in result.detail
     assert cloud.mutations() == []
 
 
 def test_pod_stop_answering_not_found_is_done(runpod: RunPodProvider, cloud: Cloud) -> None:
     cloud.answer_next("", "graphql:pod not found to stop")
-    assert runpod.stop("pod-1").outcome is StopOutcome.DONE
+    assert runpod.stop("pod-1").outcome is CallOutcome.DONE
 
 
 @pytest.mark.parametrize(
     ("answer", "outcome", "says"),
     [
-        ("429", StopOutcome.RETRYABLE, "rate limited"),
-        ("429:9", StopOutcome.RETRYABLE, "retry after 9 s"),
-        ("500", StopOutcome.RETRYABLE, "HTTP 500"),
-        (f"slow:{TIMEOUT_S * 3}", StopOutcome.RETRYABLE, "timed out"),
-        ("malformed", StopOutcome.RETRYABLE, "not JSON"),
-        ("graphql:Rate limit exceeded", StopOutcome.RETRYABLE, "Rate limit exceeded"),
-        ("graphql:This pod is locked", StopOutcome.PERMANENT, "locked"),
+        ("429", CallOutcome.RETRYABLE, "rate limited"),
+        ("429:9", CallOutcome.RETRYABLE, "retry after 9 s"),
+        ("500", CallOutcome.RETRYABLE, "HTTP 500"),
+        (f"slow:{TIMEOUT_S * 3}", CallOutcome.RETRYABLE, "timed out"),
+        ("malformed", CallOutcome.RETRYABLE, "not JSON"),
+        ("graphql:Rate limit exceeded", CallOutcome.RETRYABLE, "Rate limit exceeded"),
+        ("graphql:This pod is locked", CallOutcome.PERMANENT, "locked"),
     ],
 )
 def test_failed_stops_are_classified(
-    runpod: RunPodProvider, cloud: Cloud, answer: str, outcome: StopOutcome, says: str
+    runpod: RunPodProvider, cloud: Cloud, answer: str, outcome: CallOutcome, says: str
 ) -> None:
     cloud.answer_next(answer)
     result = runpod.stop("pod-1")
     assert result.outcome is outcome, result
     assert says in result.detail
     assert KEY not in result.detail
-    assert runpod.stop("pod-1").outcome is StopOutcome.DONE  # the next try goes through
+    assert runpod.stop("pod-1").outcome is CallOutcome.DONE  # the next try goes through
 
 
 def test_429_on_describe_carries_the_delay(runpod: RunPodProvider, cloud: Cloud) -> None:
@@ -126,7 +126,7 @@ def test_a_wrong_key_is_permanent_and_never_echoed(cloud: Cloud) -> None:
     wrong = "rpa_WRONG_KEY_987"
     with httpx.Client(timeout=TIMEOUT_S) as client:
         result = RunPodProvider(client, wrong, f"{cloud.url}/graphql").stop("pod-1")
-    assert result.outcome is StopOutcome.PERMANENT and "HTTP 401" in result.detail
+    assert result.outcome is CallOutcome.PERMANENT and "HTTP 401" in result.detail
     assert wrong not in result.detail
 
 

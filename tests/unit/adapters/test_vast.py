@@ -27,10 +27,10 @@ from governor.adapters.providers.vast import STOP_LATENCY_S, VastProvider
 from governor.domain.model import PodState
 from governor.domain.money import HOURS_PER_MONTH
 from governor.domain.ports import (
+    CallOutcome,
     ListsPods,
     ProviderError,
     ReportsBilling,
-    StopOutcome,
     StopsPreserving,
 )
 from governor.fakes.vast import FakeVast
@@ -183,38 +183,38 @@ def test_a_ref_that_is_not_an_instance_id_is_refused_unsent(
     with pytest.raises(ProviderError, match="numbers") as caught:
         vast.describe("../1001")
     assert caught.value.retryable is False
-    assert vast.stop("pod-1").outcome is StopOutcome.PERMANENT
+    assert vast.stop("pod-1").outcome is CallOutcome.PERMANENT
     assert cloud.fake.calls() == []
 
 
 def test_stop_sends_state_stopped_and_is_idempotent(vast: VastProvider, cloud: Cloud) -> None:
     first = vast.stop("1001")
-    assert first.outcome is StopOutcome.PENDING, first  # Vast stops it a moment later
+    assert first.outcome is CallOutcome.PENDING, first  # Vast stops it a moment later
     assert cloud.puts() == ["PUT /api/v0/instances/1001/"]
     assert vast.describe("1001").state is PodState.STOPPED
     again = vast.stop("1001")
-    assert again.outcome is StopOutcome.DONE and "already stopped" in again.detail
+    assert again.outcome is CallOutcome.DONE and "already stopped" in again.detail
     assert cloud.puts() == ["PUT /api/v0/instances/1001/"]  # nothing sent the second time
     assert cloud.fake.state.instances["1001"].intended_status == "stopped"
 
 
 def test_a_stop_in_progress_is_pending_and_not_sent_again(vast: VastProvider, cloud: Cloud) -> None:
     cloud.fake.state.stop_delay_s = 60.0
-    assert vast.stop("1001").outcome is StopOutcome.PENDING
+    assert vast.stop("1001").outcome is CallOutcome.PENDING
     assert vast.describe("1001").state is PodState.STOPPING
-    assert vast.stop("1001").outcome is StopOutcome.PENDING
+    assert vast.stop("1001").outcome is CallOutcome.PENDING
     assert len(cloud.puts()) == 1
 
 
 def test_an_exited_instance_asked_to_run_is_stopped(vast: VastProvider, cloud: Cloud) -> None:
     cloud.answer_instance(actual_status="exited", intended_status="running")
-    assert vast.stop("1001").outcome is StopOutcome.PENDING
+    assert vast.stop("1001").outcome is CallOutcome.PENDING
     assert len(cloud.puts()) == 1
 
 
 def test_stopping_no_such_instance_is_done(vast: VastProvider, cloud: Cloud) -> None:
     result = vast.stop("404404")
-    assert result.outcome is StopOutcome.DONE and "gone" in result.detail
+    assert result.outcome is CallOutcome.DONE and "gone" in result.detail
     assert cloud.puts() == []
 
 
@@ -225,49 +225,49 @@ def test_the_put_answering_no_such_instance_is_done(
     vast: VastProvider, cloud: Cloud, answer: str
 ) -> None:
     cloud.answer_next("", answer)
-    assert vast.stop("1001").outcome is StopOutcome.DONE
+    assert vast.stop("1001").outcome is CallOutcome.DONE
 
 
 def test_a_404_without_vast_code_is_not_gone(cloud: Cloud) -> None:
     """A wrong URL must never read as "already stopped" while the instance bills on."""
     with httpx.Client(timeout=TIMEOUT_S, verify=TLS) as client:
         result = VastProvider(client, KEY, f"{cloud.url}/wrong").stop("1001")
-    assert result.outcome is StopOutcome.PERMANENT and "HTTP 404" in result.detail
+    assert result.outcome is CallOutcome.PERMANENT and "HTTP 404" in result.detail
 
 
 def test_a_wrong_state_is_decided_by_a_fresh_read(vast: VastProvider, cloud: Cloud) -> None:
     cloud.answer_next("", "status:409")
     result = vast.stop("1001")
-    assert result.outcome is StopOutcome.RETRYABLE and "still running" in result.detail
+    assert result.outcome is CallOutcome.RETRYABLE and "still running" in result.detail
     stopped = json.dumps({"instances": {"actual_status": "stopped", "intended_status": "stopped"}})
     cloud.answer_next("", "status:409", f"body:{stopped}")
-    assert vast.stop("1001").outcome is StopOutcome.DONE
+    assert vast.stop("1001").outcome is CallOutcome.DONE
 
 
 @pytest.mark.parametrize(
     ("answer", "outcome", "says"),
     [
-        ("429", StopOutcome.RETRYABLE, "API requests too frequent"),
-        ("429:9", StopOutcome.RETRYABLE, "retry after 9 s"),
-        ("500", StopOutcome.RETRYABLE, "HTTP 500"),
-        (f"slow:{TIMEOUT_S * 3}", StopOutcome.RETRYABLE, "timed out"),
-        ("malformed", StopOutcome.RETRYABLE, "not JSON"),
-        ("refused:rate_limit_exceeded", StopOutcome.RETRYABLE, "rate_limit_exceeded"),
-        ("error:400:rate_limit_exceeded", StopOutcome.RETRYABLE, "rate_limit_exceeded"),
-        ("refused:missing_billing", StopOutcome.PERMANENT, "missing_billing"),
-        ("refused:invalid_args", StopOutcome.PERMANENT, "canned invalid_args"),
-        ("error:403:invalid_token", StopOutcome.PERMANENT, "canned invalid_token"),
+        ("429", CallOutcome.RETRYABLE, "API requests too frequent"),
+        ("429:9", CallOutcome.RETRYABLE, "retry after 9 s"),
+        ("500", CallOutcome.RETRYABLE, "HTTP 500"),
+        (f"slow:{TIMEOUT_S * 3}", CallOutcome.RETRYABLE, "timed out"),
+        ("malformed", CallOutcome.RETRYABLE, "not JSON"),
+        ("refused:rate_limit_exceeded", CallOutcome.RETRYABLE, "rate_limit_exceeded"),
+        ("error:400:rate_limit_exceeded", CallOutcome.RETRYABLE, "rate_limit_exceeded"),
+        ("refused:missing_billing", CallOutcome.PERMANENT, "missing_billing"),
+        ("refused:invalid_args", CallOutcome.PERMANENT, "canned invalid_args"),
+        ("error:403:invalid_token", CallOutcome.PERMANENT, "canned invalid_token"),
     ],
 )
 def test_failed_stops_are_classified(
-    vast: VastProvider, cloud: Cloud, answer: str, outcome: StopOutcome, says: str
+    vast: VastProvider, cloud: Cloud, answer: str, outcome: CallOutcome, says: str
 ) -> None:
     cloud.answer_next("", answer)  # the read goes through, the PUT fails
     result = vast.stop("1001")
     assert result.outcome is outcome, result
     assert says in result.detail and "vast" in result.detail
     assert KEY not in result.detail
-    assert vast.stop("1001").outcome is StopOutcome.PENDING  # the next try goes through
+    assert vast.stop("1001").outcome is CallOutcome.PENDING  # the next try goes through
 
 
 def test_vast_plain_text_429_has_no_delay(vast: VastProvider, cloud: Cloud) -> None:
@@ -286,7 +286,7 @@ def test_a_wrong_key_is_permanent_and_never_echoed(cloud: Cloud) -> None:
     wrong = "vast_WRONG_KEY_987"
     with httpx.Client(timeout=TIMEOUT_S, verify=TLS) as client:
         result = VastProvider(client, wrong, cloud.url).stop("1001")
-    assert result.outcome is StopOutcome.PERMANENT and "invalid_token" in result.detail
+    assert result.outcome is CallOutcome.PERMANENT and "invalid_token" in result.detail
     assert wrong not in result.detail
     assert cloud.puts() == []
 
@@ -422,7 +422,7 @@ def test_the_fake_destroys_on_delete_and_records_it(cloud: Cloud, vast: VastProv
     )
     assert answer.json() == {"success": True}
     assert cloud.fake.calls("DELETE") == ["DELETE /api/v0/instances/1001/"]
-    assert vast.stop("1001").outcome is StopOutcome.DONE  # gone
+    assert vast.stop("1001").outcome is CallOutcome.DONE  # gone
     with pytest.raises(ProviderError, match="no instance 1001"):
         vast.describe("1001")
 
