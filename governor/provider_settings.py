@@ -143,13 +143,19 @@ class ProviderSettings(BaseModel):
         description='On-prem: the command that stops a pod, as a JSON list ("{ref}" is '
         'replaced), e.g. ["systemctl", "stop", "train@{ref}"].',
     )
+    local_resume_command: Annotated[list[str] | None, NoDecode] = Field(
+        None,
+        description="On-prem: the command that starts a stopped pod again, as a JSON list "
+        '("{ref}" is replaced), e.g. ["systemctl", "start", "train@{ref}"]; only with a stop '
+        "command (a process stopped by a signal cannot be resumed).",
+    )
     local_stop_signal: str | None = Field(
         None,
         description="On-prem: the signal sent to the pod's process (ref: a pid or "
         "pidfile:/path), e.g. SIGTERM.",
     )
     local_command_timeout_s: float = Field(
-        30.0, gt=0, description="On-prem: how long the stop command may run."
+        30.0, gt=0, description="On-prem: how long the stop or resume command may run."
     )
     local_stop_latency_s: float = Field(
         90.0, ge=0, description="Seconds an on-prem pod may bill after it is asked to stop."
@@ -160,7 +166,7 @@ class ProviderSettings(BaseModel):
     def _json_rates(cls, value: Any) -> Any:
         return json_setting(value, {}, 'a JSON object of rates, e.g. {"type": "2.50"}')
 
-    @field_validator("local_stop_command", mode="before")
+    @field_validator("local_stop_command", "local_resume_command", mode="before")
     @classmethod
     def _json_command(cls, value: Any) -> Any:
         return json_setting(value, None, 'a JSON list, e.g. ["systemctl", "stop", "{ref}"]')

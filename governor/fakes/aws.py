@@ -3,13 +3,14 @@
 POST / with a form body (`Action=DescribeInstances&Version=2016-11-15&InstanceId.1=...`)
 signed with AWS Signature Version 4. The signature is checked with botocore's own signer
 against this cloud's secret access key, so a wrong secret is refused with AuthFailure, as
-EC2 refuses it. It answers DescribeInstances, DescribeVolumes and StopInstances in EC2's
-XML; TerminateInstances is honoured (the instance's volumes are deleted with it) and
-recorded, as every action is, so a test can prove it never came. Errors have EC2's
-`<Response><Errors><Error>` shape; rate limiting is EC2's 503 RequestLimitExceeded, which
-carries no Retry-After. Besides the canned answers every fake cloud has, "ec2:<Code>" or
-"ec2:<Code>:<message>" answers the next call with that EC2 error, and "truncated" with a
-200 whose XML breaks off.
+EC2 refuses it. It answers DescribeInstances, DescribeVolumes, StopInstances and
+StartInstances in EC2's XML; TerminateInstances is honoured (the instance's volumes are
+deleted with it) and recorded, as every action is, so a test can prove it never came.
+Errors have EC2's `<Response><Errors><Error>` shape; rate limiting is EC2's 503
+RequestLimitExceeded, which carries no Retry-After. Besides the canned answers every fake
+cloud has, "ec2:<Code>" or "ec2:<Code>:<message>" answers the next call with that EC2
+error, "no-capacity" with EC2's InsufficientInstanceCapacity (a 500), and "truncated" with
+a 200 whose XML breaks off.
 
 DescribeInstances without ids lists every instance, terminated ones too (as EC2 does for a
 while), in pages of MaxResults, or of the cloud's `page_size` when none is asked (None: all
@@ -17,7 +18,8 @@ at once), each page but the last with a NextToken.
 
 Instances bill their hourly rate for every second they run, by this process's clock; EC2
 bills neither `stopping` nor `stopped`. A stopped instance reaches `stopped` after the
-cloud's `stop_delay_s` (0: at once).
+cloud's `stop_delay_s` (0: at once); a started one is `pending`, and bills, until the
+next request finds it `running`.
 
     python -m governor.fakes.aws --port 8765 --state cloud.json \\
         --pods 'i-0123456789abcdef0=3.06' [--api-key SECRET_ACCESS_KEY]
@@ -43,7 +45,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from governor.fakes import http_cloud
-from governor.fakes.http_cloud import FakeCloud, FakeRequest, Reply, bill, now
+from governor.fakes.http_cloud import FakeCloud, FakeRequest, Reply, bill_runs, now
 
 FAKE_ACCESS_KEY_ID = "AKIAFAKEEC2ACCESSKEY"
 DEFAULT_SECRET_ACCESS_KEY = "fake-ec2-secret-access-key"
@@ -67,6 +69,12 @@ ERROR_STATUS = {
     "RequestLimitExceeded": 503,
 }
 AUTH_FAILURE = "AWS was not able to validate the provided access credentials"
+NO_CAPACITY = (
+    "We currently do not have sufficient g5.xlarge capacity in the Availability Zone you "
+    "requested (us-east-1a). Our system will be working on provisioning additional capacity. "
+    "You can currently get g5.xlarge capacity by not specifying an Availability Zone in your "
+    "request or choosing us-east-1b, us-east-1c."
+)
 _AUTHORIZATION = re.compile(
     r"AWS4-HMAC-SHA256 Credential=(?P<key>[^/]+)/(?P<date>\d{8})/(?P<region>[^/]+)/"
     r"(?P<service>[^/]+)/aws4_request, SignedHeaders=(?P<signed>[^,]+), "
@@ -86,10 +94,13 @@ class CloudInstance:
     root_device_type: str = "ebs"
     stop_requested_at: str | None = None  # billing ends here
     stops_at: str | None = None  # when `stopping` becomes `stopped`
+    starts_at: str | None = None  # when `pending` becomes `running`
+    earlier_runs: list[list[str]] = field(default_factory=list)  # [from, until] before a start
 
     def bill_usd(self, now: datetime) -> Decimal:
         """The hourly rate for every second it ran, by the cloud's own clock."""
-        return bill(Decimal(self.hourly_rate_usd), self.started_at, self.stop_requested_at, now)
+        runs = [*self.earlier_runs, [self.started_at, self.stop_requested_at]]
+        return bill_runs(Decimal(self.hourly_rate_usd), runs, now)
 
     def settle(self, now: datetime) -> None:
         if (
@@ -98,10 +109,24 @@ class CloudInstance:
             and now >= datetime.fromisoformat(self.stops_at)
         ):
             self.state = "stopped"
+        if (
+            self.state == "pending"
+            and self.starts_at
+            and now >= datetime.fromisoformat(self.starts_at)
+        ):
+            self.state = "running"
+
+    def start(self, now: datetime) -> None:
+        """A stopped instance starts again, billing from `now`: `pending` until the cloud's
+        next request finds it `running`."""
+        self.earlier_runs.append([self.started_at, str(self.stop_requested_at)])
+        self.started_at = self.starts_at = now.isoformat()
+        self.stop_requested_at = self.stops_at = None
+        self.state = "pending"
 
     def leave_running(self, now: datetime, state: str, delay_s: float) -> None:
         """Move to `state` (stopping or terminated), ending the bill if it was running."""
-        if self.state == "running":
+        if self.state in ("pending", "running"):
             self.stop_requested_at = now.isoformat()
         self.state = state
         self.stops_at = (now + timedelta(seconds=delay_s)).isoformat()
@@ -239,6 +264,8 @@ class FakeEc2(FakeCloud):
         if kind == "ec2":
             code, _, message = arg.partition(":")
             return _error_reply(code, message or f"canned {code}")
+        if kind == "no-capacity":
+            return _error_reply("InsufficientInstanceCapacity", NO_CAPACITY, 500)
         return None
 
     def snapshot(self) -> dict[str, Any]:
@@ -255,6 +282,7 @@ class FakeEc2(FakeCloud):
             "DescribeInstances": self._describe_instances,
             "DescribeVolumes": self._describe_volumes,
             "StopInstances": self._stop_instances,
+            "StartInstances": self._start_instances,
             "TerminateInstances": self._terminate_instances,
         }
         if action not in actions:
@@ -312,6 +340,20 @@ class FakeEc2(FakeCloud):
             before = instance.state
             if before == "running":
                 instance.leave_running(now(), "stopping", self.stop_delay_s)
+            changes.append(_change(instance, before))
+        return {"instancesSet": changes}
+
+    def _start_instances(self, params: dict[str, str]) -> dict[str, Any]:
+        changes = []
+        for instance in self._instances(_numbered(params, "InstanceId")):
+            if instance.state not in ("pending", "running", "stopped"):
+                raise Ec2Error(
+                    "IncorrectInstanceState",
+                    f"The instance '{instance.id}' is not in a state from which it can be started.",
+                )
+            before = instance.state
+            if before == "stopped":
+                instance.start(now())
             changes.append(_change(instance, before))
         return {"instancesSet": changes}
 

@@ -2,9 +2,11 @@
 
 Pods appear on first sight, running and billing at one configured rate. A stop takes
 `stop_latency_s` and keeps the volume; the first `stop_failures` stop calls fail in a
-retryable way (asking to wait `retry_after_s`, if set). It has no way to terminate
-anything, as no preserving provider does. BillingFakeProvider also says what it has
-billed. With a state file the cloud outlives the process, as a real one would.
+retryable way (asking to wait `retry_after_s`, if set). A stopped pod can be resumed: it
+runs and bills again from then on, unless the cloud has no capacity for it (the next
+`resume_refusals` resumes are refused, as a cloud whose GPUs were taken refuses). It has no
+way to terminate anything, as no preserving provider does. BillingFakeProvider also says
+what it has billed. With a state file the cloud outlives the process, as a real one would.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from governor.domain.ports import (
     Listed,
     PodDescription,
 )
-from governor.fakes.http_cloud import bill
+from governor.fakes.http_cloud import bill_runs
 
 
 @dataclass
@@ -39,6 +41,7 @@ class FakePod:
     stop_requested_at: str | None = None
     stopped_at: str | None = None
     stop_calls: int = 0
+    earlier_runs: list[list[str]] = field(default_factory=list)  # [from, until] before a resume
 
     def state(self, now: datetime) -> PodState:
         if self.stop_requested_at is None:
@@ -49,7 +52,14 @@ class FakePod:
 
     def bill_usd(self, now: datetime) -> Decimal:
         """What this pod's compute has cost, by the cloud's own clock."""
-        return bill(Decimal(self.hourly_rate_usd), self.started_at, self.stopped_at, now)
+        runs = [*self.earlier_runs, [self.started_at, self.stopped_at]]
+        return bill_runs(Decimal(self.hourly_rate_usd), runs, now)
+
+    def resume(self, now: datetime) -> None:
+        """A stopped pod runs again: a new run, billing from `now`."""
+        self.earlier_runs.append([self.started_at, str(self.stopped_at)])
+        self.started_at = now.isoformat()
+        self.stop_requested_at = self.stopped_at = None
 
 
 @dataclass
@@ -72,7 +82,11 @@ class FakeCloudState:
 
 
 class FakeProvider:
-    """Implements StopsPreserving against a simulated cloud."""
+    """Implements StopsPreserving and Resumes against a simulated cloud.
+
+    `resume_refusals` is how many coming resumes the cloud refuses for lack of capacity; a
+    test may set it at any time.
+    """
 
     def __init__(
         self,
@@ -82,6 +96,7 @@ class FakeProvider:
         stop_latency_s: float = 2.0,
         stop_failures: int = 0,
         retry_after_s: float | None = None,
+        resume_refusals: int = 0,
         state_file: Path | None = None,
     ) -> None:
         self.clock = clock
@@ -89,6 +104,7 @@ class FakeProvider:
         self.stop_latency_s = stop_latency_s
         self._failures_left = stop_failures
         self._retry_after_s = retry_after_s
+        self.resume_refusals = resume_refusals
         self._state_file = state_file
         self._lock = threading.Lock()
         self._state = FakeCloudState.load(state_file) if state_file else FakeCloudState()
@@ -130,6 +146,27 @@ class FakeProvider:
             if pod.state(now) is PodState.STOPPED:
                 return CallResult(CallOutcome.DONE, "stopped; volume kept")
             return CallResult(CallOutcome.PENDING, "stopping")
+
+    def resume(self, ref: str) -> CallResult:
+        with self._lock:
+            now = self.clock.now()
+            pod = self._state.pods.get(ref)
+            if pod is None:  # never seen, so never stopped
+                return CallResult(CallOutcome.PERMANENT, f"simulated cloud has no pod {ref!r}")
+            state = pod.state(now)
+            if state is PodState.RUNNING:
+                return CallResult(CallOutcome.DONE, "already running")
+            if state is PodState.STOPPING:
+                return CallResult(CallOutcome.RETRYABLE, "still stopping; it starts once stopped")
+            if self.resume_refusals > 0:
+                self.resume_refusals -= 1
+                return CallResult(
+                    CallOutcome.PERMANENT,
+                    f"simulated cloud has no capacity: no GPU free to start {ref!r} on",
+                )
+            pod.resume(now)
+            self._save()
+            return CallResult(CallOutcome.DONE, "resumed; billing again")
 
     def _pod(self, ref: str) -> FakePod:
         pod = self._state.pods.get(ref)

@@ -3,6 +3,7 @@ real HTTP.
 
     GET    /compute/v1/projects/{p}/zones/{z}/instances/{name}
     POST   /compute/v1/projects/{p}/zones/{z}/instances/{name}/stop?discardLocalSsd=&requestId=
+    POST   /compute/v1/projects/{p}/zones/{z}/instances/{name}/start?requestId=
     DELETE /compute/v1/projects/{p}/zones/{z}/instances/{name}     (destroys its disks)
     GET    /compute/v1/projects/{p}/zones/{z}/disks/{disk}
     GET    /compute/v1/projects/{p}/zones/{z}/operations/{operation}
@@ -11,12 +12,15 @@ real HTTP.
 
 Compute calls need `Authorization: Bearer <token>`; the metadata server hands that token
 out. A stop answers a zonal Operation and the VM is STOPPING for `stop_delay_s`, then
-TERMINATED; it bills its rate for every second until then, by this process's clock. Every
+TERMINATED; a start answers one too and the VM is RUNNING again (a STOPPING one is not
+ready to start). It bills its rate for every second it runs, by this process's clock. Every
 request is logged, so a test can prove a DELETE never came. Errors are Google's
 `{"error": {"code", "message", "errors": [{"domain", "reason", "message"}]}}`. Besides the
 canned answers every fake cloud has, "reason:<status>:<reason>" answers the next call with
-that error (e.g. "reason:403:rateLimitExceeded") and "operation-error:<CODE>" with an
-Operation that failed with that code. Aggregated lists come in pages of `page_size` items
+that error (e.g. "reason:403:rateLimitExceeded"), "operation-error:<CODE>" with an
+Operation that failed with that code, and "no-capacity[:<zone>]" with the Operation of a
+start that failed for want of machines in the zone (ZONE_RESOURCE_POOL_EXHAUSTED; zone
+us-central1-a unless named). Aggregated lists come in pages of `page_size` items
 (Google's default maxResults, 500, unless a test lowers it), every zone of the project
 present on each page: with its items, or with Google's NO_RESULTS_ON_PAGE warning.
 
@@ -38,11 +42,12 @@ from typing import Any
 from uuid import uuid4
 
 from governor.fakes import http_cloud
-from governor.fakes.http_cloud import FakeCloud, FakeRequest, Reply, bill, now
+from governor.fakes.http_cloud import FakeCloud, FakeRequest, Reply, bill_runs, now
 
 DEFAULT_TOKEN = "fake-gcp-token"
 DEFAULT_PROJECT = "fake-project"
 DEFAULT_MACHINE_TYPE = "a2-highgpu-1g"
+DEFAULT_ZONE = "us-central1-a"
 TOKEN_PATH = "/computeMetadata/v1/instance/service-accounts/default/token"
 API = "https://www.googleapis.com/compute/v1"  # how Google spells its resource URLs
 REASONS = {
@@ -59,7 +64,7 @@ UNAUTHENTICATED = (
 )
 _COMPUTE_PATH = re.compile(
     r"/compute/v1/projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/"
-    r"(?P<collection>instances|disks|operations)/(?P<name>[^/]+)(?P<verb>/stop)?"
+    r"(?P<collection>instances|disks|operations)/(?P<name>[^/]+)(?:/(?P<verb>stop|start))?"
 )
 _AGGREGATED_PATH = re.compile(
     r"/compute/v1/projects/(?P<project>[^/]+)/aggregated/(?P<collection>instances|disks)"
@@ -86,6 +91,7 @@ class CloudInstance:
     accelerators: dict[str, int] = field(default_factory=dict)
     local_ssds: int = 0
     stopped_at: str | None = None  # when it is (or will be) TERMINATED
+    earlier_runs: list[list[str]] = field(default_factory=list)  # [from, until] before a start
 
     def status(self, at: datetime) -> str:
         if self.stopped_at is None:
@@ -93,15 +99,16 @@ class CloudInstance:
         return "STOPPING" if at < datetime.fromisoformat(self.stopped_at) else "TERMINATED"
 
     def bill_usd(self, at: datetime) -> Decimal:
-        """Its rate for every second until it is TERMINATED, by the cloud's own clock."""
-        return bill(Decimal(self.hourly_rate_usd), self.started_at, self.stopped_at, at)
+        """Its rate for every second it ran until TERMINATED, by the cloud's own clock."""
+        runs = [*self.earlier_runs, [self.started_at, self.stopped_at]]
+        return bill_runs(Decimal(self.hourly_rate_usd), runs, at)
 
 
 @dataclass
 class CloudOperation:
     zone: str
     name: str
-    type: str  # "stop" or "delete"
+    type: str  # "stop", "start" or "delete"
     instance: str
     request_id: str | None
     discard_local_ssd: str | None
@@ -189,6 +196,15 @@ class FakeGcp(FakeCloud):
             body = {"kind": "compute#operation", "name": f"operation-{uuid4().hex[:12]}"}
             errors = [{"code": arg, "message": f"canned {arg}"}]
             return Reply(200, {**body, "status": "DONE", "error": {"errors": errors}})
+        if kind == "no-capacity":
+            zone = f"projects/{self.project}/zones/{arg or DEFAULT_ZONE}"
+            message = (
+                f"The zone '{zone}' does not have enough resources available to fulfill the "
+                "request.  Try a different zone, or try again later."
+            )
+            errors = [{"code": "ZONE_RESOURCE_POOL_EXHAUSTED", "message": message}]
+            body = {"kind": "compute#operation", "name": f"operation-{uuid4().hex[:12]}"}
+            return Reply(200, {**body, "status": "DONE", "error": {"errors": errors}})
         return None
 
     def snapshot(self) -> dict[str, Any]:
@@ -208,16 +224,20 @@ class FakeGcp(FakeCloud):
             return self._missing_project(match["project"])
         zone, name, collection = match["zone"], match["name"], match["collection"]
         key = f"{zone}/{name}"
-        route = (request.method, collection, bool(match["verb"]))
-        if route == ("GET", "instances", False):
+        route = (request.method, collection, match["verb"])
+        if route == ("GET", "instances", None):
             found = self.state.instances.get(key)
             return Reply(200, self._instance(found)) if found else self._missing(key, collection)
-        if route in (("POST", "instances", True), ("DELETE", "instances", False)):
-            return self._act(request, key)
-        if route == ("GET", "disks", False):
+        if route in (
+            ("POST", "instances", "stop"),
+            ("POST", "instances", "start"),
+            ("DELETE", "instances", None),
+        ):
+            return self._act(request, key, match["verb"] or "delete")
+        if route == ("GET", "disks", None):
             disk = self.state.disks.get(key)
             return Reply(200, self._disk(disk)) if disk else self._missing(key, collection)
-        if route == ("GET", "operations", False):
+        if route == ("GET", "operations", None):
             operation = self.state.operations.get(key)
             if operation is None:
                 return self._missing(key, collection)
@@ -231,12 +251,12 @@ class FakeGcp(FakeCloud):
         token = {"access_token": self.api_key, "expires_in": self.token_expires_in_s}
         return Reply(200, {**token, "token_type": "Bearer"})
 
-    def _act(self, request: FakeRequest, key: str) -> Reply:
-        """instances.stop (the VM goes STOPPING, then TERMINATED) or instances.delete."""
+    def _act(self, request: FakeRequest, key: str, kind: str) -> Reply:
+        """instances.stop (the VM goes STOPPING, then TERMINATED), instances.start (a
+        TERMINATED VM is RUNNING again) or instances.delete."""
         instance = self.state.instances.get(key)
         if instance is None:
             return self._missing(key, "instances")
-        kind = "stop" if request.method == "POST" else "delete"
         request_id, discard = request.param("requestId"), request.param("discardLocalSsd")
         for operation in self.state.operations.values():
             if request_id and operation.request_id == request_id:  # a retry: the same answer
@@ -244,12 +264,19 @@ class FakeGcp(FakeCloud):
         if kind == "stop" and instance.local_ssds and discard not in ("true", "false"):
             message = "The instance has a local SSD attached: say whether to discard it"
             return self.error(400, f"Invalid value for field 'discardLocalSsd': {message}")
+        status = instance.status(now())
+        if kind == "start" and status == "STOPPING":
+            resource = f"projects/{self.project}/zones/{instance.zone}/instances/{instance.name}"
+            return _google_error(400, "resourceNotReady", f"The resource '{resource}' is not ready")
         if kind == "delete":
             del self.state.instances[key]
             for disk in instance.disks:
                 self.state.disks.pop(disk, None)
-        elif instance.stopped_at is None:
+        elif kind == "stop" and instance.stopped_at is None:
             instance.stopped_at = (now() + timedelta(seconds=self.stop_delay_s)).isoformat()
+        elif kind == "start" and status == "TERMINATED":
+            instance.earlier_runs.append([instance.started_at, str(instance.stopped_at)])
+            instance.started_at, instance.stopped_at = now().isoformat(), None
         name = f"operation-{uuid4().hex[:16]}"
         operation = CloudOperation(
             instance.zone, name, kind, key, request_id, discard, now().isoformat()
@@ -351,9 +378,11 @@ class FakeGcp(FakeCloud):
         }
 
     def _operation(self, operation: CloudOperation) -> dict[str, Any]:
-        """DONE once the VM is TERMINATED (or deleted); RUNNING until then."""
+        """DONE once the VM is where the operation takes it (RUNNING for a start, TERMINATED
+        for a stop, gone for a delete); RUNNING until then."""
         instance = self.state.instances.get(operation.instance)
-        done = instance is None or instance.status(now()) == "TERMINATED"
+        reached = "RUNNING" if operation.type == "start" else "TERMINATED"
+        done = instance is None or instance.status(now()) == reached
         zone_url = self._zone_url(operation.zone)
         return {
             "kind": "compute#operation",

@@ -10,7 +10,8 @@ instead. POST /_fake/answers {"answers": [...]} queues them, one per provider re
     "500"            the provider's own 5xx            "status:<code>"  its error with that code
     "malformed"      a 200 whose body is an HTML page  "slow:<s>"  answer normally after <s> s
 
-and whatever else a provider's fake adds in `canned` (e.g. GraphQL errors inside a 200).
+and whatever else a provider's fake adds in `canned` (e.g. GraphQL errors inside a 200, or
+"no-capacity": the provider's own refusal to start a stopped pod again for lack of capacity).
 GET /_fake/state returns the state, which is also written to the state file after every
 request. Every provider request is logged, so a test can prove what was never sent.
 """
@@ -24,7 +25,7 @@ import sys
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -54,6 +55,17 @@ def bill(
         start = max(start, since)
     end = at if ended_at is None else min(at, datetime.fromisoformat(ended_at))
     return charge(rate_per_hour, max(0.0, (end - start).total_seconds()))
+
+
+def bill_runs(
+    rate_per_hour: Decimal,
+    runs: Iterable[Sequence[str | None]],
+    at: datetime,
+    since: datetime | None = None,
+) -> Decimal:
+    """`bill` for each run, [started_at, ended_at (None: still running)], added up: a pod
+    stopped and resumed has run more than once."""
+    return sum((bill(rate_per_hour, str(start), end, at, since) for start, end in runs), Decimal(0))
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,12 @@ reasons, and a bearer token is required. DELETE is honoured (the workload and it
 and recorded, so a test can prove it never came.
 
 Pods: a workload that wants pods (a Job neither suspended nor finished, replicas above zero)
-has them at once; one that no longer does loses them `stop_delay_s` later (0 by default), as
-graceful termination would. Kubernetes bills nothing itself: the fake bills the rate given at
-`add_pod` for every second any pod runs, as the node under them would. Besides the canned
+has them at once, again after a stop when it is unsuspended or scaled back up; one that no
+longer does loses them `stop_delay_s` later (0 by default), as graceful termination would.
+Like the real API server it accepts a resume whatever room the nodes have (pods without a
+node wait, Pending), so it has no answer refusing one for capacity. Kubernetes bills nothing
+itself: the fake bills the rate given at `add_pod` for every second any pod runs, as the
+node under them would. Besides the canned
 answers every fake cloud has, "throttled:<s>" answers 429 with `details.retryAfterSeconds`
 and no Retry-After header.
 
@@ -32,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from governor.fakes import http_cloud
-from governor.fakes.http_cloud import FakeCloud, FakeRequest, Reply, bill, now
+from governor.fakes.http_cloud import FakeCloud, FakeRequest, Reply, bill_runs, now
 
 DEFAULT_TOKEN = "fake-kubernetes-token"
 KINDS = {  # the kind in a ref: its API group, resource and object kind
@@ -104,8 +107,7 @@ class Workload:
 
     def bill_usd(self, at: datetime) -> Decimal:
         """The rate for every second any pod ran, by the cloud's own clock."""
-        rate = Decimal(self.hourly_rate_usd)
-        return sum((bill(rate, str(start), until, at) for start, until in self.runs), Decimal(0))
+        return bill_runs(Decimal(self.hourly_rate_usd), self.runs, at)
 
     def obj(self, at: datetime) -> dict[str, Any]:
         return {**self.manifest, "status": self.status(at)}

@@ -2,10 +2,12 @@
 
 POST /graphql with {"query", "variables"} and the key as `Authorization: Bearer` or
 `?api_key=` (both forms the real API accepts). It answers the `pod` query and the `podStop`
-mutation; `podTerminate` is honoured (the volume is lost) and recorded, as every mutation
-is, so a test can prove it never came. Pods bill costPerHr for every second they run, by
-this process's clock. Besides the canned answers every fake cloud has, "graphql:<message>"
-answers the next call with that error inside an HTTP 200, as RunPod does.
+and `podResume` mutations (a resumed pod runs and bills again); `podTerminate` is honoured
+(the volume is lost) and recorded, as every mutation is, so a test can prove it never came.
+Pods bill costPerHr for every second they run, by this process's clock. Besides the canned
+answers every fake cloud has, "graphql:<message>" answers the next call with that error
+inside an HTTP 200, as RunPod does, and "no-capacity" with RunPod's refusal to resume a pod
+whose host has no GPU free.
 
     python -m governor.fakes.runpod --port 8765 --state cloud.json \\
         --pods 'pod-1=3600' [--api-key KEY]
@@ -21,10 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from governor.fakes import http_cloud
-from governor.fakes.http_cloud import FakeCloud, FakeRequest, Reply, bill, now
+from governor.fakes.http_cloud import FakeCloud, FakeRequest, Reply, bill_runs, now
 
 DEFAULT_API_KEY = "fake-runpod-key"
 _MUTATION_FIELD = re.compile(r"\b(pod\w+)\s*\(")
+NO_FREE_GPUS = "There are not enough free GPUs on the host machine to start this pod."
 
 
 @dataclass
@@ -36,15 +39,19 @@ class CloudPod:
     stopped_at: str | None = None
     volume_in_gb: int = 20
     container_disk_in_gb: int = 50
+    gpu_count: int = 1
+    earlier_runs: list[list[str]] = field(default_factory=list)  # [from, until] before a resume
 
     def bill_usd(self, now: datetime, since: datetime | None = None) -> Decimal:
         """costPerHr for every second it ran (from `since`), by the cloud's own clock."""
-        return bill(Decimal(self.cost_per_hr), self.started_at, self.stopped_at, now, since)
+        runs = [*self.earlier_runs, [self.started_at, self.stopped_at]]
+        return bill_runs(Decimal(self.cost_per_hr), runs, now, since)
 
     def billing_records(self, now: datetime) -> list[dict[str, Any]]:
         """REST v2 billing records, one per hour since the pod started (the last in progress).
         Only compute is billed here: the volume's storage is left to the pod description."""
-        first = datetime.fromisoformat(self.started_at).replace(minute=0, second=0, microsecond=0)
+        began = self.earlier_runs[0][0] if self.earlier_runs else self.started_at
+        first = datetime.fromisoformat(began).replace(minute=0, second=0, microsecond=0)
         records = []
         while first < now:
             end = first + timedelta(hours=1)
@@ -69,6 +76,7 @@ class CloudPod:
             "costPerHr": float(self.cost_per_hr),
             "volumeInGb": self.volume_in_gb if self.desired_status != "TERMINATED" else 0,
             "containerDiskInGb": self.container_disk_in_gb,
+            "gpuCount": self.gpu_count,
         }
 
 
@@ -108,6 +116,8 @@ class FakeRunPod(FakeCloud):
         return Reply(status, {"errors": [{"message": message}]})
 
     def canned(self, kind: str, arg: str) -> Reply | None:
+        if kind == "no-capacity":
+            return Reply(200, _errors(NO_FREE_GPUS))
         return Reply(200, _errors(arg)) if kind == "graphql" else None
 
     def snapshot(self) -> dict[str, Any]:
@@ -126,7 +136,7 @@ class FakeRunPod(FakeCloud):
             pods = [pod.graphql() for pod in self.state.pods.values()]
             return Reply(200, {"data": {"myself": {"pods": pods}}})
         if query.lstrip().startswith("mutation"):
-            return Reply(200, self._mutate(query, ref))
+            return Reply(200, self._mutate(query, ref, variables))
         pod = self.state.pods.get(ref)
         return Reply(200, {"data": {"pod": pod.graphql() if pod else None}})
 
@@ -135,18 +145,30 @@ class FakeRunPod(FakeCloud):
         records = [r for pod in pods for r in pod.billing_records(now())]
         return Reply(200, {"records": records, "metadata": {"recordCount": len(records)}})
 
-    def _mutate(self, query: str, ref: str) -> dict[str, Any]:
+    def _mutate(self, query: str, ref: str, variables: dict[str, Any]) -> dict[str, Any]:
         name = (_MUTATION_FIELD.findall(query) or ["(unknown)"])[0]
         self.state.mutations.append({"name": name, "pod_id": ref, "at": now().isoformat()})
         pod = self.state.pods.get(ref)
         if pod is None or pod.desired_status == "TERMINATED":
             return _errors(f"pod not found to {name.removeprefix('pod').lower()}")
+        if name == "podResume":
+            return self._resume(pod, variables.get("gpuCount"))
         if name not in ("podStop", "podTerminate"):
             return _errors(f"{name} is not supported by the fake RunPod")
         if pod.desired_status == "RUNNING":
             pod.stopped_at = now().isoformat()
         pod.desired_status = "EXITED" if name == "podStop" else "TERMINATED"
         return {"data": {name: pod.graphql() if name == "podStop" else None}}
+
+    def _resume(self, pod: CloudPod, gpu_count: Any) -> dict[str, Any]:
+        """podResume: an exited pod starts again on its volume, with `gpu_count` GPUs."""
+        if not isinstance(gpu_count, int) or isinstance(gpu_count, bool) or gpu_count < 0:
+            return _errors(f'Variable "$gpuCount" got invalid value {gpu_count!r}; expected Int!')
+        if pod.desired_status == "EXITED":
+            pod.earlier_runs.append([pod.started_at, str(pod.stopped_at)])
+            pod.started_at, pod.stopped_at = now().isoformat(), None
+            pod.desired_status, pod.gpu_count = "RUNNING", gpu_count
+        return {"data": {"podResume": pod.graphql()}}
 
 
 def _errors(message: str) -> dict[str, Any]:

@@ -2,13 +2,15 @@
 
     GET    /api/v0/instances/{id}/?owner=me   {"instances": {...}}, null when there is none
     GET    /api/v1/instances/?limit=          {"instances": [...], "next_token": ...}, in pages
-    PUT    /api/v0/instances/{id}/            {"state": "stopped"} -> {"success": true}
+    PUT    /api/v0/instances/{id}/            {"state": "stopped"|"running"} -> {"success": true}
     DELETE /api/v0/instances/{id}/            destroys it, disk and all (recorded)
     GET    /api/v0/charges/?select_filters=   its charges, one per hour, in pages
 
 The key goes as `Authorization: Bearer` or `?api_key=` (the real API takes both). An instance
 bills `dph_base` for every second it holds its GPU and `storage_total_cost` ($/hr) for every
-second it exists, by this cloud's clock; a stop takes `stop_delay_s` to finish. Errors come in
+second it exists, by this cloud's clock; a stop takes `stop_delay_s` to finish, and a start
+has the GPU again at once (Vast itself accepts a start whose GPU is rented out and leaves the
+instance `scheduling`, so a start is never refused for capacity). Errors come in
 Vast's shape, {"success": false, "error": code, "msg": ...}, and a 429 is Vast's plain text,
 without Retry-After unless a canned "429:<s>" asks for one. Besides the canned answers every
 fake cloud has: "refused:<code>" answers HTTP 200 with success false and that code,
@@ -54,6 +56,8 @@ class CloudInstance:
     intended_status: str = "running"
     stops_at: str | None = None  # when the GPU is let go, once a stop was asked
     destroyed_at: str | None = None
+    resumed_at: str | None = None  # when the GPU was had again, after a stop
+    earlier_runs: list[list[str]] = field(default_factory=list)  # [from, until] with the GPU
 
     def actual_status(self, at: datetime) -> str:
         stopped = self.stops_at is not None and at >= datetime.fromisoformat(self.stops_at)
@@ -80,18 +84,27 @@ class CloudInstance:
         start = datetime.fromisoformat(self.started_at)
         gone = datetime.fromisoformat(self.destroyed_at) if self.destroyed_at else at
         exists_until = min(at, gone)
-        gpu_until = exists_until
-        if self.stops_at is not None:
-            gpu_until = min(gpu_until, datetime.fromisoformat(self.stops_at))
+        runs = [*self.earlier_runs, [self.resumed_at or self.started_at, self.stops_at]]
         records = []
         hour = start
         while hour < exists_until:
             end = min(hour + HOUR, exists_until)
             records.append(self._charge(hour, end, "storage", self.storage_total_cost))
-            if gpu_until > hour:
-                records.append(self._charge(hour, min(end, gpu_until), "gpu", self.dph_base))
+            for run_from, run_until in runs:
+                gpu_from = max(hour, datetime.fromisoformat(str(run_from)))
+                gpu_until = min(end, datetime.fromisoformat(run_until)) if run_until else end
+                if gpu_until > gpu_from:
+                    records.append(self._charge(gpu_from, gpu_until, "gpu", self.dph_base))
             hour = end
         return records
+
+    def start(self, at: datetime) -> None:
+        """Running again: a stopped instance has its GPU back from `at`; a stopping one keeps
+        it."""
+        if self.stops_at is not None and at >= datetime.fromisoformat(self.stops_at):
+            self.earlier_runs.append([self.resumed_at or self.started_at, self.stops_at])
+            self.resumed_at = at.isoformat()
+        self.intended_status, self.stops_at = "running", None
 
     def bill_usd(self, at: datetime) -> Decimal:
         return sum((Decimal(str(c["amount"])) for c in self.charges(at)), Decimal(0))
@@ -199,9 +212,11 @@ class FakeVast(FakeCloud):
             instance.destroyed_at = at.isoformat()
             return Reply(200, {"success": True})
         body = request.body if isinstance(request.body, dict) else {}
-        if body.get("state") != "stopped":
-            return self.error(400, "this fake only stops instances")
-        if instance.stops_at is None:
+        if body.get("state") == "running":
+            instance.start(at)
+        elif body.get("state") != "stopped":
+            return self.error(400, "state must be 'stopped' or 'running'")
+        elif instance.stops_at is None:
             instance.intended_status = "stopped"
             instance.stops_at = (at + timedelta(seconds=self.state.stop_delay_s)).isoformat()
         return Reply(200, {"success": True})

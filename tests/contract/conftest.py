@@ -1,6 +1,7 @@
 """Runs each contract test once per adapter: every harness_<provider>.py here is one (an
-HTTP adapter and a fake of its cloud); the on-prem and fake providers, which speak no HTTP,
-are subjects of the tests that do not need a cloud to misbehave."""
+HTTP adapter and a fake of its cloud); the on-prem provider (signalling a process, or running
+stop and resume commands) and the fake provider, which speak no HTTP, are subjects of the
+tests that do not need a cloud to misbehave."""
 
 from __future__ import annotations
 
@@ -16,11 +17,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from governor.adapters.providers.local import LocalProvider
+from governor.adapters.providers.local import LocalCommandProvider, LocalProvider
 from governor.domain.model import PodState
 from governor.domain.ports import (
     AnyProvider,
     CallResult,
+    Resumes,
     StopsPreserving,
     SystemClock,
     TerminateOnly,
@@ -36,18 +38,38 @@ HARNESSES: list[Harness] = [
 ]
 SECRET = "sk_CONTRACT_SUITE_SECRET_4b1d"
 TIMEOUT_S = 3.0  # generous for a busy machine; a canned slow answer takes three of it
+# A stand-in for `systemctl stop|start train@<ref>`: each unit is a file in a folder, saying
+# "running" or "stopped"; a "no-capacity" file there makes the next start fail.
+UNITS = """
+import pathlib, sys
+units, verb, ref = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+unit, full = units / ref, units / "no-capacity"
+if not unit.exists():
+    sys.exit(f"Unit train@{ref}.service not found." if verb == "start" else 0)
+if verb == "start" and full.exists():
+    full.unlink()
+    sys.exit("Job for train@" + ref + ".service failed: no GPU free on this machine")
+unit.write_text("running" if verb == "start" else "stopped")
+"""
 
 
 @dataclass
 class Subject:
-    """An adapter and the world it acts on: a pod running there, a ref with no pod, and
-    how to tell from the world itself that a pod has stopped."""
+    """An adapter and the world it acts on: a pod running there, a ref with no pod, how to
+    tell from the world itself that a pod has stopped or runs (billing), and what the
+    adapter can do."""
 
     adapter: AnyProvider
     running: str
     missing: str
     stopped: Callable[[str], bool]
+    billing: Callable[[str], bool]
     keep: str | None = None  # terminate-only: the persistent filesystem attached to `running`
+    resumes: bool = False  # the adapter can start a stopped pod again
+    # makes the world refuse the next resume for want of capacity (None: it never does so),
+    # and what the refusal says
+    refuse_next_resume: Callable[[], None] | None = None
+    refusal_says: str = ""
 
     def halt(self, ref: str) -> CallResult:
         """What the governor asks of the adapter when a pod must stop."""
@@ -55,6 +77,11 @@ class Subject:
             return self.adapter.stop(ref)
         assert isinstance(self.adapter, TerminateOnly) and self.keep is not None
         return self.adapter.terminate(ref, keep=self.keep)
+
+    def resume(self, ref: str) -> CallResult:
+        """What the governor asks of the adapter when a stopped pod is to run again."""
+        assert isinstance(self.adapter, Resumes)
+        return self.adapter.resume(ref)
 
 
 @dataclass
@@ -71,8 +98,17 @@ class Governed(Served[FakeCloud]):
     @property
     def subject(self) -> Subject:
         harness = self.harness
-        stopped = partial(harness.stopped, self.fake)
-        return Subject(self.adapter, harness.running, harness.missing, stopped, harness.keep)
+        return Subject(
+            self.adapter,
+            harness.running,
+            harness.missing,
+            partial(harness.stopped, self.fake),
+            partial(harness.billing, self.fake),
+            harness.keep,
+            harness.resumes,
+            partial(self.answer_next, *harness.no_capacity) if harness.no_capacity else None,
+            harness.no_capacity_says,
+        )
 
     def adapter_with(self, secret: str, client: httpx.Client) -> AnyProvider:
         return self.harness.adapter(self.url, secret, client)
@@ -97,6 +133,7 @@ def on_prem(_tmp_path: Path) -> Iterator[Subject]:
             str(process.pid),
             "pidfile:/nonexistent/train.pid",
             lambda _ref: process.poll() is not None,
+            lambda _ref: process.poll() is None,
         )
     finally:
         process.kill()
@@ -104,19 +141,64 @@ def on_prem(_tmp_path: Path) -> Iterator[Subject]:
 
 
 @contextmanager
+def on_prem_by_commands(tmp_path: Path) -> Iterator[Subject]:
+    """The local provider stopping and resuming a unit with commands (UNITS)."""
+    units = tmp_path / "units"
+    units.mkdir()
+    (units / "train-1").write_text("running")
+
+    def command(verb: str) -> list[str]:
+        return [sys.executable, "-c", UNITS, str(units), verb, "{ref}"]
+
+    def unit_is(state: str) -> Callable[[str], bool]:
+        return lambda ref: (units / ref).read_text() == state
+
+    yield Subject(
+        LocalCommandProvider(
+            stop_command=command("stop"), resume_command=command("start"), stop_latency_s=0
+        ),
+        "train-1",
+        "train-404",
+        unit_is("stopped"),
+        unit_is("running"),
+        resumes=True,
+        refuse_next_resume=(units / "no-capacity").touch,
+        refusal_says="no GPU free on this machine",
+    )
+
+
+@contextmanager
 def simulated(_tmp_path: Path) -> Iterator[Subject]:
     """The fake provider the demo and the tests govern."""
     fake = FakeProvider(SystemClock(), stop_latency_s=0)
+    fake.describe("pod-1")  # its pods appear, running, when first seen
+
+    def refuse_next_resume() -> None:
+        fake.resume_refusals = 1
+
+    def pod_is(state: PodState) -> Callable[[str], bool]:
+        return lambda ref: fake.state.pods[ref].state(fake.clock.now()) is state
+
     yield Subject(
-        fake, "pod-1", "pod-404", lambda ref: fake.describe(ref).state is PodState.STOPPED
+        fake,
+        "pod-1",
+        "pod-404",
+        pod_is(PodState.STOPPED),
+        pod_is(PodState.RUNNING),
+        resumes=True,
+        refuse_next_resume=refuse_next_resume,
+        refusal_says="no capacity",
     )
 
 
 SUBJECTS: dict[str, Callable[[Path], AbstractContextManager[Subject]]] = {
     **{h.name: lambda tmp, h=h: _subject_of(h, tmp) for h in HARNESSES},
     "local": on_prem,
+    "local-commands": on_prem_by_commands,
     "fake": simulated,
 }
+RESUMING = sorted({h.name for h in HARNESSES if h.resumes} | {"local-commands", "fake"})
+REFUSING = sorted({h.name for h in HARNESSES if h.no_capacity} | {"local-commands", "fake"})
 
 
 @contextmanager
@@ -132,6 +214,20 @@ def subject(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Subject]
         yield subject
 
 
+@pytest.fixture(params=RESUMING)
+def resumer(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Subject]:
+    """Every adapter that can resume a stopped pod."""
+    with SUBJECTS[request.param](tmp_path) as subject:
+        yield subject
+
+
+@pytest.fixture(params=REFUSING)
+def refuser(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Subject]:
+    """Every adapter whose world can refuse a resume for want of capacity."""
+    with SUBJECTS[request.param](tmp_path) as subject:
+        yield subject
+
+
 @pytest.fixture(params=HARNESSES, ids=lambda h: h.name)
 def governed(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Governed]:
     with govern(request.param, tmp_path) as governed:
@@ -141,6 +237,13 @@ def governed(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Governe
 @pytest.fixture(params=[h for h in HARNESSES if h.retry_after_honoured], ids=lambda h: h.name)
 def honours_retry_after(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Governed]:
     """Adapters whose client lets a 429's Retry-After through (boto3's does not)."""
+    with govern(request.param, tmp_path) as governed:
+        yield governed
+
+
+@pytest.fixture(params=[h for h in HARNESSES if h.resumes], ids=lambda h: h.name)
+def resuming(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Governed]:
+    """Adapters over HTTP that can resume a stopped pod."""
     with govern(request.param, tmp_path) as governed:
         yield governed
 

@@ -1,5 +1,5 @@
 """What the provider contract suite needs from each adapter: a fake of its cloud with one
-running pod, and the adapter pointed at that fake over real HTTP.
+running pod, the adapter pointed at that fake over real HTTP, and what the adapter can do.
 
 Every `harness_<provider>.py` in this folder defines `HARNESS`, an instance of a Harness
 subclass; the suite runs every contract test against each of them.
@@ -22,6 +22,11 @@ class Harness(ABC):
     missing: str = "pod-404"  # a pod the fake has never heard of
     keep: str | None = None  # terminate-only: the persistent filesystem attached to `running`
     retry_after_honoured: bool = True  # a 429's Retry-After reaches CallResult.retry_after_s
+    resumes: bool = True  # the adapter can start a stopped pod again (Resumes)
+    # Canned answers after which the next resume (a read, then the start) is refused for want
+    # of capacity, and what that refusal says; () where the provider never refuses so.
+    no_capacity: tuple[str, ...] = ("", "no-capacity")
+    no_capacity_says: str = ""
 
     @abstractmethod
     def cloud(self, state_file: Path, secret: str) -> FakeCloud:
@@ -34,6 +39,10 @@ class Harness(ABC):
     @abstractmethod
     def stopped(self, cloud: FakeCloud, ref: str) -> bool:
         """Whether the fake cloud has `ref` stopped (terminated, for terminate-only)."""
+
+    @abstractmethod
+    def billing(self, cloud: FakeCloud, ref: str) -> bool:
+        """Whether the fake cloud has `ref` running, billing its compute."""
 
     @abstractmethod
     def destructive_calls(self, cloud: FakeCloud) -> list[str]:

@@ -19,6 +19,7 @@ class AwsHarness(Harness):
     running = "i-0123456789abcdef0"
     missing = "i-0000000000000404f"
     retry_after_honoured = False  # EC2 throttles with 503 RequestLimitExceeded, no Retry-After
+    no_capacity_says = "InsufficientInstanceCapacity"
 
     def cloud(self, state_file: Path, secret: str) -> FakeEc2:
         fake = FakeEc2(state_file, secret)
@@ -41,6 +42,10 @@ class AwsHarness(Harness):
     def stopped(self, cloud: FakeCloud, ref: str) -> bool:
         assert isinstance(cloud, FakeEc2)
         return cloud.state.instances[ref].state == "stopped"
+
+    def billing(self, cloud: FakeCloud, ref: str) -> bool:
+        assert isinstance(cloud, FakeEc2)
+        return cloud.state.instances[ref].state in ("pending", "running")
 
     def destructive_calls(self, cloud: FakeCloud) -> list[str]:
         assert isinstance(cloud, FakeEc2)

@@ -18,6 +18,7 @@ class GcpHarness(Harness):
     name = "gcp"
     running = "us-central1-a/pod-1"
     missing = "us-central1-a/pod-404"
+    no_capacity_says = "ZONE_RESOURCE_POOL_EXHAUSTED"
 
     def cloud(self, state_file: Path, secret: str) -> FakeGcp:
         fake = FakeGcp(state_file, secret, project="contract-project")
@@ -37,6 +38,10 @@ class GcpHarness(Harness):
     def stopped(self, cloud: FakeCloud, ref: str) -> bool:
         assert isinstance(cloud, FakeGcp)
         return cloud.state.instances[ref].status(now()) == "TERMINATED"
+
+    def billing(self, cloud: FakeCloud, ref: str) -> bool:
+        assert isinstance(cloud, FakeGcp)
+        return cloud.state.instances[ref].status(now()) == "RUNNING"
 
     def destructive_calls(self, cloud: FakeCloud) -> list[str]:
         return cloud.calls("DELETE")

@@ -14,6 +14,7 @@ class KubernetesHarness(Harness):
     name = "kubernetes"
     running = "ml/job/pod-1"
     missing = "ml/job/pod-404"
+    no_capacity = ()  # the API server accepts a resume; pods without room wait, Pending
 
     def cloud(self, state_file: Path, secret: str) -> FakeKubernetes:
         fake = FakeKubernetes(state_file, secret)
@@ -27,6 +28,11 @@ class KubernetesHarness(Harness):
         assert isinstance(cloud, FakeKubernetes)
         workload = cloud.workloads[ref]
         return workload.wanted() == 0 and not workload.running(now())
+
+    def billing(self, cloud: FakeCloud, ref: str) -> bool:
+        assert isinstance(cloud, FakeKubernetes)
+        workload = cloud.workloads[ref]
+        return workload.wanted() > 0 and workload.running(now())
 
     def destructive_calls(self, cloud: FakeCloud) -> list[str]:
         return cloud.calls("DELETE")

@@ -13,6 +13,8 @@ from tests.contract.harness import Harness
 class LambdaHarness(Harness):
     name = "lambda"
     keep = "ckpts"  # the filesystem FakeLambda.add_pod attaches
+    resumes = False  # a terminated instance is gone: a new one is launched on the filesystem
+    no_capacity = ()
 
     def cloud(self, state_file: Path, secret: str) -> FakeLambda:
         fake = FakeLambda(state_file, secret)
@@ -25,6 +27,10 @@ class LambdaHarness(Harness):
     def stopped(self, cloud: FakeCloud, ref: str) -> bool:
         assert isinstance(cloud, FakeLambda)
         return cloud.state.instances[ref].status in ("terminating", "terminated")
+
+    def billing(self, cloud: FakeCloud, ref: str) -> bool:
+        assert isinstance(cloud, FakeLambda)
+        return cloud.state.instances[ref].status == "active"
 
     def destructive_calls(self, cloud: FakeCloud) -> list[str]:
         assert isinstance(cloud, FakeLambda)

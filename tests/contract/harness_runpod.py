@@ -12,6 +12,7 @@ from tests.contract.harness import Harness
 
 class RunPodHarness(Harness):
     name = "runpod"
+    no_capacity_says = "not enough free GPUs"
 
     def cloud(self, state_file: Path, secret: str) -> FakeRunPod:
         fake = FakeRunPod(state_file, secret)
@@ -25,9 +26,13 @@ class RunPodHarness(Harness):
         assert isinstance(cloud, FakeRunPod)
         return cloud.state.pods[ref].desired_status == "EXITED"
 
+    def billing(self, cloud: FakeCloud, ref: str) -> bool:
+        assert isinstance(cloud, FakeRunPod)
+        return cloud.state.pods[ref].desired_status == "RUNNING"
+
     def destructive_calls(self, cloud: FakeCloud) -> list[str]:
         assert isinstance(cloud, FakeRunPod)
-        return [name for name in cloud.state.mutation_names() if name != "podStop"]
+        return [n for n in cloud.state.mutation_names() if n not in ("podStop", "podResume")]
 
 
 HARNESS = RunPodHarness()

@@ -14,6 +14,7 @@ class VastHarness(Harness):
     name = "vast"
     running = "1001"  # Vast instance ids are numbers
     missing = "404404"
+    no_capacity = ()  # Vast accepts a start whose GPU is rented out: it waits, `scheduling`
 
     def cloud(self, state_file: Path, secret: str) -> FakeVast:
         fake = FakeVast(state_file, secret)
@@ -26,6 +27,10 @@ class VastHarness(Harness):
     def stopped(self, cloud: FakeCloud, ref: str) -> bool:
         assert isinstance(cloud, FakeVast)
         return cloud.state.instances[ref].actual_status(cloud.clock()) == "stopped"
+
+    def billing(self, cloud: FakeCloud, ref: str) -> bool:
+        assert isinstance(cloud, FakeVast)
+        return cloud.state.instances[ref].actual_status(cloud.clock()) == "running"
 
     def destructive_calls(self, cloud: FakeCloud) -> list[str]:
         assert isinstance(cloud, FakeVast)

@@ -4,7 +4,10 @@
 Stopping is idempotent (already stopped or gone is done), a preserving adapter cannot
 terminate anything, failures are classified the same way everywhere (rate limits, 5xx,
 timeouts and malformed bodies retryable; a refused key permanent) and no secret reaches an
-error text or a log line.
+error text or a log line. An adapter resumes exactly where its provider can start a stopped
+pod again: the pod then runs and bills again; resuming is idempotent; a pod that is not
+there, or a refusal for want of capacity, is permanent in the provider's words; failures are
+classified as for a stop.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from governor.domain.model import PodState
 from governor.domain.ports import (
     CallOutcome,
     CallResult,
+    Resumes,
     StopsPreserving,
     TerminateOnly,
 )
@@ -59,6 +63,7 @@ def test_the_adapter_has_exactly_one_capability(subject: Subject) -> None:
 def test_describe_reads_a_running_pod(subject: Subject) -> None:
     described = subject.adapter.describe(subject.running)
     assert described.state is PodState.RUNNING
+    assert subject.billing(subject.running)
     rate = described.hourly_rate_usd
     assert rate is None or (isinstance(rate, Decimal) and rate >= 0)
 
@@ -66,7 +71,7 @@ def test_describe_reads_a_running_pod(subject: Subject) -> None:
 def test_stop_is_idempotent(subject: Subject) -> None:
     ref = subject.running
     halt_until_done(subject, ref)
-    assert subject.stopped(ref)
+    assert subject.stopped(ref) and not subject.billing(ref)
     assert subject.halt(ref).outcome is CallOutcome.DONE
     assert subject.adapter.describe(ref).state is not PodState.RUNNING
 
@@ -128,3 +133,100 @@ def test_terminate_only_refuses_without_the_named_filesystem(terminating: Govern
     assert result.outcome is CallOutcome.PERMANENT and "not-attached-fs" in result.detail
     assert governed.harness.destructive_calls(governed.cloud) == []
     assert not governed.harness.stopped(governed.cloud, governed.harness.running)
+
+
+# resume ----------------------------------------------------------------------------------
+
+
+def test_the_adapter_resumes_exactly_where_its_provider_can(subject: Subject) -> None:
+    assert isinstance(subject.adapter, Resumes) == subject.resumes
+    assert hasattr(subject.adapter, "resume") == subject.resumes
+
+
+def test_a_stopped_pod_resumes_and_bills_again(resumer: Subject) -> None:
+    ref = resumer.running
+    halt_until_done(resumer, ref)
+    result = resumer.resume(ref)
+    assert result.outcome is CallOutcome.DONE, result
+    assert resumer.adapter.describe(ref).state is PodState.RUNNING
+    assert resumer.billing(ref) and not resumer.stopped(ref)
+    halt_until_done(resumer, ref)  # and it can be stopped again
+    assert resumer.stopped(ref) and not resumer.billing(ref)
+
+
+def test_resuming_is_idempotent(resumer: Subject) -> None:
+    ref = resumer.running
+    assert resumer.resume(ref).outcome is CallOutcome.DONE  # running already
+    halt_until_done(resumer, ref)
+    for _ in range(2):
+        result = resumer.resume(ref)
+        assert result.outcome is CallOutcome.DONE, result
+        assert resumer.billing(ref)
+    assert resumer.adapter.describe(ref).state is PodState.RUNNING
+
+
+def test_resuming_a_pod_that_is_not_there_is_permanent(resumer: Subject) -> None:
+    result = resumer.resume(resumer.missing)
+    assert result.outcome is CallOutcome.PERMANENT, result
+
+
+def test_a_refusal_for_want_of_capacity_is_permanent_in_the_providers_words(
+    refuser: Subject,
+) -> None:
+    ref = refuser.running
+    halt_until_done(refuser, ref)
+    assert refuser.refuse_next_resume is not None
+    refuser.refuse_next_resume()
+    refused = refuser.resume(ref)
+    assert refused.outcome is CallOutcome.PERMANENT, refused
+    assert refuser.refusal_says in refused.detail
+    assert refuser.stopped(ref) and not refuser.billing(ref)
+    assert refuser.resume(ref).outcome is CallOutcome.DONE  # once there is room again
+    assert refuser.billing(ref)
+
+
+@pytest.mark.parametrize(("answer", "says"), FAILURES, ids=[a for a, _ in FAILURES])
+def test_transient_resume_failures_are_retryable(
+    resuming: Governed, answer: str, says: str
+) -> None:
+    subject, ref = resuming.subject, resuming.harness.running
+    halt_until_done(subject, ref)
+    resuming.answer_next("", answer)  # the read goes through, the start fails
+    result = subject.resume(ref)
+    assert result.outcome is CallOutcome.RETRYABLE, result
+    assert says in result.detail
+    assert SECRET not in result.detail
+    assert subject.resume(ref).outcome is CallOutcome.DONE  # the next try goes through
+    assert subject.billing(ref)
+
+
+def test_a_resume_with_a_refused_key_is_permanent_and_never_echoed(resuming: Governed) -> None:
+    ref = resuming.harness.running
+    halt_until_done(resuming.subject, ref)
+    wrong = "sk_WRONG_KEY_never_echoed_77"
+    with httpx.Client(timeout=TIMEOUT_S) as client:
+        adapter = resuming.adapter_with(wrong, client)
+        assert isinstance(adapter, Resumes)
+        result = adapter.resume(ref)
+    assert result.outcome is CallOutcome.PERMANENT, result
+    assert wrong not in result.detail
+    assert not resuming.harness.billing(resuming.cloud, ref)
+
+
+def test_no_resume_error_or_log_line_carries_the_secret(
+    resuming: Governed, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    subject, ref = resuming.subject, resuming.harness.running
+    halt_until_done(subject, ref)
+    details = []
+    for answer, _ in FAILURES:
+        resuming.answer_next("", answer)
+        details.append(subject.resume(ref).detail)
+    if subject.refuse_next_resume is not None:
+        subject.refuse_next_resume()
+        details.append(subject.resume(ref).detail)
+    assert subject.resume(ref).outcome is CallOutcome.DONE
+    assert caplog.records, "expected the HTTP client to log its requests"
+    assert SECRET not in caplog.text
+    assert all(SECRET not in detail for detail in details)

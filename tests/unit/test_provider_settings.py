@@ -13,10 +13,11 @@ from governor.adapters.providers.aws import Ec2Provider
 from governor.adapters.providers.gcp import GcpProvider
 from governor.adapters.providers.kubernetes import KubernetesProvider
 from governor.adapters.providers.lambda_cloud import LambdaProvider
-from governor.adapters.providers.local import LocalProvider
+from governor.adapters.providers.local import LocalCommandProvider, LocalProvider
 from governor.adapters.providers.runpod import RunPodProvider
 from governor.adapters.providers.vast import VastProvider
 from governor.bootstrap import ProviderSetupError, build_providers
+from governor.domain.ports import Resumes
 from governor.fakes.cloud import BillingFakeProvider, FakeProvider
 from governor.settings import load_settings
 from tests.clock import FrozenClock
@@ -96,6 +97,22 @@ def test_rates_are_json_objects_of_decimals() -> None:
     assert str(settings.aws_rates["p5"]) == "98.32"
     with pytest.raises(ValidationError, match="not a JSON object of rates"):
         load_settings(gcp_rates="a2=3.67")
+
+
+def test_a_resume_command_makes_the_local_provider_resume() -> None:
+    stop_only = build_providers(load_settings(local_stop_command='["true"]'), FrozenClock())
+    assert not isinstance(stop_only["local"], Resumes)
+    settings = load_settings(
+        local_stop_command='["systemctl", "stop", "{ref}"]',
+        local_resume_command='["systemctl", "start", "{ref}"]',
+    )
+    local = build_providers(settings, FrozenClock())["local"]
+    assert isinstance(local, LocalCommandProvider) and isinstance(local, Resumes)
+
+
+def test_a_resume_command_without_a_stop_command_is_refused() -> None:
+    with pytest.raises(ProviderSetupError, match="GOVERNOR_LOCAL_STOP_COMMAND"):
+        build_providers(load_settings(local_resume_command='["true"]'), FrozenClock())
 
 
 def test_an_unknown_signal_is_refused_naming_it() -> None:

@@ -1,8 +1,10 @@
-"""AWS EC2 through boto3: read an instance's state, rate and EBS storage, and stop it
-keeping its EBS volumes.
+"""AWS EC2 through boto3: read an instance's state, rate and EBS storage, stop it keeping
+its EBS volumes, and start it again on them.
 
-Only DescribeInstances, DescribeVolumes and StopInstances are ever sent, the stop without
-Hibernate or Force; never TerminateInstances, which deletes the root volume. Listing the
+Only DescribeInstances, DescribeVolumes, StopInstances and StartInstances are ever sent, the
+stop without Hibernate or Force; never TerminateInstances, which deletes the root volume. A
+start that EC2 accepted (the instance `pending`) is done; InsufficientInstanceCapacity,
+which EC2 answers as a server error, is a permanent refusal in EC2's words. Listing the
 account's instances is DescribeInstances without ids, page by page, then one
 DescribeVolumes for all their volumes. An instance whose root device is instance store
 cannot be stopped at all (EC2 refuses, and its data would not survive anyway), so
@@ -18,7 +20,7 @@ so `retry_after_s` is always None. Every message is masked of the credentials.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -58,6 +60,7 @@ CREDENTIALS_REFUSED = frozenset(
     {"AuthFailure", "UnauthorizedOperation", "InvalidClientTokenId", "SignatureDoesNotMatch"}
 )
 NOT_FOUND = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"})
+NO_CAPACITY = frozenset({"InsufficientInstanceCapacity", "InsufficientHostCapacity"})
 CANNOT_PRESERVE = (
     "its root device is an instance store, which EC2 cannot stop; "
     "the data on it would be lost when the instance ends"
@@ -74,7 +77,8 @@ class WrongState(ProviderError):
 
 
 class Ec2Provider:
-    """Implements StopsPreserving against EC2's Query API, through a boto3 EC2 client.
+    """Implements StopsPreserving, Resumes and ListsPods against EC2's Query API, through a
+    boto3 EC2 client.
 
     `rates` maps an instance type to its $/hour, and "<type>:spot" to its spot rate;
     `secrets` are masked in every message (the access key id, secret key, session token).
@@ -178,27 +182,42 @@ class Ec2Provider:
         except InstanceNotFound:
             return CallResult(CallOutcome.DONE, "already gone")
         except WrongState as exc:
-            return self._reread(ref, exc)
+            return self._reread(ref, exc, _settled)
         except ProviderError as exc:
             return CallResult.failed(exc)
-        changes = [c for c in answer.get("StoppingInstances") or [] if c.get("InstanceId") == ref]
-        current = changes[0].get("CurrentState", {}).get("Name") if changes else None
+        current = _current(answer, "StoppingInstances", ref)
         if current is None:
             return CallResult.failed(self._unreadable("StopInstances"))
         if current == "stopped":
             return CallResult(CallOutcome.DONE, "stopped; EBS volumes kept")
         return CallResult(CallOutcome.PENDING, f"StopInstances accepted; {current}")
 
-    def _reread(self, ref: str, refused: WrongState) -> CallResult:
-        """After IncorrectInstanceState: the state now says whether the stop is moot."""
+    def resume(self, ref: str) -> CallResult:
+        """Starts a stopped instance; one that is gone, or on its way out, cannot start."""
+        try:
+            if (started := _started(self._instance(ref)["State"]["Name"])) is not None:
+                return started
+            answer = self._call("StartInstances", InstanceIds=[ref], ref=ref)
+        except WrongState as exc:
+            return self._reread(ref, exc, _started)
+        except ProviderError as exc:
+            return CallResult.failed(exc)
+        current = _current(answer, "StartingInstances", ref)
+        if current is None:
+            return CallResult.failed(self._unreadable("StartInstances"))
+        return CallResult(CallOutcome.DONE, f"StartInstances accepted; {current}")
+
+    def _reread(
+        self, ref: str, refused: WrongState, settled: Callable[[str], CallResult | None]
+    ) -> CallResult:
+        """After IncorrectInstanceState: the state now says whether the call is moot."""
         try:
             state = self._instance(ref)["State"]["Name"]
         except InstanceNotFound:
-            return CallResult(CallOutcome.DONE, "already gone")
+            state = "terminated"  # EC2 forgets a terminated instance after a while
         except ProviderError as exc:
             return CallResult.failed(exc)
-        settled = _settled(state)
-        return settled or CallResult(CallOutcome.RETRYABLE, f"{refused} (it is {state})")
+        return settled(state) or CallResult(CallOutcome.RETRYABLE, f"{refused} (it is {state})")
 
     def _instance(self, ref: str) -> dict[str, Any]:
         answer = self._call("DescribeInstances", InstanceIds=[ref], ref=ref)
@@ -264,6 +283,8 @@ class Ec2Provider:
             return InstanceNotFound(ref, code)
         if code == "IncorrectInstanceState":
             return WrongState(self._text(f"refused {action} ({detail})"), retryable=False)
+        if code in NO_CAPACITY:  # EC2 answers these with a 5xx, but retrying will not help
+            return self._error(f"has no capacity for {action} ({detail})", False, status)
         if code in THROTTLED:
             return self._error(f"rate limited {action} ({detail})", True, status)
         if code in UNAVAILABLE or (status or 0) >= 500:
@@ -291,10 +312,27 @@ def _volume_ids(instance: dict[str, Any]) -> list[str]:
     ]
 
 
+def _current(answer: dict[str, Any], changes: str, ref: str) -> str | None:
+    """The state a Stop/StartInstances answer says `ref` is in now; None if it does not."""
+    mine = [c for c in answer.get(changes) or [] if c.get("InstanceId") == ref]
+    return mine[0].get("CurrentState", {}).get("Name") if mine else None
+
+
 def _settled(state: str) -> CallResult | None:
     """What a stop amounts to for an instance already on its way down; None if it is up."""
     if state in ("stopped", "terminated"):
         return CallResult(CallOutcome.DONE, f"already {state}")
     if state in ("stopping", "shutting-down"):
         return CallResult(CallOutcome.PENDING, f"already {state}")
+    return None
+
+
+def _started(state: str) -> CallResult | None:
+    """What a resume amounts to for an instance that is not stopped; None if it is."""
+    if state in ("pending", "running"):
+        return CallResult(CallOutcome.DONE, f"already {state}")
+    if state == "stopping":
+        return CallResult(CallOutcome.RETRYABLE, "still stopping; it can start once stopped")
+    if state in ("shutting-down", "terminated"):
+        return CallResult(CallOutcome.PERMANENT, f"aws instance is {state}: it cannot start")
     return None

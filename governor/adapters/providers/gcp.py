@@ -1,7 +1,7 @@
-"""GCP Compute Engine over its REST API: read a VM's rate, state and disks, and stop it
-keeping its persistent disks.
+"""GCP Compute Engine over its REST API: read a VM's rate, state and disks, stop it keeping
+its persistent disks, and start it again on them.
 
-Only `instances.get`, `disks.get`, `instances.stop` and the project-wide
+Only `instances.get`, `disks.get`, `instances.stop`, `instances.start` and the project-wide
 `instances.aggregatedList` and `disks.aggregatedList` are ever sent; never
 `instances.delete`, which takes every auto-delete disk (the boot disk by default) with it.
 A stopped VM is TERMINATED in GCP's words; its persistent disks keep billing. Local SSDs
@@ -14,7 +14,9 @@ by hours, too late to govern with; the governor meters rate x time itself.
 
 Instances stop asynchronously: `instances.stop` answers a zonal Operation, and the
 Operation finishing is not the VM being TERMINATED, so a stop that was accepted is PENDING
-and the next stop call re-reads the VM.
+and the next stop call re-reads the VM. A start that was accepted is done: the VM bills
+from then on. A zone without the capacity to start it (ZONE_RESOURCE_POOL_EXHAUSTED, in the
+Operation or the answer) is a permanent refusal, in Google's words.
 """
 
 from __future__ import annotations
@@ -71,6 +73,10 @@ RATE_LIMIT_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded"})
 # Operation error codes that may pass on a later try; any other code is permanent.
 RETRYABLE_OPERATION_CODES = frozenset(
     {"RESOURCE_NOT_READY", "RESOURCE_OPERATION_RATE_EXCEEDED", "RATE_LIMIT_EXCEEDED"}
+)
+# The zone has no machine free to start the VM on; Google may say so with a 5xx.
+NO_CAPACITY = frozenset(
+    {"ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"}
 )
 _GCE_NAME = r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?"
 _REF = re.compile(rf"(?P<zone>{_GCE_NAME})/(?P<name>{_GCE_NAME})")
@@ -135,16 +141,22 @@ class WrongState(ProviderError):
 
 class _ComputeHttp(ProviderHttp):
     """ProviderHttp that reads Google's error body: 403 rateLimitExceeded is retryable,
-    a 404 naming an instance is InstanceNotFound and a state conflict is WrongState."""
+    a 404 naming an instance is InstanceNotFound, a state conflict is WrongState and a zone
+    without capacity is permanent, whatever the status."""
 
     def raise_for_status(self, response: httpx.Response) -> None:
         status = response.status_code
-        google = _google_error(response)
-        if google is None or not 400 <= status < 500 or status == 429:
+        google = _google_error(response) if status >= 400 and status != 429 else None
+        if google is None:
             super().raise_for_status(response)
             return
         said, reasons = google
         what = f"(HTTP {status} {'/'.join(sorted(reasons)) or 'error'}: {said})"
+        if reasons & NO_CAPACITY:
+            raise self.error(f"has no capacity to start it {what}", False, status=status)
+        if status >= 500:
+            super().raise_for_status(response)
+            return
         if status == 404 and "/instances/" in said:
             error = self.error(f"has no such instance {what}", False, status=status)
             raise InstanceNotFound(str(error), retryable=False, status=status)
@@ -159,7 +171,8 @@ class _ComputeHttp(ProviderHttp):
 
 
 class GcpProvider:
-    """Implements StopsPreserving against the Compute Engine API for one project.
+    """Implements StopsPreserving, Resumes and ListsPods against the Compute Engine API for
+    one project.
 
     `rates` maps a machine type to its $/hour, and "<type>:spot" to its Spot price; a
     machine type not in it has no known rate (None). GPUs attached to a general-purpose
@@ -222,15 +235,37 @@ class GcpProvider:
                 return _settled(state)
             params = {"discardLocalSsd": "false", "requestId": str(uuid4())}
             try:
-                operation = http.request("POST", f"{url}/stop", params=params)
+                answer = http.request("POST", f"{url}/stop", params=params)
             except WrongState as exc:
                 state = _state(_instance(http, url))
                 return CallResult.failed(exc) if state is PodState.RUNNING else _settled(state)
-            return _accepted(http, _object(http, operation, "an operation"))
+            operation = _operation(http, answer, "stop")
         except InstanceNotFound:
             return CallResult(CallOutcome.DONE, "already gone")
         except ProviderError as exc:
             return CallResult.failed(exc)
+        name, status = operation.get("name", "?"), operation.get("status", "?")
+        return CallResult(
+            CallOutcome.PENDING, f"stop accepted (operation {name} {status}); not TERMINATED yet"
+        )
+
+    def resume(self, ref: str) -> CallResult:
+        """Starts a stopped VM; a VM that is missing or deleted cannot be started."""
+        try:
+            url, http = self._instance_url(ref), self._http()
+            if _state(_instance(http, url)) is PodState.RUNNING:
+                return CallResult(CallOutcome.DONE, "already running")
+            try:
+                answer = http.request("POST", f"{url}/start", params={"requestId": str(uuid4())})
+            except WrongState as exc:  # e.g. still STOPPING; started meanwhile is as good
+                if _state(_instance(http, url)) is not PodState.RUNNING:
+                    return CallResult.failed(exc)
+                return CallResult(CallOutcome.DONE, "started meanwhile")
+            operation = _operation(http, answer, "start")
+        except ProviderError as exc:
+            return CallResult.failed(exc)
+        name, status = operation.get("name", "?"), operation.get("status", "?")
+        return CallResult(CallOutcome.DONE, f"start accepted (operation {name} {status})")
 
     def _http(self) -> _ComputeHttp:
         """A client for one call with the token valid now, which is also the secret masked
@@ -341,23 +376,22 @@ def _google_error(response: httpx.Response) -> tuple[str, frozenset[str]] | None
     return str(error.get("message", ""))[:300], reasons
 
 
-def _accepted(http: _ComputeHttp, operation: dict[str, Any]) -> CallResult:
-    """What a stop's Operation amounts to: PENDING unless it already failed."""
+def _operation(http: _ComputeHttp, answer: Any, verb: str) -> dict[str, Any]:
+    """The Operation a `verb` call answered, or the error it already failed with (the
+    instance missing: InstanceNotFound)."""
+    operation = _object(http, answer, "an operation")
     error = operation.get("error")
     errors = error.get("errors") if isinstance(error, dict) else None
     if not errors:
-        name, status = operation.get("name", "?"), operation.get("status", "?")
-        return CallResult(
-            CallOutcome.PENDING, f"stop accepted (operation {name} {status}); not TERMINATED yet"
-        )
+        return operation
     codes = {str(e.get("code")) for e in errors if isinstance(e, dict)}
-    if "RESOURCE_NOT_FOUND" in codes:
-        return CallResult(CallOutcome.DONE, "already gone")
     said = "; ".join(
         f"{e.get('code')}: {e.get('message')}" if isinstance(e, dict) else str(e) for e in errors
     )[:300]
-    retryable = bool(codes & RETRYABLE_OPERATION_CODES)
-    return CallResult.failed(http.error(f"stop operation failed: {said}", retryable))
+    failed = http.error(f"{verb} operation failed: {said}", bool(codes & RETRYABLE_OPERATION_CODES))
+    if "RESOURCE_NOT_FOUND" in codes:
+        raise InstanceNotFound(str(failed), retryable=False)
+    raise failed
 
 
 def _settled(state: PodState) -> CallResult:

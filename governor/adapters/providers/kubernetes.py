@@ -1,13 +1,15 @@
 """Kubernetes over its API server: a Job, Deployment or StatefulSet is the pod the governor
-stops, keeping its PersistentVolumeClaims.
+stops, keeping its PersistentVolumeClaims, and resumes on them.
 
 A Job is suspended (`spec.suspend: true`: its controller deletes the pods and makes none
-until it is resumed). A Deployment or StatefulSet is scaled to zero through its `scale`
-subresource, after its replica count is recorded in an annotation so that it can be
-restored. Only GET (of one workload, or of each kind across the namespaces the token may
-list) and JSON merge-patch PATCH are sent; nothing is ever deleted. Volumes that
-die with their pods (generic ephemeral volumes, claims a StatefulSet deletes when scaled
-down) make the adapter refuse to stop rather than lose them.
+until it is resumed, `spec.suspend: false`). A Deployment or StatefulSet is scaled to zero
+through its `scale` subresource, after its replica count is recorded in an annotation; a
+resume scales it back to that count, and refuses one the governor did not stop. Only GET
+(of one workload, or of each kind across the namespaces the token may list) and JSON
+merge-patch PATCH are sent; nothing is ever deleted. Volumes that die with their pods
+(generic ephemeral volumes, claims a StatefulSet deletes when scaled down) make the adapter
+refuse to stop rather than lose them. The API server accepts a resume even where no node
+has room for the pods: they wait, Pending, for one.
 
 Kubernetes has no prices: the rate is declared at registration, and stopping saves money
 only where the node goes with the pods (a cluster autoscaler, per-pod billing).
@@ -152,7 +154,7 @@ class _Seen:
 
 
 class KubernetesProvider:
-    """Implements StopsPreserving and ListsPods against a cluster's API server.
+    """Implements StopsPreserving, Resumes and ListsPods against a cluster's API server.
 
     `client` is built by the caller, trusting the cluster's CA (`verify=`); `token` is a
     bearer token (a service account's) allowed to get and patch jobs, deployments,
@@ -227,6 +229,37 @@ class KubernetesProvider:
             return CallResult.failed(exc)
         how = "suspended" if workload.kind == "job" else "scaled to zero"
         return CallResult(CallOutcome.PENDING, f"{workload} {how}; its pods are exiting")
+
+    def resume(self, ref: str) -> CallResult:
+        try:
+            seen = self._read(Workload.parse(ref))
+            if seen.state is PodState.RUNNING:
+                return CallResult(CallOutcome.DONE, "already running")
+            return self._restart(seen)
+        except ProviderError as exc:
+            return CallResult.failed(exc)
+
+    def _restart(self, seen: _Seen) -> CallResult:
+        """Gives a stopped (or stopping) workload its pods back: a Job is unsuspended, a
+        Deployment or StatefulSet scaled back to the replica count its stop recorded."""
+        workload = seen.workload
+        if workload.kind == "job":
+            if _finished(_section(seen.obj, "spec"), _section(seen.obj, "status")):
+                return CallResult(
+                    CallOutcome.PERMANENT, f"kubernetes: {workload} has finished; it runs no more"
+                )
+            self._patch(workload, workload.path, {"spec": {"suspend": False}})
+            return CallResult(CallOutcome.DONE, f"{workload} unsuspended")
+        replicas = _replicas_before_stop(seen)
+        if replicas is None:
+            return CallResult(
+                CallOutcome.PERMANENT,
+                f"kubernetes: {workload} has no {REPLICAS_ANNOTATION} annotation: the governor "
+                "did not stop it and does not know how many replicas to restore; scale it up "
+                "by hand",
+            )
+        self._patch(workload, f"{workload.path}/scale", {"spec": {"replicas": replicas}})
+        return CallResult(CallOutcome.DONE, f"{workload} scaled back to {replicas} replicas")
 
     def _halt(self, seen: _Seen) -> None:
         workload = seen.workload
@@ -340,6 +373,15 @@ def _finished(spec: dict[str, Any], status: dict[str, Any]) -> bool:
 
 def _replicas(seen: _Seen) -> int:
     return _count(_section(seen.obj, "spec"), "replicas", default=1)
+
+
+def _replicas_before_stop(seen: _Seen) -> int | None:
+    """The replica count the governor's stop recorded; None without a usable record."""
+    annotations = _section(_section(seen.obj, "metadata"), "annotations")
+    recorded = annotations.get(REPLICAS_ANNOTATION)
+    if not isinstance(recorded, str) or not (recorded.isascii() and recorded.isdigit()):
+        return None
+    return int(recorded) or None  # a stop never records zero: that workload was not running
 
 
 def _cannot_preserve(seen: _Seen) -> str | None:

@@ -10,7 +10,9 @@ not it, and is never signalled.
 With a command (an argument list run without a shell, "{ref}" in any argument replaced by
 the ref, e.g. `systemctl stop train@{ref}`), stopping runs it and exit status 0 means
 stopped. The governor cannot observe what the command stops, so such a pod is described as
-running until its stop command has succeeded in this process.
+running until its stop command has succeeded in this process. Only such a pod can be
+resumed, by a resume command given the same way (`systemctl start train@{ref}`: see
+LocalCommandProvider); a process ended by a signal cannot be started again from here.
 
 Nothing here has a price: the rate is declared when the pod is registered.
 """
@@ -34,7 +36,7 @@ STOP_LATENCY_S = 90.0
 COMMAND_TIMEOUT_S = 30.0
 PIDFILE = "pidfile:"
 REF_FORM = "a pid (12345) or a pid file (pidfile:/run/train.pid)"
-STDERR_LINES = 3  # how much of a failed stop command's stderr a result quotes
+STDERR_LINES = 3  # how much of a failed command's stderr a result quotes
 _PID = re.compile(r"\d+")
 
 
@@ -110,10 +112,19 @@ class LocalProvider:
     def stop(self, ref: str) -> CallResult:
         try:
             if self._command is not None:
-                return self._run_command(self._command, ref)
+                return self._stop_by_command(self._command, ref)
             return self._send_signal(ref)
         except ProviderError as exc:
             return CallResult.failed(exc)
+
+    def _stop_by_command(self, command: tuple[str, ...], ref: str) -> CallResult:
+        _check_command_ref(ref)
+        if ref in self._stopped:
+            return CallResult(CallOutcome.DONE, "already stopped by the stop command")
+        result = self._run_command("stop", command, ref, failed=CallOutcome.RETRYABLE)
+        if result.outcome is CallOutcome.DONE:
+            self._stopped.add(ref)
+        return result
 
     def _send_signal(self, ref: str) -> CallResult:
         process = self._process(ref)
@@ -151,10 +162,11 @@ class LocalProvider:
         first = self._first_seen.setdefault(ref, process)
         return process if process == first else None  # the pid now names someone else
 
-    def _run_command(self, command: tuple[str, ...], ref: str) -> CallResult:
-        _check_command_ref(ref)
-        if ref in self._stopped:
-            return CallResult(CallOutcome.DONE, "already stopped by the stop command")
+    def _run_command(
+        self, what: str, command: tuple[str, ...], ref: str, *, failed: CallOutcome
+    ) -> CallResult:
+        """Runs the `what` ("stop", "resume") command for `ref`: DONE when it exits with 0,
+        `failed` when it exits otherwise, quoting the last lines of its stderr."""
         argv = [argument.replace("{ref}", ref) for argument in command]
         program = argv[0]
         try:
@@ -170,28 +182,68 @@ class LocalProvider:
         except FileNotFoundError:
             return CallResult(
                 CallOutcome.PERMANENT,
-                f"local stop command {program!r} was not found: install it or fix the command",
+                f"local {what} command {program!r} was not found: install it or fix the command",
             )
         except subprocess.TimeoutExpired:
             return CallResult(
                 CallOutcome.RETRYABLE,
-                f"local stop command {program!r} did not finish within "
+                f"local {what} command {program!r} did not finish within "
                 f"{self._command_timeout_s:g} s and was killed",
             )
         except OSError as exc:
             return CallResult(
                 CallOutcome.PERMANENT,
-                f"local cannot run the stop command {program!r}: {exc.strerror or exc}",
+                f"local cannot run the {what} command {program!r}: {exc.strerror or exc}",
             )
         if finished.returncode == 0:
-            self._stopped.add(ref)
-            return CallResult(CallOutcome.DONE, f"stop command {program!r} succeeded")
+            return CallResult(CallOutcome.DONE, f"{what} command {program!r} succeeded")
         said = "\n".join(finished.stderr.strip().splitlines()[-STDERR_LINES:])
         tail = f": {redact(said)[-500:]}" if said else ""
         return CallResult(
-            CallOutcome.RETRYABLE,
-            f"local stop command {program!r} exited with status {finished.returncode}{tail}",
+            failed,
+            f"local {what} command {program!r} exited with status {finished.returncode}{tail}",
         )
+
+
+class LocalCommandProvider(LocalProvider):
+    """A LocalProvider stopping through a stop command that can also resume: implements
+    Resumes.
+
+    `resume_command`: the argument list that starts a stopped pod again ("{ref}" replaced,
+    e.g. `systemctl start train@{ref}`), run as the stop command is. Exit status 0 means the
+    pod runs again, and is described as running from then on; any other status is the
+    machine refusing (a unit that is not there, no GPU free), which trying again would not
+    change: permanent, in the command's own last words.
+    """
+
+    def __init__(
+        self,
+        *,
+        stop_command: Sequence[str],
+        resume_command: Sequence[str],
+        command_timeout_s: float = COMMAND_TIMEOUT_S,
+        stop_latency_s: float = STOP_LATENCY_S,
+    ) -> None:
+        if not resume_command:
+            raise ValueError("a resume command needs at least the program to run")
+        super().__init__(
+            stop_command=stop_command,
+            command_timeout_s=command_timeout_s,
+            stop_latency_s=stop_latency_s,
+        )
+        self._resume_command = tuple(resume_command)
+
+    def resume(self, ref: str) -> CallResult:
+        try:
+            _check_command_ref(ref)
+        except ProviderError as exc:
+            return CallResult.failed(exc)
+        result = self._run_command(
+            "resume", self._resume_command, ref, failed=CallOutcome.PERMANENT
+        )
+        if result.outcome is CallOutcome.DONE:
+            self._stopped.discard(ref)
+        return result
 
 
 def _read_pid_file(path: Path) -> int | None:
@@ -230,10 +282,10 @@ def _pid(text: str, what: str) -> int:
 
 
 def _check_command_ref(ref: str) -> None:
-    """A ref the stop command can take as one argument, never as an option."""
+    """A ref the stop and resume commands can take as one argument, never as an option."""
     if not ref or ref.startswith("-") or any(ord(c) < 32 or ord(c) == 127 for c in ref):
         raise ProviderError(
-            f"local refuses the ref {ref!r} for its stop command: it must not be empty, start "
+            f"local refuses the ref {ref!r} for its commands: it must not be empty, start "
             "with '-' or hold control characters",
             retryable=False,
         )

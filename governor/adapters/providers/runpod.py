@@ -1,11 +1,14 @@
-"""RunPod over its GraphQL API: read a pod's rate and state, and stop it keeping its volume;
-and over its REST v2 API on the same host: what a pod has been billed so far.
+"""RunPod over its GraphQL API: read a pod's rate and state, stop it keeping its volume and
+resume it on that volume; and over its REST v2 API on the same host: what a pod has been
+billed so far.
 
-Only `pod` (query) and `podStop` (mutation) are ever sent; never `podTerminate`, which
-destroys the volume. Billing is `GET /v2/billing/pods?podId=...&bucketSize=hour`, whose
-records (the hour in progress included) add up to what the pod has cost. RunPod answers
-client errors as HTTP 200 with an `errors` list, so those are classified here: "not found"
-means the pod is gone, a rate limit is retryable, anything else is permanent.
+Only `pod` and `myself { pods }` (queries), `podStop` and `podResume` (mutations) are ever
+sent; never `podTerminate`, which destroys the volume. A pod resumes with the GPU count
+the `pod` query reports for it. Billing is `GET /v2/billing/pods?podId=...&bucketSize=hour`,
+whose records (the hour in progress included) add up to what the pod has cost. RunPod
+answers client errors as HTTP 200 with an `errors` list, so those are classified here:
+"not found" means the pod is gone (done for a stop, permanent for a resume), a rate limit
+is retryable, anything else (no GPU free on the pod's host, a locked pod) is permanent.
 """
 
 from __future__ import annotations
@@ -39,10 +42,14 @@ PODS_QUERY = (
 )
 POD_QUERY = (
     "query Pod($podId: String!) { pod(input: {podId: $podId}) "
-    "{ id desiredStatus costPerHr volumeInGb containerDiskInGb } }"
+    "{ id desiredStatus costPerHr volumeInGb containerDiskInGb gpuCount } }"
 )
 STOP_MUTATION = (
     "mutation PodStop($podId: String!) { podStop(input: {podId: $podId}) { id desiredStatus } }"
+)
+RESUME_MUTATION = (
+    "mutation PodResume($podId: String!, $gpuCount: Int!) "
+    "{ podResume(input: {podId: $podId, gpuCount: $gpuCount}) { id desiredStatus } }"
 )
 STATES = {
     "RUNNING": PodState.RUNNING,
@@ -60,7 +67,8 @@ class PodNotFound(ProviderError):
 
 
 class RunPodProvider:
-    """Implements StopsPreserving against RunPod's GraphQL endpoint."""
+    """Implements StopsPreserving, Resumes, ReportsBilling and ListsPods against RunPod's
+    GraphQL endpoint (and its REST v2 billing)."""
 
     def __init__(
         self,
@@ -112,6 +120,24 @@ class RunPodProvider:
             return CallResult(CallOutcome.DONE, "stopped; volume kept")
         return CallResult(CallOutcome.PENDING, "podStop accepted; not exited yet")
 
+    def resume(self, ref: str) -> CallResult:
+        try:
+            pod = self._pod(ref)
+            state = _state(pod)
+            if state is PodState.RUNNING:
+                return CallResult(CallOutcome.DONE, "already running")
+            if state is PodState.GONE:
+                return CallResult(CallOutcome.PERMANENT, f"runpod pod {ref!r} is terminated")
+            gpus = pod.get("gpuCount")
+            if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
+                raise self._http.error(f"answered a pod without a gpuCount: {pod!r:.200}", True)
+            resumed = self._graphql(RESUME_MUTATION, ref, gpuCount=gpus).get("podResume")
+            if not isinstance(resumed, dict):
+                raise self._http.error(f"answered a malformed podResume: {resumed!r:.200}", True)
+        except ProviderError as exc:
+            return CallResult.failed(exc)
+        return CallResult(CallOutcome.DONE, f"podResume accepted with {gpus} GPUs; volume kept")
+
     def billed(self, ref: str) -> Billed:
         """Every hourly billing record of the pod, summed; through the moment RunPod answered."""
         asked_at = datetime.now(UTC)
@@ -138,8 +164,9 @@ class RunPodProvider:
             raise self._http.error(f"answered a malformed pod: {pod!r:.200}", True)
         return pod
 
-    def _graphql(self, query: str, ref: str | None) -> dict[str, Any]:
-        body = {"query": query, "variables": {} if ref is None else {"podId": ref}}
+    def _graphql(self, query: str, ref: str | None, **variables: Any) -> dict[str, Any]:
+        ids = {} if ref is None else {"podId": ref}
+        body = {"query": query, "variables": {**ids, **variables}}
         answer = self._http.request("POST", self._url, json=body)
         if not isinstance(answer, dict):
             raise self._http.error(f"answered {answer!r:.200}, not an object", True)

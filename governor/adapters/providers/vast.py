@@ -1,12 +1,14 @@
 """Vast.ai over its REST API: list the account's instances, read one's rate and state, stop
-it keeping its disk, and read what Vast has charged for it.
+it keeping its disk, start it again on that disk, and read what Vast has charged for it.
 
-Only `GET /api/v0/instances/{id}/`, `PUT /api/v0/instances/{id}/ {"state": "stopped"}`,
-`GET /api/v1/instances/` and `GET /api/v0/charges/` are ever sent; never `DELETE`, which
-destroys the instance and its disk. Vast refuses with `{"success": false, "error": <code>,
-"msg"|"message": ...}`, under a 4xx or inside an HTTP 200, so the code decides: a missing
-instance is gone, a rate limit is retryable, anything else is permanent. Its 429 is often
-plain text, with no Retry-After.
+Only `GET /api/v0/instances/{id}/`, `PUT /api/v0/instances/{id}/` with `{"state":
+"stopped"}` or `{"state": "running"}`, `GET /api/v1/instances/` and `GET /api/v0/charges/`
+are ever sent; never `DELETE`, which destroys the instance and its disk. Vast refuses with
+`{"success": false, "error": <code>, "msg"|"message": ...}`, under a 4xx or inside an HTTP
+200, so the code decides: a missing instance is gone (done for a stop, permanent for a
+start), a rate limit is retryable, anything else is permanent. Its 429 is often plain text,
+with no Retry-After. Vast accepts a start even when the host's GPUs are rented out: the
+instance then waits in `scheduling` for them.
 """
 
 from __future__ import annotations
@@ -92,7 +94,8 @@ class VastHttp(ProviderHttp):
 
 
 class VastProvider:
-    """Implements StopsPreserving, ReportsBilling and ListsPods against Vast's REST API.
+    """Implements StopsPreserving, Resumes, ReportsBilling and ListsPods against Vast's REST
+    API.
 
     A ref is the instance id (digits). The hourly rate is the compute alone, `dph_total`
     less `storage_total_cost`: Vast's total includes the disk, which is reported as storage
@@ -148,6 +151,21 @@ class VastProvider:
             )
         return CallResult(CallOutcome.PENDING, "stop accepted; the instance has not stopped yet")
 
+    def resume(self, ref: str) -> CallResult:
+        started = self._started(ref)
+        if started is not None:
+            return started
+        try:
+            self._call("PUT", self._instance_url(ref), body={"state": "running"})
+        except ProviderError as exc:
+            if exc.status != 409:
+                return CallResult.failed(exc)
+            # A wrong-state refusal: what the instance is now decides.
+            return self._started(ref) or CallResult(
+                CallOutcome.RETRYABLE, f"{exc}; the instance has not started"
+            )
+        return CallResult(CallOutcome.DONE, "start accepted; Vast runs it once its GPU is free")
+
     def billed(self, ref: str) -> Billed:
         """Every instance charge Vast lists for `ref` over the lookback, to the latest `end`."""
         source = f"instance-{_instance_id(ref)}"
@@ -182,6 +200,17 @@ class VastProvider:
             return CallResult(CallOutcome.DONE, "already stopped; disk kept")
         if state is PodState.STOPPING:
             return CallResult(CallOutcome.PENDING, "stop asked; the instance has not stopped yet")
+        return None
+
+    def _started(self, ref: str) -> CallResult | None:
+        """What a resume amounts to given the instance's state now (or a failed read: a
+        missing instance cannot start); None while it is stopped or stopping."""
+        try:
+            state = _state(self._instance(ref))
+        except ProviderError as exc:
+            return CallResult.failed(exc)
+        if state is PodState.RUNNING:
+            return CallResult(CallOutcome.DONE, "already running")
         return None
 
     def _instance(self, ref: str) -> dict[str, Any]:

@@ -2,10 +2,10 @@
 
 Every answer the real API can give the adapter: an instance with its type, lifecycle and
 EBS volumes; every live instance listed page by page; an instance-store root that must
-never be stopped; no such instance; an instance already stopping or stopped;
-IncorrectInstanceState; throttling, 5xx, a timeout, bodies that are not EC2's XML and
-EC2's own error codes; a wrong secret. Whatever happens, TerminateInstances is never sent
-and neither key reaches an error text.
+never be stopped; no such instance; an instance already stopping or stopped, started again
+or already running; IncorrectInstanceState; no capacity to start an instance; throttling,
+5xx, a timeout, bodies that are not EC2's XML and EC2's own error codes; a wrong secret.
+Whatever happens, TerminateInstances is never sent and neither key reaches an error text.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pytest
 
 from governor.adapters.providers.aws import CANNOT_PRESERVE, STOP_LATENCY_S, Ec2Provider
 from governor.domain.model import PodState
-from governor.domain.ports import CallOutcome, ProviderError, StopsPreserving
+from governor.domain.ports import CallOutcome, ProviderError, Resumes, StopsPreserving
 from governor.fakes.aws import FakeEc2
 from governor.fakes.http_cloud import FakeRequest, Reply
 from tests.fake_clouds import Served, running
@@ -269,6 +269,81 @@ def test_throttled_describe_is_a_retryable_error(ec2: Ec2Provider, cloud: Cloud)
         ec2.describe(ON_DEMAND)
     assert caught.value.retryable and caught.value.status == 503
     assert caught.value.retry_after_s is None
+
+
+def test_resume_sends_start_instances_and_is_idempotent(ec2: Ec2Provider, cloud: Cloud) -> None:
+    assert isinstance(ec2, Resumes)
+    ec2.stop(ON_DEMAND)
+    result = ec2.resume(ON_DEMAND)
+    assert result.outcome is CallOutcome.DONE and "pending" in result.detail, result
+    start = next(a for a in cloud.fake.state.actions if a["action"] == "StartInstances")
+    assert start["params"] == {
+        "Action": "StartInstances",
+        "Version": "2016-11-15",
+        "InstanceId.1": ON_DEMAND,
+    }
+    assert ec2.describe(ON_DEMAND).state is PodState.RUNNING
+    again = ec2.resume(ON_DEMAND)
+    assert again.outcome is CallOutcome.DONE and "already running" in again.detail
+    assert cloud.actions().count("StartInstances") == 1
+
+
+def test_a_started_instance_bills_again(ec2: Ec2Provider, cloud: Cloud) -> None:
+    ec2.stop(ON_DEMAND)
+    ec2.resume(ON_DEMAND)
+    instance = cloud.fake.state.instances[ON_DEMAND]
+    assert instance.stop_requested_at is None and len(instance.earlier_runs) == 1
+    started_at = datetime.fromisoformat(instance.started_at)
+    assert instance.bill_usd(started_at + timedelta(hours=1)) > instance.bill_usd(started_at)
+
+
+@pytest.mark.parametrize(
+    ("state", "outcome"),
+    [
+        ("running", CallOutcome.DONE),
+        ("pending", CallOutcome.DONE),
+        ("stopping", CallOutcome.RETRYABLE),
+        ("shutting-down", CallOutcome.PERMANENT),
+        ("terminated", CallOutcome.PERMANENT),
+    ],
+)
+def test_an_instance_that_is_not_stopped_is_not_started(
+    ec2: Ec2Provider, cloud: Cloud, state: str, outcome: CallOutcome
+) -> None:
+    cloud.fake.state.instances[ON_DEMAND].state = state
+    result = ec2.resume(ON_DEMAND)
+    assert result.outcome is outcome, result
+    assert "StartInstances" not in cloud.actions()
+
+
+def test_resuming_an_unknown_instance_is_permanent(ec2: Ec2Provider, cloud: Cloud) -> None:
+    result = ec2.resume("i-00000000000000404")
+    assert result.outcome is CallOutcome.PERMANENT and "no such instance" in result.detail
+    assert cloud.actions() == ["DescribeInstances"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "outcome", "says"),
+    [
+        ("no-capacity", CallOutcome.PERMANENT, "HTTP 500 InsufficientInstanceCapacity: We"),
+        ("ec2:InsufficientHostCapacity", CallOutcome.PERMANENT, "has no capacity"),
+        ("ec2:IncorrectInstanceState", CallOutcome.RETRYABLE, "(it is stopped)"),
+        ("429", CallOutcome.RETRYABLE, "rate limited StartInstances"),
+        ("500", CallOutcome.RETRYABLE, "HTTP 500 InternalError"),
+        ("truncated", CallOutcome.RETRYABLE, "not EC2's XML"),
+        ("ec2:UnauthorizedOperation", CallOutcome.PERMANENT, "HTTP 403 UnauthorizedOperation"),
+    ],
+)
+def test_failed_starts_are_classified(
+    ec2: Ec2Provider, cloud: Cloud, answer: str, outcome: CallOutcome, says: str
+) -> None:
+    ec2.stop(ON_DEMAND)
+    cloud.answer_next("", answer)  # the instance is read, StartInstances fails
+    result = ec2.resume(ON_DEMAND)
+    assert result.outcome is outcome, result
+    assert says in result.detail and SECRET not in result.detail
+    assert cloud.state(ON_DEMAND) == "stopped"
+    assert ec2.resume(ON_DEMAND).outcome is CallOutcome.DONE  # the next try goes through
 
 
 STOPPED = "i-0ccccccccccccccc3"

@@ -3,8 +3,9 @@
 Every answer the real API can give the adapter: a VM, its machine type priced from the
 table (Spot too), its persistent disks, every VM of the project listed page by page, no
 such VM, a VM stopping or already stopped, a stop that is accepted but not finished, a
-failed Operation, a state conflict, 403 rateLimitExceeded, 429 with and without
-Retry-After, 5xx, a timeout and a body that is not JSON. Tokens come as a static string or
+start that is accepted, a zone without the capacity to start a VM, a failed Operation, a
+state conflict, 403 rateLimitExceeded, 429 with and without Retry-After, 5xx, a timeout and
+a body that is not JSON. Tokens come as a static string or
 from the metadata server. Whatever happens, no DELETE is ever sent and no token appears in
 an error or a log line.
 """
@@ -27,7 +28,7 @@ from governor.adapters.providers.gcp import (
     StaticToken,
 )
 from governor.domain.model import PodState
-from governor.domain.ports import CallOutcome, ProviderError
+from governor.domain.ports import CallOutcome, ProviderError, Resumes
 from governor.fakes.gcp import TOKEN_PATH, FakeGcp
 from governor.fakes.http_cloud import FakeRequest, now
 from tests.clock import FrozenClock
@@ -48,6 +49,9 @@ POD = "us-central1-a/pod-1"
 class Cloud(Served[FakeGcp]):
     def stops(self) -> list[str]:
         return [call for call in self.fake.calls("POST") if call.endswith("/stop")]
+
+    def starts(self) -> list[str]:
+        return [call for call in self.fake.calls("POST") if call.endswith("/start")]
 
     def status(self, ref: str = POD) -> str:
         return self.fake.state.instances[ref].status(now())
@@ -338,6 +342,79 @@ def test_a_wrong_token_is_permanent_and_never_echoed(cloud: Cloud, client: httpx
     assert result.outcome is CallOutcome.PERMANENT and "HTTP 401 authError" in result.detail
     assert wrong not in result.detail
     assert cloud.status() == "RUNNING"
+
+
+# resume ----------------------------------------------------------------------------------
+
+
+def test_resume_starts_a_terminated_vm_and_is_idempotent(gcp: GcpProvider, cloud: Cloud) -> None:
+    assert isinstance(gcp, Resumes)
+    gcp.stop(POD)
+    assert cloud.status() == "TERMINATED"
+    result = gcp.resume(POD)
+    assert result.outcome is CallOutcome.DONE and "start accepted" in result.detail, result
+    assert cloud.status() == "RUNNING" and gcp.describe(POD).state is PodState.RUNNING
+    start = next(o for o in cloud.fake.state.operations.values() if o.type == "start")
+    assert start.request_id and len(start.request_id) == 36
+    again = gcp.resume(POD)
+    assert again.outcome is CallOutcome.DONE and "already running" in again.detail
+    assert cloud.starts() == [
+        f"POST /compute/v1/projects/{PROJECT}/zones/us-central1-a/instances/pod-1/start"
+    ]
+
+
+def test_a_started_vm_bills_again(gcp: GcpProvider, cloud: Cloud) -> None:
+    gcp.stop(POD)
+    gcp.resume(POD)
+    instance = cloud.fake.state.instances[POD]
+    assert instance.stopped_at is None and len(instance.earlier_runs) == 1
+    started_at = datetime.fromisoformat(instance.started_at)
+    assert instance.bill_usd(started_at + timedelta(hours=1)) > instance.bill_usd(started_at)
+
+
+def test_a_vm_still_stopping_is_not_ready_to_start(gcp: GcpProvider, cloud: Cloud) -> None:
+    cloud.fake.stop_delay_s = 3600
+    gcp.stop(POD)
+    result = gcp.resume(POD)
+    assert result.outcome is CallOutcome.RETRYABLE and "wrong state" in result.detail
+    assert cloud.fake.calls("GET")[-1].endswith("/instances/pod-1")  # it re-read the VM
+    assert cloud.status() == "STOPPING"
+
+
+def test_resuming_an_unknown_instance_is_permanent(gcp: GcpProvider, cloud: Cloud) -> None:
+    result = gcp.resume("us-central1-a/nope")
+    assert result.outcome is CallOutcome.PERMANENT and "no such instance" in result.detail
+    assert cloud.starts() == []
+
+
+@pytest.mark.parametrize(
+    ("answer", "outcome", "says"),
+    [
+        ("no-capacity", CallOutcome.PERMANENT, "ZONE_RESOURCE_POOL_EXHAUSTED: The zone"),
+        (
+            "reason:503:ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
+            CallOutcome.PERMANENT,
+            "has no capacity to start it (HTTP 503",
+        ),
+        ("operation-error:RESOURCE_NOT_FOUND", CallOutcome.PERMANENT, "start operation failed"),
+        ("operation-error:RESOURCE_OPERATION_RATE_EXCEEDED", CallOutcome.RETRYABLE, "RATE"),
+        ("reason:403:rateLimitExceeded", CallOutcome.RETRYABLE, "rate limited"),
+        ("reason:403:forbidden", CallOutcome.PERMANENT, "HTTP 403 forbidden"),
+        ("500", CallOutcome.RETRYABLE, "HTTP 500"),
+        ("malformed", CallOutcome.RETRYABLE, "not JSON"),
+    ],
+)
+def test_failed_starts_are_classified(
+    gcp: GcpProvider, cloud: Cloud, answer: str, outcome: CallOutcome, says: str
+) -> None:
+    gcp.stop(POD)
+    cloud.answer_next("", answer)  # the VM is read, the start fails
+    result = gcp.resume(POD)
+    assert result.outcome is outcome, result
+    assert says in result.detail and result.detail.startswith("gcp ")
+    assert TOKEN not in result.detail
+    assert cloud.status() == "TERMINATED"
+    assert gcp.resume(POD).outcome is CallOutcome.DONE  # the next try goes through
 
 
 # pods ------------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """The Kubernetes adapter against the fake API server, over real HTTP on a thread.
 
 Jobs are suspended, Deployments and StatefulSets scaled to zero after their replica count
-is recorded; a workload whose volumes die with its pods is refused; every answer the API
+is recorded, and resumed (unsuspended, scaled back to that count; a workload the governor did
+not stop, or a finished Job, is refused); a workload whose volumes die with its pods is
+refused; every answer the API
 server can give is classified (NotFound, Conflict, 429 with Retry-After or only
 `retryAfterSeconds`, 5xx, timeouts, bodies that are not JSON, a refused token); listing
 shows every kind RBAC lets the token list. Whatever happens, nothing is deleted and the token
@@ -27,7 +29,13 @@ from governor.adapters.providers.kubernetes import (
     KubernetesProvider,
 )
 from governor.domain.model import PodState
-from governor.domain.ports import CallOutcome, ListsPods, ProviderError, StopsPreserving
+from governor.domain.ports import (
+    CallOutcome,
+    ListsPods,
+    ProviderError,
+    Resumes,
+    StopsPreserving,
+)
 from governor.fakes.http_cloud import FakeRequest, now
 from governor.fakes.kubernetes import FakeKubernetes
 from tests.fake_clouds import Served, running
@@ -283,6 +291,89 @@ def test_a_failed_patch_is_classified_too(kubernetes: KubernetesProvider, cluste
     assert cluster.spec(DEPLOYMENT)["replicas"] == 0
     annotations = cluster.fake.workloads[DEPLOYMENT].manifest["metadata"]["annotations"]
     assert annotations == {REPLICAS_ANNOTATION: "2"}  # recorded again, unchanged
+
+
+def test_resuming_a_suspended_job_unsuspends_it(
+    kubernetes: KubernetesProvider, cluster: Cluster
+) -> None:
+    assert isinstance(kubernetes, Resumes)
+    kubernetes.stop(JOB)
+    assert kubernetes.describe(JOB).state is PodState.STOPPED
+    result = kubernetes.resume(JOB)
+    assert result.outcome is CallOutcome.DONE, result
+    assert cluster.spec(JOB)["suspend"] is False
+    assert cluster.patches() == ["PATCH /apis/batch/v1/namespaces/ml/jobs/train-llama"] * 2
+    assert kubernetes.describe(JOB).state is PodState.RUNNING
+    assert len(cluster.fake.workloads[JOB].runs) == 2  # its pods run, and bill, again
+    again = kubernetes.resume(JOB)
+    assert again.outcome is CallOutcome.DONE and "already running" in again.detail
+    assert len(cluster.patches()) == 2
+
+
+@pytest.mark.parametrize(("ref", "replicas"), [(DEPLOYMENT, 2), (STATEFULSET, 1)])
+def test_resuming_scales_back_to_the_replicas_the_stop_recorded(
+    kubernetes: KubernetesProvider, cluster: Cluster, ref: str, replicas: int
+) -> None:
+    namespace, kind, name = ref.split("/")
+    kubernetes.stop(ref)
+    result = kubernetes.resume(ref)
+    assert result.outcome is CallOutcome.DONE and f"{replicas} replicas" in result.detail
+    scale = f"PATCH /apis/apps/v1/namespaces/{namespace}/{kind}s/{name}/scale"
+    assert cluster.patches()[-1] == scale and len(cluster.patches()) == 3
+    assert cluster.spec(ref)["replicas"] == replicas
+    assert kubernetes.describe(ref).state is PodState.RUNNING
+
+
+@pytest.mark.parametrize("recorded", [None, "two", "0"])
+def test_a_workload_scaled_down_by_someone_else_is_not_resumed(
+    kubernetes: KubernetesProvider, cluster: Cluster, recorded: str | None
+) -> None:
+    path = "/apis/apps/v1/namespaces/ml/deployments/notebook"
+    annotations = {} if recorded is None else {REPLICAS_ANNOTATION: recorded}
+    cluster.patch(path, {"metadata": {"annotations": annotations}}, "application/merge-patch+json")
+    cluster.patch(f"{path}/scale", {"spec": {"replicas": 0}}, "application/merge-patch+json")
+    result = kubernetes.resume(DEPLOYMENT)
+    assert result.outcome is CallOutcome.PERMANENT, result
+    assert REPLICAS_ANNOTATION in result.detail and "did not stop it" in result.detail
+    assert len(cluster.patches()) == 2  # only the two made by someone else
+    assert cluster.spec(DEPLOYMENT)["replicas"] == 0
+
+
+def test_a_finished_job_cannot_resume(kubernetes: KubernetesProvider, cluster: Cluster) -> None:
+    cluster.fake.finish(JOB)
+    result = kubernetes.resume(JOB)
+    assert result.outcome is CallOutcome.PERMANENT and "finished" in result.detail
+    assert cluster.patches() == []
+
+
+def test_resuming_a_workload_that_is_not_there_is_permanent(
+    kubernetes: KubernetesProvider, cluster: Cluster
+) -> None:
+    result = kubernetes.resume("ml/job/nope")
+    assert result.outcome is CallOutcome.PERMANENT and "no such job ml/nope" in result.detail
+    assert kubernetes.resume("ml/pod/x").outcome is CallOutcome.PERMANENT  # not a ref
+    assert cluster.patches() == []
+
+
+@pytest.mark.parametrize(
+    ("answer", "outcome", "says"),
+    [
+        ("429", CallOutcome.RETRYABLE, "rate limited"),
+        ("500", CallOutcome.RETRYABLE, "HTTP 500"),
+        ("malformed", CallOutcome.RETRYABLE, "not JSON"),
+        ("status:403", CallOutcome.PERMANENT, "HTTP 403 Forbidden"),
+    ],
+)
+def test_failed_resumes_are_classified(
+    kubernetes: KubernetesProvider, cluster: Cluster, answer: str, outcome: CallOutcome, says: str
+) -> None:
+    kubernetes.stop(DEPLOYMENT)
+    cluster.answer_next("", answer)  # the read goes through, the scale fails
+    result = kubernetes.resume(DEPLOYMENT)
+    assert result.outcome is outcome, result
+    assert says in result.detail and TOKEN not in result.detail
+    assert cluster.spec(DEPLOYMENT)["replicas"] == 0
+    assert kubernetes.resume(DEPLOYMENT).outcome is CallOutcome.DONE  # the next try goes through
 
 
 def test_a_json_answer_that_is_not_the_workload_is_retryable(

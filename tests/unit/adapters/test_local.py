@@ -3,7 +3,8 @@
 A process is signalled once and is done when it has exited; one that is not there (exited,
 a zombie, a pid now given to another process, a removed pid file) is done without a signal;
 pids that must never be signalled are refused; a stop command runs without a shell, its
-failures are classified and its stderr is quoted without secrets.
+failures are classified and its stderr is quoted without secrets. Only a provider with a
+resume command can resume, running it the same way; its refusals are permanent.
 """
 
 from __future__ import annotations
@@ -19,9 +20,14 @@ from pathlib import Path
 import pytest
 
 from governor.adapters.providers import local
-from governor.adapters.providers.local import STOP_LATENCY_S, LocalProvider, Process
+from governor.adapters.providers.local import (
+    STOP_LATENCY_S,
+    LocalCommandProvider,
+    LocalProvider,
+    Process,
+)
 from governor.domain.model import PodState
-from governor.domain.ports import CallOutcome, ProviderError, StopsPreserving
+from governor.domain.ports import CallOutcome, ProviderError, Resumes, StopsPreserving
 
 SLEEP = "import time; time.sleep(60)"
 IGNORES_SIGTERM = (
@@ -283,3 +289,75 @@ def test_a_configuration_that_cannot_work_is_refused_at_once() -> None:
         LocalProvider(stop_command=[])
     with pytest.raises(ValueError):
         LocalProvider(stop_signal=999)
+
+
+def commands(log: Path, resume: list[str] | None = None) -> LocalCommandProvider:
+    """A provider whose stop and resume commands log what they ran (a failing resume
+    command instead, if given)."""
+    return LocalCommandProvider(
+        stop_command=[sys.executable, "-c", RECORD, str(log), "stop train@{ref}"],
+        resume_command=resume or [sys.executable, "-c", RECORD, str(log), "start train@{ref}"],
+    )
+
+
+def test_only_a_provider_with_a_resume_command_resumes(tmp_path: Path) -> None:
+    stop_only = LocalProvider(stop_command=[sys.executable, "-c", RECORD, "x", "{ref}"])
+    assert not isinstance(LocalProvider(), Resumes) and not isinstance(stop_only, Resumes)
+    both = commands(tmp_path / "ran.log")
+    assert isinstance(both, Resumes) and isinstance(both, StopsPreserving)
+
+
+def test_a_resume_command_starts_a_stopped_pod_again(tmp_path: Path) -> None:
+    log = tmp_path / "ran.log"
+    provider = commands(log)
+    ref = "llama; touch pwned"
+    provider.stop(ref)
+    assert provider.describe(ref).state is PodState.STOPPED
+    result = provider.resume(ref)
+    assert result.outcome is CallOutcome.DONE, result
+    assert log.read_text() == f"stop train@{ref}\nstart train@{ref}\n"
+    assert provider.describe(ref).state is PodState.RUNNING
+    assert provider.stop(ref).outcome is CallOutcome.DONE  # and it can be stopped again
+    assert log.read_text().count("stop") == 2
+    assert not (tmp_path / "pwned").exists() and not Path("pwned").exists()
+
+
+def test_a_failing_resume_command_is_permanent_with_its_last_words(tmp_path: Path) -> None:
+    provider = commands(tmp_path / "ran.log", resume=[sys.executable, "-c", FAIL, "{ref}"])
+    provider.stop("x")
+    result = provider.resume("x")
+    assert result.outcome is CallOutcome.PERMANENT
+    assert "resume command" in result.detail and "exited with status 5" in result.detail
+    assert "train@x.service not loaded" in result.detail and "first line" not in result.detail
+    assert provider.describe("x").state is PodState.STOPPED
+
+
+def test_a_resume_command_that_hangs_is_killed_and_retryable(tmp_path: Path) -> None:
+    provider = LocalCommandProvider(
+        stop_command=[sys.executable, "-c", RECORD, str(tmp_path / "ran.log"), "{ref}"],
+        resume_command=[sys.executable, "-c", SLEEP],
+        command_timeout_s=0.2,
+    )
+    provider.stop("x")
+    result = provider.resume("x")
+    assert result.outcome is CallOutcome.RETRYABLE and "within 0.2 s" in result.detail
+    assert provider.describe("x").state is PodState.STOPPED
+
+
+def test_no_secret_from_the_resume_command_reaches_the_result(tmp_path: Path) -> None:
+    leaky = "import sys; print('Bearer sk_live_SECRET_3 refused', file=sys.stderr); sys.exit(1)"
+    result = commands(tmp_path / "ran.log", resume=[sys.executable, "-c", leaky]).resume("x")
+    assert result.outcome is CallOutcome.PERMANENT and "***" in result.detail
+    assert "SECRET_3" not in result.detail
+
+
+@pytest.mark.parametrize("ref", ["", "-rf", "a\nb"])
+def test_a_ref_the_resume_command_could_misread_is_refused(tmp_path: Path, ref: str) -> None:
+    log = tmp_path / "ran.log"
+    assert commands(log).resume(ref).outcome is CallOutcome.PERMANENT
+    assert not log.exists()
+
+
+def test_a_resume_command_needs_a_program() -> None:
+    with pytest.raises(ValueError, match="program"):
+        LocalCommandProvider(stop_command=["systemctl", "stop", "{ref}"], resume_command=[])

@@ -1,13 +1,15 @@
 """The RunPod adapter against the fake RunPod cloud, over real HTTP on a thread.
 
 Every answer the real API can give the adapter: a pod and its rate, no such pod, a pod
-already stopped, 429 with and without Retry-After, 5xx, a timeout, a body that is not JSON
-and GraphQL errors inside a 200. Whatever happens, podTerminate is never sent and the key
-never appears in an error or a log line.
+already stopped or already running, a host without the GPUs to resume a pod, 429 with and
+without Retry-After, 5xx, a timeout, a body that is not JSON and GraphQL errors inside a 200.
+Whatever happens, podTerminate is never sent and the key never appears in an error or a log
+line.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -19,7 +21,7 @@ import pytest
 
 from governor.adapters.providers.runpod import STOP_LATENCY_S, RunPodProvider
 from governor.domain.model import PodState
-from governor.domain.ports import CallOutcome, ProviderError
+from governor.domain.ports import CallOutcome, ProviderError, Resumes
 from governor.fakes.runpod import FakeRunPod
 from tests.fake_clouds import Served, running
 
@@ -176,3 +178,80 @@ def test_pods_lists_every_pod_of_the_account(runpod: RunPodProvider) -> None:
     assert set(listed) == {"pod-1", "pod-2"}
     assert listed["pod-1"].state is PodState.STOPPED
     assert listed["pod-2"].hourly_rate_usd == Decimal(3600)
+
+
+def test_resume_sends_pod_resume_with_the_pods_gpu_count(cloud: Cloud) -> None:
+    cloud.fake.state.pods["pod-1"].gpu_count = 2
+    sent: list[httpx.Request] = []
+    with httpx.Client(timeout=TIMEOUT_S, event_hooks={"request": [sent.append]}) as client:
+        runpod = RunPodProvider(client, KEY, f"{cloud.url}/graphql")
+        assert isinstance(runpod, Resumes)
+        runpod.stop("pod-1")
+        result = runpod.resume("pod-1")
+    assert result.outcome is CallOutcome.DONE and "2 GPUs" in result.detail, result
+    body = json.loads(sent[-1].content)
+    assert "podResume(input: {podId: $podId, gpuCount: $gpuCount})" in body["query"]
+    assert body["variables"] == {"podId": "pod-1", "gpuCount": 2}
+    assert cloud.mutations() == ["podStop", "podResume"]
+    pod = cloud.fake.state.pods["pod-1"]
+    assert pod.desired_status == "RUNNING" and pod.gpu_count == 2
+
+
+def test_a_resumed_pod_runs_and_bills_again(runpod: RunPodProvider, cloud: Cloud) -> None:
+    runpod.stop("pod-2")
+    assert runpod.resume("pod-2").outcome is CallOutcome.DONE
+    assert runpod.describe("pod-2").state is PodState.RUNNING
+    pod = cloud.fake.state.pods["pod-2"]
+    assert pod.stopped_at is None and len(pod.earlier_runs) == 1
+    resumed_at = datetime.fromisoformat(pod.started_at)
+    assert pod.bill_usd(resumed_at + timedelta(seconds=10)) > pod.bill_usd(resumed_at)
+
+
+def test_resuming_a_running_pod_is_done_and_sends_nothing(
+    runpod: RunPodProvider, cloud: Cloud
+) -> None:
+    result = runpod.resume("pod-1")
+    assert result.outcome is CallOutcome.DONE and "already running" in result.detail
+    assert cloud.mutations() == []
+
+
+def test_resuming_a_pod_that_is_gone_is_permanent(runpod: RunPodProvider, cloud: Cloud) -> None:
+    missing = runpod.resume("nope")
+    assert missing.outcome is CallOutcome.PERMANENT and "no pod 'nope'" in missing.detail
+    cloud.fake.state.pods["pod-1"].desired_status = "TERMINATED"
+    terminated = runpod.resume("pod-1")
+    assert terminated.outcome is CallOutcome.PERMANENT and "terminated" in terminated.detail
+    assert cloud.mutations() == []
+
+
+@pytest.mark.parametrize(
+    ("answer", "outcome", "says"),
+    [
+        ("no-capacity", CallOutcome.PERMANENT, "not enough free GPUs on the host machine"),
+        ("graphql:pod not found to resume", CallOutcome.PERMANENT, "no pod 'pod-1'"),
+        ("graphql:Rate limit exceeded", CallOutcome.RETRYABLE, "Rate limit exceeded"),
+        ("429:9", CallOutcome.RETRYABLE, "retry after 9 s"),
+        ("500", CallOutcome.RETRYABLE, "HTTP 500"),
+        ("malformed", CallOutcome.RETRYABLE, "not JSON"),
+    ],
+)
+def test_failed_resumes_are_classified(
+    runpod: RunPodProvider, cloud: Cloud, answer: str, outcome: CallOutcome, says: str
+) -> None:
+    runpod.stop("pod-1")
+    cloud.answer_next("", answer)  # the pod is read, podResume fails
+    result = runpod.resume("pod-1")
+    assert result.outcome is outcome, result
+    assert says in result.detail and KEY not in result.detail
+    assert cloud.fake.state.pods["pod-1"].desired_status == "EXITED"
+    assert runpod.resume("pod-1").outcome is CallOutcome.DONE  # the next try goes through
+
+
+def test_a_pod_without_a_gpu_count_is_a_retryable_malformed_answer(
+    runpod: RunPodProvider, cloud: Cloud
+) -> None:
+    runpod.stop("pod-1")
+    cloud.fake.state.pods["pod-1"].gpu_count = "two"  # type: ignore[assignment]
+    result = runpod.resume("pod-1")
+    assert result.outcome is CallOutcome.RETRYABLE and "gpuCount" in result.detail
+    assert cloud.mutations() == ["podStop"]

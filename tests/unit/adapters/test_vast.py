@@ -1,9 +1,10 @@
 """The Vast.ai adapter against the fake Vast cloud, over real HTTP on a thread.
 
 Every answer the real API can give the adapter: an instance and its rates, no such instance
-(null, or a 404 with Vast's code), an instance already stopped or still stopping, a wrong
-state, 429 as plain text with and without Retry-After, 5xx, a timeout, a body that is not
-JSON, Vast's `success: false` refusals, and charges and instance lists over several pages.
+(null, or a 404 with Vast's code), an instance already stopped or still stopping, one started
+again or waiting for its GPU, a wrong state, 429 as plain text with and without Retry-After,
+5xx, a timeout, a body that is not JSON, Vast's `success: false` refusals, and charges and
+instance lists over several pages.
 Whatever happens, DELETE is never sent and the key never appears in an error, a URL or a log
 line.
 """
@@ -31,6 +32,7 @@ from governor.domain.ports import (
     ListsPods,
     ProviderError,
     ReportsBilling,
+    Resumes,
     StopsPreserving,
 )
 from governor.fakes.vast import FakeVast
@@ -84,9 +86,9 @@ def vast(cloud: Cloud, sent: list[httpx.Request]) -> Iterator[VastProvider]:
         yield VastProvider(client, KEY, cloud.url)
 
 
-def test_it_stops_preserving_reports_billing_and_lists_pods(vast: VastProvider) -> None:
+def test_it_stops_preserving_resumes_reports_billing_and_lists_pods(vast: VastProvider) -> None:
     assert isinstance(vast, StopsPreserving) and isinstance(vast, ReportsBilling)
-    assert isinstance(vast, ListsPods)
+    assert isinstance(vast, ListsPods) and isinstance(vast, Resumes)
     assert not hasattr(vast, "terminate") and not hasattr(vast, "delete")
     assert vast.stop_latency_s == STOP_LATENCY_S == 60.0
 
@@ -268,6 +270,91 @@ def test_failed_stops_are_classified(
     assert says in result.detail and "vast" in result.detail
     assert KEY not in result.detail
     assert vast.stop("1001").outcome is CallOutcome.PENDING  # the next try goes through
+
+
+def test_resume_sends_state_running_and_is_idempotent(
+    vast: VastProvider, cloud: Cloud, sent: list[httpx.Request]
+) -> None:
+    vast.stop("1001")
+    assert vast.describe("1001").state is PodState.STOPPED
+    result = vast.resume("1001")
+    assert result.outcome is CallOutcome.DONE, result
+    assert json.loads(sent[-1].content) == {"state": "running"}
+    assert cloud.puts() == ["PUT /api/v0/instances/1001/"] * 2
+    assert vast.describe("1001").state is PodState.RUNNING
+    again = vast.resume("1001")
+    assert again.outcome is CallOutcome.DONE and "already running" in again.detail
+    assert len(cloud.puts()) == 2  # nothing sent the second time
+
+
+def test_a_resumed_instance_bills_its_gpu_again(vast: VastProvider, cloud: Cloud) -> None:
+    cloud.fake.clock = lambda: T - timedelta(hours=2)
+    cloud.fake.add_pod("7", "1", started_at=T - timedelta(hours=3), storage_total_cost="0.01")
+    vast.stop("7")
+    cloud.fake.clock = lambda: T - timedelta(hours=1)
+    assert vast.resume("7").outcome is CallOutcome.DONE
+    cloud.fake.clock = lambda: T
+    assert vast.billed("7").amount_usd == Decimal("2.03")  # 2 h of GPU, 3 h of disk
+
+
+def test_resuming_a_stopping_instance_keeps_its_gpu(vast: VastProvider, cloud: Cloud) -> None:
+    cloud.fake.state.stop_delay_s = 60.0
+    vast.stop("1001")
+    assert vast.describe("1001").state is PodState.STOPPING
+    assert vast.resume("1001").outcome is CallOutcome.DONE
+    assert vast.describe("1001").state is PodState.RUNNING
+    instance = cloud.fake.state.instances["1001"]
+    assert instance.stops_at is None and instance.earlier_runs == []  # it never let go
+
+
+def test_an_instance_waiting_for_its_gpu_is_already_resumed(
+    vast: VastProvider, cloud: Cloud
+) -> None:
+    cloud.answer_instance(actual_status="scheduling", intended_status="running")
+    assert vast.resume("1001").outcome is CallOutcome.DONE
+    assert cloud.puts() == []
+
+
+def test_resuming_no_such_instance_is_permanent(vast: VastProvider, cloud: Cloud) -> None:
+    result = vast.resume("404404")
+    assert result.outcome is CallOutcome.PERMANENT and "no instance 404404" in result.detail
+    assert cloud.puts() == []
+
+
+@pytest.mark.parametrize(
+    ("answer", "outcome", "says"),
+    [
+        ("429", CallOutcome.RETRYABLE, "API requests too frequent"),
+        ("500", CallOutcome.RETRYABLE, "HTTP 500"),
+        ("malformed", CallOutcome.RETRYABLE, "not JSON"),
+        ("refused:rate_limit_exceeded", CallOutcome.RETRYABLE, "rate_limit_exceeded"),
+        ("refused:no_such_instance", CallOutcome.PERMANENT, "no_such_instance"),
+        ("error:404:not_found", CallOutcome.PERMANENT, "canned not_found"),
+        ("refused:missing_billing", CallOutcome.PERMANENT, "missing_billing"),
+    ],
+)
+def test_failed_resumes_are_classified(
+    vast: VastProvider, cloud: Cloud, answer: str, outcome: CallOutcome, says: str
+) -> None:
+    vast.stop("1001")
+    cloud.answer_next("", answer)  # the read goes through, the PUT fails
+    result = vast.resume("1001")
+    assert result.outcome is outcome, result
+    assert says in result.detail and KEY not in result.detail
+    assert vast.describe("1001").state is PodState.STOPPED
+    assert vast.resume("1001").outcome is CallOutcome.DONE  # the next try goes through
+
+
+def test_a_wrong_state_on_resume_is_decided_by_a_fresh_read(
+    vast: VastProvider, cloud: Cloud
+) -> None:
+    vast.stop("1001")
+    cloud.answer_next("", "status:409")
+    result = vast.resume("1001")
+    assert result.outcome is CallOutcome.RETRYABLE and "has not started" in result.detail
+    started = json.dumps({"instances": {"actual_status": "loading", "intended_status": "running"}})
+    cloud.answer_next("", "status:409", f"body:{started}")
+    assert vast.resume("1001").outcome is CallOutcome.DONE
 
 
 def test_vast_plain_text_429_has_no_delay(vast: VastProvider, cloud: Cloud) -> None:
