@@ -1,8 +1,12 @@
 """GPU classes the governor knows: the memory the driver really reports, and the cheapest
 on-demand rate seen for the class.
 
-A plan may not claim more usable memory than the class reports; a rate far below the
-cheapest on-demand quote is a typo or a stale page, not a bargain.
+Usable memory is the total the driver reports for one device (nvidia-smi / NVML memory.total,
+rocm-smi VRAM total), never the marketing figure, read on a current driver in the card's
+default ECC mode. A row is `verified` when that figure was read from a card, `derived` when
+it is datasheet arithmetic still to be read from one. A plan may not claim more usable
+memory than its class; a rate far below the cheapest on-demand quote is a typo or a stale
+page, not a bargain. docs/preflight.md resolves every source key.
 """
 
 from __future__ import annotations
@@ -10,36 +14,103 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from decimal import Decimal
+from enum import StrEnum
+
+
+class Provenance(StrEnum):
+    VERIFIED = "verified"  # a driver's report, read from a card
+    DERIVED = "derived"  # from the datasheet, not yet read from a card
 
 
 @dataclass(frozen=True)
 class GpuClass:
     name: str
     usable_mib: int
-    lowest_on_demand_usd: Decimal  # per GPU-hour, the lowest on-demand quote seen
+    memory: Provenance
+    source: str  # a source key, resolved in docs/preflight.md
+    lowest_on_demand_usd: Decimal | None  # per GPU-hour; None: no on-demand quote on file
+    aliases: tuple[str, ...] = ()  # other names, as normalize() leaves them
 
 
-A100_40GB = GpuClass("A100-40GB", 40_509, Decimal("1.00"))  # torch: 39.56 GiB total capacity
-A100_80GB = GpuClass("A100-80GB", 81_920, Decimal("1.19"))
-H100 = GpuClass("H100", 81_559, Decimal("1.99"))
-H200 = GpuClass("H200", 143_771, Decimal("3.59"))
-B200 = GpuClass("B200", 183_359, Decimal("5.98"))
+VERIFIED, DERIVED = Provenance.VERIFIED, Provenance.DERIVED
 
-_NAMES = {
-    "A10040GB": A100_40GB,
-    "A100SXM440GB": A100_40GB,
-    "A10080GB": A100_80GB,
-    "A100SXM480GB": A100_80GB,
-    "H100": H100,
-    "H100SXM": H100,
-    "H10080GBHBM3": H100,
-    "H200": H200,
-    "H200SXM": H200,
-    "H200NVL": H200,
-    "B200": B200,
-}
+GPUS = (
+    GpuClass("V100-16GB", 16_384, VERIFIED, "SMI-V100", None, ("V100SXM216GB", "V100PCIE16GB")),
+    GpuClass("V100-32GB", 32_768, VERIFIED, "SMI-V100", None, ("V100SXM232GB", "V100PCIE32GB")),
+    GpuClass("T4", 15_360, VERIFIED, "SMI-T4", None),
+    GpuClass("A10", 23_028, VERIFIED, "SMI-A10", None),
+    GpuClass("A10G", 23_028, VERIFIED, "SMI-A10G", None),
+    GpuClass("L4", 23_034, VERIFIED, "SMI-L4", None),
+    GpuClass("L40", 46_068, VERIFIED, "SMI-L40", None),
+    GpuClass("L40S", 46_068, VERIFIED, "SMI-L40S", None),
+    # torch's total capacity (39.56 GiB); nvidia-smi shows 40,960 MiB
+    GpuClass(
+        "A100-40GB",
+        40_509,
+        VERIFIED,
+        "THREESTUDIO-403",
+        Decimal("1.00"),
+        ("A100SXM440GB", "A100PCIE40GB"),
+    ),
+    GpuClass(
+        "A100-80GB",
+        81_920,
+        VERIFIED,
+        "SMI-A100",
+        Decimal("1.19"),
+        ("A100SXM480GB", "A10080GBPCIE", "A100PCIE80GB"),
+    ),
+    GpuClass("RTX-A6000", 49_140, VERIFIED, "SMI-A6000", None, ("A6000",)),
+    GpuClass("RTX-6000-Ada", 49_140, VERIFIED, "SMI-6000ADA", None, ("RTX6000ADAGENERATION",)),
+    GpuClass("Quadro-RTX-8000", 49_152, VERIFIED, "SMI-QRTX", None, ("RTX8000",)),
+    GpuClass("Quadro-RTX-6000", 24_576, VERIFIED, "SMI-QRTX", None),
+    GpuClass("H100-PCIe", 81_559, VERIFIED, "SMI-H100", Decimal("1.99"), ("H100PCIE80GB",)),
+    GpuClass(
+        "H100-SXM",
+        81_559,
+        VERIFIED,
+        "SMI-H100",
+        Decimal("2.69"),
+        ("H100", "H100SXM5", "H10080GBHBM3", "H100SXM580GB"),
+    ),
+    GpuClass("H100-NVL", 95_830, VERIFIED, "SMI-H100NVL", None),
+    GpuClass("H200", 143_771, VERIFIED, "SMI-H200", Decimal("3.59"), ("H200SXM", "H200NVL")),
+    GpuClass("GH200", 97_871, VERIFIED, "SMI-GH200", Decimal("2.29"), ("GH200480GB",)),
+    GpuClass("B200", 183_359, VERIFIED, "SMI-B200", Decimal("5.98"), ("B200SXM6",)),
+    GpuClass("B300", 275_040, VERIFIED, "SMI-B300", Decimal("6.94"), ("B300SXM6AC", "B300SXM6")),
+    GpuClass("GB200", 189_471, VERIFIED, "SMI-GB200", None),
+    GpuClass("GB300", 284_208, VERIFIED, "SMI-GB300", None),
+    GpuClass(
+        "RTX-PRO-6000-Blackwell",
+        97_887,
+        VERIFIED,
+        "SMI-RTXPRO6000",
+        None,
+        (
+            "RTXPRO6000",
+            "RTXPRO6000BLACKWELLWORKSTATIONEDITION",
+            "RTXPRO6000BLACKWELLSERVEREDITION",
+            "RTXPRO6000BLACKWELLMAXQWORKSTATIONEDITION",
+        ),
+    ),
+    # AMD: one device is one GCD (an MI250/MI250X card is two of them)
+    GpuClass("MI250X", 65_520, VERIFIED, "ROCM-MI250X", None),
+    GpuClass("MI250", 65_520, DERIVED, "AMD-MI250", None),
+    GpuClass("MI300X", 196_288, VERIFIED, "ROCM-MI300X", None),
+    GpuClass("MI325X", 261_824, DERIVED, "AMD-MI325X", None),
+)
+
+
+def normalize(gpu_type: str) -> str:
+    """A GPU name without case, punctuation or vendor words: "NVIDIA A100-SXM4-80GB" and
+    "a100 sxm4 80gb" are both "A100SXM480GB"."""
+    key = re.sub(r"[^A-Z0-9]", "", gpu_type.upper())
+    return re.sub(r"^(NVIDIA|AMD)?(TESLA|INSTINCT)?", "", key)
+
+
+_NAMES = {key: gpu for gpu in GPUS for key in (normalize(gpu.name), *gpu.aliases)}
 
 
 def gpu_class(gpu_type: str) -> GpuClass | None:
-    """The class for a GPU name, ignoring case, spaces, dashes and underscores."""
-    return _NAMES.get(re.sub(r"[^A-Z0-9]", "", gpu_type.upper()))
+    """The class for a GPU name, as a plan or nvidia-smi writes it; None for a card not on file."""
+    return _NAMES.get(normalize(gpu_type))

@@ -2,7 +2,8 @@
 
 For every component the larger of what the plan declares and what the governor can
 recompute from the plan's own shapes wins; the modeled peak M is the sum. Byte constants
-are per value unless stated; results are GiB per GPU.
+are per value unless stated; results are GiB per GPU. docs/preflight.md gives every term's
+formula and its source.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from governor.domain.preflight.plan import (
     Attention,
     Checkpointing,
     CrossEntropy,
+    Dequantize,
+    KernelFormat,
     Plan,
     Sharding,
 )
@@ -32,7 +35,21 @@ NAIVE_CE_BYTES = 14  # per logit: bf16 logits 2 + fp32 upcast 4 + log-softmax 4 
 CHUNKED_CE_BYTES, CHUNKED_CE_CHUNK_BYTES, CHUNKED_CE_CHUNKS = 2, 10, 8  # torchtune default
 FLCE_CHUNK_BYTES = 8  # per logit of one Liger chunk (conservative)
 CCE_BYTES = 0.6  # per logit: 1,164 MB measured for 2.097e9 logits, forward and backward
-GATHER = "fsdp_or_moe_gather"  # the transient the sharding floor applies to
+FUSED_LOSSES = (CrossEntropy.LIGER_FLCE, CrossEntropy.CCE)  # never hold the whole logits
+SOFTCAP_BYTES = 2  # per logit: the BF16 tanh output a softcapped head saves for backward
+DEQUANTIZED_BYTES = 2  # per param: the BF16 working copy of a quantized weight
+KERNEL_BYTES = {  # per weight and layout, scales included
+    KernelFormat.FP8: 1.0,  # E4M3/E5M2, one FP32 scale per tensor
+    KernelFormat.MXFP8: 1 + 1 / 32,  # E4M3, one 8-bit E8M0 scale per 32 values
+    KernelFormat.MXFP4: 0.5 + 1 / 32,  # E2M1, one 8-bit E8M0 scale per 32 values
+    KernelFormat.NVFP4: 0.5 + 1 / 16,  # E2M1, one FP8 E4M3 scale per 16 values
+}
+# Components whose declared figure is the plan's transient of the same name.
+GATHER = "fsdp_or_moe_gather"
+DEQUANTIZED = "dequantized_copy"
+LAYOUTS = "kernel_layouts"
+SOFTCAP = "softcap_logits"
+NAMED_TRANSIENTS = (GATHER, DEQUANTIZED, LAYOUTS, SOFTCAP)
 
 
 @dataclass(frozen=True)
@@ -73,6 +90,8 @@ class MemoryFigures:
 
 def model_memory(plan: Plan, usable_gib: float) -> MemoryFigures:
     m, gpus = plan.memory, plan.hardware.gpus
+    weights, place = held(plan), placement(plan)
+    others = [(name, gib) for name, gib in m.transients if name not in NAMED_TRANSIENTS]
     components = (
         Component(
             "runtime_overhead", m.runtime_overhead, RUNTIME_FLOOR_GIB, "CUDA context and kernels"
@@ -83,16 +102,19 @@ def model_memory(plan: Plan, usable_gib: float) -> MemoryFigures:
             NCCL_FLOOR_GIB if gpus > 1 else 0.0,
             f"NCCL buffers for {gpus} GPUs" if gpus > 1 else "one GPU: no NCCL",
         ),
-        _weights(plan),
+        _weights(plan, weights, place),
+        _dequantized(plan, weights, place),
+        _layouts(plan, weights, place),
         _adapters(plan),
         _activations(plan),
         _logits(plan),
-        _gather(plan),
+        _softcap(plan),
+        _gather(plan, weights, place),
         Component(
             "other_transients",
-            sum(gib for name, gib in m.transients if name != GATHER),
+            sum(gib for _, gib in others),
             0.0,
-            "as declared: " + (", ".join(n for n, _ in m.transients if n != GATHER) or "none"),
+            "as declared: " + (", ".join(name for name, _ in others) or "none"),
         ),
         Component(
             "fragmentation_margin",
@@ -113,13 +135,35 @@ def _per_gpu(plan: Plan, basis: str) -> str:
     return basis if shards == 1 else f"({basis}) / {shards} shards"
 
 
-def weights_bytes(plan: Plan) -> tuple[float, str]:
-    """The whole model's resident weights, unsharded, and how they were counted."""
+@dataclass(frozen=True)
+class Held:
+    """One whole copy of the model's weights as loading leaves them: params and bytes."""
+
+    unquantized: float
+    quantized: float
+    unquantized_bytes: float  # per param
+    quantized_bytes: float
+    experts: float  # expert params; 0 without experts
+    quantized_experts: float  # of those, the ones held quantized
+    basis: str
+
+    @property
+    def total(self) -> float:
+        return self.unquantized_bytes * self.unquantized + self.quantized_bytes * self.quantized
+
+    @property
+    def expert_bytes(self) -> float:
+        unquantized = self.experts - self.quantized_experts
+        return self.quantized_bytes * self.quantized_experts + self.unquantized_bytes * unquantized
+
+
+def held(plan: Plan) -> Held:
+    """The weights as held. 4-bit loading skips fused 3-D experts: a plan that counted them
+    quantized has them moved to the unquantized share."""
     b, moe = plan.memory.weights_breakdown, plan.model.moe
     unquantized, quantized = b.unquantized_params, b.quantized_params
     note = ""
     if moe is not None and moe.experts_stay_bf16 and unquantized < moe.expert_params:
-        # The plan counted the experts as quantized, but 4-bit loading skips them.
         moved = min(moe.expert_params, quantized)
         unquantized, quantized = unquantized + moved, quantized - moved
         note = (
@@ -127,19 +171,107 @@ def weights_bytes(plan: Plan) -> tuple[float, str]:
             f"{moe.expert_quantizer!r} does not quantize, so they stay BF16"
         )
     per_unquantized = max(UNQUANTIZED_BYTES, b.bytes_per_unquantized)
-    total = per_unquantized * unquantized + b.bytes_per_quantized * quantized
+    experts = 0.0 if moe is None else moe.expert_params
+    quantized_experts = 0.0 if moe is None or moe.experts_stay_bf16 else min(experts, quantized)
     basis = (
         f"{per_unquantized:g} bytes x {count(unquantized)} unquantized + "
         f"{b.bytes_per_quantized:g} bytes x {count(quantized)} quantized params{note}"
     )
-    return total, basis
-
-
-def _weights(plan: Plan) -> Component:
-    total, basis = weights_bytes(plan)
-    return Component(
-        "weights", plan.memory.weights, total / _shards(plan) / GIB, _per_gpu(plan, basis)
+    return Held(
+        unquantized,
+        quantized,
+        per_unquantized,
+        b.bytes_per_quantized,
+        experts,
+        quantized_experts,
+        basis,
     )
+
+
+@dataclass(frozen=True)
+class Placement:
+    """How one GPU's share of the model is cut: dense params over the shards; experts by
+    expert parallelism, ceil(E / EP) whole experts per GPU, each over shards // EP GPUs."""
+
+    shards: int
+    expert_parallel: int
+    experts: int
+    local_experts: int
+    expert_shards: int
+
+    @property
+    def local_share(self) -> float:
+        return self.local_experts / self.experts
+
+    def per_gpu(self, dense: float, experts: float) -> float:
+        """One GPU's part of something split into dense and expert parts."""
+        return dense / self.shards + experts * self.local_share / self.expert_shards
+
+    def gathered(self, dense: float, experts: float) -> float:
+        """The same with every unit all-gathered: dense whole, this GPU's experts whole."""
+        return dense + experts * self.local_share
+
+    @property
+    def note(self) -> str:
+        if self.local_experts == self.experts:
+            return ""
+        spread = f", each over {self.expert_shards} shards" if self.expert_shards > 1 else ""
+        return (
+            f"; experts placed ceil({self.experts} / {self.expert_parallel}) = "
+            f"{self.local_experts} of {self.experts} per GPU{spread}"
+        )
+
+
+def placement(plan: Plan) -> Placement:
+    shards, moe = _shards(plan), plan.model.moe
+    if moe is not None:
+        ep, experts = moe.expert_parallel, moe.num_experts
+        local = math.ceil(experts / ep)
+        if local < experts:
+            return Placement(shards, ep, experts, local, max(1, shards // ep))
+    return Placement(shards, 1, 1, 1, shards)  # experts sharded as the dense params are
+
+
+def _weights(plan: Plan, weights: Held, place: Placement) -> Component:
+    dense = weights.total - weights.expert_bytes
+    floor = place.per_gpu(dense, weights.expert_bytes)
+    basis = _per_gpu(plan, weights.basis) + place.note
+    return Component("weights", plan.memory.weights, floor / GIB, basis)
+
+
+def _dequantized(plan: Plan, weights: Held, place: Placement) -> Component:
+    declared = plan.memory.transient(DEQUANTIZED)
+    match plan.training.dequantize:
+        case Dequantize.NONE:
+            return Component(DEQUANTIZED, declared, 0.0, "the recipe trains on the weights as held")
+        case Dequantize.EXPERTS:
+            dense, experts, what = 0.0, weights.quantized_experts, "quantized expert"
+        case Dequantize.ALL:
+            dense = weights.quantized - weights.quantized_experts
+            experts, what = weights.quantized_experts, "quantized"
+    floor = DEQUANTIZED_BYTES * place.per_gpu(dense, experts)
+    basis = (
+        f"a BF16 working copy held beside its quantized source: 2 bytes x "
+        f"{count(dense + experts)} {what} params"
+    )
+    return Component(DEQUANTIZED, declared, floor / GIB, _per_gpu(plan, basis) + place.note)
+
+
+def _layouts(plan: Plan, weights: Held, place: Placement) -> Component:
+    t, model = plan.training, plan.model
+    declared = plan.memory.transient(LAYOUTS)
+    if t.kernel_format is KernelFormat.NONE:
+        return Component(LAYOUTS, declared, 0.0, "no low-precision training kernels")
+    per_weight = KERNEL_BYTES[t.kernel_format]
+    gemm = max(0.0, model.params_total - model.vocab_size * model.hidden_size)
+    here = place.per_gpu(max(0.0, gemm - weights.experts), weights.experts)
+    floor = t.kernel_layouts * per_weight * here
+    basis = (
+        f"{t.kernel_layouts} {t.kernel_format} layout(s) beside the stored weights x "
+        f"{per_weight:g} bytes with scales x {count(gemm)} GEMM weights (all but the "
+        f"{model.vocab_size} x {model.hidden_size} embedding)"
+    )
+    return Component(LAYOUTS, declared, floor / GIB, _per_gpu(plan, basis) + place.note)
 
 
 def _adapters(plan: Plan) -> Component:
@@ -175,11 +307,18 @@ def _activations(plan: Plan) -> Component:
     return Component("activations", plan.memory.activations, floor / GIB, basis)
 
 
+def _logit_count(plan: Plan) -> tuple[int, str]:
+    t, vocab = plan.training, plan.model.vocab_size
+    return (
+        t.micro_batch * t.seq_len * vocab,
+        f"{t.micro_batch} x {t.seq_len} tokens x {vocab} vocab",
+    )
+
+
 def _logits(plan: Plan) -> Component:
     t, vocab = plan.training, plan.model.vocab_size
     tokens = t.micro_batch * t.seq_len
-    logits = tokens * vocab
-    what = f"{t.micro_batch} x {t.seq_len} tokens x {vocab} vocab"
+    logits, what = _logit_count(plan)
     match t.ce_impl:
         case CrossEntropy.NAIVE:
             floor = NAIVE_CE_BYTES * logits
@@ -199,24 +338,42 @@ def _logits(plan: Plan) -> Component:
     return Component("logits_peak", plan.memory.logits_peak, floor / GIB, basis)
 
 
-def _gather(plan: Plan) -> Component:
+def _softcap(plan: Plan) -> Component:
+    declared = plan.memory.transient(SOFTCAP)
+    cap, loss = plan.model.final_logit_softcapping, plan.training.ce_impl
+    if cap is None:
+        return Component(SOFTCAP, declared, 0.0, "the output head is not softcapped")
+    if loss in FUSED_LOSSES:
+        return Component(SOFTCAP, declared, 0.0, f"{loss} applies the softcap inside its chunks")
+    logits, what = _logit_count(plan)
+    basis = f"softcap {cap:g}: the tanh output saved for backward, 2 bytes per logit, {what}"
+    return Component(SOFTCAP, declared, SOFTCAP_BYTES * logits / GIB, basis)
+
+
+def _gather(plan: Plan, weights: Held, place: Placement) -> Component:
     declared = plan.memory.transient(GATHER)
-    shards = _shards(plan)
-    if shards == 1:
+    if place.shards == 1:
         return Component(GATHER, declared, 0.0, "unsharded: nothing to gather")
-    total, _ = weights_bytes(plan)
-    copies = 2 if plan.training.forward_prefetch else 1
-    floor = copies * total / plan.model.num_layers
-    basis = f"{copies} layer(s) of unsharded weights"
-    moe = plan.model.moe
-    if moe is not None and not moe.reshard_after_forward:
-        per_expert_param = (
-            UNQUANTIZED_BYTES
-            if moe.experts_stay_bf16
-            else plan.memory.weights_breakdown.bytes_per_quantized
+    t, moe = plan.training, plan.model.moe
+    if not t.reshard_after_forward:
+        dense = weights.total - weights.expert_bytes
+        floor = place.gathered(dense, weights.expert_bytes)
+        basis = "every unit stays gathered from its forward to its backward "
+        basis += "(reshard_after_forward is false)" + place.note
+        return Component(GATHER, declared, floor / GIB, basis)
+    buffers = 1 + (t.prefetch_depth if t.forward_prefetch else 0)
+    if t.largest_unit_params is None:
+        unit, what = weights.total / plan.model.num_layers, "layer(s) of unsharded weights"
+    else:
+        unit = t.largest_unit_params * weights.unquantized_bytes
+        what = (
+            f"x the largest unit ({count(t.largest_unit_params)} params at "
+            f"{weights.unquantized_bytes:g} bytes)"
         )
-        floor += per_expert_param * moe.expert_params
-        basis += " + every MoE layer's experts (reshard_after_forward is false)"
+    floor, basis = buffers * unit, f"{buffers} {what}"
+    if moe is not None and not moe.reshard_after_forward:
+        floor += place.gathered(0.0, weights.expert_bytes)
+        basis += " + every MoE layer's experts (reshard_after_forward is false)" + place.note
     return Component(GATHER, declared, floor / GIB, basis)
 
 

@@ -3,6 +3,7 @@
 Field names follow the preflight plan schema ("preflight-plan/0.1"). Memory figures are GiB
 per GPU at the plan's peak phase; parameter counts are plain numbers; money is Decimal.
 The API and the CLI validate a plan document at the edge and build these values from it.
+Fields with defaults are optional: at their defaults they add nothing to the memory model.
 """
 
 from __future__ import annotations
@@ -37,6 +38,24 @@ class Sharding(StrEnum):
     NONE = "none"  # every GPU holds the whole model (one GPU, or plain data parallel)
     FSDP = "fsdp"
     ZERO3 = "zero3"
+
+
+class Dequantize(StrEnum):
+    """What the recipe dequantizes to BF16 for training, keeping the quantized source too."""
+
+    NONE = "none"
+    EXPERTS = "experts"  # e.g. grouped-GEMM MoE kernels that need BF16 experts
+    ALL = "all"  # every quantized tensor
+
+
+class KernelFormat(StrEnum):
+    """The low-precision format the training GEMMs consume."""
+
+    NONE = "none"
+    FP8 = "fp8"  # per-tensor scaled (delayed or current scaling)
+    MXFP8 = "mxfp8"
+    MXFP4 = "mxfp4"
+    NVFP4 = "nvfp4"
 
 
 class ExpertStorage(StrEnum):
@@ -85,6 +104,8 @@ class Moe:
     experts_storage: ExpertStorage
     expert_quantizer: str
     reshard_after_forward: bool
+    num_experts: int = 1  # with no count, expert parallelism is credited nothing
+    expert_parallel: int = 1  # GPUs the experts are spread over (EP degree)
 
     @property
     def experts_stay_bf16(self) -> bool:
@@ -104,6 +125,7 @@ class Model:
     num_layers: int
     num_heads: int
     moe: Moe | None
+    final_logit_softcapping: float | None = None  # the output head's tanh cap, if any
 
 
 @dataclass(frozen=True)
@@ -118,6 +140,12 @@ class Training:
     sharding: Sharding
     shards: int
     forward_prefetch: bool
+    prefetch_depth: int = 1  # units gathered ahead when forward_prefetch is on
+    reshard_after_forward: bool = True  # False: gathered units stay until their backward
+    largest_unit_params: float | None = None  # None: an average layer
+    dequantize: Dequantize = Dequantize.NONE
+    kernel_format: KernelFormat = KernelFormat.NONE
+    kernel_layouts: int = 2  # copies beside the stored weights: row-wise, column-wise
 
     @property
     def eight_bit_optimizer(self) -> bool:

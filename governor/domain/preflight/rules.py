@@ -24,7 +24,7 @@ from governor.domain.preflight.cost import (
     quote_age_days,
     reserve,
 )
-from governor.domain.preflight.gpus import GpuClass, gpu_class
+from governor.domain.preflight.gpus import GpuClass, Provenance, gpu_class
 from governor.domain.preflight.memory import Component, MemoryFigures, count, model_memory
 from governor.domain.preflight.plan import CANARY, CHECKPOINT, TRAIN, Plan
 
@@ -74,6 +74,15 @@ class Assessment:
 
     def component(self, name: str) -> Component:
         return next(c for c in self.memory.components if c.name == name)
+
+    @property
+    def usable_memory(self) -> str:
+        """Where the usable memory comes from: a card's report, a datasheet, or the plan."""
+        return "unchecked" if self.gpu is None else self.gpu.memory.value
+
+    @property
+    def usable_source(self) -> str | None:
+        return None if self.gpu is None else self.gpu.source
 
     @property
     def measured_fit(self) -> bool:
@@ -207,9 +216,12 @@ FLOORS = tuple(
         "runtime_overhead",
         "nccl",
         "weights",
+        "dequantized_copy",
+        "kernel_layouts",
         "adapters_grads_optimizer",
         "activations",
         "logits_peak",
+        "softcap_logits",
         "fsdp_or_moe_gather",
         "fragmentation_margin",
     )
@@ -217,21 +229,35 @@ FLOORS = tuple(
 
 
 def usable_memory(a: Assessment) -> Finding | None:
-    hw, usable = a.plan.hardware, a.memory.usable_gib
+    hw, usable, gpu = a.plan.hardware, a.memory.usable_gib, a.gpu
     claimed = hw.usable_mib_per_gpu / 1024
-    if a.gpu is None:
+    if gpu is None:
         message = (
-            f"No reported memory on file for {hw.gpu_type!r}: the plan's {claimed:.1f} GiB per "
-            "GPU is used as given; the canary's measured total is the check."
-        )
-    elif usable < claimed:
-        message = (
-            f"{a.gpu.name} reports {usable:.1f} GiB per GPU, less than the plan's "
-            f"{claimed:.1f} GiB: the reported figure is used."
+            f"No reported memory on file for {hw.gpu_type!r}: its memory was not checked. The "
+            f"plan's {claimed:.1f} GiB per GPU is used as given; the canary's measured total "
+            "is the check."
         )
     else:
-        return None
-    return Finding("usable_memory", Verdict.GO, message, {"usable_gib": round(usable, 2)})
+        notes = []
+        if usable < claimed:
+            notes.append(
+                f"{gpu.name} reports {usable:.1f} GiB per GPU, less than the plan's "
+                f"{claimed:.1f} GiB: the reported figure is used."
+            )
+        if gpu.memory is Provenance.DERIVED:
+            notes.append(
+                f"{gpu.name}'s {gpu.usable_mib:,} MiB is derived from its datasheet, not read "
+                "from a card: the canary's measured total is the check."
+            )
+        if not notes:
+            return None
+        message = " ".join(notes)
+    return Finding(
+        "usable_memory",
+        Verdict.GO,
+        message,
+        {"usable_gib": round(usable, 2), "usable_memory": a.usable_memory},
+    )
 
 
 def memory_fit(a: Assessment) -> Finding:
@@ -256,11 +282,26 @@ def memory_fit(a: Assessment) -> Finding:
         message += f"configuration under {MEASURED_SHARE:.0%} says otherwise. No pod is rented."
     else:
         message = f"{what}: over {HARD_SHARE:.0%}, no pod is rented."
+    raised = {  # largest first: what pushed the plan up
+        x.name: round(x.floor_gib - x.declared_gib, 2)
+        for x in sorted(a.memory.components, key=lambda x: x.declared_gib - x.floor_gib)
+        if x.raised
+    }
+    if raised:
+        added = ", ".join(f"{name} by {gib:.2f} GiB" for name, gib in raised.items())
+        message += f" The governor's floors raised {added}."
     return Finding(
         "memory_fit",
         band,
         message,
-        {"modeled_gib": round(m, 2), "usable_gib": round(c, 2), "ratio": round(share, 3)},
+        {
+            "modeled_gib": round(m, 2),
+            "usable_gib": round(c, 2),
+            "ratio": round(share, 3),
+            "usable_memory": a.usable_memory,
+            "usable_source": a.usable_source,
+            "raised_gib": raised,
+        },
     )
 
 
@@ -269,20 +310,21 @@ def memory_fit(a: Assessment) -> Finding:
 
 def rate_plausible(a: Assessment) -> Finding | None:
     hw = a.plan.hardware
-    if a.gpu is None or hw.interruptible:
+    lowest = None if a.gpu is None else a.gpu.lowest_on_demand_usd
+    if a.gpu is None or lowest is None or hw.interruptible:
         return None
-    floor = a.gpu.lowest_on_demand_usd * RATE_FLOOR_SHARE
+    floor = lowest * RATE_FLOOR_SHARE
     if hw.rate_usd_per_gpu_hour >= floor:
         return None
     return Finding(
         "rate_plausible",
         Verdict.NO_GO,
         f"The quoted {dollars(hw.rate_usd_per_gpu_hour)}/GPU-hour is under half the lowest "
-        f"on-demand rate on file for {a.gpu.name} ({dollars(a.gpu.lowest_on_demand_usd)}): "
+        f"on-demand rate on file for {a.gpu.name} ({dollars(lowest)}): "
         "a typo or a stale page. Re-quote, or mark the plan interruptible if it is spot.",
         {
             "rate_usd_per_gpu_hour": format_usd(hw.rate_usd_per_gpu_hour),
-            "lowest_on_demand_usd": format_usd(a.gpu.lowest_on_demand_usd),
+            "lowest_on_demand_usd": format_usd(lowest),
         },
     )
 
@@ -406,6 +448,8 @@ def _memory_json(a: Assessment) -> dict[str, Any]:
     return {
         "gpu_type": a.plan.hardware.gpu_type,
         "usable_gib": round(m.usable_gib, 2),
+        "usable_memory": a.usable_memory,
+        "usable_source": a.usable_source,
         "declared_gib": round(m.declared_gib, 2),
         "modeled_gib": round(m.modeled_gib, 2),
         "ratio": round(m.ratio, 3),

@@ -49,8 +49,8 @@ A100_80 = gpu("A100-80GB", 81_920, 4.0)
 H100 = gpu("H100", 81_559, 3.98)
 FLCE = {"training.ce_impl": "liger_flce", "memory_per_gpu_gib.logits_peak": 0.5}
 
-# A dense 27B LoRA in BF16 (no quantization) on a card reporting 95.6 GiB, which has no
-# entry in the GPU table, so the plan's own figure is used.
+# A dense 27B LoRA in BF16 (no quantization) on a GH200, which reports 95.6 GiB (the
+# table's 97,871 MiB caps the plan's 97,894).
 CARD_95 = {
     "hardware.gpu_type": "GH200",
     "hardware.usable_mib_per_gpu": 97_894,
