@@ -9,6 +9,8 @@ from fastapi import FastAPI
 
 from governor import __version__
 from governor.api import build_router
+from governor.api.body_limit import BodyLimit
+from governor.api.clean_url import CleanUrl
 from governor.api.errors import install as install_error_handlers
 from governor.bootstrap import DatabaseBehind, build_context, close_context, session_secret
 from governor.db.schema import schema_status
@@ -55,6 +57,8 @@ def create_app(settings: Settings, context: ServiceContext | None = None) -> Fas
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(CleanUrl)
     app.include_router(build_router())
     app.include_router(build_web_router())
     return app

@@ -18,10 +18,11 @@ from governor.adapters.providers._http import provider_client
 from governor.adapters.providers.gcp import GcpProvider, MetadataToken, StaticToken
 from governor.adapters.providers.kubernetes import KubernetesProvider
 from governor.adapters.providers.lambda_cloud import LambdaProvider
-from governor.adapters.providers.local import LocalProvider
+from governor.adapters.providers.local import LocalCommandProvider, LocalProvider
 from governor.adapters.providers.runpod import RunPodProvider
 from governor.adapters.providers.vast import VastProvider
 from governor.adapters.telemetry.nvml import NvmlSource
+from governor.api.schemas import read_plan
 from governor.db import schema
 from governor.db.engine import build_engine, session_factory, unit_of_work
 from governor.db.file_lock import sqlite_scheduler_lock
@@ -32,6 +33,7 @@ from governor.domain.telemetry import TelemetrySource
 from governor.fakes.cloud import BillingFakeProvider, FakeProvider
 from governor.fakes.nvml import FakeNvml
 from governor.services import shared_secrets, tokens
+from governor.services.auth_limits import FailureLimiter, Network, trusted_networks
 from governor.services.context import GovernorConfig, ServiceContext
 from governor.services.health import TickLog
 from governor.services.leadership import Lease
@@ -172,8 +174,20 @@ def _read_token(path: Path) -> str:
 
 
 def _local(s: Settings, _clock: Clock) -> LocalProvider | None:
+    if s.local_resume_command is not None and s.local_stop_command is None:
+        raise ProviderSetupError(
+            "GOVERNOR_LOCAL_RESUME_COMMAND needs GOVERNOR_LOCAL_STOP_COMMAND: a process stopped "
+            "by a signal cannot be resumed"
+        )
     if s.local_stop_command is None and s.local_stop_signal is None:
         return None
+    if s.local_stop_command is not None and s.local_resume_command is not None:
+        return LocalCommandProvider(
+            stop_command=s.local_stop_command,
+            resume_command=s.local_resume_command,
+            command_timeout_s=s.local_command_timeout_s,
+            stop_latency_s=s.local_stop_latency_s,
+        )
     try:
         signum = signal.Signals[s.local_stop_signal or "SIGTERM"]
     except KeyError:
@@ -253,6 +267,13 @@ def build_notifier(settings: Settings) -> Notifier | None:
     )
 
 
+def _trusted_proxies(setting: str) -> tuple[Network, ...]:
+    try:
+        return trusted_networks(setting.split(","))
+    except ValueError as exc:
+        raise ValueError(f"GOVERNOR_TRUSTED_PROXIES: {exc}") from None
+
+
 def build_context(settings: Settings, clock: Clock | None = None) -> ServiceContext:
     clock = clock or SystemClock()
     engine = build_engine(
@@ -270,6 +291,11 @@ def build_context(settings: Settings, clock: Clock | None = None) -> ServiceCont
         sessions=sessions,
         clock=clock,
         providers=providers,
+        read_plan=read_plan,
+        auth_failures=FailureLimiter(
+            per_address=settings.auth_failures_per_minute,
+            per_prefix=10 * settings.auth_failures_per_minute,
+        ),
         unconfigured={n: how for n, how in HOW_TO_CONFIGURE.items() if n not in providers},
         config=GovernorConfig(
             enforce_interval_s=settings.enforce_interval_s,
@@ -287,6 +313,7 @@ def build_context(settings: Settings, clock: Clock | None = None) -> ServiceCont
             telemetry_minute_keep_s=settings.telemetry_minute_keep_s,
             metrics_require_token=settings.metrics_require_token,
             leader_probe_s=settings.probe_s,
+            trusted_proxies=_trusted_proxies(settings.trusted_proxies),
             failover_s=0.0 if settings.embedded else settings.lease_s + settings.probe_s,
         ),
         ticks=TickLog(enabled=settings.scheduler_enabled),

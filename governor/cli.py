@@ -140,6 +140,27 @@ def _migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rotate_bootstrap(_args: argparse.Namespace) -> int:
+    from governor.bootstrap import build_context, close_context
+    from governor.db.engine import unit_of_work
+    from governor.services import tokens
+
+    settings = load_settings()
+    if settings.operator_token is None:
+        print("governor: set GOVERNOR_OPERATOR_TOKEN to the new token first", file=sys.stderr)
+        return 2
+    ctx = build_context(settings)
+    try:
+        with unit_of_work(ctx.sessions) as session:
+            revoked = tokens.rotate_bootstrap(
+                session, settings.operator_token.get_secret_value(), ctx.clock.now()
+            )
+    finally:
+        close_context(ctx)
+    print(f"The bootstrap operator token is the configured one; {revoked} earlier one(s) revoked.")
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from governor.demo import run_demo
 
@@ -368,7 +389,13 @@ def build_parser() -> argparse.ArgumentParser:
         "with their rates; exit 1 if any provider failed",
     )
     providers_check.set_defaults(handler=_providers_check)
-    add_verbs(commands)
+    groups = add_verbs(commands)
+    rotate = groups["token"].add_parser(
+        "rotate-bootstrap",
+        help="make GOVERNOR_OPERATOR_TOKEN the only bootstrap operator token, revoking earlier "
+        "ones (run once every replica has the new value; works on the database directly)",
+    )
+    rotate.set_defaults(handler=_rotate_bootstrap)
     return parser
 
 

@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -140,6 +141,7 @@ def show_budget(b: dict[str, Any]) -> str:
             ("remaining", usd(b["remaining_usd"])),
             ("burn rate", usd(b["burn_rate_usd_per_hour"]) + "/h"),
             ("exhausted at", b["projected_exhaustion_at"]),
+            ("closed at", b["closed_at"]),
             ("note", b["note"]),
         ]
     )
@@ -197,9 +199,52 @@ def show_run(r: dict[str, Any]) -> str:
     return f"{text}\n\nThe job's token (shown once; give it to the job):\n  {r['token']}"
 
 
+def show_resumed(r: dict[str, Any]) -> str:
+    pod, run = r["pod"], r["run"]
+    text = fields(
+        [
+            ("pod", pod["id"]),
+            ("state", pod["state"]),
+            ("rate", f"{usd(pod['hourly_rate_usd'])}/h ({pod['rate_source']})"),
+        ]
+    )
+    if run is None:
+        return text + "\n\nNo unfinished run stopped with this pod: create a run for the next job."
+    checkpoint = run["checkpoint"]
+    text += "\n" + fields(
+        [
+            ("run", f"{run['id']} ({run['name']}), attempt {run['attempt']}"),
+            ("from", f"step {checkpoint['step']}, {checkpoint['path']}" if checkpoint else None),
+        ]
+    )
+    return (
+        f"{text}\n\nThe attempt's job token (shown once; the previous one has ended). Relaunch "
+        f"the job with it:\n  {r['token']}"
+    )
+
+
+TOKEN_HEADERS = ("id", "role", "label", "for", "created", "expires", "state")
+
+
+def _token_row(t: dict[str, Any]) -> tuple[object, ...]:
+    bound = t["run_id"] or t["pod_id"] or t["node"] or ("bootstrap" if t["bootstrap"] else "")
+    expired = t["expires_at"] and datetime.fromisoformat(t["expires_at"]) <= datetime.now(UTC)
+    state = "revoked" if t["revoked_at"] else "expired" if expired else "active"
+    return (t["id"], t["role"], t["label"], bound, t["created_at"], t["expires_at"], state)
+
+
+def show_tokens(tokens: list[dict[str, Any]]) -> str:
+    return table(TOKEN_HEADERS, (_token_row(t) for t in tokens))
+
+
+def show_tokens_one(t: dict[str, Any]) -> str:
+    return show_tokens([t])
+
+
 def show_token(t: dict[str, Any]) -> str:
     bound = [("pod", t["pod_id"])] if t["pod_id"] else [("node", t["node"])] if t["node"] else []
-    text = fields([("role", t["role"]), *bound, ("label", t["label"])])
+    expires = ("expires", t["expires_at"] or "never")
+    text = fields([("id", t["id"]), ("role", t["role"]), *bound, ("label", t["label"]), expires])
     return f"{text}\n\nThe token (shown once; store it now):\n  {t['token']}"
 
 
@@ -283,9 +328,27 @@ def pod_stop(api: Api, a: argparse.Namespace) -> Shown:
     return api.call("POST", f"/v1/pods/{a.pod_id}/stop", body=body), show_stop
 
 
+def pod_resume(api: Api, a: argparse.Namespace) -> Shown:
+    body = _given(reason=a.reason)
+    return api.call("POST", f"/v1/pods/{a.pod_id}/resume", body=body), show_resumed
+
+
+def budget_close(api: Api, a: argparse.Namespace) -> Shown:
+    body = _given(reason=a.reason, storage_deleted=a.storage_deleted or None)
+    return api.call("POST", f"/v1/budgets/{a.budget_id}/close", body=body), show_budget
+
+
 def token_create(api: Api, a: argparse.Namespace) -> Shown:
-    body = _given(role=a.role, label=a.label, pod_id=a.pod, node=a.node)
+    body = _given(role=a.role, label=a.label, pod_id=a.pod, node=a.node, expires_at=a.expires_at)
     return api.call("POST", "/v1/tokens", body=body), show_token
+
+
+def token_list(api: Api, _: argparse.Namespace) -> Shown:
+    return api.call("GET", "/v1/tokens"), show_tokens
+
+
+def token_revoke(api: Api, a: argparse.Namespace) -> Shown:
+    return api.call("POST", f"/v1/tokens/{a.token_id}/revoke"), show_tokens_one
 
 
 def run_create(api: Api, a: argparse.Namespace) -> Shown:
@@ -371,8 +434,9 @@ def _thresholds(text: str) -> list[int]:
         raise argparse.ArgumentTypeError("a comma-separated list of percentages") from None
 
 
-def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register the operator verbs as subcommands of `governor`."""
+def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> dict[str, Any]:
+    """Register the operator verbs as subcommands of `governor`; returns each group's verbs,
+    for the commands that work on the database directly to join them."""
     common = _connection()
 
     def verb(group: Any, name: str, what: str, handler: Verb) -> argparse.ArgumentParser:
@@ -386,7 +450,7 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         parser = commands.add_parser(name, help=what, description=what)
         return parser.add_subparsers(dest=f"{name}_verb", required=True, metavar="VERB")
 
-    budgets = group("budget", "declare, list and show budgets (over HTTP)")
+    budgets = group("budget", "declare, list, show and close budgets (over HTTP)")
     declare = verb(budgets, "declare", "declare a budget and its hard ceiling", budget_declare)
     declare.add_argument("name", help="the budget's name")
     declare.add_argument("--ceiling", required=True, metavar="USD", help="the hard ceiling")
@@ -400,8 +464,19 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     declare.add_argument("--note", help="what the budget covers")
     verb(budgets, "list", "every budget with its figures", budget_list)
     verb(budgets, "show", "one budget with its figures", budget_show).add_argument("budget_id")
+    closing = verb(
+        budgets, "close", "close a budget whose pods have stopped; its runs end", budget_close
+    )
+    closing.add_argument("budget_id")
+    closing.add_argument("--reason", help="why (recorded)")
+    closing.add_argument(
+        "--storage-deleted",
+        action="store_true",
+        help="you have deleted its stopped pods' storage: they stop counting (nothing is "
+        "deleted for you)",
+    )
 
-    pods = group("pod", "add, show and stop pods (over HTTP)")
+    pods = group("pod", "add, show, stop and resume pods (over HTTP)")
     add = verb(pods, "add", "put a pod under a budget", pod_add)
     add.add_argument("budget_id")
     add.add_argument("--provider", required=True, help="e.g. fake")
@@ -423,6 +498,14 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     stop = verb(pods, "stop", "stop a pod, keeping its workspace, after its job saves", pod_stop)
     stop.add_argument("pod_id")
     stop.add_argument("--reason", help="why (recorded)")
+    again = verb(
+        pods,
+        "resume",
+        "start a stopped pod again once its budget is open; prints its run's new job token",
+        pod_resume,
+    )
+    again.add_argument("pod_id")
+    again.add_argument("--reason", help="why (recorded)")
 
     runs = group("run", "create runs (over HTTP)")
     create = verb(runs, "create", "create a run; prints its job token once", run_create)
@@ -433,13 +516,19 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     create.add_argument("--heartbeat-timeout-s", type=float)
     create.add_argument("--checkpoint-grace-s", type=float)
 
-    tokens = group("token", "create tokens (over HTTP)")
+    tokens = group("token", "create, list and revoke tokens")
     token = verb(tokens, "create", "create a token; prints it once", token_create)
     token.add_argument("--role", required=True, choices=["operator", "viewer", "agent"])
     whom = token.add_mutually_exclusive_group()
     whom.add_argument("--pod", help="an agent token for this pod")
     whom.add_argument("--node", help="a node agent's token for this machine")
     token.add_argument("--label", help="who or what it is for (recorded)")
+    token.add_argument(
+        "--expires-at", metavar="TIME", help="ISO 8601 time it stops working (default: never)"
+    )
+    verb(tokens, "list", "every token: whom it is for, whether it still works", token_list)
+    revoking = verb(tokens, "revoke", "end a token now", token_revoke)
+    revoking.add_argument("token_id")
 
     exts = group("ext", "list, approve and deny budget extensions (over HTTP)")
     listing = verb(exts, "list", "extension requests", ext_list)
@@ -461,3 +550,4 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 
     record = verb(commands, "report", "a budget's run report, as Markdown (over HTTP)", report)
     record.add_argument("budget_id")
+    return {"token": tokens}

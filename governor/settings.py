@@ -77,6 +77,18 @@ class Settings(ProviderSettings, BaseSettings):
         description="How often each replica renews or tries to take the lease "
         f"(default: a quarter of the lease, at most {MAX_PROBE_S:g} s).",
     )
+    auth_failures_per_minute: int = Field(
+        30,
+        ge=1,
+        le=1_000_000,
+        description="Failed authentications one client address may make in a minute before it "
+        "is answered 429 (ten times as many for one token prefix, from anywhere).",
+    )
+    trusted_proxies: str = Field(
+        "",
+        description="Comma-separated addresses or networks of reverse proxies whose "
+        "X-Forwarded-For names the client (for limiting failed sign-ins); none by default.",
+    )
     session_secret: SecretStr | None = Field(
         None,
         description="Signs the dashboard's session cookies; unset: made once and kept in the "
@@ -143,6 +155,12 @@ class Settings(ProviderSettings, BaseSettings):
     )
     metrics_require_token: bool = Field(
         False, description="Serve /metrics to viewer and operator tokens only (open otherwise)."
+    )
+    max_body_bytes: int = Field(
+        1_048_576,
+        ge=1024,
+        le=1_073_741_824,
+        description="The largest request body accepted, in bytes; a longer one is answered 413.",
     )
     webhooks: Annotated[list[Webhook], NoDecode] = Field(
         default_factory=list,

@@ -11,7 +11,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from governor.db.engine import read_only, unit_of_work
+from governor.domain.errors import Unauthenticated
 from governor.domain.model import Role
+from governor.services.auth_limits import client_address
 from governor.services.context import ServiceContext
 from governor.services.tokens import Principal
 
@@ -55,12 +57,23 @@ Now = Annotated[datetime, Depends(_now)]
 
 
 def _principal(
+    request: Request,
     context: Context,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
-    return context.tokens.authenticate(
-        context.sessions, credentials.credentials if credentials else None
+    """The caller, from a bearer token; failed attempts are limited (429 past the limit)."""
+    token = credentials.credentials if credentials else None
+    address = client_address(
+        request.client.host if request.client else None,
+        request.headers.get("x-forwarded-for"),
+        context.config.trusted_proxies,
     )
+    context.auth_failures.check(address, token)
+    try:
+        return context.tokens.authenticate(context.sessions, token, context.clock.now())
+    except Unauthenticated:
+        context.auth_failures.failed(address, token)
+        raise
 
 
 Caller = Annotated[Principal, Depends(_principal)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -12,6 +13,7 @@ from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException
 
 from governor.domain import errors
+from governor.services.auth_limits import TooManyAttempts
 from governor.services.pods import ProviderUnavailable
 
 log = logging.getLogger(__name__)
@@ -22,6 +24,7 @@ STATUS = {
     errors.Forbidden: 403,
     errors.Unauthenticated: 401,
     errors.Invalid: 422,
+    TooManyAttempts: 429,
 }
 
 
@@ -29,9 +32,16 @@ def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, **extra}}
 
 
+def _encodable(text: str) -> str:
+    """Text a response can carry: a lone surrogate the client sent (in a key) is escaped."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _where(location: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in location if p not in ("body", "query", "path")]
-    return ".".join(parts) or "body"
+    """The field, without where the request carried it (a field may be called "path")."""
+    if location and location[0] in ("body", "query", "path", "header", "cookie"):
+        location = location[1:]
+    return _encodable(".".join(str(p) for p in location)) or "body"
 
 
 def _detail(error: Any) -> dict[str, str]:
@@ -39,7 +49,10 @@ def _detail(error: Any) -> dict[str, str]:
         position = error.get("loc", ("body", "?"))[-1]
         reason = error.get("ctx", {}).get("error", "invalid JSON")
         return {"field": "body", "problem": f"malformed JSON at character {position}: {reason}"}
-    return {"field": _where(tuple(error.get("loc", ()))), "problem": str(error.get("msg"))}
+    return {
+        "field": _where(tuple(error.get("loc", ()))),
+        "problem": _encodable(str(error.get("msg"))),
+    }
 
 
 def _validation(request: Request, exc: Exception) -> JSONResponse:
@@ -60,6 +73,8 @@ def _governor(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, errors.GovernorError)
     status = next((s for cls, s in STATUS.items() if isinstance(exc, cls)), 400)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if isinstance(exc, TooManyAttempts):
+        headers = {"Retry-After": str(math.ceil(exc.retry_after_s))}
     return JSONResponse(error_body(exc.code, exc.message), status_code=status, headers=headers)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from datetime import date, datetime
+from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
@@ -18,6 +18,14 @@ from pydantic import (
     model_validator,
 )
 
+from governor.api.safe_input import (
+    MAX_INT64,
+    ClientDate,
+    ClientTime,
+    free_text,
+    json_limits,
+    line,
+)
 from governor.domain.model import (
     Action,
     BudgetState,
@@ -70,14 +78,15 @@ def _finite(value: float) -> float:
 
 
 Seconds = Annotated[float, Field(gt=0, le=86_400), BeforeValidator(_finite)]
-Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"\S")]
-Text = Annotated[str, Field(min_length=1, max_length=2000, pattern=r"\S")]
+Name = line(200, min_length=1, pattern=r"\S")
+Text = free_text(2000, min_length=1, pattern=r"\S")
+Note = free_text(2000)
+Step = Annotated[int, Field(ge=0, le=MAX_INT64)]
+Steps = Annotated[int, Field(ge=1, le=MAX_INT64)]
+JSON_BYTES = 16 * 1024  # the most a client's JSON document (evidence, metrics) may take
 Node = Annotated[
-    str,
+    line(253, min_length=1, pattern=r"^[A-Za-z0-9]([A-Za-z0-9._:-]*[A-Za-z0-9])?$"),
     Field(
-        min_length=1,
-        max_length=253,
-        pattern=r"^[A-Za-z0-9]([A-Za-z0-9._:-]*[A-Za-z0-9])?$",
         description="a machine's name, as its node agent reports it (a Kubernetes node name, "
         "a hostname)",
         examples=["gpu-node-7"],
@@ -102,7 +111,7 @@ class BudgetIn(Strict):
         80,
         90,
     ]
-    note: Annotated[str, Field(max_length=2000)] | None = None
+    note: Note | None = None
 
     @model_validator(mode="after")
     def _reserve_below_ceiling(self) -> BudgetIn:
@@ -128,16 +137,26 @@ class BudgetOut(BaseModel):
     alert_thresholds: list[int]
     note: str | None
     created_at: datetime
+    closed_at: datetime | None
+
+
+class CloseIn(Strict):
+    reason: Text = "closed by an operator"
+    storage_deleted: bool = Field(
+        False,
+        description="the stopped pods' storage has been deleted (the governor never deletes): "
+        "they are released and stop counting; without it their storage keeps counting",
+    )
 
 
 # --- pods ----------------------------------------------------------------------------
 
 
 class PodIn(Strict):
-    provider: Annotated[str, Field(min_length=1, max_length=40)]
-    provider_ref: Annotated[str, Field(min_length=1, max_length=200)]
+    provider: line(40, min_length=1)
+    provider_ref: line(200, min_length=1)
     hourly_rate_usd: PositiveUsd | None = None
-    gpu_type: Annotated[str, Field(max_length=100)] | None = None
+    gpu_type: line(100) | None = None
     gpu_count: Annotated[int, Field(ge=1, le=1024)] | None = None
     storage_gb: Annotated[float, Field(ge=0, le=1_000_000), BeforeValidator(_finite)] = 0.0
     storage_usd_per_gb_month: Usd = Decimal(0)
@@ -146,7 +165,7 @@ class PodIn(Strict):
     node: Node | None = Field(
         None, description="the machine the pod runs on: that machine's node agent reports for it"
     )
-    persistent_filesystem: Annotated[str, Field(min_length=1, max_length=200)] | None = Field(
+    persistent_filesystem: line(200, min_length=1) | None = Field(
         None,
         description="terminate-only providers (Lambda): the attached filesystem a checkpoint "
         "must be saved on before the governor may terminate the pod",
@@ -155,6 +174,10 @@ class PodIn(Strict):
 
 class StopIn(Strict):
     reason: Text = "stopped by an operator"
+
+
+class ResumeIn(Strict):
+    reason: Text = "resumed by an operator"
 
 
 class StopOrderOut(BaseModel):
@@ -216,6 +239,8 @@ class PodOut(BaseModel):
     spent_usd: UsdText
     accrued_until: datetime
     stopped_at: datetime | None
+    resumed_at: datetime | None
+    released_at: datetime | None = Field(description="its storage was deleted: no longer counted")
     stop_order: StopOrderOut | None
     local: bool
     node: str | None
@@ -244,8 +269,8 @@ class PolicyIn(Strict):
 
 class RunIn(Strict):
     name: Name
-    pod_id: Annotated[str, Field(min_length=1, max_length=32)]
-    total_steps: Annotated[int, Field(ge=1)] | None = None
+    pod_id: line(32, min_length=1)
+    total_steps: Steps | None = None
     heartbeat_timeout_s: Seconds = 120.0
     checkpoint_grace_s: Annotated[float, Field(ge=0, le=86_400), BeforeValidator(_finite)] = 300.0
     policy: PolicyIn | None = None
@@ -258,8 +283,8 @@ class DirectiveState(BaseModel):
 
 
 class CheckpointIn(Strict):
-    step: Annotated[int, Field(ge=0)]
-    path: Annotated[str, Field(min_length=1, max_length=4096)]
+    step: Step
+    path: line(4096, min_length=1)
 
 
 class CheckpointOut(BaseModel):
@@ -281,6 +306,7 @@ class RunOut(BaseModel):
     budget_id: str
     pod_id: str
     name: str
+    attempt: int = Field(description="1, then one more each time its pod is resumed")
     status: RunStatus
     phase: Phase | None
     step: int
@@ -293,6 +319,7 @@ class RunOut(BaseModel):
     policy: dict[str, float]
     peaks: list[PeakOut]
     created_at: datetime
+    started_at: datetime = Field(description="when its current attempt began")
     ended_at: datetime | None = Field(
         description="when the run ended: its job said so, its pod stopped, or it was lost"
     )
@@ -302,17 +329,26 @@ class RunCreated(RunOut):
     token: str = Field(description="The job's token. Shown once: store it now.")
 
 
+class ResumedOut(BaseModel):
+    pod: PodOut
+    run: RunOut | None = Field(description="the run taking up its next attempt, if any")
+    token: str | None = Field(
+        description="That attempt's job token (the previous one has ended). Shown once: hand "
+        "it to whatever relaunches the job."
+    )
+
+
 Metric = float | int | str | bool | None
 
 
 class HeartbeatIn(Strict):
-    step: Annotated[int, Field(ge=0)]
-    total_steps: Annotated[int, Field(ge=1)] | None = None
+    step: Step
+    total_steps: Steps | None = None
     phase: Phase | None = None
     status: RunStatus = RunStatus.RUNNING
     checkpoint: CheckpointIn | None = None
     metrics: (
-        Annotated[dict[Annotated[str, Field(max_length=100)], Metric], Field(max_length=100)] | None
+        Annotated[dict[line(100), Metric], Field(max_length=64), json_limits(JSON_BYTES)] | None
     ) = None
 
     @field_validator("status")
@@ -345,12 +381,12 @@ class DirectiveOut(BaseModel):
 
 class RunEventIn(Strict):
     category: Category = Field(description="harness, model or provider")
-    kind: Annotated[str, Field(max_length=40)] | None = Field(
+    kind: line(40) | None = Field(
         None, description='e.g. "oom": an out-of-memory crash is always a model failure'
     )
     severity: Severity = Severity.WARNING
     message: Text
-    evidence: dict[str, Any] | None = None
+    evidence: Annotated[dict[str, Any], json_limits(JSON_BYTES)] | None = None
 
     @model_validator(mode="after")
     def _job_categories(self) -> RunEventIn:
@@ -370,7 +406,7 @@ class ExtensionIn(Strict):
 
 
 class DecisionIn(Strict):
-    note: Annotated[str, Field(max_length=2000)] | None = None
+    note: Note | None = None
 
 
 class ExtensionOut(BaseModel):
@@ -405,9 +441,10 @@ class TokenIn(Strict):
         description="operator, viewer, or agent (with pod_id, or node for a node agent); job "
         "tokens come with their run"
     )
-    label: Annotated[str, Field(max_length=200)] | None = None
-    pod_id: Annotated[str, Field(max_length=32)] | None = None
+    label: line(200) | None = Field(None, description="who or what it is for")
+    pod_id: line(32) | None = None
     node: Node | None = None
+    expires_at: ClientTime | None = Field(None, description="when it stops working; never if unset")
 
     @model_validator(mode="after")
     def _role_fits(self) -> TokenIn:
@@ -421,18 +458,35 @@ class TokenIn(Strict):
         return self
 
 
+class TokenInfo(BaseModel):
+    """A token on file: never the token itself, which is not kept."""
+
+    id: str
+    role: Role
+    label: str | None
+    run_id: str | None
+    pod_id: str | None
+    node: str | None
+    bootstrap: bool = Field(description="adopted from GOVERNOR_OPERATOR_TOKEN")
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+
+
 class TokenOut(BaseModel):
+    id: str
     role: Role
     label: str | None
     pod_id: str | None
     node: str | None
+    expires_at: datetime | None
     token: str = Field(description="Shown once: store it now.")
 
 
 # --- telemetry -----------------------------------------------------------------------
 
 Percent = Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]
-Bytes = Annotated[int, Field(ge=0, le=2**63 - 1)]
+Bytes = Annotated[int, Field(ge=0, le=MAX_INT64)]
 
 
 class GpuProcessIn(Strict):
@@ -441,9 +495,9 @@ class GpuProcessIn(Strict):
 
 
 class GpuSampleIn(Strict):
-    uuid: Annotated[str, Field(min_length=1, max_length=100)]
+    uuid: line(100, min_length=1)
     index: Annotated[int, Field(ge=0, le=1023)]
-    name: Annotated[str, Field(max_length=100)] = ""
+    name: line(100) = ""
     utilization_pct: Percent | None = None
     utilization_max_pct: Percent | None = None
     memory_total_bytes: Bytes | None = None
@@ -457,18 +511,18 @@ class GpuSampleIn(Strict):
 
 class DeviceProblemIn(Strict):
     index: Annotated[int, Field(ge=0, le=1023)]
-    uuid: Annotated[str, Field(max_length=100)] | None = None
-    error: Annotated[str, Field(max_length=2000)]
+    uuid: line(100) | None = None
+    error: Note
     lost: bool = False
 
 
 class ReadingIn(Strict):
-    at: datetime
+    at: ClientTime
     gpus: Annotated[list[GpuSampleIn], Field(max_length=64)] = []
     problems: Annotated[list[DeviceProblemIn], Field(max_length=64)] = []
     available: bool = True
-    unavailable_reason: Annotated[str, Field(max_length=2000)] | None = None
-    driver_version: Annotated[str, Field(max_length=100)] | None = None
+    unavailable_reason: Note | None = None
+    driver_version: line(100) | None = None
 
 
 class TelemetryIn(Strict):
@@ -492,7 +546,7 @@ Gib = Annotated[float, Field(ge=0, le=1_000_000, allow_inf_nan=False)]
 Params = Annotated[float, Field(ge=0, le=1e15, allow_inf_nan=False)]
 Hours = Annotated[Decimal, Field(ge=0, le=8760)]
 Count = Annotated[int, Field(ge=1, le=10_000_000)]
-Label = Annotated[str, Field(min_length=1, max_length=100)]
+Label = line(100, min_length=1)
 _AS_TEXT = PlainSerializer(format_usd, when_used="json")  # stored as "4.59", not "4.590000"
 PlanUsd = Annotated[Usd, _AS_TEXT]
 PlanRate = Annotated[PositiveUsd, _AS_TEXT]
@@ -506,8 +560,8 @@ class PlanHardwareIn(Strict):
     nodes: Annotated[int, Field(ge=1, le=1024)] = 1
     usable_mib_per_gpu: Count
     rate_usd_per_gpu_hour: PlanRate
-    rate_source: Annotated[str, Field(max_length=2000)] | None = None  # for the record
-    rate_quoted_at: date = Field(description="the day the rate was read (YYYY-MM-DD)")
+    rate_source: Note | None = None  # for the record
+    rate_quoted_at: ClientDate = Field(description="the day the rate was read (YYYY-MM-DD)")
     billing_increment_s: Annotated[int, Field(ge=1, le=86_400)]
     interruptible: bool = Field(False, description="spot: exempt from the low-rate check")
 
@@ -517,7 +571,7 @@ class PlanPhaseIn(Strict):
     expected_hours: Hours
     max_hours: Annotated[Decimal, Field(gt=0, le=8760)]
     gpu_held: bool = Field(True, description="billed for GPUs during this phase")
-    min_optimizer_steps: Annotated[int, Field(ge=0)] | None = None
+    min_optimizer_steps: Step | None = None
 
     @model_validator(mode="after")
     def _max_covers_expected(self) -> PlanPhaseIn:
@@ -618,7 +672,7 @@ class PlanMemoryIn(Strict):
 
 class PlanEvidenceIn(Strict):
     measured_peak_mib: Annotated[int, Field(ge=0, le=10_000_000)] | None = None
-    measured_on: date | None = None
+    measured_on: ClientDate | None = None
     same_config: bool = Field(False, description="same model, recipe and GPU type")
 
 
@@ -672,6 +726,11 @@ class PlanIn(Strict):
             ),
             evidence=Evidence(**self.evidence.model_dump()),
         )
+
+
+def read_plan(document: dict[str, Any]) -> Plan:
+    """A plan document as it was stored with its verdict, read back for a re-check."""
+    return PlanIn.model_validate(document).to_plan()
 
 
 class PlanReasonOut(BaseModel):

@@ -56,6 +56,7 @@ def budget(book: Book) -> BudgetOut:
         alert_thresholds=list(row.alert_thresholds),
         note=row.note,
         created_at=row.created_at,
+        closed_at=row.closed_at,
     )
 
 
@@ -98,6 +99,8 @@ def pod(session: Session, row: PodRow, book: Book, order: StopOrderRow | None) -
         spent_usd=format_usd(book.spent_on(row)),
         accrued_until=row.accrued_until,
         stopped_at=row.stopped_at,
+        resumed_at=row.resumed_at,
+        released_at=row.released_at,
         stop_order=None if order is None else stop_order(order),
         local=row.local,
         node=row.node,
@@ -123,6 +126,7 @@ def run(session: Session, row: RunRow) -> RunOut:
         budget_id=row.budget_id,
         pod_id=row.pod_id,
         name=row.name,
+        attempt=row.attempt,
         status=row.status,
         phase=row.phase,
         step=row.step,
@@ -140,6 +144,7 @@ def run(session: Session, row: RunRow) -> RunOut:
             for p in repo.peaks_of(session, [row.id])
         ],
         created_at=row.created_at,
+        started_at=row.started_at,
         ended_at=row.ended_at,
     )
 

@@ -4,11 +4,14 @@ Transient failures (connection errors, timeouts, 5xx, 429) never raise: the last
 comes back with `next_heartbeat_s` set to the backoff delay, and once the governor has been
 unreachable for `fail_safe_after_s` the directive becomes a fail-safe `stop` (fail closed)
 unless the client was built with `fail_open=True`. A 4xx (wrong token, wrong run) raises
-GovernorError at once.
+GovernorError at once, except: a run that has ended (409 `run_ended`) is a `stop`, never an
+error; a payload too large (413) is dropped, logged once (a heartbeat goes again without its
+metrics; an event report returns False).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -32,8 +35,16 @@ Phase = Literal[
 Category = Literal["harness", "model", "provider"]
 
 UNREACHABLE = "unreachable"  # the reason of the client's own fail-safe stop
+ENDED = "run-ended"  # the governor says the run has ended: the job should stop
 DEFAULT_HEARTBEAT_S = 15.0  # until the governor says otherwise
 FIRST_BACKOFF_S = 0.5
+# What the governor takes in a heartbeat's metrics: more is dropped here, not refused there.
+MAX_METRICS = 64
+MAX_METRICS_BYTES = 16 * 1024
+METRICS_DROPPED = (
+    f"Heartbeat metrics over the governor's limits ({MAX_METRICS} names, "
+    f"{MAX_METRICS_BYTES // 1024} KiB): dropped."
+)
 MAX_BACKOFF_S = 30.0
 
 
@@ -95,6 +106,14 @@ class Checkpoint:
     path: str
 
 
+class _Ended(Exception):
+    """The run has ended: nothing more is taken from its job."""
+
+
+class _TooLarge(Exception):
+    """The governor would not take a body this large."""
+
+
 class _Unavailable(Exception):
     def __init__(self, what: str, retry_after_s: float | None = None) -> None:
         super().__init__(what)
@@ -136,6 +155,7 @@ class Governor:
         self._heard_at = clock()  # the fail-safe counts from here until the first answer
         self._failures = 0
         self._retry_in_s = 0.0
+        self._warned: set[str] = set()  # what has been logged once already
 
     @classmethod
     def from_env(cls, **options: Any) -> Governor:
@@ -179,11 +199,20 @@ class Governor:
         if checkpoint is not None:
             body["checkpoint"] = {"step": checkpoint.step, "path": checkpoint.path}
         if metrics is not None:  # JSON has no NaN: a diverged loss is sent as "nan"
-            body["metrics"] = {
+            sent = {
                 k: repr(v) if isinstance(v, float) and not math.isfinite(v) else v
                 for k, v in metrics.items()
             }
-        reply = self._send(f"/v1/runs/{self.run_id}/heartbeat", body, retry_for_s)
+            if _fits(sent):
+                body["metrics"] = sent
+            else:
+                self._warn_once("metrics", METRICS_DROPPED)
+        path = f"/v1/runs/{self.run_id}/heartbeat"
+        try:
+            reply = self._deliver(path, body, retry_for_s)
+        except _Ended as exc:
+            self.directive = Directive("stop", ENDED, str(exc), budget=self.directive.budget)
+            return self.directive
         if reply is None:
             return replace(self._unreachable(), next_heartbeat_s=self._retry_in_s)
         directive = Directive.from_json(reply)
@@ -209,7 +238,13 @@ class Governor:
             body["kind"] = kind
         if evidence is not None:
             body["evidence"] = dict(evidence)
-        return self._send(f"/v1/runs/{self.run_id}/events", body, retry_for_s) is not None
+        try:
+            return self._send(f"/v1/runs/{self.run_id}/events", body, retry_for_s) is not None
+        except _TooLarge:
+            self._warn_once("event", "An event report was too large for the governor: dropped.")
+        except _Ended:
+            logger.info("The run has ended: the event was not recorded.")
+        return False
 
     def close(self) -> None:
         self._http.close()
@@ -221,6 +256,23 @@ class Governor:
         self.close()
 
     # --- transport, backoff and fail-safe ------------------------------------------------
+
+    def _deliver(
+        self, path: str, body: dict[str, Any], retry_for_s: float
+    ) -> dict[str, Any] | None:
+        """A heartbeat; one too large for the governor goes again without its metrics."""
+        try:
+            return self._send(path, body, retry_for_s)
+        except _TooLarge:
+            if "metrics" not in body:
+                raise
+            self._warn_once("metrics", METRICS_DROPPED)
+            return self._send(path, {k: v for k, v in body.items() if k != "metrics"}, retry_for_s)
+
+    def _warn_once(self, what: str, message: str) -> None:
+        if what not in self._warned:
+            self._warned.add(what)
+            logger.warning(message)
 
     def _send(self, path: str, body: dict[str, Any], retry_for_s: float) -> dict[str, Any] | None:
         give_up_at = self._clock() + retry_for_s
@@ -245,6 +297,10 @@ class Governor:
             raise _Unavailable(f"{type(exc).__name__}: {exc}") from exc
         if response.status_code == 429 or response.status_code >= 500:
             raise _Unavailable(f"HTTP {response.status_code}", _retry_after_s(response))
+        if response.status_code == 413:
+            raise _TooLarge()
+        if response.status_code == 409 and _code(response) == "run_ended":
+            raise _Ended(_said(response))
         if response.is_error:
             raise _refusal(response, self.run_id)
         reply: dict[str, Any] = response.json()
@@ -291,11 +347,32 @@ def _retry_after_s(response: httpx.Response) -> float | None:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
-def _refusal(response: httpx.Response, run_id: str) -> GovernorError:
+def _fits(metrics: Mapping[str, Any]) -> bool:
     try:
-        detail = response.json()["error"]["message"]
+        size = len(json.dumps(metrics, separators=(",", ":"), allow_nan=False).encode())
+    except (TypeError, ValueError):
+        return False
+    return len(metrics) <= MAX_METRICS and size <= MAX_METRICS_BYTES
+
+
+def _error(response: httpx.Response) -> dict[str, Any]:
+    try:
+        error = response.json()["error"]
     except (ValueError, KeyError, TypeError):
-        detail = response.text[:300]
+        return {}
+    return error if isinstance(error, dict) else {}
+
+
+def _code(response: httpx.Response) -> str | None:
+    return _error(response).get("code")
+
+
+def _said(response: httpx.Response) -> str:
+    return str(_error(response).get("message") or response.text[:300])
+
+
+def _refusal(response: httpx.Response, run_id: str) -> GovernorError:
+    detail = _said(response)
     hint = {
         401: "the job token was not accepted: check GOVERNOR_TOKEN",
         403: f"the token is not run {run_id}'s: check GOVERNOR_RUN_ID and GOVERNOR_TOKEN",

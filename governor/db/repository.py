@@ -135,6 +135,10 @@ def pods_of(session: Session, budget_id: str) -> Sequence[PodRow]:
     ).all()
 
 
+def pods_in_state(session: Session, state: PodState) -> Sequence[PodRow]:
+    return session.scalars(select(PodRow).where(PodRow.state == state)).all()
+
+
 def pods_of_budgets(
     session: Session, budget_ids: Sequence[str], *, live: bool = False
 ) -> Sequence[PodRow]:
@@ -249,6 +253,17 @@ def extensions(
     return session.scalars(query).all()
 
 
+def expire_pending_extensions(session: Session, budget_id: str, now: datetime) -> int:
+    """Every pending request of a budget expires (it closed); returns how many did."""
+    result = session.execute(
+        update(ExtensionRow)
+        .where(ExtensionRow.budget_id == budget_id, ExtensionRow.state == ExtensionState.PENDING)
+        .values(state=ExtensionState.EXPIRED, decided_at=now, decision_note="budget closed")
+        .execution_options(synchronize_session=False)
+    )
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
 def decide_extension(
     session: Session,
     extension_id: str,
@@ -268,6 +283,31 @@ def decide_extension(
 
 def token_by_hash(session: Session, token_hash: str) -> TokenRow | None:
     return session.scalars(select(TokenRow).where(TokenRow.token_hash == token_hash)).one_or_none()
+
+
+def all_tokens(session: Session) -> Sequence[TokenRow]:
+    return session.scalars(select(TokenRow).order_by(TokenRow.created_at.desc())).all()
+
+
+def get_token(session: Session, token_id: str) -> TokenRow:
+    row = session.get(TokenRow, token_id)
+    if row is None:
+        raise NotFound(f"no token {token_id!r}")
+    return row
+
+
+def bootstrap_tokens(session: Session) -> Sequence[TokenRow]:
+    return session.scalars(
+        select(TokenRow).where(TokenRow.bootstrap.is_(True), TokenRow.revoked_at.is_(None))
+    ).all()
+
+
+def tokens_of(
+    session: Session, role: Role, *, run_id: str | None = None, pod_id: str | None = None
+) -> Sequence[TokenRow]:
+    """The tokens of a role given to one run, or to one pod."""
+    owner = TokenRow.run_id == run_id if run_id is not None else TokenRow.pod_id == pod_id
+    return session.scalars(select(TokenRow).where(TokenRow.role == role, owner)).all()
 
 
 def has_operator_token(session: Session) -> bool:

@@ -51,7 +51,9 @@ NAMING = {
     "pk": "pk_%(table_name)s",
 }
 
-BigId = BigInteger().with_variant(Integer, "sqlite")
+# 64 bits: BIGINT on PostgreSQL; SQLite's INTEGER holds 64 bits already (and only an INTEGER
+# primary key counts up by itself)
+Int64 = BigInteger().with_variant(Integer, "sqlite")
 
 
 def _enum(enum: type[StrEnum]) -> SAEnum:
@@ -89,6 +91,7 @@ class BudgetRow(Base):
     figures_committed_usd: Mapped[Decimal | None] = mapped_column(MicroUSD)
     figures_ceiling_usd: Mapped[Decimal | None] = mapped_column(MicroUSD)
     figures_burn_usd_per_hour: Mapped[Decimal | None] = mapped_column(MicroUSD)
+    closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class PodRow(Base):
@@ -127,6 +130,8 @@ class PodRow(Base):
     recorded_usd: Mapped[Decimal] = mapped_column(MicroUSD, default=ZERO, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     stopped_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    resumed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # the latest resume asked
+    released_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # its storage deleted
 
     __table_args__ = (
         Index("uq_pods_provider_ref", "provider", "provider_ref", unique=True),
@@ -141,10 +146,12 @@ class RunRow(Base):
     budget_id: Mapped[str] = mapped_column(ForeignKey("budgets.id"), index=True)
     pod_id: Mapped[str] = mapped_column(ForeignKey("pods.id"), index=True)
     name: Mapped[str] = mapped_column(String(200))
-    total_steps: Mapped[int | None]
+    attempt: Mapped[int] = mapped_column(default=1, server_default="1")  # N+1 after a resume
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)  # when this attempt began
+    total_steps: Mapped[int | None] = mapped_column(Int64)
     heartbeat_timeout_s: Mapped[float]
     checkpoint_grace_s: Mapped[float]
-    step: Mapped[int] = mapped_column(default=0)
+    step: Mapped[int] = mapped_column(Int64, default=0)
     phase: Mapped[Phase | None] = mapped_column(_enum(Phase))
     phase_since: Mapped[datetime | None] = mapped_column(UTCDateTime)
     progress_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -152,7 +159,7 @@ class RunRow(Base):
     status: Mapped[RunStatus] = mapped_column(_enum(RunStatus))
     last_heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    checkpoint_step: Mapped[int | None]
+    checkpoint_step: Mapped[int | None] = mapped_column(Int64)
     checkpoint_path: Mapped[str | None] = mapped_column(Text)
     checkpoint_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     directive: Mapped[Action] = mapped_column(_enum(Action))
@@ -164,7 +171,7 @@ class RunRow(Base):
     stall_alerted: Mapped[bool] = mapped_column(default=False, server_default=false())
     headroom_warned: Mapped[bool] = mapped_column(default=False, server_default=false())
     metrics: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    pace_step: Mapped[int | None]
+    pace_step: Mapped[int | None] = mapped_column(Int64)
     pace_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
@@ -174,7 +181,7 @@ class RunPhaseRow(Base):
 
     __tablename__ = "run_phases"
 
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(Int64, primary_key=True, autoincrement=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), index=True)
     phase: Mapped[Phase] = mapped_column(_enum(Phase))
     at: Mapped[datetime] = mapped_column(UTCDateTime)
@@ -183,7 +190,7 @@ class RunPhaseRow(Base):
 class LedgerEntryRow(Base):
     __tablename__ = "ledger_entries"
 
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(Int64, primary_key=True, autoincrement=True)
     budget_id: Mapped[str] = mapped_column(ForeignKey("budgets.id"), index=True)
     pod_id: Mapped[str] = mapped_column(ForeignKey("pods.id"), index=True)
     kind: Mapped[EntryKind] = mapped_column(_enum(EntryKind))
@@ -245,7 +252,7 @@ class StopOrderRow(Base):
 class EventRow(Base):
     __tablename__ = "events"
 
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(Int64, primary_key=True, autoincrement=True)
     at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
     severity: Mapped[Severity] = mapped_column(_enum(Severity))
     category: Mapped[Category] = mapped_column(_enum(Category))
@@ -267,6 +274,10 @@ class TokenRow(Base):
     pod_id: Mapped[str | None] = mapped_column(ForeignKey("pods.id"))
     node: Mapped[str | None] = mapped_column(String(253))  # a node agent's machine
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # adopted from GOVERNOR_OPERATOR_TOKEN: the only one of its kind once rotated
+    bootstrap: Mapped[bool] = mapped_column(default=False, server_default=false())
 
 
 class LeaseRow(Base):
@@ -298,7 +309,7 @@ class GpuSampleRow(Base):
 
     __tablename__ = "gpu_samples"
 
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(Int64, primary_key=True, autoincrement=True)
     pod_id: Mapped[str] = mapped_column(ForeignKey("pods.id"))
     gpu_uuid: Mapped[str] = mapped_column(String(100))
     gpu_index: Mapped[int]

@@ -3,6 +3,7 @@
 GovernorError
   NotFound        the thing named does not exist (404)
   Conflict        the request clashes with the current state, e.g. deciding twice (409)
+    RunEnded      a job acts for its run after the run ended: the job should stop
   Forbidden       the caller is known but may not do this (403)
   Unauthenticated no valid token (401)
   Invalid         well-formed input that is still wrong, e.g. an unknown provider (422)
@@ -35,3 +36,9 @@ class Unauthenticated(GovernorError):
 
 class Invalid(GovernorError):
     code = "invalid"
+
+
+class RunEnded(Conflict):
+    """A job's token acts for a run that has ended: its job should stop (409)."""
+
+    code = "run_ended"

@@ -50,10 +50,10 @@ class RunView:
     status: RunStatus
     phase: Phase | None
     phase_since: datetime | None
-    progress_at: datetime  # when the step last changed (or the run was created)
+    progress_at: datetime  # when the step last changed (or the attempt started)
     step: int
     total_steps: int | None
-    created_at: datetime
+    started_at: datetime  # when the run's current attempt began
     last_heartbeat_at: datetime | None
     heartbeat_timeout_s: float
     ended_at: datetime | None
@@ -69,7 +69,7 @@ class RunView:
         return self.phase in WARMUP_PHASES
 
     def silent_for(self, now: datetime) -> float:
-        return (now - (self.last_heartbeat_at or self.created_at)).total_seconds()
+        return (now - (self.last_heartbeat_at or self.started_at)).total_seconds()
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from governor.db import repository as repo
 from governor.db.engine import read_only, unit_of_work
 from governor.domain.ledger import slice_start
-from governor.services import billing, enforcement, metering, stops, telemetry
+from governor.services import billing, enforcement, metering, resumes, stops, telemetry
 from governor.services.context import ServiceContext
 
 BUDGETS_PER_TRANSACTION = 50  # a pass works in short transactions: heartbeats never queue
@@ -41,8 +41,9 @@ def enforce(ctx: ServiceContext) -> None:
 
 
 def advance_stops(ctx: ServiceContext) -> None:
-    """Carry every due stop order one step further."""
+    """Carry every due stop order one step further, and settle resumes that were cut short."""
     stops.advance(ctx)
+    resumes.settle(ctx)
 
 
 def sample_local_gpus(ctx: ServiceContext) -> None:

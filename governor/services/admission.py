@@ -24,7 +24,7 @@ from governor.domain.preflight.plan import Plan
 from governor.domain.preflight.rules import Admission, Verdict, admit
 from governor.services import events
 from governor.services.book import open_book
-from governor.services.context import GovernorConfig
+from governor.services.context import GovernorConfig, ReadPlan
 from governor.services.ids import new_id
 
 
@@ -82,6 +82,23 @@ def check(
         },
     )
     return row
+
+
+def recheck(
+    session: Session,
+    config: GovernorConfig,
+    budget_id: str,
+    now: datetime,
+    read_plan: ReadPlan | None,
+) -> PlanCheckRow | None:
+    """Judge the budget's latest plan again, against the money left now (before a resume),
+    recording the verdict with the caller's transaction. None when the budget has no plan."""
+    checks = repo.plan_checks_of(session, budget_id)
+    if not checks:
+        return None
+    assert read_plan is not None, "a governor that keeps plans reads them back"
+    document = checks[-1].plan
+    return check(session, config, budget_id, read_plan(document), document, now)
 
 
 def history(session: Session, budget_id: str) -> Sequence[PlanCheckRow]:

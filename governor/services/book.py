@@ -35,7 +35,7 @@ def meter(pod: PodRow) -> PodMeter:
 
 def heard_from(run: RunRow, now: datetime) -> bool:
     """The job is alive as far as we know: live status and a heartbeat within its timeout."""
-    last = run.last_heartbeat_at or run.created_at
+    last = run.last_heartbeat_at or run.started_at
     return run.status.is_live and (now - last).total_seconds() <= run.heartbeat_timeout_s
 
 
@@ -54,10 +54,10 @@ def run_view(run: RunRow) -> RunView:
         status=run.status,
         phase=run.phase,
         phase_since=run.phase_since,
-        progress_at=run.progress_at or run.created_at,
+        progress_at=run.progress_at or run.started_at,
         step=run.step,
         total_steps=run.total_steps,
-        created_at=run.created_at,
+        started_at=run.started_at,
         last_heartbeat_at=run.last_heartbeat_at,
         heartbeat_timeout_s=run.heartbeat_timeout_s,
         ended_at=run.ended_at,

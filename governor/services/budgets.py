@@ -1,4 +1,4 @@
-"""Declaring budgets and reading them back with their figures."""
+"""Declaring budgets, reading them back with their figures, and closing them."""
 
 from __future__ import annotations
 
@@ -9,13 +9,16 @@ from decimal import Decimal
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
-from governor.db.tables import BudgetRow
-from governor.domain.model import BudgetState, Category, Severity
+from governor.db.tables import BudgetRow, PodRow
+from governor.domain.budget_lifecycle import may_close
+from governor.domain.errors import Conflict
+from governor.domain.model import BudgetState, Category, PodState, Severity
 from governor.domain.money import dollars, format_usd
-from governor.services import events
+from governor.services import events, runs, tokens
 from governor.services.book import Book, open_book, open_books
 from governor.services.context import GovernorConfig
 from governor.services.ids import new_id
+from governor.services.metering import accrue_pod
 
 DEFAULT_THRESHOLDS = (50, 80, 90)
 
@@ -63,6 +66,63 @@ def declare(session: Session, declaration: Declaration, now: datetime) -> Budget
         },
     )
     return budget
+
+
+def close(
+    session: Session, budget_id: str, reason: str, storage_deleted: bool, now: datetime
+) -> BudgetRow:
+    """An operator closes the budget: its runs end and pending extension requests expire.
+    Its stopped pods keep counting storage until the operator says their storage was deleted
+    (`storage_deleted`, now or in a later close): then they are released, `gone`, and their
+    agent tokens end. The governor itself never deletes anything."""
+    budget = repo.get_budget(session, budget_id, lock=True)
+    pods = repo.pods_of(session, budget.id)
+    billing = [p.id for p in pods if p.state.bills_compute]
+    if billing:
+        raise Conflict(
+            f"budget {budget.id} still has pods billing compute ({', '.join(billing)}): "
+            "stop them first (POST /v1/pods/{id}/stop), then close it"
+        )
+    if budget.state is not BudgetState.CLOSED:
+        if not may_close(budget.state):
+            raise Conflict(f"budget {budget.id} is {budget.state.value}: wait for its stops")
+        budget.state, budget.closed_at = BudgetState.CLOSED, now
+        for pod in pods:
+            runs.end_with_pod(session, pod, now)
+        expired = repo.expire_pending_extensions(session, budget.id, now)
+        events.record(
+            session,
+            now,
+            Severity.INFO,
+            Category.OPERATOR,
+            f"budget:{budget.id}",
+            f"Budget closed by an operator: {reason}",
+            budget_id=budget.id,
+            evidence={"reason": reason, "expired_extensions": expired},
+        )
+    if storage_deleted:
+        for pod in pods:
+            if pod.state is PodState.STOPPED:
+                _release(session, pod, now)
+    return budget
+
+
+def _release(session: Session, pod: PodRow, now: datetime) -> None:
+    """The operator deleted the pod's storage: it stops counting, and its agent's token ends."""
+    accrue_pod(session, pod, now)
+    pod.state, pod.released_at = PodState.GONE, now
+    tokens.revoke_of_pod(session, pod.id, now)
+    events.record(
+        session,
+        now,
+        Severity.INFO,
+        Category.OPERATOR,
+        f"pod:{pod.id}",
+        f"Pod released: an operator confirmed its storage ({pod.storage_gb:g} GB) was deleted; "
+        "it is no longer counted.",
+        budget_id=pod.budget_id,
+        evidence={"storage_gb": pod.storage_gb},
+    )
 
 
 def book(session: Session, config: GovernorConfig, budget_id: str, now: datetime) -> Book:

@@ -12,14 +12,16 @@ from sqlalchemy.orm import Session, sessionmaker
 from governor.db import repository as repo
 from governor.db.engine import read_only, unit_of_work
 from governor.db.tables import RunPhaseRow, RunRow, StopOrderRow
+from governor.domain.errors import RunEnded
 from governor.domain.ledger import Figures
-from governor.domain.model import Action, Category, Phase, Reason, RunStatus, Severity
+from governor.domain.model import Action, Category, Phase, Reason, Role, RunStatus, Severity
 from governor.domain.policy import next_heartbeat_s
 from governor.domain.run_lifecycle import after_report
 from governor.domain.stop_order import ACTIVE_STATES, StopState, after_ack, after_delivery
 from governor.services import events
 from governor.services.book import KEPT_FIGURES, figures_of, open_book
 from governor.services.context import GovernorConfig
+from governor.services.tokens import Principal
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ def check_in(
     """
     with read_only(sessions) as session:
         run, kept = repo.run_with(session, run_id, *KEPT_FIGURES)
+        refuse_after_end(run, late_ack=_late_ack(beat))
         plain = _plain(run, beat)
         if plain:
             directive = _directive(session, config, run, kept, None, now)
@@ -100,6 +103,28 @@ def heartbeat(
     return _directive(session, config, run, kept, order, now)
 
 
+def refuse_after_end(run: RunRow, *, late_ack: bool = False) -> None:
+    """A job may act for its run only while the run lives; after its end only a stop's late
+    acknowledgement is taken (its checkpoint is worth recording). RunEnded otherwise."""
+    if run.status.is_live or late_ack:
+        return
+    at = "" if run.ended_at is None else f" at {run.ended_at:%Y-%m-%d %H:%M:%S} UTC"
+    raise RunEnded(
+        f"run {run.id} ended ({run.status.value}){at}: nothing more is taken from its job, "
+        "which should stop"
+    )
+
+
+def refuse_ended_job(session: Session, caller: Principal) -> None:
+    """A job token acts only while its run lives (its events, extension requests, plans)."""
+    if caller.role is Role.JOB and caller.run_id is not None:
+        refuse_after_end(repo.get_run(session, caller.run_id))
+
+
+def _late_ack(beat: Heartbeat) -> bool:
+    return beat.checkpoint is not None and beat.status in (RunStatus.STOPPING, RunStatus.STOPPED)
+
+
 def _plain(run: RunRow, beat: Heartbeat) -> bool:
     """A beat that changes nothing but the run's own progress columns."""
     return (
@@ -125,7 +150,7 @@ def _directive(
         figures = open_book(session, run.budget_id, now, config).figures
     to_ceiling = figures.seconds_to_ceiling()
     return Directive(
-        action=run.directive,
+        action=run.directive if run.status.is_live else Action.STOP,  # a late ack: stay stopped
         reason=run.directive_reason,
         message=run.directive_message,
         deadline=None if order is None else order.deadline,

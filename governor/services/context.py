@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
@@ -11,12 +12,15 @@ from sqlalchemy.orm import Session, sessionmaker
 from governor.domain.errors import Invalid
 from governor.domain.policy import Watch
 from governor.domain.ports import AnyProvider, Clock
+from governor.domain.preflight.plan import Plan
 from governor.domain.telemetry import TelemetrySource
+from governor.services.auth_limits import FailureLimiter, Network
 from governor.services.health import TickLog
 from governor.services.leadership import Lease
 from governor.services.notifications import Notifier
 from governor.services.tokens import TokenCache
 
+ReadPlan = Callable[[dict[str, Any]], Plan]
 DEFAULT_HEARTBEAT_TIMEOUT_S = 120.0
 DEFAULT_CHECKPOINT_GRACE_S = 300.0
 REACTION_INTERVALS = 4  # detect, send, poll, confirm: each may wait one enforcement interval
@@ -35,6 +39,7 @@ class GovernorConfig:
     metrics_require_token: bool = False  # /metrics for viewer and operator tokens only
     leader_probe_s: float = 2.0  # how often a replica renews or tries to take the lease
     failover_s: float = 0.0  # how long the passes may pause while another replica takes over
+    trusted_proxies: tuple[Network, ...] = ()  # whose X-Forwarded-For names the client
 
     def watch_for(self, overrides: dict[str, float] | None) -> Watch:
         """A run's GPU and progress thresholds: the defaults, with its own overrides on top."""
@@ -60,6 +65,8 @@ class ServiceContext:
     notifier: Notifier | None = None  # webhook sinks for warning and critical events
     unconfigured: Mapping[str, str] = field(default_factory=dict)  # provider -> how to enable
     tokens: TokenCache = field(default_factory=TokenCache)  # who each bearer token is, cached
+    read_plan: ReadPlan | None = None  # a stored plan document read back, for re-checks
+    auth_failures: FailureLimiter = field(default_factory=FailureLimiter)  # per address, prefix
 
     def leading(self) -> bool:
         """May this replica act on the world now: does it hold an unexpired lease?"""

@@ -12,7 +12,8 @@ from datetime import datetime, timedelta
 from sqlalchemy.orm import Session
 
 from governor.db.tables import PodRow, RunRow, StopOrderRow
-from governor.domain.model import BILLS_COMPUTE, Action, BudgetState, Category, PodState, Reason
+from governor.domain.budget_lifecycle import after_ceiling
+from governor.domain.model import BILLS_COMPUTE, Action, Category, PodState, Reason
 from governor.domain.policy import Finding, GpuView, Situation, Watch, decide, evaluate
 from governor.domain.run_lifecycle import HANGS, save_grace_s
 from governor.domain.stop_order import StopState
@@ -165,8 +166,8 @@ def order_stop(session: Session, book: Book, pod: PodRow, finding: Finding) -> S
         run.directive = Action.STOP
         run.directive_reason = finding.reason
         run.directive_message = finding.message
-    if finding.reason is Reason.CEILING and book.budget.state is BudgetState.OPEN:
-        book.budget.state = BudgetState.STOPPING
+    if finding.reason is Reason.CEILING:
+        book.budget.state = after_ceiling(book.budget.state)
     saved = (
         f" Its work is already saved ({'; '.join(_said(c) for c in safe)}): no wait for a save."
         if safe

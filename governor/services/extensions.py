@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
 from governor.db.tables import ExtensionRow
+from governor.domain.budget_lifecycle import after_extension
 from governor.domain.errors import Conflict
 from governor.domain.model import BudgetState, Category, ExtensionState, Requester, Severity
 from governor.domain.money import dollars, format_usd
@@ -33,6 +34,8 @@ def request(
     run_id: str | None = None,
 ) -> ExtensionRow:
     budget = repo.get_budget(session, budget_id, lock=True)
+    if budget.state is BudgetState.CLOSED:
+        raise Conflict(f"budget {budget.id} is closed: it takes no extensions")
     row = ExtensionRow(
         id=new_id("ext"),
         budget_id=budget.id,
@@ -100,16 +103,18 @@ def decide(
         budget_id=budget_id,
         evidence=evidence,
     )
-    reopen = book.figures.committed < book.figures.effective_ceiling
-    if approve and budget.state is not BudgetState.OPEN and reopen:
-        budget.state = BudgetState.OPEN
+    covers = book.figures.committed < book.figures.effective_ceiling
+    state = after_extension(budget.state, covers=covers) if approve else budget.state
+    if state is not budget.state:
+        budget.state = state
         events.record(
             session,
             now,
             Severity.INFO,
             Category.BUDGET,
             f"budget:{budget.id}",
-            "Budget reopened by an approved extension; pods already stopped stay stopped.",
+            "Budget reopened by an approved extension; its stopped pods stay stopped until an "
+            "operator resumes them.",
             budget_id=budget.id,
             evidence=evidence,
         )

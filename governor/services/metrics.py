@@ -160,7 +160,7 @@ def _pods(books: Iterable[Book]) -> list[Family]:
 def _heartbeats(books: Iterable[Book]) -> Family:
     family = _gauge(
         "governor_run_heartbeat_age_seconds",
-        "Seconds since a live run's job last checked in (since its creation if never).",
+        "Seconds since a live run's job last checked in (since its attempt began if never).",
         "run",
         "pod",
         "budget",
@@ -168,7 +168,7 @@ def _heartbeats(books: Iterable[Book]) -> Family:
     for book in books:
         for run in book.runs:
             if run.status.is_live:
-                last = run.last_heartbeat_at or run.created_at
+                last = run.last_heartbeat_at or run.started_at
                 # a beat that landed after this scrape read its clock is no older than that
                 age = max(0.0, (book.now - last).total_seconds())
                 family.add((run.id, run.pod_id, run.budget_id), age)

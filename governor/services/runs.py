@@ -52,6 +52,7 @@ def create(session: Session, budget_id: str, spec: RunSpec, now: datetime) -> tu
         directive=Action.CONTINUE,
         policy=spec.policy,
         progress_at=now,
+        started_at=now,
         created_at=now,
     )
     session.add(run)

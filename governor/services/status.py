@@ -121,6 +121,7 @@ class PodStatus:
     storage_per_hour: Decimal
     stopped_storage_per_hour: Decimal  # what its volume costs once stopped
     stop: StopInfo | None
+    resumable: bool  # stopped, in a budget that is open again: an operator may resume it
     telemetry_note: str | None
     gpus: tuple[GpuTrace, ...]
 
@@ -130,6 +131,7 @@ class RunLine:
     id: str
     name: str
     pod_id: str
+    attempt: int  # 2 and on: it continued after its pod was resumed
     status: RunStatus
     phase: Phase | None
     step: int
@@ -357,6 +359,7 @@ def pod_status(session: Session, book: Book, pod: PodRow) -> PodStatus:
         storage_per_hour=m.storage_per_hour,
         stopped_storage_per_hour=m.stopped_storage_per_hour,
         stop=stop,
+        resumable=pod.state is PodState.STOPPED and book.budget.state is BudgetState.OPEN,
         telemetry_note=pod.telemetry_note,
         gpus=gpu_traces(session, pod, book.runs_on(pod.id)),
     )
@@ -426,6 +429,7 @@ def run_line(run: RunRow, now: datetime) -> RunLine:
         id=run.id,
         name=run.name,
         pod_id=run.pod_id,
+        attempt=run.attempt,
         status=run.status,
         phase=run.phase,
         step=run.step,

@@ -18,7 +18,8 @@ from sqlalchemy.orm import Session
 from governor.db import repository as repo
 from governor.db.engine import unit_of_work
 from governor.db.tables import BudgetRow, PodRow, StopOrderRow
-from governor.domain.model import BudgetState, Category, PodState, Severity
+from governor.domain.budget_lifecycle import after_pods_stopped
+from governor.domain.model import Category, PodState, Severity
 from governor.domain.ports import (
     AnyProvider,
     CallOutcome,
@@ -282,12 +283,12 @@ def _record_outcome(session: Session, call: _Call, result: CallResult, clock: Cl
 
 def _settle_budget(session: Session, budget: BudgetRow, now: datetime) -> None:
     """A budget stopping at its ceiling is exhausted once none of its pods bills compute."""
-    if budget.state is not BudgetState.STOPPING:
+    if any(p.state.bills_compute for p in repo.pods_of(session, budget.id)):
         return
-    pods = repo.pods_of(session, budget.id)
-    if any(p.state.bills_compute for p in pods):
+    state = after_pods_stopped(budget.state)
+    if state is budget.state:
         return
-    budget.state = BudgetState.EXHAUSTED
+    budget.state = state
     events.record(
         session,
         now,

@@ -1,4 +1,9 @@
-"""Bearer tokens: random, shown once, stored as a SHA-256 hash, compared in constant time."""
+"""Bearer tokens: random, shown once, stored as a SHA-256 hash, compared in constant time.
+
+A token ends when it is revoked (by an operator; a job's when its run takes up a new attempt;
+an agent's when its pod is gone) or when it expires. The operator token adopted from the
+server's settings is the bootstrap token: rotating it revokes every earlier one.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -17,8 +22,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from governor.db import repository as repo
 from governor.db.engine import read_only
 from governor.db.tables import TokenRow
-from governor.domain.errors import Forbidden, Unauthenticated
-from governor.domain.model import Role
+from governor.domain.errors import Conflict, Forbidden, Unauthenticated
+from governor.domain.model import Category, Role, Severity
+from governor.services import events
 from governor.services.ids import new_id
 
 PREFIX = {
@@ -36,6 +42,11 @@ class Principal:
     budget_id: str | None = None
     pod_id: str | None = None
     node: str | None = None
+    token_id: str | None = None
+    expires_at: datetime | None = None
+
+    def expired(self, now: datetime) -> bool:
+        return self.expires_at is not None and self.expires_at <= now
 
     def require(self, *roles: Role) -> None:
         if self.role not in roles:
@@ -80,6 +91,7 @@ def issue(
     budget_id: str | None = None,
     pod_id: str | None = None,
     node: str | None = None,
+    expires_at: datetime | None = None,
 ) -> str:
     """Create a token and return it: the only time it exists in plain text."""
     token = PREFIX[role] + secrets.token_urlsafe(32)
@@ -93,6 +105,7 @@ def issue(
         budget_id=budget_id,
         pod_id=pod_id,
         node=node,
+        expires_at=expires_at,
     )
     return token
 
@@ -108,6 +121,8 @@ def adopt(
     budget_id: str | None = None,
     pod_id: str | None = None,
     node: str | None = None,
+    expires_at: datetime | None = None,
+    bootstrap: bool = False,
 ) -> None:
     """Store a token chosen elsewhere (the bootstrap operator token); idempotent."""
     hashed = digest(token)
@@ -124,12 +139,21 @@ def adopt(
             pod_id=pod_id,
             node=node,
             created_at=now,
+            expires_at=expires_at,
+            bootstrap=bootstrap,
         )
     )
 
 
-def authenticate(session: Session, token: str | None) -> Principal:
-    return _principal(session, _digest_of(token))
+def authenticate(session: Session, token: str | None, now: datetime) -> Principal:
+    return _live(_principal(session, _digest_of(token)), now)
+
+
+def _live(principal: Principal, now: datetime) -> Principal:
+    if principal.expired(now):
+        assert principal.expires_at is not None
+        raise Unauthenticated(f"this token expired at {principal.expires_at:%Y-%m-%d %H:%M} UTC")
+    return principal
 
 
 def _digest_of(token: str | None) -> str:
@@ -142,12 +166,16 @@ def _principal(session: Session, hashed: str) -> Principal:
     row = repo.token_by_hash(session, hashed)
     if row is None or not hmac.compare_digest(row.token_hash, hashed):
         raise Unauthenticated("unknown or revoked token")
+    if row.revoked_at is not None:
+        raise Unauthenticated(f"this token was revoked at {row.revoked_at:%Y-%m-%d %H:%M:%S} UTC")
     return Principal(
         role=row.role,
         run_id=row.run_id,
         budget_id=row.budget_id,
         pod_id=row.pod_id,
         node=row.node,
+        token_id=row.id,
+        expires_at=row.expires_at,
     )
 
 
@@ -170,27 +198,113 @@ class TokenCache:
         self._known: OrderedDict[str, tuple[float, Principal]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def authenticate(self, sessions: sessionmaker[Session], token: str | None) -> Principal:
+    def authenticate(
+        self, sessions: sessionmaker[Session], token: str | None, now: datetime
+    ) -> Principal:
         hashed = _digest_of(token)
-        now = self._monotonic()
+        tick = self._monotonic()
         with self._lock:
             known = self._known.get(hashed)
-            if known is not None and now - known[0] < self._ttl_s:
-                return known[1]
+            if known is not None and tick - known[0] < self._ttl_s:
+                return _live(known[1], now)
         with read_only(sessions) as session:
             principal = _principal(session, hashed)
         with self._lock:
-            self._known[hashed] = (now, principal)
+            self._known[hashed] = (tick, principal)
             self._known.move_to_end(hashed)
             while len(self._known) > self._size:
                 self._known.popitem(last=False)
-        return principal
+        return _live(principal, now)
+
+    def forget(self, matches: Callable[[Principal], bool]) -> None:
+        """Stop remembering the tokens that `matches` (they were revoked here): their next use
+        looks them up again."""
+        with self._lock:
+            for hashed in [h for h, (_, p) in self._known.items() if matches(p)]:
+                del self._known[hashed]
+
+
+def revoke_of_run(session: Session, run_id: str, now: datetime) -> None:
+    """End the job tokens of a run (its attempt has ended; the next one gets its own)."""
+    _revoke(repo.tokens_of(session, Role.JOB, run_id=run_id), now)
+
+
+def revoke_of_pod(session: Session, pod_id: str, now: datetime) -> None:
+    """End the agent tokens of a pod (it is gone)."""
+    _revoke(repo.tokens_of(session, Role.AGENT, pod_id=pod_id), now)
+
+
+def _revoke(rows: Sequence[TokenRow], now: datetime) -> None:
+    for row in rows:
+        if row.revoked_at is None:
+            row.revoked_at = now
+
+
+def listing(session: Session) -> Sequence[TokenRow]:
+    """Every token on file, newest first: never the token itself, which is not kept."""
+    return repo.all_tokens(session)
+
+
+def revoke(session: Session, token_id: str, now: datetime) -> TokenRow:
+    """An operator ends a token. The bootstrap token is rotated instead, never revoked here
+    (that would lock out whoever relies on the server's setting)."""
+    row = repo.get_token(session, token_id)
+    if row.bootstrap:
+        raise Conflict(
+            "this is the bootstrap operator token from GOVERNOR_OPERATOR_TOKEN: set a new value "
+            "and run 'governor token rotate-bootstrap' to end it"
+        )
+    if row.revoked_at is None:
+        row.revoked_at = now
+        events.record(
+            session,
+            now,
+            Severity.WARNING,
+            Category.OPERATOR,
+            f"token:{row.id}",
+            f"Token {row.id} ({row.role.value}{', ' + row.label if row.label else ''}) revoked "
+            "by an operator.",
+            budget_id=row.budget_id,
+            evidence={"role": row.role.value, "label": row.label},
+        )
+    return row
+
+
+def rotate_bootstrap(session: Session, configured: str, now: datetime) -> int:
+    """Make `configured` the one bootstrap operator token: adopt it, and revoke every earlier
+    one. Returns how many were revoked."""
+    bootstrap_operator(session, configured, now)
+    keep = digest(configured)
+    ended = [r for r in repo.bootstrap_tokens(session) if r.token_hash != keep]
+    _revoke(ended, now)
+    if ended:
+        events.record(
+            session,
+            now,
+            Severity.WARNING,
+            Category.OPERATOR,
+            "token:bootstrap",
+            f"The bootstrap operator token was rotated: {len(ended)} earlier one(s) revoked.",
+            budget_id=None,
+            evidence={"revoked": [r.id for r in ended]},
+        )
+    return len(ended)
 
 
 def bootstrap_operator(session: Session, configured: str | None, now: datetime) -> str | None:
-    """Make sure an operator can log in. Returns a newly generated token, to be shown once."""
+    """Make sure an operator can log in. Returns a newly generated token, to be shown once.
+
+    A configured token is adopted as a bootstrap token; an earlier one stays valid until
+    `rotate_bootstrap` (replicas in a rolling update must not revoke each other's)."""
     if configured:
-        adopt(session, configured, Role.OPERATOR, now, label="GOVERNOR_OPERATOR_TOKEN")
+        adopt(
+            session,
+            configured,
+            Role.OPERATOR,
+            now,
+            label="GOVERNOR_OPERATOR_TOKEN",
+            bootstrap=True,
+        )
         return None
     if repo.has_operator_token(session):
         return None

@@ -67,7 +67,7 @@ def _page_session(request: Request, kit: WebKit, context: Context, now: Now) -> 
         return None
     session_id, token_id, expires_at = found
     with unit_of_work(context.sessions) as session:
-        role = logins.role_of(session, token_id)
+        role = logins.role_of(session, token_id, now)
     if role is None:
         return None
     return PageSession(session_id, token_id, expires_at, role, kit.keys.csrf(session_id))

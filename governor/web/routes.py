@@ -1,4 +1,5 @@
-"""The dashboard's routes: sign in and out, the status page, and an operator's decisions.
+"""The dashboard's routes: sign in and out, the status page, and an operator's decisions and
+resumes.
 
 Thin: each reads its inputs, calls one service and renders or redirects. A viewer may look;
 only an operator may decide, and only with the session's CSRF token in the form.
@@ -6,6 +7,8 @@ only an operator may decide, and only with the session's CSRF token in the form.
 
 from __future__ import annotations
 
+import math
+from html import escape
 from pathlib import Path
 from typing import Any, Literal
 
@@ -13,7 +16,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 
 from governor.domain.errors import Conflict, Forbidden, NotFound, Unauthenticated
-from governor.services import extensions, logins, status
+from governor.services import extensions, logins, resumes, status
+from governor.services.auth_limits import TooManyAttempts, client_address
+from governor.services.pods import ProviderUnavailable
 from governor.web.auth import COOKIE
 from governor.web.deps import Context, Form, Now, SignedIn, Tx, WebKit
 
@@ -65,12 +70,27 @@ def login_form(request: Request, kit: WebKit, page: SignedIn) -> Response:
 
 
 @router.post("/login")
-def login(request: Request, kit: WebKit, form: Form, tx: Tx, now: Now) -> Response:
-    """Exchange a viewer or operator token for a session cookie (HttpOnly, SameSite=Strict)."""
+def login(request: Request, kit: WebKit, form: Form, ctx: Context, tx: Tx, now: Now) -> Response:
+    """Exchange a viewer or operator token for a session cookie (HttpOnly, SameSite=Strict).
+    Failed attempts are limited as for the API."""
+    token = form.get("token", "").strip()
+    address = client_address(
+        request.client.host if request.client else None,
+        request.headers.get("x-forwarded-for"),
+        ctx.config.trusted_proxies,
+    )
+    try:
+        ctx.auth_failures.check(address, token)
+    except TooManyAttempts as exc:
+        response = _render(kit, request, "login.html", {"error": f"{exc.message}."}, 429)
+        response.headers["Retry-After"] = str(math.ceil(exc.retry_after_s))
+        return response
     try:
         with tx() as session:
-            found = logins.sign_in(session, form.get("token", ""))
+            found = logins.sign_in(session, token, now)
     except (Unauthenticated, Forbidden) as exc:
+        if isinstance(exc, Unauthenticated):
+            ctx.auth_failures.failed(address, token)
         code = 403 if isinstance(exc, Forbidden) else 401
         message = (
             "That token cannot open the dashboard: use a viewer or operator token."
@@ -147,12 +167,42 @@ def decide(
     return _to(f"/status?notice={'approved' if approve else 'denied'}#budget-{row.budget_id}")
 
 
-def _refused(message: str) -> Response:
-    body = (
-        "<!doctype html><meta charset=utf-8><title>Refused</title>"
-        f"<p>{message}</p><p><a href=/status>Back to the dashboard</a></p>"
+@router.post("/status/pods/{pod_id}/resume")
+def resume(pod_id: str, page: SignedIn, kit: WebKit, form: Form, ctx: Context) -> Response:
+    """An operator resumes a stopped pod from the page; its run's new token is shown once."""
+    if page is None:
+        return _to("/login")
+    if not kit.keys.csrf_ok(page, form.get("csrf")):
+        return _refused("The form had expired; reload the page and try again.")
+    if not page.can_decide:
+        return _refused("A viewer token can look but not resume: sign in as an operator.")
+    try:
+        resumed = resumes.resume(ctx, pod_id, "from the dashboard")
+    except (Conflict, NotFound, ProviderUnavailable) as exc:
+        return _said("Not resumed", str(exc), 409)
+    if resumed.run is None or resumed.token is None:
+        return _said(
+            "Pod resumed", "No unfinished run stopped with it: create a run for the next job."
+        )
+    return _said(
+        "Pod resumed",
+        f"Run {resumed.run.name!r} continues as attempt {resumed.run.attempt}. Relaunch its job "
+        "with this token (shown once; the previous one has ended):",
+        token=resumed.token,
     )
-    return Response(body, status_code=403, media_type="text/html", headers=HEADERS)
+
+
+def _refused(message: str) -> Response:
+    return _said("Refused", message, 403)
+
+
+def _said(title: str, message: str, code: int = 200, *, token: str | None = None) -> Response:
+    shown = f"<pre>{escape(token)}</pre>" if token else ""
+    body = (
+        f"<!doctype html><meta charset=utf-8><title>{escape(title)}</title>"
+        f"<p>{escape(message)}</p>{shown}<p><a href=/status>Back to the dashboard</a></p>"
+    )
+    return Response(body, status_code=code, media_type="text/html", headers=HEADERS)
 
 
 @router.get("/static/{name}")

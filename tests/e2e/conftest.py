@@ -586,6 +586,7 @@ class SimulatedJob:
     with status "stopping", and exit, as a well-behaved job does.
     on_stop="ignore": keep sending status "running" as if it never heard (a hung harness).
     silent_after=N: send N heartbeats, then go quiet without a word (a dead process).
+    Either way the job exits once the governor refuses a beat because its run has ended.
     phase: sent with every heartbeat (e.g. "training", "compiling"); none by default.
     steps_until: the step stops advancing at this instant, while the job keeps checking in
     (a hang); in the past from the start, the job stays at step 0. Settable while it runs.
@@ -623,6 +624,7 @@ class SimulatedJob:
         self.ack_reply: dict[str, Any] | None = None
         self.last_beat_at: datetime | None = None
         self.saw_stop = threading.Event()
+        self.ended = threading.Event()  # the governor said its run had ended (409 run_ended)
         self._halt = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"job-{self.run_id}", daemon=True)
 
@@ -680,6 +682,10 @@ class SimulatedJob:
             response = client.post(f"/v1/runs/{self.run_id}/heartbeat", json=body)
         except httpx.TransportError as exc:  # the server may be down: a real job retries
             self.errors.append(f"{type(exc).__name__}: {exc}")
+            return None
+        if response.status_code == 409 and response.json()["error"]["code"] == "run_ended":
+            self.ended.set()  # its run has ended: nothing more is taken, as a real job hears
+            self._halt.set()
             return None
         if response.status_code != 200:
             self.errors.append(f"{response.status_code}: {response.text[:300]}")

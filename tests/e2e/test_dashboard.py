@@ -168,13 +168,13 @@ def spending_budget(server: GovernorServer, operator: httpx.Client, name: str) -
         "checkpoint_grace_s": 1,
     }
     run = ok(operator.post(f"/v1/budgets/{budget['id']}/runs", json=run_body), 201)
+    with server.client(run["token"]) as job_client:  # while its run lives: pending, no delay
+        extension = request_extension(
+            job_client, budget["id"], "10", "40 more steps to finish the epoch"
+        )
     with SimulatedJob(server.url, run, on_stop="ack", phase="training") as job:
         job.join()
         wait_pod_stopped(operator, pod["id"])
-        with server.client(run["token"]) as job_client:
-            extension = request_extension(
-                job_client, budget["id"], "10", "40 more steps to finish the epoch"
-            )
     return {"budget": budget, "pod": pod, "run": run, "extension": extension}
 
 
@@ -247,6 +247,18 @@ def test_an_operator_sees_the_chart_and_approves_an_extension_from_the_page(
     budget = ok(operator.get(f"/v1/budgets/{budget_id}"))
     assert budget["effective_ceiling_usd"] == "18.00"
     shoot(page, tmp_path, "dashboard-approved.png")
+
+    # Open again: the stopped pod can be resumed from the page; the run's new token shows once.
+    pod_row = section.locator(f"tr[data-pod-id='{made['pod']['id']}']")
+    pod_row.locator("form.resume button").click()
+    expect(page.locator("body")).to_contain_text("continues as attempt 2")
+    token = page.locator("pre").inner_text().strip()
+    assert token.startswith("gov_job_")
+    resumed = ok(operator.get(f"/v1/runs/{made['run']['id']}"))
+    assert (resumed["attempt"], resumed["status"]) == (2, "running")
+    with server.client(token) as job:
+        beat = ok(job.post(f"/v1/runs/{made['run']['id']}/heartbeat", json={"step": 400}))
+    assert beat["action"] == "continue"
 
     phone = new_page(browser, server, PHONE)
     phone.clock.install()

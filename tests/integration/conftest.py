@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.orm import Session
 
+from governor.api.schemas import read_plan
 from governor.db import repository as repo
 from governor.db import schema
 from governor.db.engine import build_engine, session_factory, unit_of_work
@@ -167,6 +168,7 @@ def make_governor(
         config=GovernorConfig(enforce_interval_s=5.0, finished_linger_s=60.0),
         ticks=TickLog(),
         lease=lease,
+        read_plan=read_plan,
     )
     return Governor(ctx, clock, cloud)
 

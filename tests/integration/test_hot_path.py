@@ -145,15 +145,15 @@ def test_a_cached_token_stops_working_within_its_ttl_once_removed(gov: Governor)
         token = tokens.issue(s, Role.VIEWER, gov.clock.now(), label="dashboard")
     now = [0.0]
     cache = TokenCache(ttl_s=5.0, monotonic=lambda: now[0])
-    assert cache.authenticate(gov.ctx.sessions, token).role is Role.VIEWER
+    assert cache.authenticate(gov.ctx.sessions, token, gov.clock.now()).role is Role.VIEWER
     with gov.session() as s:
         s.delete(s.scalars(select(TokenRow).where(TokenRow.label == "dashboard")).one())
     with counted(gov) as statements:
-        assert cache.authenticate(gov.ctx.sessions, token).role is Role.VIEWER
+        assert cache.authenticate(gov.ctx.sessions, token, gov.clock.now()).role is Role.VIEWER
     assert statements == []  # remembered: no round trip
     now[0] = 5.0
     with pytest.raises(Unauthenticated):
-        cache.authenticate(gov.ctx.sessions, token)
+        cache.authenticate(gov.ctx.sessions, token, gov.clock.now())
 
 
 def test_the_cache_is_bounded_and_never_remembers_a_stranger(gov: Governor) -> None:
@@ -161,16 +161,16 @@ def test_the_cache_is_bounded_and_never_remembers_a_stranger(gov: Governor) -> N
         issued = [tokens.issue(s, Role.VIEWER, gov.clock.now()) for _ in range(3)]
     cache = TokenCache(ttl_s=60.0, size=2)
     for token in issued:
-        cache.authenticate(gov.ctx.sessions, token)
-    with counted(gov) as statements:
-        cache.authenticate(gov.ctx.sessions, issued[2])  # the newest two are remembered
+        cache.authenticate(gov.ctx.sessions, token, gov.clock.now())
+    with counted(gov) as statements:  # the newest two are remembered
+        cache.authenticate(gov.ctx.sessions, issued[2], gov.clock.now())
     assert statements == []
     with counted(gov) as statements:
-        cache.authenticate(gov.ctx.sessions, issued[0])  # the oldest was let go
+        cache.authenticate(gov.ctx.sessions, issued[0], gov.clock.now())  # the oldest was let go
     assert statements != []
     for _ in range(2):
         with pytest.raises(Unauthenticated):
-            cache.authenticate(gov.ctx.sessions, "gov_view_nobody")
+            cache.authenticate(gov.ctx.sessions, "gov_view_nobody", gov.clock.now())
 
 
 def test_concurrent_meters_charge_each_second_once(gov: Governor) -> None:

@@ -7,10 +7,12 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import select
 
 from governor.db import repository as repo
 from governor.db.tables import GpuSampleRow, RunRow, StopOrderRow
+from governor.domain.errors import RunEnded
 from governor.domain.model import Action, PodState, Reason, RunStatus
 from governor.domain.stop_order import StopState
 from governor.services import metrics, pods
@@ -93,10 +95,11 @@ def test_a_job_that_acknowledged_its_stop_ends_stopped(gov: Governor) -> None:
         for m in messages(gov)
     )
 
-    late = gov.beat(run, step=11, status=RunStatus.RUNNING)  # a late beat: no resurrection
-    assert late.action is Action.STOP
+    with pytest.raises(RunEnded, match="should stop"):  # a late beat: refused, no resurrection
+        gov.beat(run, step=11, status=RunStatus.RUNNING)
     assert run_of(gov, run).status is RunStatus.STOPPED
-    gov.beat(run, step=12, status=RunStatus.STOPPED, checkpoint=Checkpoint(12, "/ws/c12"))
+    late = gov.beat(run, step=12, status=RunStatus.STOPPED, checkpoint=Checkpoint(12, "/ws/c12"))
+    assert late.action is Action.STOP
     after = run_of(gov, run)
     assert after.status is RunStatus.STOPPED  # a late acknowledgement keeps its checkpoint
     assert (after.checkpoint_step, after.checkpoint_path) == (12, "/ws/c12")

@@ -1,15 +1,18 @@
+import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect
+from sqlalchemy import insert, inspect, select
 
 from governor.db import schema
 from governor.db.engine import build_engine
-from governor.db.tables import Base
+from governor.db.tables import Base, EventRow
+from governor.domain.model import Category, Severity
 from tests.conftest import reset_postgres
 
 TABLES = {
@@ -80,3 +83,51 @@ def test_two_migrations_at_once_take_turns() -> None:
         assert schema.schema_status(engine).at_head
     finally:
         engine.dispose()
+
+
+BEFORE_CHECKED_INPUT = "b4e8d1a6c3f2"
+
+
+def test_the_upgrade_makes_stored_events_servable(database_url: str) -> None:
+    """Events stored before input was checked at the edge: a lone surrogate or a NUL (and, on
+    SQLite, a NaN or a NUL in the message) made the whole event log answer 500."""
+    schema.upgrade(database_url, BEFORE_CHECKED_INPUT)
+    sqlite = database_url.startswith("sqlite")
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    stored = [
+        ("bad evidence", {"k": "a\ud83d", "list": ["\x00", {"\udc00key": 1}], "ok": "\U0001f600"}),
+        ("m\x00essage" if sqlite else "message", {"loss": float("nan")} if sqlite else {}),
+        ("clean", {"emoji": "\U0001f600", "n": 2**62, "text": "tab\tnew\nline"}),
+    ]
+    engine = build_engine(database_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                insert(EventRow),
+                [
+                    {
+                        "at": at,
+                        "severity": Severity.WARNING,
+                        "category": Category.HARNESS,
+                        "subject": "run:x",
+                        "budget_id": None,
+                        "message": message,
+                        "evidence": evidence,
+                    }
+                    for message, evidence in stored
+                ],
+            )
+        schema.upgrade(database_url)
+        with engine.connect() as connection:
+            rows = connection.execute(select(EventRow).order_by(EventRow.id)).all()
+    finally:
+        engine.dispose()
+    served = [(r.message, r.evidence) for r in rows]
+    for message, evidence in served:
+        json.dumps([message, evidence], ensure_ascii=False, allow_nan=False).encode()
+    assert served[0] == (
+        "bad evidence",
+        {"k": "a\ufffd", "list": ["\ufffd", {"\ufffdkey": 1}], "ok": "\U0001f600"},
+    )
+    assert served[1] == (("m\ufffdessage", {"loss": "nan"}) if sqlite else ("message", {}))
+    assert served[2] == stored[2]

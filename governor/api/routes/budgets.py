@@ -4,7 +4,7 @@ from fastapi import APIRouter
 
 from governor.api import views
 from governor.api.deps import Context, Now, Operator, Tx, Viewer
-from governor.api.schemas import BudgetIn, BudgetOut
+from governor.api.schemas import BudgetIn, BudgetOut, CloseIn
 from governor.services import budgets
 
 router = APIRouter(prefix="/v1/budgets", tags=["budgets"])
@@ -35,4 +35,14 @@ def list_budgets(_: Viewer, ctx: Context, tx: Tx, now: Now) -> list[BudgetOut]:
 @router.get("/{budget_id}")
 def get_budget(budget_id: str, _: Viewer, ctx: Context, tx: Tx, now: Now) -> BudgetOut:
     with tx.read() as session:
+        return views.budget(budgets.book(session, ctx.config, budget_id, now))
+
+
+@router.post("/{budget_id}/close")
+def close(budget_id: str, _: Operator, ctx: Context, tx: Tx, now: Now, body: CloseIn) -> BudgetOut:
+    """Close the budget once none of its pods bills compute: its runs end, pending requests
+    expire. With `storage_deleted` its stopped pods are released and stop counting storage
+    (say so only once the storage is deleted: the governor never deletes anything)."""
+    with tx() as session:
+        budgets.close(session, budget_id, body.reason, body.storage_deleted, now)
         return views.budget(budgets.book(session, ctx.config, budget_id, now))

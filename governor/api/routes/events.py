@@ -1,12 +1,12 @@
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
 
 from governor.api import views
 from governor.api.deps import Tx, Viewer
+from governor.api.safe_input import QueryTime
 from governor.api.schemas import EventOut
 from governor.db import repository as repo
 from governor.domain.model import Category, Severity
@@ -22,12 +22,10 @@ def list_events(
     severity: Severity | None = None,
     category: Category | None = None,
     subject: str | None = None,
-    since: datetime | None = None,
+    since: QueryTime | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[EventOut]:
     """The event log, newest first. `since` without a zone is taken as UTC."""
-    if since is not None and since.tzinfo is None:
-        since = since.replace(tzinfo=UTC)
     with tx.read() as session:
         rows = repo.events(
             session,

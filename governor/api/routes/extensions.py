@@ -9,7 +9,7 @@ from governor.api.deps import Caller, Context, Now, Operator, Tx, Viewer
 from governor.api.schemas import DecisionIn, ExtensionIn, ExtensionOut
 from governor.db import repository as repo
 from governor.domain.model import ExtensionState, Requester, Role
-from governor.services import extensions
+from governor.services import checkins, extensions
 
 router = APIRouter(tags=["extensions"])
 
@@ -20,6 +20,7 @@ def request(budget_id: str, body: ExtensionIn, caller: Caller, tx: Tx, now: Now)
     caller.require_budget(budget_id)
     requester = Requester.JOB if caller.role is Role.JOB else Requester.OPERATOR
     with tx() as session:
+        checkins.refuse_ended_job(session, caller)
         row = extensions.request(
             session, budget_id, body.amount_usd, body.reason, requester, now, run_id=caller.run_id
         )

@@ -26,7 +26,7 @@ def scrape(ctx: Context, tx: Tx, now: Now, credentials: Credentials) -> Response
     with tx.read() as session:
         if ctx.config.metrics_require_token:
             token = credentials.credentials if credentials else None
-            tokens.authenticate(session, token).require(Role.OPERATOR, Role.VIEWER)
+            tokens.authenticate(session, token, now).require(Role.OPERATOR, Role.VIEWER)
         families = metrics.collect(session, ctx.config, now, ctx.replica, ctx.leading())
     return Response(generate_latest(_Snapshot(families)), media_type=CONTENT_TYPE_LATEST)
 

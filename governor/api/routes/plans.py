@@ -5,7 +5,7 @@ from fastapi import APIRouter
 from governor.api import views
 from governor.api.deps import Caller, Context, Now, Tx, Viewer
 from governor.api.schemas import PlanCheckOut, PlanIn
-from governor.services import admission
+from governor.services import admission, checkins
 
 router = APIRouter(prefix="/v1/budgets/{budget_id}/plans", tags=["plans"])
 
@@ -17,6 +17,7 @@ def check(
     """Check a plan before renting: go, canary_only or no_go, with every reason. Kept."""
     caller.require_budget(budget_id)
     with tx() as session:
+        checkins.refuse_ended_job(session, caller)
         row = admission.check(session, ctx.config, budget_id, body.to_plan(), body.document(), now)
         return views.plan_check(row)
 

@@ -4,9 +4,9 @@ from fastapi import APIRouter
 
 from governor.api import views
 from governor.api.deps import Context, Now, Operator, Tx, Viewer
-from governor.api.schemas import PodIn, PodOut, StopIn, StopOrderOut
+from governor.api.schemas import PodIn, PodOut, ResumedOut, ResumeIn, StopIn, StopOrderOut
 from governor.db import repository as repo
-from governor.services import budgets, pods
+from governor.services import budgets, pods, resumes
 
 router = APIRouter(tags=["pods"])
 
@@ -36,3 +36,21 @@ def stop(
     reason = (body or StopIn()).reason
     with tx() as session:
         return views.stop_order(pods.stop_manually(session, ctx, pod_id, reason, now))
+
+
+@router.post("/v1/pods/{pod_id}/resume")
+def resume(pod_id: str, body: ResumeIn, _: Operator, ctx: Context, tx: Tx) -> ResumedOut:
+    """Start a stopped pod again on its kept workspace, once its budget is open again (after
+    an approved extension). The committed spend with the pod running must stay under the
+    ceiling and the budget's plan must still pass preflight. The run that stopped with the
+    pod continues as its next attempt, with a new job token: relaunch the job with it."""
+    resumed = resumes.resume(ctx, pod_id, body.reason)
+    with tx.read() as session:
+        pod = repo.get_pod(session, resumed.pod.id)
+        book = budgets.book(session, ctx.config, pod.budget_id, ctx.clock.now())
+        run = None if resumed.run is None else repo.get_run(session, resumed.run.id)
+        return ResumedOut(
+            pod=views.pod(session, pod, book, repo.latest_stop_order(session, pod.id)),
+            run=None if run is None else views.run(session, run),
+            token=resumed.token,
+        )

@@ -69,6 +69,7 @@ def report(run_id: str, body: RunEventIn, caller: Caller, tx: Tx, now: Now) -> E
     """Report a failure or a note: harness, model or provider (an OOM is always model)."""
     caller.require_run(run_id)
     with tx() as session:
+        checkins.refuse_ended_job(session, caller)
         run = repo.get_run(session, run_id)
         row = events.record(
             session,

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from datetime import UTC
 from typing import Annotated
 
 from fastapi import APIRouter, Path
@@ -20,9 +19,8 @@ router = APIRouter(tags=["telemetry"])
 
 
 def _reading(body: ReadingIn) -> Reading:
-    at = body.at if body.at.tzinfo else body.at.replace(tzinfo=UTC)
     return Reading(
-        at=at.astimezone(UTC),
+        at=body.at,
         gpus=tuple(
             GpuSample(
                 **g.model_dump(exclude={"processes"}),

@@ -2,9 +2,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from governor.api.deps import Now, Operator, Tx
-from governor.api.schemas import TokenIn, TokenOut
+from governor.api.deps import Context, Now, Operator, Tx
+from governor.api.schemas import TokenIn, TokenInfo, TokenOut
 from governor.db import repository as repo
+from governor.domain.errors import Invalid
 from governor.services import tokens
 
 router = APIRouter(tags=["tokens"])
@@ -13,13 +14,47 @@ router = APIRouter(tags=["tokens"])
 @router.post("/v1/tokens", status_code=201)
 def issue(body: TokenIn, _: Operator, tx: Tx, now: Now) -> TokenOut:
     """Create an operator, viewer or agent token (an agent's is bound to one pod, or to one
-    machine for a node agent). Shown once."""
+    machine for a node agent), optionally expiring. Shown once."""
+    if body.expires_at is not None and body.expires_at <= now:
+        raise Invalid(f"expires_at must be in the future (it is now {now:%Y-%m-%dT%H:%M:%SZ})")
     with tx() as session:
         if body.pod_id is not None:
             repo.get_pod(session, body.pod_id)
         token = tokens.issue(
-            session, body.role, now, label=body.label, pod_id=body.pod_id, node=body.node
+            session,
+            body.role,
+            now,
+            label=body.label,
+            pod_id=body.pod_id,
+            node=body.node,
+            expires_at=body.expires_at,
         )
-    return TokenOut(
-        role=body.role, label=body.label, pod_id=body.pod_id, node=body.node, token=token
-    )
+        row = repo.token_by_hash(session, tokens.digest(token))
+        assert row is not None
+        return TokenOut(
+            id=row.id,
+            role=body.role,
+            label=body.label,
+            pod_id=body.pod_id,
+            node=body.node,
+            expires_at=body.expires_at,
+            token=token,
+        )
+
+
+@router.get("/v1/tokens")
+def list_tokens(_: Operator, tx: Tx) -> list[TokenInfo]:
+    """Every token on file, newest first, with whom it is for and whether it still works."""
+    with tx.read() as session:
+        return [TokenInfo.model_validate(r, from_attributes=True) for r in tokens.listing(session)]
+
+
+@router.post("/v1/tokens/{token_id}/revoke")
+def revoke(token_id: str, _: Operator, ctx: Context, tx: Tx, now: Now) -> TokenInfo:
+    """End a token now (on every replica within one enforcement interval). The bootstrap
+    operator token is rotated instead: `governor token rotate-bootstrap`."""
+    with tx() as session:
+        row = tokens.revoke(session, token_id, now)
+        info = TokenInfo.model_validate(row, from_attributes=True)
+    ctx.tokens.forget(lambda p: p.token_id == token_id)
+    return info

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from governor.client import UNREACHABLE, Checkpoint, Governor, GovernorError
+from governor.client.core import METRICS_DROPPED
 from tests.unit.client.fakes import FakeTime, ScriptedServer, directive
 
 REFUSED = httpx.ConnectError("connection refused")
@@ -167,3 +168,54 @@ def test_from_env_reads_url_run_and_token(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("GOVERNOR_TOKEN", "t")
     with Governor.from_env(fail_safe_after_s=5) as gov:
         assert (gov.run_id, gov.fail_safe_after_s) == ("run-9", 5)
+
+
+def ended() -> httpx.Response:
+    body = {"error": {"code": "run_ended", "message": "run run-1 ended (stopped)"}}
+    return httpx.Response(409, json=body)
+
+
+def test_a_run_that_has_ended_is_a_stop_never_an_error() -> None:
+    server = ScriptedServer(directive(), ended())
+    with server.governor() as gov:
+        assert gov.heartbeat(1).action == "continue"
+        got = gov.heartbeat(2, status="finished")
+        assert (got.action, got.reason) == ("stop", "run-ended")
+        assert got.message is not None and "ended" in got.message
+        assert got.budget is not None  # what was last known stays
+        assert gov.report_failure("harness", "late note") is False
+
+
+def test_another_conflict_is_still_a_refusal() -> None:
+    conflict = httpx.Response(409, json={"error": {"code": "conflict", "message": "no"}})
+    with ScriptedServer(conflict).governor() as gov, pytest.raises(GovernorError) as caught:
+        gov.heartbeat(1)
+    assert caught.value.status == 409
+
+
+def test_metrics_too_large_are_dropped_once_and_the_beat_goes_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server = ScriptedServer(413, directive(), 413, directive())
+    with server.governor() as gov:
+        assert gov.heartbeat(1, metrics={"loss": 1.0}).action == "continue"
+        assert gov.heartbeat(2, metrics={"loss": 0.9}).action == "continue"
+    assert [("metrics" in b) for b in server.bodies()] == [True, False, True, False]
+    assert [r.message for r in caplog.records].count(METRICS_DROPPED) == 1
+
+
+def test_metrics_over_the_governors_limits_are_dropped_before_sending(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server = ScriptedServer(directive())
+    with server.governor() as gov:
+        gov.heartbeat(1, metrics={f"m{n}": n for n in range(65)})
+        gov.heartbeat(2, metrics={"note": "x" * 17_000})
+        gov.heartbeat(3, metrics={"loss": 0.5})
+    assert [b.get("metrics") for b in server.bodies()] == [None, None, {"loss": 0.5}]
+    assert [r.message for r in caplog.records].count(METRICS_DROPPED) == 1
+
+
+def test_an_event_too_large_is_dropped_not_raised() -> None:
+    with ScriptedServer(413).governor() as gov:
+        assert gov.report_failure("model", "x" * 100, evidence={"blob": "y" * 100}) is False

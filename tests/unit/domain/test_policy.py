@@ -37,7 +37,7 @@ def run(**kw: object) -> RunView:
         "progress_at": NOW - timedelta(seconds=5),
         "step": 100,
         "total_steps": 1000,
-        "created_at": NOW - timedelta(hours=1),
+        "started_at": NOW - timedelta(hours=1),
         "last_heartbeat_at": NOW - timedelta(seconds=5),
         "heartbeat_timeout_s": 120.0,
         "ended_at": None,
@@ -132,7 +132,7 @@ CASES = [
     ),
     (
         "never checked in, past timeout",
-        situation(run=run(last_heartbeat_at=None, created_at=NOW - timedelta(seconds=200))),
+        situation(run=run(last_heartbeat_at=None, started_at=NOW - timedelta(seconds=200))),
         Action.STOP,
         Reason.HEARTBEAT_LOST,
     ),
@@ -274,7 +274,7 @@ def test_per_run_thresholds_apply() -> None:
 
 
 def test_silence_is_measured_from_creation_when_the_job_never_checked_in() -> None:
-    view = replace(run(), last_heartbeat_at=None, created_at=NOW - timedelta(seconds=30))
+    view = replace(run(), last_heartbeat_at=None, started_at=NOW - timedelta(seconds=30))
     assert view.silent_for(NOW) == 30
 
 

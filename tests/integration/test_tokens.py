@@ -1,0 +1,70 @@
+"""The token lifecycle on the real schema: the bootstrap operator token is rotated, never
+revoked by a replica's start; revoked and expired tokens end their dashboard sessions too
+(SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from governor.db import repository as repo
+from governor.domain.errors import Conflict, Unauthenticated
+from governor.domain.model import Role
+from governor.services import budgets, logins, pods, tokens
+from tests.integration.conftest import Governor
+
+
+def test_a_new_bootstrap_token_is_adopted_beside_the_old_until_it_is_rotated(
+    gov: Governor,
+) -> None:
+    now = gov.clock.now()
+    with gov.session() as s:
+        tokens.bootstrap_operator(s, "gov_op_first-bootstrap", now)
+    with gov.session() as s:  # a rolling update: the new value on one replica only
+        tokens.bootstrap_operator(s, "gov_op_second-bootstrap", now)
+        assert tokens.authenticate(s, "gov_op_first-bootstrap", now).role is Role.OPERATOR
+    with gov.session() as s:
+        assert tokens.rotate_bootstrap(s, "gov_op_second-bootstrap", now) == 1
+    with gov.session() as s:
+        with pytest.raises(Unauthenticated, match="revoked"):
+            tokens.authenticate(s, "gov_op_first-bootstrap", now)
+        assert tokens.authenticate(s, "gov_op_second-bootstrap", now).role is Role.OPERATOR
+        assert tokens.rotate_bootstrap(s, "gov_op_second-bootstrap", now) == 0
+        [current] = repo.bootstrap_tokens(s)
+        with pytest.raises(Conflict, match="rotate-bootstrap"):
+            tokens.revoke(s, current.id, now)
+
+
+def test_a_revoked_or_expired_token_ends_its_dashboard_sessions(gov: Governor) -> None:
+    now = gov.clock.now()
+    with gov.session() as s:
+        lasting = tokens.issue(s, Role.VIEWER, now, label="wall screen")
+        brief = tokens.issue(s, Role.VIEWER, now, expires_at=now + timedelta(hours=1))
+    with gov.session() as s:
+        lasting_id = logins.sign_in(s, lasting, now).token_id
+        brief_id = logins.sign_in(s, brief, now).token_id
+        assert logins.role_of(s, brief_id, now + timedelta(minutes=59)) is Role.VIEWER
+        assert logins.role_of(s, brief_id, now + timedelta(hours=1)) is None
+        with pytest.raises(Unauthenticated, match="expired"):
+            logins.sign_in(s, brief, now + timedelta(hours=2))
+        tokens.revoke(s, lasting_id, now)
+    with gov.session() as s:
+        assert logins.role_of(s, lasting_id, now) is None
+        [event] = repo.events(s, subject=f"token:{lasting_id}")
+        assert "wall screen" in event.message and "revoked" in event.message
+
+
+def test_a_released_pods_agent_token_ends(gov: Governor) -> None:
+    budget = gov.budget("100")
+    pod = gov.pod(budget)
+    now = gov.clock.now()
+    with gov.session() as s:
+        agent = tokens.issue(s, Role.AGENT, now, pod_id=pod)
+        pods.stop_manually(s, gov.ctx, pod, "done", now)
+    gov.tick(1)
+    gov.tick(30)
+    with gov.session() as s:
+        budgets.close(s, budget, "over", True, gov.clock.now())
+    with gov.session() as s, pytest.raises(Unauthenticated, match="revoked"):
+        tokens.authenticate(s, agent, gov.clock.now())
