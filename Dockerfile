@@ -11,8 +11,9 @@ ENV PYTHONUNBUFFERED=1 \
 # Install the package from a scratch copy of the source, then drop the copy.
 COPY pyproject.toml README.md /tmp/src/
 COPY governor /tmp/src/governor
-# With the aws extra: EC2 stops are signed by boto3.
-RUN pip install '/tmp/src[aws]' && rm -rf /tmp/src
+# With the aws extra (EC2 stops are signed by boto3), the gcp extra (google-auth's credentials)
+# and the kubernetes extra (kubeconfigs and the in-cluster service account).
+RUN pip install '/tmp/src[aws,gcp,kubernetes]' && rm -rf /tmp/src
 
 # The migrations are not part of the installed package: ship them and say where they are.
 COPY migrations /opt/gpu-governor/migrations

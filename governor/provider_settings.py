@@ -74,23 +74,25 @@ class ProviderSettings(BaseModel):
         120.0, ge=0, description="Seconds a Lambda instance may bill after it is terminated."
     )
     lambda_filesystem_usd_per_gb_month: Decimal = Field(
-        Decimal("0.20"), ge=0, description="Lambda's persistent filesystem price per GB-month."
+        Decimal("0.20"),
+        ge=0,
+        description="Lambda's persistent filesystem price per GiB-month (Lambda bills per GiB "
+        "used).",
     )
 
     gcp_project: str | None = Field(
         None, description="GCP project id; the gcp provider exists only when one is set."
     )
     gcp_access_token: SecretStr | None = Field(
-        None, description="A static OAuth2 token; unset: the VM's metadata server mints them."
+        None,
+        description="A static OAuth2 token, never refreshed (an explicit override); unset: "
+        "Application Default Credentials through google-auth (the gcp extra).",
     )
     gcp_access_token_file: Path | None = Field(
         None, description="A file holding the OAuth2 access token."
     )
     gcp_url: Url = Field(
         "https://compute.googleapis.com/compute/v1", description="The Compute Engine API base."
-    )
-    gcp_metadata_url: Url = Field(
-        "http://metadata.google.internal", description="The GCE metadata server."
     )
     gcp_rates: Rates = Field(
         default_factory=dict,
@@ -99,8 +101,8 @@ class ProviderSettings(BaseModel):
     )
     gcp_disk_rates: Rates = Field(
         default_factory=dict,
-        description="$/GB-month by disk type, over pd-standard 0.04, pd-balanced 0.10, "
-        "pd-ssd 0.17.",
+        description="$/GiB-month by disk type, over pd-standard 0.04, pd-balanced 0.10, "
+        "pd-ssd 0.17 and local-ssd 0.08 (local SSDs a stop keeps bill on).",
     )
     gcp_stop_latency_s: float = Field(
         90.0, ge=0, description="Seconds a GCP VM may bill after instances.stop."
@@ -123,9 +125,18 @@ class ProviderSettings(BaseModel):
         30.0, ge=0, description="Seconds an EC2 instance may bill after StopInstances."
     )
 
+    kubernetes_kubeconfig: Path | None = Field(
+        None,
+        description="A kubeconfig (client certificates, tokens, exec plugins); unset: "
+        "KUBECONFIG, then ~/.kube/config when present, then the in-cluster service account. "
+        "Needs the kubernetes extra.",
+    )
+    kubernetes_context: str | None = Field(
+        None, description="The kubeconfig context to use; unset: its current context."
+    )
     kubernetes_url: Url | None = Field(
         None,
-        description="The Kubernetes API server; unset inside a cluster: its service account.",
+        description="The Kubernetes API server, with a token: overrides any kubeconfig.",
     )
     kubernetes_token: SecretStr | None = Field(None, description="A Kubernetes bearer token.")
     kubernetes_token_file: Path | None = Field(

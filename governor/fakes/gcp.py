@@ -9,9 +9,16 @@ real HTTP.
     GET    /compute/v1/projects/{p}/zones/{z}/operations/{operation}
     GET    /compute/v1/projects/{p}/aggregated/{instances|disks}?maxResults=&pageToken=
     GET    /computeMetadata/v1/instance/service-accounts/default/token  (Metadata-Flavor: Google)
+    POST   /token   grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer&assertion=<JWT>
 
-Compute calls need `Authorization: Bearer <token>`; the metadata server hands that token
-out. A stop answers a zonal Operation and the VM is STOPPING for `stop_delay_s`, then
+Compute calls need `Authorization: Bearer <token>`: the fixed one, which the metadata
+server hands out, or one the token endpoint issued and that has not expired. The token
+endpoint is Google's OAuth2 one for service accounts: a key file's `token_uri` points at it,
+and it takes a JWT signed (RS256) with the key of a service account added with
+`add_service_account`, issuing tokens that live `sa_token_expires_in_s` (tests shorten it
+to count refreshes without waiting).
+
+A stop answers a zonal Operation and the VM is STOPPING for `stop_delay_s`, then
 TERMINATED; a start answers one too and the VM is RUNNING again (a STOPPING one is not
 ready to start). It bills its rate for every second it runs, by this process's clock. Every
 request is logged, so a test can prove a DELETE never came. Errors are Google's
@@ -32,6 +39,8 @@ Pods started from the command line are a2-highgpu-1g VMs in project "fake-projec
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -39,6 +48,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 from uuid import uuid4
 
 from governor.fakes import http_cloud
@@ -49,6 +59,8 @@ DEFAULT_PROJECT = "fake-project"
 DEFAULT_MACHINE_TYPE = "a2-highgpu-1g"
 DEFAULT_ZONE = "us-central1-a"
 TOKEN_PATH = "/computeMetadata/v1/instance/service-accounts/default/token"
+SA_TOKEN_PATH = "/token"  # where a service-account key file's token_uri points
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 API = "https://www.googleapis.com/compute/v1"  # how Google spells its resource URLs
 REASONS = {
     400: "invalid",
@@ -148,7 +160,15 @@ class FakeGcp(FakeCloud):
         self.stop_delay_s = stop_delay_s
         self.token_expires_in_s = 3599  # what the metadata server says of each token
         self.page_size = 500  # the most items an aggregated list answers per page
+        self.sa_token_expires_in_s = 3600  # what the token endpoint says of each token
+        self.service_accounts: dict[str, str] = {}  # client_email -> public key (PEM)
+        self.issued: dict[str, datetime] = {}  # token endpoint's tokens -> when they expire
         self.state = CloudState.restore(self.saved)
+
+    def add_service_account(self, email: str, public_key_pem: str) -> None:
+        """A service account whose key (the private half of `public_key_pem`) signs JWTs
+        the token endpoint accepts."""
+        self.service_accounts[email] = public_key_pem
 
     def add_pod(
         self,
@@ -183,7 +203,10 @@ class FakeGcp(FakeCloud):
             self.save()
 
     def authorized(self, request: FakeRequest) -> bool:
-        return request.path == TOKEN_PATH or request.bearer() == self.api_key
+        if request.path in (TOKEN_PATH, SA_TOKEN_PATH) or request.bearer() == self.api_key:
+            return True
+        expires = self.issued.get(request.bearer())
+        return expires is not None and now() < expires
 
     def error(self, status: int, message: str) -> Reply:
         return _google_error(status, REASONS.get(status, "backendError"), message)
@@ -213,6 +236,8 @@ class FakeGcp(FakeCloud):
     def handle(self, request: FakeRequest) -> Reply:
         if request.path == TOKEN_PATH:
             return self._token(request)
+        if request.path == SA_TOKEN_PATH and request.method == "POST":
+            return self._mint(request)
         if request.method == "GET" and (listing := _AGGREGATED_PATH.fullmatch(request.path)):
             if listing["project"] != self.project:
                 return self._missing_project(listing["project"])
@@ -250,6 +275,41 @@ class FakeGcp(FakeCloud):
             return Reply(403, text=page, content_type="text/html")
         token = {"access_token": self.api_key, "expires_in": self.token_expires_in_s}
         return Reply(200, {**token, "token_type": "Bearer"})
+
+    def _mint(self, request: FakeRequest) -> Reply:
+        """An access token for a service account's signed JWT (Google's JWT bearer grant)."""
+        form = parse_qs(request.body) if isinstance(request.body, str) else {}
+        if form.get("grant_type") != [JWT_BEARER]:
+            return _oauth_error("unsupported_grant_type", "Invalid grant_type.")
+        claims = self._verified(form.get("assertion", [""])[0])
+        if claims is None:
+            return _oauth_error("invalid_grant", "Invalid JWT Signature.")
+        if not (claims.get("aud", "").endswith(SA_TOKEN_PATH) and claims.get("scope")):
+            return _oauth_error("invalid_scope", "Invalid audience or no scope.")
+        if float(claims.get("exp", 0)) <= now().timestamp():
+            return _oauth_error("invalid_grant", "Invalid JWT: Token must be a short-lived token")
+        token = f"ya29.fake-sa-{uuid4().hex}"
+        self.issued[token] = now() + timedelta(seconds=self.sa_token_expires_in_s)
+        body = {"access_token": token, "expires_in": self.sa_token_expires_in_s}
+        return Reply(200, {**body, "token_type": "Bearer"})
+
+    def _verified(self, assertion: str) -> dict[str, Any] | None:
+        """The JWT's claims if a known service account's key signed it; None otherwise."""
+        from cryptography.exceptions import InvalidSignature  # google-auth brings it
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+        try:
+            header, payload, signature = assertion.split(".")
+            claims = json.loads(_unbase64(payload))
+            pem = self.service_accounts[str(claims.get("iss"))]
+            key = serialization.load_pem_public_key(pem.encode())
+            assert isinstance(key, rsa.RSAPublicKey)
+            signed = f"{header}.{payload}".encode()
+            key.verify(_unbase64(signature), signed, padding.PKCS1v15(), hashes.SHA256())
+        except (ValueError, KeyError, InvalidSignature):
+            return None
+        return claims if isinstance(claims, dict) else None
 
     def _act(self, request: FakeRequest, key: str, kind: str) -> Reply:
         """instances.stop (the VM goes STOPPING, then TERMINATED), instances.start (a
@@ -402,6 +462,15 @@ def _no_results(scope: str) -> dict[str, Any]:
     message = f"There are no results for scope '{scope}' on this page."
     data = [{"key": "scope", "value": scope}]
     return {"warning": {"code": "NO_RESULTS_ON_PAGE", "message": message, "data": data}}
+
+
+def _unbase64(part: str) -> bytes:
+    return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+
+
+def _oauth_error(error: str, description: str) -> Reply:
+    """Google's OAuth2 token endpoint's refusal."""
+    return Reply(400, {"error": error, "error_description": description})
 
 
 def _google_error(status: int, reason: str, message: str) -> Reply:

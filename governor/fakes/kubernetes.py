@@ -7,7 +7,8 @@ object or on its `scale` subresource; a `metadata.resourceVersion` in a patch is
 precondition (409 Conflict when stale). Each kind is also listed across all namespaces
 (GET /apis/<group>/v1/<resource>), unless it is `forbidden` to the token: then the answer is
 the 403 that RBAC gives. Errors are `Status` objects with the API server's
-reasons, and a bearer token is required. DELETE is honoured (the workload and its pods go)
+reasons, and a bearer token is required, unless it is served over TLS (`serve_tls`) and
+the client presents a certificate its CA verifies. DELETE is honoured (the workload and its pods go)
 and recorded, so a test can prove it never came.
 
 Pods: a workload that wants pods (a Job neither suspended nor finished, replicas above zero)
@@ -27,6 +28,7 @@ and no Retry-After header.
 from __future__ import annotations
 
 import re
+import ssl
 import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
@@ -35,7 +37,15 @@ from pathlib import Path
 from typing import Any
 
 from governor.fakes import http_cloud
-from governor.fakes.http_cloud import FakeCloud, FakeRequest, Reply, bill_runs, now
+from governor.fakes.http_cloud import (
+    FakeCloud,
+    FakeRequest,
+    FakeServer,
+    Reply,
+    _Handler,
+    bill_runs,
+    now,
+)
 
 DEFAULT_TOKEN = "fake-kubernetes-token"
 KINDS = {  # the kind in a ref: its API group, resource and object kind
@@ -49,6 +59,9 @@ _PATH = re.compile(
 )
 _LIST = re.compile(r"/apis/(?P<group>[a-z.]+)/v1/(?P<resource>[a-z]+)")
 USER = "system:serviceaccount:governor:gpu-governor"  # who the token is
+# Who a verified client certificate says the caller is (its common name); set by the TLS
+# server only, never taken from a client.
+CERT_USER = "x-fake-client-certificate-user"
 KIND_FIELDS = ("apiVersion", "kind")
 REASONS = {
     400: "BadRequest",
@@ -256,6 +269,13 @@ class FakeKubernetes(FakeCloud):
             "version": self.version,
         }
 
+    def authorized(self, request: FakeRequest) -> bool:
+        """A verified client certificate, or the token as a bearer token, its scheme in any
+        case as the API server takes it (the official client sends "bearer")."""
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        bearer = scheme.lower() == "bearer" and token.strip() == self.api_key
+        return CERT_USER in request.headers or bearer
+
     def error(self, status: int, message: str, details: dict[str, Any] | None = None) -> Reply:
         body = {
             "kind": "Status",
@@ -387,6 +407,31 @@ class FakeKubernetes(FakeCloud):
         return Reply(
             200, {"kind": "Status", "apiVersion": "v1", "status": "Success", "details": details}
         )
+
+
+class _TlsHandler(_Handler):
+    """Requests over TLS: a client certificate that verified authenticates its common name,
+    as the API server's x509 client authentication does."""
+
+    def parse_request(self) -> bool:
+        if not super().parse_request():
+            return False
+        del self.headers[CERT_USER]
+        assert isinstance(self.connection, ssl.SSLSocket)
+        certificate = self.connection.getpeercert() or {}
+        subject = dict(pair for rdn in certificate.get("subject", ()) for pair in rdn)
+        if "commonName" in subject:
+            self.headers[CERT_USER] = subject["commonName"]
+        return True
+
+
+def serve_tls(cloud: FakeKubernetes, context: ssl.SSLContext) -> FakeServer:
+    """`cloud` over HTTPS on any free port: `context` holds the server's certificate and,
+    for clients that authenticate with one, the CA theirs must chain to (CERT_OPTIONAL)."""
+    server = http_cloud.serve(cloud)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    server.RequestHandlerClass = _TlsHandler
+    return server
 
 
 def _timestamp(at: datetime) -> str:

@@ -145,7 +145,7 @@ class FakeLambda(FakeCloud):
         *,
         filesystems: dict[str, str | None] | None = None,
         status: str = "active",
-        bytes_used: int = 40 * 10**9,
+        bytes_used: int = 40 * 2**30,
     ) -> CloudInstance:
         """An instance billing from now, with `filesystems` ({name: mount point, None for
         Lambda's default}) attached; a filesystem not yet in the cloud is created."""

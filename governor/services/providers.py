@@ -4,6 +4,7 @@ and which pods does it see (with their rates), next to the pods registered here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 from governor.db import repository as repo
 from governor.db.engine import unit_of_work
@@ -11,6 +12,13 @@ from governor.domain.ports import AnyProvider, Listed, ListsPods, ProviderError,
 from governor.services.context import ServiceContext
 
 PROBE_REF = "gpu-governor-credentials-probe"  # a pod no account has: not found means it answered
+
+
+@runtime_checkable
+class NamesCredential(Protocol):
+    """A provider that says which of several credentials it found (never the secret)."""
+
+    credential: str
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,8 @@ def _check(name: str, provider: AnyProvider, registered: dict[str, str]) -> Prov
         if isinstance(provider, ListsPods):
             pods = list(provider.pods())
             said = f"credentials accepted; {len(pods)} pod(s) visible"
+            if isinstance(provider, NamesCredential):
+                said = f"{said}; credential: {provider.credential}"
         else:
             pods = _registered_only(provider, registered)
             said = "answered; it cannot list pods, so those registered here are shown"

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import httpx
 
-from governor.adapters.providers.kubernetes import KubernetesProvider
+from governor.adapters.providers.kubernetes import BearerToken, KubernetesProvider
 from governor.fakes.http_cloud import FakeCloud, now
 from governor.fakes.kubernetes import FakeKubernetes
 from tests.contract.harness import Harness
@@ -22,7 +22,7 @@ class KubernetesHarness(Harness):
         return fake
 
     def adapter(self, url: str, secret: str, client: httpx.Client) -> KubernetesProvider:
-        return KubernetesProvider(client, secret, url, stop_latency_s=0.0)
+        return KubernetesProvider(BearerToken(client, secret, url), stop_latency_s=0.0)
 
     def stopped(self, cloud: FakeCloud, ref: str) -> bool:
         assert isinstance(cloud, FakeKubernetes)

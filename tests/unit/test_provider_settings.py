@@ -3,6 +3,7 @@ built only when it is configured, and a configuration that cannot work refused a
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -19,8 +20,10 @@ from governor.adapters.providers.vast import VastProvider
 from governor.bootstrap import ProviderSetupError, build_providers
 from governor.domain.ports import Resumes
 from governor.fakes.cloud import BillingFakeProvider, FakeProvider
+from governor.fakes.gcp import FakeGcp
 from governor.settings import load_settings
 from tests.clock import FrozenClock
+from tests.gcp_keys import EMAIL, key_file
 
 
 def test_without_a_key_only_the_fake_provider_is_built() -> None:
@@ -59,7 +62,6 @@ def test_a_key_in_the_url_is_refused() -> None:
         ({"vast_api_key": "k"}, "vast", VastProvider),
         ({"lambda_api_key": "k"}, "lambda", LambdaProvider),
         ({"gcp_project": "p", "gcp_access_token": "t"}, "gcp", GcpProvider),
-        ({"gcp_project": "p"}, "gcp", GcpProvider),  # tokens from the metadata server
         ({"aws_region": "us-east-1"}, "aws", Ec2Provider),
         (
             {"kubernetes_url": "https://k8s.test", "kubernetes_token": "t"},
@@ -131,8 +133,104 @@ def test_aws_without_boto3_says_what_to_install(monkeypatch: pytest.MonkeyPatch)
         build_providers(load_settings(aws_region="us-east-1"), FrozenClock())
 
 
+def test_gcp_without_a_token_uses_application_default_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeGcp(tmp_path / "gcp.json", "unused")
+    key = key_file(tmp_path, fake, "http://127.0.0.1:1")  # nothing is fetched at start
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
+    gcp = build_providers(load_settings(gcp_project="p"), FrozenClock())["gcp"]
+    assert isinstance(gcp, GcpProvider)
+    assert gcp.credential == f"a service-account key file ({EMAIL})"
+
+
+def test_gcp_without_any_credentials_says_where_they_are_looked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))
+    monkeypatch.setenv("NO_GCE_CHECK", "True")
+    with pytest.raises(ProviderSetupError, match="GOOGLE_APPLICATION_CREDENTIALS"):
+        build_providers(load_settings(gcp_project="p"), FrozenClock())
+
+
+def test_gcp_without_google_auth_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "governor.adapters.providers.gcp_auth", None)
+    with pytest.raises(ProviderSetupError, match=r"pip install 'gpu-governor\[gcp\]'"):
+        build_providers(load_settings(gcp_project="p"), FrozenClock())
+    providers = build_providers(load_settings(gcp_project="p", gcp_access_token="t"), FrozenClock())
+    assert providers["gcp"].credential == "a static access token (never refreshed)"
+
+
 def test_a_kubernetes_token_file_is_enough_with_the_url(tmp_path: Path) -> None:
     token_file = tmp_path / "token"
     token_file.write_text("k8s-token\n")
     settings = load_settings(kubernetes_url="https://k8s.test", kubernetes_token_file=token_file)
     assert isinstance(build_providers(settings, FrozenClock())["kubernetes"], KubernetesProvider)
+
+
+def _kubeconfig(path: Path, context: str = "dev") -> Path:
+    """A kubeconfig whose user is a bearer token; nothing is fetched at start."""
+    user = {"name": "u", "user": {"token": "k8s-kubeconfig-token"}}
+    path.write_text(
+        json.dumps(
+            {
+                "clusters": [{"name": "c", "cluster": {"server": "https://k8s.test:6443"}}],
+                "users": [user],
+                "contexts": [{"name": context, "context": {"cluster": "c", "user": "u"}}],
+                "current-context": context,
+            }
+        )
+    )
+    return path
+
+
+@pytest.fixture
+def no_kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A home without ~/.kube/config and no KUBECONFIG: only what a test sets is found."""
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    return tmp_path
+
+
+def test_kubernetes_reads_the_kubeconfig_setting_and_its_context(no_kubeconfig: Path) -> None:
+    path = _kubeconfig(no_kubeconfig / "config")
+    settings = load_settings(kubernetes_kubeconfig=path, kubernetes_context="dev")
+    kubernetes = build_providers(settings, FrozenClock())["kubernetes"]
+    assert kubernetes.credential == f"kubeconfig {path} (context dev)"
+
+
+def test_kubernetes_finds_kubeconfig_then_the_home_one(
+    no_kubeconfig: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert "kubernetes" not in build_providers(load_settings(), FrozenClock())
+    (no_kubeconfig / ".kube").mkdir()
+    home = _kubeconfig(no_kubeconfig / ".kube" / "config", "home")
+    found = build_providers(load_settings(), FrozenClock())["kubernetes"]
+    assert found.credential == f"kubeconfig {home} (context home)"
+    named = _kubeconfig(no_kubeconfig / "named", "named")
+    monkeypatch.setenv("KUBECONFIG", str(named))
+    found = build_providers(load_settings(), FrozenClock())["kubernetes"]
+    assert found.credential == f"kubeconfig {named} (context named)"
+    explicit = load_settings(kubernetes_url="https://k8s.test", kubernetes_token="t")
+    overridden = build_providers(explicit, FrozenClock())["kubernetes"]
+    assert overridden.credential == "GOVERNOR_KUBERNETES_TOKEN"
+
+
+def test_kubernetes_with_an_unknown_context_is_refused(no_kubeconfig: Path) -> None:
+    settings = load_settings(
+        kubernetes_kubeconfig=_kubeconfig(no_kubeconfig / "config"), kubernetes_context="prod"
+    )
+    with pytest.raises(ProviderSetupError, match="prod"):
+        build_providers(settings, FrozenClock())
+
+
+def test_kubernetes_kubeconfig_without_the_client_says_what_to_install(
+    no_kubeconfig: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "governor.adapters.providers.kube_auth", None)
+    settings = load_settings(kubernetes_kubeconfig=_kubeconfig(no_kubeconfig / "config"))
+    with pytest.raises(ProviderSetupError, match=r"pip install 'gpu-governor\[kubernetes\]'"):
+        build_providers(settings, FrozenClock())
+    explicit = load_settings(kubernetes_url="https://k8s.test", kubernetes_token="t")
+    assert isinstance(build_providers(explicit, FrozenClock())["kubernetes"], KubernetesProvider)

@@ -5,7 +5,8 @@ Only `instances.get`, `disks.get`, `instances.stop`, `instances.start` and the p
 `instances.aggregatedList` and `disks.aggregatedList` are ever sent; never
 `instances.delete`, which takes every auto-delete disk (the boot disk by default) with it.
 A stopped VM is TERMINATED in GCP's words; its persistent disks keep billing. Local SSDs
-are kept too (`discardLocalSsd=false`), since a stop that discards them loses their data.
+are kept too (`discardLocalSsd=false`), since a stop that discards them loses their data,
+and so they keep billing as well.
 
 The API carries no prices, so the hourly rate comes from a configured table keyed by
 machine type (and accelerator type, for GPUs attached to a general-purpose VM). There is no
@@ -23,8 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
 from typing import Any, Protocol
@@ -37,23 +37,25 @@ from governor.domain.model import PodState
 from governor.domain.ports import (
     CallOutcome,
     CallResult,
-    Clock,
     Listed,
     PodDescription,
     ProviderError,
     Storage,
-    SystemClock,
 )
 
 DEFAULT_URL = "https://compute.googleapis.com/compute/v1"
-DEFAULT_METADATA_URL = "http://metadata.google.internal"
-TOKEN_PATH = "/computeMetadata/v1/instance/service-accounts/default/token"
-TOKEN_REFRESH_MARGIN_S = 60.0  # a cached token is replaced this long before it expires
 STOP_LATENCY_S = 90.0  # the guest gets a graceful shutdown before the VM is TERMINATED
 NO_RATES: Mapping[str, Decimal] = MappingProxyType({})
-# Google's list prices per GB-month of provisioned size; a stopped VM's disks bill the same.
+# Google's list prices per GiB-month of provisioned size (the API's `sizeGb` is GiB too); a
+# stopped VM's disks bill the same, and so do local SSDs a stop keeps.
+LOCAL_SSD = "local-ssd"  # the disk rates' key for local SSDs (SCRATCH disks)
 DISK_RATES: Mapping[str, Decimal] = MappingProxyType(
-    {"pd-standard": Decimal("0.04"), "pd-balanced": Decimal("0.10"), "pd-ssd": Decimal("0.17")}
+    {
+        "pd-standard": Decimal("0.04"),
+        "pd-balanced": Decimal("0.10"),
+        "pd-ssd": Decimal("0.17"),
+        LOCAL_SSD: Decimal("0.08"),
+    }
 )
 # Disk types not in the table (hyperdisk-*, pd-extreme) are priced as pd-balanced: an
 # estimate, since their real price also depends on provisioned IOPS and throughput.
@@ -83,7 +85,12 @@ _REF = re.compile(rf"(?P<zone>{_GCE_NAME})/(?P<name>{_GCE_NAME})")
 
 
 class TokenSource(Protocol):
-    """Where OAuth2 access tokens come from; `token()` gives one that is valid now."""
+    """Where OAuth2 access tokens come from; `token()` gives one that is valid now, and
+    `credential` says which credential that is (never the secret). Google's own credentials
+    are `gcp_auth.GoogleCredentials` (the gcp extra)."""
+
+    @property
+    def credential(self) -> str: ...
 
     def token(self) -> str: ...
 
@@ -93,42 +100,11 @@ class StaticToken:
     """An access token minted elsewhere (e.g. `gcloud auth print-access-token`); it is
     never refreshed, so it stops working when it expires (an hour, by default)."""
 
-    access_token: str
+    access_token: str = field(repr=False)
+    credential: str = "a static access token (never refreshed)"
 
     def token(self) -> str:
         return self.access_token
-
-
-class MetadataToken:
-    """The VM's service-account token from the GCE metadata server, cached until shortly
-    before it expires. Works only on a GCE VM (or wherever the metadata server answers)."""
-
-    def __init__(
-        self,
-        client: httpx.Client,
-        metadata_url: str = DEFAULT_METADATA_URL,
-        *,
-        clock: Clock | None = None,
-    ) -> None:
-        self._http = ProviderHttp(client, "gcp metadata server", "", {"Metadata-Flavor": "Google"})
-        self._url = metadata_url.rstrip("/") + TOKEN_PATH
-        self._clock = clock or SystemClock()
-        self._cached: tuple[str, datetime] | None = None  # the token and when to replace it
-
-    def token(self) -> str:
-        now = self._clock.now()
-        if self._cached is None or now >= self._cached[1]:
-            answer = self._http.request("GET", self._url)
-            try:
-                token, expires_in = str(answer["access_token"]), float(answer["expires_in"])
-            except (KeyError, TypeError, ValueError):
-                # The body may hold a token: it is not quoted here.
-                raise self._http.error(
-                    "answered without a usable access_token and expires_in", True
-                ) from None
-            refresh_at = now + timedelta(seconds=expires_in - TOKEN_REFRESH_MARGIN_S)
-            self._cached = (token, refresh_at)
-        return self._cached[0]
 
 
 class InstanceNotFound(ProviderError):
@@ -193,6 +169,7 @@ class GcpProvider:
         stop_latency_s: float = STOP_LATENCY_S,
     ) -> None:
         self.stop_latency_s = stop_latency_s
+        self.credential = token.credential  # which one, for `governor providers check`
         self._client = client
         self._token = token
         self._project = project
@@ -330,26 +307,27 @@ class GcpProvider:
     def _storage(
         self, http: _ComputeHttp, instance: dict[str, Any], disks: Mapping[str, dict[str, Any]]
     ) -> Storage | None:
-        """The persistent disks (boot and attached) and their size-weighted price; local
-        SSDs (SCRATCH) are not persistent and not counted. The instance names each disk
-        only by URL, so each one not in `disks` (keyed "projects/...") is read for its type
-        and size."""
+        """The persistent disks (boot and attached) and the local SSDs, which a stop keeps,
+        and their size-weighted price. The instance names each persistent disk only by URL,
+        so each one not in `disks` (keyed "projects/...") is read for its type and size; a
+        local SSD's size is on the instance."""
         total_gb = monthly_usd = Decimal(0)
         for attached in instance.get("disks") or []:
-            if attached.get("type") != "PERSISTENT":
-                continue
-            source = str(attached.get("source", ""))
-            if "projects/" not in source:
-                raise http.error(f"answered a disk without a source: {attached!r:.200}", True)
-            path = _from_projects(source)
-            disk = disks.get(path) or _object(
-                http, http.request("GET", f"{self._url}/{path}"), "a disk"
-            )
+            if attached.get("type") == "SCRATCH":
+                disk, kind, size = attached, LOCAL_SSD, attached.get("diskSizeGb")
+            else:
+                source = str(attached.get("source", ""))
+                if "projects/" not in source:
+                    raise http.error(f"answered a disk without a source: {attached!r:.200}", True)
+                path = _from_projects(source)
+                disk = disks.get(path) or _object(
+                    http, http.request("GET", f"{self._url}/{path}"), "a disk"
+                )
+                kind, size = _last_segment(disk.get("type")), disk.get("sizeGb")
             try:
-                gb = Decimal(str(disk["sizeGb"]))
-            except (KeyError, InvalidOperation):
+                gb = Decimal(str(size))
+            except InvalidOperation:
                 raise http.error(f"answered a disk without a size: {disk!r:.200}", True) from None
-            kind = _last_segment(disk.get("type"))
             rate = self._disk_rates.get(kind, self._disk_rates[FALLBACK_DISK_TYPE])
             total_gb += gb
             monthly_usd += gb * rate

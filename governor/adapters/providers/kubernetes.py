@@ -13,6 +13,12 @@ has room for the pods: they wait, Pending, for one.
 
 Kubernetes has no prices: the rate is declared at registration, and stopping saves money
 only where the node goes with the pods (a cluster autoscaler, per-pod billing).
+
+Credentials: a bearer token here (`BearerToken`, set or read from a file), or a kubeconfig or
+the in-cluster service account read by the official client's loader (`kube_auth`, the
+`kubernetes` extra). A call refused with 401 is sent once more after the credentials are
+read afresh, where reading them again may give new ones (an exec plugin's token revoked
+early).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -34,11 +40,8 @@ from governor.domain.ports import (
     ProviderError,
 )
 
-DEFAULT_URL = "https://kubernetes.default.svc"
-# Where a pod's service account token and the cluster's CA certificate are mounted.
-SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-TOKEN_FILE = f"{SERVICE_ACCOUNT_DIR}/token"
-CA_FILE = f"{SERVICE_ACCOUNT_DIR}/ca.crt"
+# Where a pod's service account token is mounted: its presence means running in a cluster.
+TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 # Pods get terminationGracePeriodSeconds (30 s by default) to exit, after the controller acts.
 STOP_LATENCY_S = 60.0
 REPLICAS_ANNOTATION = "gpu-governor/replicas-before-stop"
@@ -144,6 +147,56 @@ class KubernetesHttp(ProviderHttp):
         return StatusError(error, reason, name if isinstance(name, str) else None)
 
 
+class Credentials(Protocol):
+    """Who the adapter is to one API server, and how it reaches it.
+
+    `url` is the API server; `client()` the httpx client to call it on (trusting the
+    cluster's CA, presenting any client certificate); `authorization()` the Authorization
+    header valid now (None: a client certificate says who it is); `reload()` reads the
+    credentials afresh after a 401, False where that cannot change them. `credential` says
+    which credential it is, never the secret, for `governor providers check`.
+    """
+
+    @property
+    def credential(self) -> str: ...
+
+    @property
+    def url(self) -> str: ...
+
+    def client(self) -> httpx.Client: ...
+
+    def authorization(self) -> str | None: ...
+
+    def reload(self) -> bool: ...
+
+
+class BearerToken:
+    """A bearer token set in the settings, or a callable reading one (a token file, re-read
+    at every call: Kubernetes rotates service-account tokens). `client` is built by the
+    caller, trusting the cluster's CA (`verify=`)."""
+
+    def __init__(
+        self,
+        client: httpx.Client,
+        token: str | Callable[[], str],
+        url: str,
+        credential: str = "a bearer token",
+    ) -> None:
+        self.credential = credential
+        self.url = url
+        self._client = client
+        self._token = token if callable(token) else lambda: token
+
+    def client(self) -> httpx.Client:
+        return self._client
+
+    def authorization(self) -> str:
+        return f"Bearer {self._token()}"
+
+    def reload(self) -> bool:
+        return False  # it is read at every call already
+
+
 @dataclass(frozen=True)
 class _Seen:
     """A workload as read: the object and the state it amounts to."""
@@ -156,24 +209,16 @@ class _Seen:
 class KubernetesProvider:
     """Implements StopsPreserving, Resumes and ListsPods against a cluster's API server.
 
-    `client` is built by the caller, trusting the cluster's CA (`verify=`); `token` is a
-    bearer token (a service account's) allowed to get and patch jobs, deployments,
-    statefulsets and their scale subresources in the namespaces it governs, and, for
-    listing, to list them across the cluster.
+    `credentials` must be allowed to get and patch jobs, deployments, statefulsets and
+    their scale subresources in the namespaces it governs, and, for listing, to list them
+    across the cluster.
     """
 
-    def __init__(
-        self,
-        client: httpx.Client,
-        token: str | Callable[[], str],
-        url: str = DEFAULT_URL,
-        *,
-        stop_latency_s: float = STOP_LATENCY_S,
-    ) -> None:
+    def __init__(self, credentials: Credentials, *, stop_latency_s: float = STOP_LATENCY_S) -> None:
         self.stop_latency_s = stop_latency_s
-        self._client = client
-        self._token = token if callable(token) else lambda: token
-        self._url = url.rstrip("/")
+        self.credential = credentials.credential  # which one, for `governor providers check`
+        self._credentials = credentials
+        self._url = credentials.url.rstrip("/")
 
     def describe(self, ref: str) -> PodDescription:
         return _description(self._read(Workload.parse(ref)))
@@ -187,7 +232,7 @@ class KubernetesProvider:
         forbidden: list[StatusError] = []
         for kind, (version, resource, _) in API.items():
             try:
-                answer = self._http().request("GET", f"{self._url}/apis/{version}/{resource}")
+                answer = self._request("GET", f"/apis/{version}/{resource}")
             except StatusError as exc:
                 if exc.status != 403:
                     raise
@@ -305,18 +350,31 @@ class KubernetesProvider:
         headers: dict[str, str] | None = None,
     ) -> Any:
         try:
-            return self._http().request(method, self._url + path, json=json, headers=headers)
+            return self._request(method, path, json=json, headers=headers)
         except StatusError as exc:
             # Only a NotFound naming the object means it is gone: a wrong URL is also a 404.
             if exc.reason == "NotFound" and exc.name == workload.name:
                 raise NoSuchWorkload(workload) from None
             raise
 
+    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        """One API call; refused with 401, it is sent once more on credentials read afresh
+        (a refused call changed nothing), where reading them again may give new ones."""
+        try:
+            return self._http().request(method, self._url + path, **kwargs)
+        except ProviderError as exc:
+            if exc.status != 401 or not self._credentials.reload():
+                raise
+        return self._http().request(method, self._url + path, **kwargs)
+
     def _http(self) -> KubernetesHttp:
-        """A client with the token valid now (a service account's token file is rotated),
-        which is also the secret masked in its errors."""
-        token = self._token()
-        return KubernetesHttp.bearer(self._client, "kubernetes", token)
+        """A client with the credentials valid now, whose secret is masked in its errors."""
+        authorization = self._credentials.authorization()
+        if authorization is None:
+            return KubernetesHttp(self._credentials.client(), "kubernetes", "", {})
+        _scheme, _, secret = authorization.partition(" ")
+        headers = {"Authorization": authorization}
+        return KubernetesHttp(self._credentials.client(), "kubernetes", secret, headers)
 
 
 def _listed(kind: str, item: dict[str, Any]) -> _Seen:

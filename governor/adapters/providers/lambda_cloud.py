@@ -31,9 +31,10 @@ from governor.domain.ports import (
 DEFAULT_URL = "https://cloud.lambda.ai/api/v1"
 # Lambda bills by the minute until the instance is terminated, which takes a minute or two.
 STOP_LATENCY_S = 120.0
-# Lambda's example Filesystem price; the real one is shown when a filesystem is created.
-FILESYSTEM_USD_PER_GB_MONTH = Decimal("0.20")
-BYTES_PER_GB = Decimal(10**9)
+# Lambda's example Filesystem price per GiB used per month; the real one is shown when a
+# filesystem is created.
+FILESYSTEM_USD_PER_GIB_MONTH = Decimal("0.20")
+BYTES_PER_GIB = Decimal(2**30)
 DEFAULT_MOUNT_ROOT = "/lambda/nfs"  # where Lambda mounts a filesystem unless told otherwise
 
 STATES = {
@@ -91,10 +92,10 @@ class LambdaProvider:
         url: str = DEFAULT_URL,
         *,
         stop_latency_s: float = STOP_LATENCY_S,
-        filesystem_usd_per_gb_month: Decimal = FILESYSTEM_USD_PER_GB_MONTH,
+        filesystem_usd_per_gib_month: Decimal = FILESYSTEM_USD_PER_GIB_MONTH,
     ) -> None:
         self.stop_latency_s = stop_latency_s
-        self._filesystem_rate = filesystem_usd_per_gb_month
+        self._filesystem_rate = filesystem_usd_per_gib_month
         self._http = _LambdaHttp.bearer(client, "lambda", api_key)
         self._url = url.rstrip("/")
 
@@ -204,12 +205,12 @@ class LambdaProvider:
         return {str(fs.get("name")): fs for fs in listed if isinstance(fs, dict)}
 
     def _storage(self, sizes: Sequence[Any]) -> Storage | None:
-        """The attached filesystems' size, which keeps billing after terminate; None when
-        Lambda does not say how much one holds."""
+        """The attached filesystems' size in GiB, Lambda's billing unit, which keeps billing
+        after terminate; None when Lambda does not say how much one holds."""
         if any(size is None for size in sizes):
             return None
-        gb = sum((number(size) or Decimal(0) for size in sizes), Decimal(0)) / BYTES_PER_GB
-        return Storage(gb, self._filesystem_rate, self._filesystem_rate)
+        gib = sum((number(size) or Decimal(0) for size in sizes), Decimal(0)) / BYTES_PER_GIB
+        return Storage(gib, self._filesystem_rate, self._filesystem_rate)
 
 
 def _settled(instance: Mapping[str, Any]) -> CallResult | None:

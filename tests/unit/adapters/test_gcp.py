@@ -5,8 +5,8 @@ table (Spot too), its persistent disks, every VM of the project listed page by p
 such VM, a VM stopping or already stopped, a stop that is accepted but not finished, a
 start that is accepted, a zone without the capacity to start a VM, a failed Operation, a
 state conflict, 403 rateLimitExceeded, 429 with and without Retry-After, 5xx, a timeout and
-a body that is not JSON. Tokens come as a static string or
-from the metadata server. Whatever happens, no DELETE is ever sent and no token appears in
+a body that is not JSON, with a static token (google-auth's credentials: test_gcp_auth.py).
+Whatever happens, no DELETE is ever sent and no token appears in
 an error or a log line.
 """
 
@@ -24,14 +24,12 @@ import pytest
 from governor.adapters.providers.gcp import (
     STOP_LATENCY_S,
     GcpProvider,
-    MetadataToken,
     StaticToken,
 )
 from governor.domain.model import PodState
 from governor.domain.ports import CallOutcome, ProviderError, Resumes
 from governor.fakes.gcp import TOKEN_PATH, FakeGcp
 from governor.fakes.http_cloud import FakeRequest, now
-from tests.clock import FrozenClock
 from tests.fake_clouds import Served, running
 
 TOKEN = "ya29.UNIT_TEST_SECRET_0123456789"
@@ -44,6 +42,7 @@ RATES = {
     "nvidia-tesla-t4": Decimal("0.35"),
 }
 POD = "us-central1-a/pod-1"
+CENT = Decimal("0.01")
 
 
 class Cloud(Served[FakeGcp]):
@@ -97,9 +96,10 @@ def test_describe_prices_the_machine_type_and_its_disks(gcp: GcpProvider) -> Non
     pod = gcp.describe(POD)
     assert pod.state is PodState.RUNNING
     assert pod.hourly_rate_usd == Decimal("3.67")
-    # 100 GB pd-balanced at 0.10 and 300 GB pd-ssd at 0.17; the local SSD is not persistent
-    assert pod.storage is not None and pod.storage.gb == Decimal(400)
-    assert pod.storage.usd_per_gb_month * pod.storage.gb == Decimal("61.00")
+    # 100 GiB pd-balanced at 0.10, 300 GiB pd-ssd at 0.17 and the 375 GiB local SSD the stop
+    # keeps at 0.08
+    assert pod.storage is not None and pod.storage.gb == Decimal(775)
+    assert (pod.storage.usd_per_gb_month * pod.storage.gb).quantize(CENT) == Decimal("91.00")
     assert pod.storage.stopped_usd_per_gb_month == pod.storage.usd_per_gb_month
     assert gcp.stop_latency_s == STOP_LATENCY_S == 90.0
 
@@ -139,7 +139,8 @@ def test_disk_rates_can_be_overridden(cloud: Cloud, client: httpx.Client) -> Non
     storage = gcp.describe("us-central1-a/unpriced").storage
     assert storage is not None and storage.usd_per_gb_month == Decimal("0.08")
     storage = gcp.describe(POD).storage
-    assert storage is not None and storage.usd_per_gb_month * storage.gb == Decimal("63.00")
+    assert storage is not None
+    assert (storage.usd_per_gb_month * storage.gb).quantize(CENT) == Decimal("93.00")
 
 
 def test_describe_of_an_unknown_instance_is_a_permanent_error(gcp: GcpProvider) -> None:
@@ -429,7 +430,7 @@ def test_pods_lists_every_vm_of_every_zone_as_describe_does(gcp: GcpProvider, cl
     assert listed.keys() == REFS
     assert listed["us-east1-b/n1-gpu"].state is PodState.STOPPED  # its disks still bill
     assert listed[POD].hourly_rate_usd == Decimal("3.67")
-    assert listed[POD].storage is not None and listed[POD].storage.gb == Decimal(400)
+    assert listed[POD].storage is not None and listed[POD].storage.gb == Decimal(775)
     # one list of the disks and one of the VMs, not a read per disk
     assert cloud.fake.calls() == [f"{AGGREGATED}/disks", f"{AGGREGATED}/instances"]
     assert listed == {ref: gcp.describe(ref) for ref in REFS}
@@ -473,72 +474,12 @@ def test_listing_with_a_wrong_token_is_permanent_and_never_echoed(
     assert caught.value.retryable is False and wrong not in str(caught.value)
 
 
-# the metadata server ----------------------------------------------------------------------
-
-
-def token_fetches(cloud: Cloud) -> int:
-    return cloud.fake.calls("GET").count(f"GET {TOKEN_PATH}")
-
-
-def test_the_metadata_token_is_fetched_cached_and_refreshed(
-    cloud: Cloud, client: httpx.Client
-) -> None:
-    clock = FrozenClock()
-    source = MetadataToken(client, cloud.url, clock=clock)
-    assert source.token() == TOKEN and token_fetches(cloud) == 1
-    clock.advance(3599 - 61)  # still a minute and more before it expires
-    assert source.token() == TOKEN and token_fetches(cloud) == 1
-    cloud.fake.api_key = "ya29.ROTATED"
-    clock.advance(2)  # within a minute of expiry: a new one
-    assert source.token() == "ya29.ROTATED" and token_fetches(cloud) == 2
-
-
-def test_the_metadata_tokens_lifetime_is_its_expires_in(cloud: Cloud, client: httpx.Client) -> None:
-    cloud.fake.token_expires_in_s = 120
-    clock = FrozenClock()
-    source = MetadataToken(client, cloud.url, clock=clock)
-    source.token()
-    clock.advance(59)
-    source.token()
-    assert token_fetches(cloud) == 1
-    clock.advance(1)
-    source.token()
-    assert token_fetches(cloud) == 2
-
-
-def test_the_adapter_sends_a_refreshed_token(cloud: Cloud, client: httpx.Client) -> None:
-    clock = FrozenClock()
-    token = MetadataToken(client, cloud.url, clock=clock)
-    gcp = GcpProvider(client, token, PROJECT, f"{cloud.url}/compute/v1", rates=RATES)
-    assert gcp.describe(POD).hourly_rate_usd == Decimal("3.67")
-    cloud.fake.api_key = "ya29.ROTATED"  # the old token no longer works
-    clock.advance(3600)
-    assert gcp.stop(POD).outcome is CallOutcome.PENDING
+# the fake's metadata server ---------------------------------------------------------------
 
 
 def test_the_metadata_server_wants_its_header(cloud: Cloud) -> None:
     answer = httpx.get(f"{cloud.url}{TOKEN_PATH}")
     assert answer.status_code == 403 and "Metadata-Flavor" in answer.text
-
-
-def test_a_metadata_server_failure_is_a_retryable_stop(cloud: Cloud, client: httpx.Client) -> None:
-    gcp = GcpProvider(client, MetadataToken(client, cloud.url), PROJECT, f"{cloud.url}/compute/v1")
-    cloud.answer_next("500")
-    result = gcp.stop(POD)
-    assert result.outcome is CallOutcome.RETRYABLE and "gcp metadata server" in result.detail
-    assert cloud.stops() == []
-
-
-def test_a_metadata_answer_without_an_expiry_is_not_echoed() -> None:
-    def metadata_server(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, json={"access_token": TOKEN, "token_type": "Bearer"})
-
-    with (
-        httpx.Client(transport=httpx.MockTransport(metadata_server)) as client,
-        pytest.raises(ProviderError, match="without a usable access_token") as caught,
-    ):
-        MetadataToken(client).token()
-    assert caught.value.retryable and TOKEN not in str(caught.value)
 
 
 # secrets ---------------------------------------------------------------------------------

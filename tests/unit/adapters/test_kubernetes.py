@@ -26,6 +26,7 @@ import pytest
 from governor.adapters.providers.kubernetes import (
     REPLICAS_ANNOTATION,
     STOP_LATENCY_S,
+    BearerToken,
     KubernetesProvider,
 )
 from governor.domain.model import PodState
@@ -92,7 +93,7 @@ def slow_cluster(tmp_path: Path) -> Iterator[Cluster]:
 @pytest.fixture
 def kubernetes(cluster: Cluster) -> Iterator[KubernetesProvider]:
     with httpx.Client(timeout=TIMEOUT_S) as client:
-        yield KubernetesProvider(client, TOKEN, cluster.url)
+        yield KubernetesProvider(BearerToken(client, TOKEN, cluster.url))
 
 
 @pytest.mark.parametrize("ref", [JOB, DEPLOYMENT, STATEFULSET])
@@ -140,7 +141,7 @@ def test_pods_still_exiting_are_pending_and_not_asked_again(
     slow_cluster: Cluster, ref: str, patches: int
 ) -> None:
     with httpx.Client(timeout=TIMEOUT_S) as client:
-        kubernetes = KubernetesProvider(client, TOKEN, slow_cluster.url)
+        kubernetes = KubernetesProvider(BearerToken(client, TOKEN, slow_cluster.url))
         assert kubernetes.stop(ref).outcome is CallOutcome.PENDING
         assert kubernetes.describe(ref).state is PodState.STOPPING
         waiting = kubernetes.stop(ref)
@@ -210,7 +211,7 @@ def test_a_workload_that_is_not_there(
 def test_a_404_that_names_no_object_is_not_taken_for_gone(cluster: Cluster) -> None:
     """A wrong URL answers 404 too: the pod is not stopped, so that must not read as done."""
     with httpx.Client(timeout=TIMEOUT_S) as client:
-        result = KubernetesProvider(client, TOKEN, f"{cluster.url}/wrong").stop(JOB)
+        result = KubernetesProvider(BearerToken(client, TOKEN, f"{cluster.url}/wrong")).stop(JOB)
     assert result.outcome is CallOutcome.PERMANENT and "HTTP 404" in result.detail
 
 
@@ -239,7 +240,7 @@ def test_a_conflict_whose_cause_stopped_the_workload_is_done(cluster: Cluster) -
             assert cluster.patch(scale, body, "application/merge-patch+json").status_code == 200
 
     with httpx.Client(timeout=TIMEOUT_S, event_hooks={"request": [meanwhile]}) as client:
-        result = KubernetesProvider(client, TOKEN, cluster.url).stop(DEPLOYMENT)
+        result = KubernetesProvider(BearerToken(client, TOKEN, cluster.url)).stop(DEPLOYMENT)
     assert result.outcome is CallOutcome.DONE, result
     assert "annotations" not in cluster.fake.workloads[DEPLOYMENT].manifest["metadata"]
 
@@ -399,7 +400,7 @@ def test_429_on_describe_carries_the_delay(
 def test_a_wrong_token_is_permanent_and_never_echoed(cluster: Cluster) -> None:
     wrong = "eyJ_WRONG_TOKEN_987"
     with httpx.Client(timeout=TIMEOUT_S) as client:
-        result = KubernetesProvider(client, wrong, cluster.url).stop(JOB)
+        result = KubernetesProvider(BearerToken(client, wrong, cluster.url)).stop(JOB)
     assert result.outcome is CallOutcome.PERMANENT and "HTTP 401 Unauthorized" in result.detail
     assert wrong not in result.detail
     assert cluster.spec(JOB)["suspend"] is False
@@ -518,7 +519,7 @@ def test_listing_with_a_wrong_token_is_permanent_and_never_echoed(cluster: Clust
         httpx.Client(timeout=TIMEOUT_S) as client,
         pytest.raises(ProviderError, match="HTTP 401 Unauthorized") as caught,
     ):
-        KubernetesProvider(client, wrong, cluster.url).pods()
+        KubernetesProvider(BearerToken(client, wrong, cluster.url)).pods()
     assert caught.value.retryable is False and wrong not in str(caught.value)
 
 

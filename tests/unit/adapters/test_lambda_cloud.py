@@ -96,16 +96,16 @@ def test_describe_turns_whole_cents_into_exact_dollars(lam: LambdaProvider) -> N
 
 
 def test_describe_maps_filesystems_to_their_mounts_and_sizes(cloud: Cloud) -> None:
-    cloud.fake.state.filesystems["data"].bytes_used = 1_234_567_891
+    cloud.fake.state.filesystems["data"].bytes_used = 3 * 2**29  # 1.5 GiB
     with httpx.Client(timeout=TIMEOUT_S) as client:
         lam = LambdaProvider(
-            client, KEY, f"{cloud.url}/api/v1", filesystem_usd_per_gb_month=Decimal("0.07")
+            client, KEY, f"{cloud.url}/api/v1", filesystem_usd_per_gib_month=Decimal("0.07")
         )
         described = lam.describe("inst-2")
     assert described.state is PodState.RUNNING
     assert described.filesystems == {"ckpts": "/lambda/nfs/ckpts", "data": "/data/set"}
     assert described.storage is not None
-    assert described.storage.gb == Decimal("41.234567891")  # 40e9 + 1234567891 bytes
+    assert described.storage.gb == Decimal("41.5")  # GiB, Lambda's unit: 40 + 1.5
     assert described.storage.usd_per_gb_month == Decimal("0.07")
     assert described.storage.stopped_usd_per_gb_month == Decimal("0.07")  # bills on after
     assert described.cannot_preserve is None
