@@ -147,7 +147,7 @@ def _pod_with_run(session: Session, ctx: ServiceContext, budget_id: str, ref: st
     )
     pod = pods.register(session, ctx, budget_id, registration, now)
     spec = runs.RunSpec("train", pod.id, 1_000_000, HEARTBEAT_TIMEOUT_S, CHECKPOINT_GRACE_S)
-    run, _token = runs.create(session, budget_id, spec, now)
+    run, _token = runs.create(session, ctx.config, budget_id, spec, now)
     return run.id
 
 

@@ -302,7 +302,7 @@ class Simulation:
         registration = pods.Registration(s.provider, s.ref, gpu_type="H100", gpu_count=1)
         job.pod_id = pods.register(session, self.ctx, job.budget_id, registration, now).id
         spec = runs.RunSpec("train", job.pod_id, None, s.heartbeat_timeout_s, s.checkpoint_grace_s)
-        job.run_id = runs.create(session, job.budget_id, spec, now)[0].id
+        job.run_id = runs.create(session, self.ctx.config, job.budget_id, spec, now)[0].id
 
     # Running ------------------------------------------------------------------------------
 

@@ -43,6 +43,12 @@ class Target:
 
     kind: Literal["pod", "node"]
     name: str
+    gpus: tuple[str, ...] | None = None  # a pod's own GPUs by UUID on a shared machine
+
+    @property
+    def body(self) -> dict[str, Any]:
+        """What every batch says besides its readings: a pod's own GPUs, when named."""
+        return {} if self.gpus is None else {"gpu_uuids": list(self.gpus)}
 
     @property
     def path(self) -> str:
@@ -92,7 +98,8 @@ class Agent:
     def _send(self, batch: list[Reading]) -> bool:
         try:
             response = self.client.post(
-                self.target.path, json={"readings": [to_json(r) for r in batch]}
+                self.target.path,
+                json={"readings": [to_json(r) for r in batch], **self.target.body},
             )
         except httpx.TransportError as exc:
             self._unreachable(f"{type(exc).__name__}: {exc}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import signal
 import ssl
 from collections.abc import Callable
@@ -15,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from governor.adapters.notify.webhook import WebhookSink
 from governor.adapters.providers import kubernetes
 from governor.adapters.providers._http import provider_client
-from governor.adapters.providers.gcp import GcpProvider, MetadataToken, StaticToken
+from governor.adapters.providers.gcp import GcpProvider, StaticToken, TokenSource
 from governor.adapters.providers.kubernetes import KubernetesProvider
 from governor.adapters.providers.lambda_cloud import LambdaProvider
 from governor.adapters.providers.local import LocalCommandProvider, LocalProvider
@@ -26,9 +28,10 @@ from governor.api.schemas import read_plan
 from governor.db import schema
 from governor.db.engine import build_engine, session_factory, unit_of_work
 from governor.db.file_lock import sqlite_scheduler_lock
+from governor.domain.health import HealthRule
 from governor.domain.model import Severity
 from governor.domain.policy import Watch
-from governor.domain.ports import AnyProvider, Clock, SystemClock
+from governor.domain.ports import AnyProvider, Clock, ProviderError, SystemClock
 from governor.domain.telemetry import TelemetrySource
 from governor.fakes.cloud import BillingFakeProvider, FakeProvider
 from governor.fakes.nvml import FakeNvml
@@ -39,9 +42,13 @@ from governor.services.health import TickLog
 from governor.services.leadership import Lease
 from governor.services.notifications import Notifier, Retry, Subscription, route_events
 from governor.services.tokens import TokenCache
+from governor.services.write_limits import WriteKind, WriteLimiter
+from governor.services.write_watch import WriteWatch
 from governor.settings import Settings
 
 ProviderFactory = Callable[[Settings, Clock], AnyProvider | None]  # None: not configured
+
+log = logging.getLogger(__name__)
 
 
 class ProviderSetupError(ValueError):
@@ -99,20 +106,36 @@ def _lambda(s: Settings, _clock: Clock) -> LambdaProvider | None:
         key,
         s.lambda_url,
         stop_latency_s=s.lambda_stop_latency_s,
-        filesystem_usd_per_gb_month=s.lambda_filesystem_usd_per_gb_month,
+        filesystem_usd_per_gib_month=s.lambda_filesystem_usd_per_gb_month,
     )
 
 
-def _gcp(s: Settings, clock: Clock) -> GcpProvider | None:
+def _gcp(s: Settings, _clock: Clock) -> GcpProvider | None:
+    """A static token when one is set; otherwise Application Default Credentials through
+    google-auth (an optional extra), refreshed as they expire."""
     if s.gcp_project is None:
         return None
     client = provider_client()
     token = _secret(s.gcp_access_token)
-    source = (
-        StaticToken(token)
-        if token is not None
-        else MetadataToken(client, s.gcp_metadata_url, clock=clock)
-    )
+    source: TokenSource
+    if token is not None:
+        source = StaticToken(token)
+    else:
+        try:
+            from governor.adapters.providers.gcp_auth import GoogleCredentials  # google-auth
+        except ImportError:
+            raise ProviderSetupError(
+                "GOVERNOR_GCP_PROJECT is set but google-auth is not installed: "
+                "pip install 'gpu-governor[gcp]'"
+            ) from None
+        try:
+            source = GoogleCredentials.default(client)
+        except ProviderError as exc:
+            raise ProviderSetupError(
+                f"{exc}; set GOOGLE_APPLICATION_CREDENTIALS (a key file or workload identity "
+                "federation config), run `gcloud auth application-default login`, or set "
+                "GOVERNOR_GCP_ACCESS_TOKEN"
+            ) from None
     return GcpProvider(
         client,
         source,
@@ -143,34 +166,72 @@ def _aws(s: Settings, _clock: Clock) -> AnyProvider | None:
 
 
 def _kubernetes(s: Settings, _clock: Clock) -> KubernetesProvider | None:
-    """From the settings, or inside a cluster from its service account. A token file is
-    read at every call: Kubernetes rotates service-account tokens."""
+    """An explicit URL and token when set (a token file is read at every call: Kubernetes
+    rotates service-account tokens); otherwise a kubeconfig (the setting, KUBECONFIG, then
+    ~/.kube/config when present) or, inside a cluster, its service account, read by the
+    official client's loader (an optional extra)."""
     token_file = s.kubernetes_token_file
     url, token, ca = s.kubernetes_url, _secret(s.kubernetes_token), s.kubernetes_ca_file
-    in_cluster = Path(kubernetes.TOKEN_FILE)
-    if url is None and token is None and token_file is None and in_cluster.exists():
-        url, token_file = kubernetes.DEFAULT_URL, in_cluster
-        ca = ca or Path(kubernetes.CA_FILE)
     if url is None and token is None and token_file is None:
-        return None
+        return _kubernetes_loaded(s)
     if url is None or (token is None and token_file is None):
         raise ProviderSetupError(
             "Kubernetes needs both GOVERNOR_KUBERNETES_URL and GOVERNOR_KUBERNETES_TOKEN "
             "(or GOVERNOR_KUBERNETES_TOKEN_FILE)"
         )
-    credential: str | Callable[[], str]
-    if token is not None:
-        credential = token
-    else:
-        assert token_file is not None  # checked just above
-        credential = partial(_read_token, token_file)
     verify = ssl.create_default_context(cafile=str(ca)) if ca is not None else True
     client = httpx.Client(timeout=httpx.Timeout(10.0, connect=5.0), verify=verify)
-    return KubernetesProvider(client, credential, url, stop_latency_s=s.kubernetes_stop_latency_s)
+    if token is not None:
+        credentials = kubernetes.BearerToken(client, token, url, "GOVERNOR_KUBERNETES_TOKEN")
+    else:
+        assert token_file is not None  # checked just above
+        read = partial(_read_token, token_file)
+        credentials = kubernetes.BearerToken(client, read, url, f"the token file {token_file}")
+    return KubernetesProvider(credentials, stop_latency_s=s.kubernetes_stop_latency_s)
 
 
 def _read_token(path: Path) -> str:
     return path.read_text().strip()
+
+
+def _kubernetes_loaded(s: Settings) -> KubernetesProvider | None:
+    """Credentials the official loader finds. Only the explicit settings stop the start when
+    they cannot be used; a kubeconfig or service account merely found on this machine leaves
+    Kubernetes unconfigured, with a warning, so a laptop's kubeconfig never blocks a start."""
+    explicit = s.kubernetes_kubeconfig is not None or s.kubernetes_context is not None
+    kubeconfig = s.kubernetes_kubeconfig or os.environ.get("KUBECONFIG") or None
+    if kubeconfig is None and (Path.home() / ".kube" / "config").exists():
+        kubeconfig = Path.home() / ".kube" / "config"
+    if kubeconfig is None and s.kubernetes_context is not None:
+        raise ProviderSetupError(
+            "GOVERNOR_KUBERNETES_CONTEXT is set but no kubeconfig was found: set "
+            "GOVERNOR_KUBERNETES_KUBECONFIG"
+        )
+    if kubeconfig is None and not Path(kubernetes.TOKEN_FILE).exists():
+        return None
+    where = f"the kubeconfig {kubeconfig}" if kubeconfig else "the in-cluster service account"
+    try:
+        from governor.adapters.providers.kube_auth import LoadedCredentials  # kubernetes
+
+        credentials = (
+            LoadedCredentials.in_cluster()
+            if kubeconfig is None
+            else LoadedCredentials.kubeconfig(str(kubeconfig), s.kubernetes_context)
+        )
+    except ImportError:
+        why = (
+            f"Kubernetes through {where} needs the official client: pip install "
+            "'gpu-governor[kubernetes]' (or set GOVERNOR_KUBERNETES_URL and "
+            "GOVERNOR_KUBERNETES_TOKEN)"
+        )
+    except ProviderError as exc:
+        why = f"Kubernetes through {where} cannot be used: {exc}"
+    else:
+        return KubernetesProvider(credentials, stop_latency_s=s.kubernetes_stop_latency_s)
+    if explicit:
+        raise ProviderSetupError(why)
+    log.warning("%s; the kubernetes provider stays unconfigured", why)
+    return None
 
 
 def _local(s: Settings, _clock: Clock) -> LocalProvider | None:
@@ -220,7 +281,8 @@ HOW_TO_CONFIGURE = {
     "gcp": "set GOVERNOR_GCP_PROJECT (and GOVERNOR_GCP_RATES) and restart",
     "aws": "set GOVERNOR_AWS_REGION (and GOVERNOR_AWS_RATES), install gpu-governor[aws], "
     "and restart",
-    "kubernetes": "run inside the cluster, or set GOVERNOR_KUBERNETES_URL and "
+    "kubernetes": "set GOVERNOR_KUBERNETES_KUBECONFIG (or KUBECONFIG) and install "
+    "gpu-governor[kubernetes], run inside the cluster, or set GOVERNOR_KUBERNETES_URL and "
     "GOVERNOR_KUBERNETES_TOKEN, and restart",
     "local": "set GOVERNOR_LOCAL_STOP_COMMAND or GOVERNOR_LOCAL_STOP_SIGNAL and restart",
 }
@@ -296,6 +358,13 @@ def build_context(settings: Settings, clock: Clock | None = None) -> ServiceCont
             per_address=settings.auth_failures_per_minute,
             per_prefix=10 * settings.auth_failures_per_minute,
         ),
+        write_limits=WriteLimiter(
+            {
+                WriteKind.HEARTBEAT: settings.heartbeats_per_minute,
+                WriteKind.EVENT: settings.events_per_minute,
+                WriteKind.EXTENSION: settings.extension_requests_per_minute,
+            }
+        ),
         unconfigured={n: how for n, how in HOW_TO_CONFIGURE.items() if n not in providers},
         config=GovernorConfig(
             enforce_interval_s=settings.enforce_interval_s,
@@ -314,6 +383,8 @@ def build_context(settings: Settings, clock: Clock | None = None) -> ServiceCont
             metrics_require_token=settings.metrics_require_token,
             leader_probe_s=settings.probe_s,
             trusted_proxies=_trusted_proxies(settings.trusted_proxies),
+            require_plan=settings.require_plan,
+            health_rules=tuple(HealthRule.of(r) for r in settings.health_rules),
             failover_s=0.0 if settings.embedded else settings.lease_s + settings.probe_s,
         ),
         ticks=TickLog(enabled=settings.scheduler_enabled),
@@ -323,6 +394,9 @@ def build_context(settings: Settings, clock: Clock | None = None) -> ServiceCont
             settings.replica_id,
             settings.lease_s,
             gate=sqlite_scheduler_lock(settings.database_url),
+            writes=WriteWatch(
+                settings.replica_id, notify=None if notifier is None else notifier.submit
+            ),
         ),
         tokens=TokenCache(ttl_s=settings.enforce_interval_s),
         telemetry=telemetry_source(settings.fake_nvml, clock),

@@ -107,7 +107,11 @@ def _agent(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    target = Target("pod", args.pod) if args.pod else Target("node", args.node)
+    gpus = tuple(g.strip() for g in (args.gpus or "").split(",") if g.strip()) or None
+    if gpus is not None and not args.pod:
+        print("governor agent: --gpus names a pod's own GPUs: give it with --pod", file=sys.stderr)
+        return 2
+    target = Target("pod", args.pod, gpus) if args.pod else Target("node", args.node)
     clock = SystemClock()
     try:
         source = telemetry_source(args.fake_nvml, clock)
@@ -208,9 +212,44 @@ def _plan_check(args: argparse.Namespace) -> int:
             field = ".".join(str(p) for p in error["loc"]) or "the file"
             print(f"{where}: {field}: {error['msg']}", file=sys.stderr)
         return PLAN_INVALID
+    if args.pod is not None:
+        return _plan_check_on_pod(args, json.loads(Path(args.file).read_bytes()))
     admission = admit(plan, datetime.now(UTC).date(), args.remaining_usd)
     print(json.dumps(admission.as_json(), indent=2) if args.json else _verdict_text(admission))
     return PLAN_EXIT[admission.verdict.value]
+
+
+PLAN_UNASKED = 4
+
+
+def _plan_check_on_pod(args: argparse.Namespace, document: dict[str, object]) -> int:
+    """The server's verdict on the plan, on the pod's budget and the pod's GPUs."""
+    import json
+
+    from governor.operator import Api, OperatorError
+
+    api = Api(args.url.rstrip("/"), args.token)
+    try:
+        budget_id = api.call("GET", f"/v1/pods/{args.pod}")["budget_id"]
+        verdict = api.call(
+            "POST", f"/v1/budgets/{budget_id}/plans", body=document, params={"pod_id": args.pod}
+        )
+    except OperatorError as exc:
+        print(f"governor plan check: {exc}", file=sys.stderr)
+        return PLAN_UNASKED
+    if args.json:
+        print(json.dumps(verdict, indent=2))
+    else:
+        memory = verdict["memory"]
+        print(
+            f"{verdict['verdict'].upper()}: {verdict['job_id']} on pod {args.pod} "
+            f"(plan {verdict['id']}, kept with budget {budget_id})\n"
+            f"memory: {memory['modeled_gib']:.1f} GiB modeled per GPU of "
+            f"{memory['usable_gib']:.1f} GiB usable\nreasons:"
+        )
+        for reason in verdict["reasons"]:
+            print(f"  [{reason['verdict']}] {reason['rule']}: {reason['message']}")
+    return PLAN_EXIT[verdict["verdict"]]
 
 
 def _verdict_text(admission: Admission) -> str:
@@ -336,6 +375,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--token-file", help="read the agent token from this file (a mounted Secret)"
     )
     agent.add_argument(
+        "--gpus",
+        metavar="UUID,...",
+        help="with --pod on a shared machine: the pod's own GPUs by UUID (nvidia-smi -L); "
+        "the rules judge these alone, the others are shown as context",
+    )
+    agent.add_argument(
         "--interval", type=float, default=5.0, help="seconds between polls (default 5)"
     )
     agent.add_argument(
@@ -376,6 +421,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="the budget's money left; without it the cost is reported but not checked",
     )
     check.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    check.add_argument(
+        "--pod",
+        metavar="POD_ID",
+        help="ask the server instead, judging the plan against this pod's budget and the free "
+        "memory its GPUs report (the verdict is kept; exit 4 if the server cannot be asked)",
+    )
+    check.add_argument(
+        "--url",
+        default=os.environ.get("GOVERNOR_URL", "http://127.0.0.1:8000"),
+        help="with --pod: the governor's URL (or GOVERNOR_URL)",
+    )
+    check.add_argument(
+        "--token",
+        default=os.environ.get("GOVERNOR_TOKEN"),
+        help="with --pod: an operator token (or GOVERNOR_TOKEN)",
+    )
     check.set_defaults(handler=_plan_check)
     providers = commands.add_parser(
         "providers", help="check the configured cloud providers (run where the server runs)"

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from governor.domain.health import HealthRule
 from governor.provider_settings import ProviderSettings, json_setting
 
 DEFAULT_DATABASE_URL = "sqlite:///governor.db"
@@ -77,12 +78,35 @@ class Settings(ProviderSettings, BaseSettings):
         description="How often each replica renews or tries to take the lease "
         f"(default: a quarter of the lease, at most {MAX_PROBE_S:g} s).",
     )
+    require_plan: bool = Field(
+        False,
+        description="Budgets declared without saying otherwise admit pods only under a plan "
+        "whose preflight verdict is not no_go.",
+    )
     auth_failures_per_minute: int = Field(
         30,
         ge=1,
         le=1_000_000,
         description="Failed authentications one client address may make in a minute before it "
         "is answered 429 (ten times as many for one token prefix, from anywhere).",
+    )
+    heartbeats_per_minute: int = Field(
+        600,
+        ge=1,
+        le=1_000_000,
+        description="Heartbeats one token may send in a minute before it is answered 429.",
+    )
+    events_per_minute: int = Field(
+        60,
+        ge=1,
+        le=1_000_000,
+        description="Events one token may report in a minute before it is answered 429.",
+    )
+    extension_requests_per_minute: int = Field(
+        10,
+        ge=1,
+        le=1_000_000,
+        description="Extension requests one token may file in a minute before it is answered 429.",
     )
     trusted_proxies: str = Field(
         "",
@@ -135,6 +159,12 @@ class Settings(ProviderSettings, BaseSettings):
     headroom_pct: float = Field(
         5.0, ge=0, le=100, description="Warn when free GPU memory falls below this share."
     )
+    health_rules: Annotated[list[dict[str, Any]], NoDecode] = Field(
+        default_factory=list,
+        description="Training-health rules every run gets unless it names its own of the same "
+        'kind and metric: a JSON list of {"kind", "metric", "action", "window", ...} '
+        "(docs/health.md); `non_finite` on `loss` is always on.",
+    )
     telemetry_interval_s: float = Field(
         5.0, gt=0, le=3600, description="Seconds between polls of this machine's GPUs."
     )
@@ -182,6 +212,21 @@ class Settings(ProviderSettings, BaseSettings):
     @classmethod
     def _webhooks_json(cls, value: Any) -> Any:
         return json_setting(value, [], "a JSON list of webhooks")
+
+    @field_validator("health_rules", mode="before")
+    @classmethod
+    def _health_rules_json(cls, value: Any) -> Any:
+        return json_setting(value, [], "a JSON list of health rules")
+
+    @field_validator("health_rules")
+    @classmethod
+    def _health_rules_valid(cls, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for raw in rules:
+            try:
+                HealthRule.of(raw)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ValueError(f"not a health rule: {raw!r} ({exc!r})") from None
+        return rules
 
     @field_validator("database_url")
     @classmethod

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from governor.db.engine import read_only, unit_of_work
@@ -16,8 +18,9 @@ from governor.domain.model import Role
 from governor.services.auth_limits import client_address
 from governor.services.context import ServiceContext
 from governor.services.tokens import Principal
+from governor.services.write_limits import WriteKind
 
-_bearer = HTTPBearer(auto_error=False, description="operator, viewer or job token")
+bearer = HTTPBearer(auto_error=False, description="operator, viewer, job or agent token")
 
 
 def _context(request: Request) -> ServiceContext:
@@ -34,8 +37,16 @@ class Transaction:
     def __init__(self, context: ServiceContext) -> None:
         self._context = context
 
-    def __call__(self) -> AbstractContextManager[Session]:
-        return unit_of_work(self._context.sessions)
+    @contextmanager
+    def __call__(self) -> Iterator[Session]:
+        writes, clock = self._context.writes, self._context.clock
+        try:
+            with unit_of_work(self._context.sessions) as session:
+                yield session
+        except OperationalError as exc:  # the database refused: readiness says so at once
+            writes.failed("api", exc, clock.now())
+            raise
+        writes.succeeded(clock.now())
 
     def read(self) -> AbstractContextManager[Session]:
         """A transaction that only reads: it never waits for a writer, nor makes one wait."""
@@ -56,13 +67,44 @@ def _now(context: Context) -> datetime:
 Now = Annotated[datetime, Depends(_now)]
 
 
-def _principal(
-    request: Request,
-    context: Context,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Principal:
+_BOUND: dict[str, Callable[[Principal, str], None]] = {
+    "run_id": Principal.require_run,
+    "budget_id": Principal.require_budget,
+    "pod_id": Principal.require_pod,
+    "node": Principal.require_node,
+}
+
+
+class Access:
+    """A dependency: the caller, if its token is one of `roles`; with `own`, a job or agent
+    token only for the run, budget, pod or node that path parameter names.
+
+    Every route's Access is also called before the route reads its body (route.py), so that a
+    caller without the right token learns 401 or 403 whatever the body: the caller is then
+    kept with the request, and a failed attempt is counted once."""
+
+    def __init__(self, *roles: Role, own: str | None = None) -> None:
+        assert own is None or own in _BOUND, own
+        self.roles, self.own = roles, own
+
+    def __call__(
+        self,
+        request: Request,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    ) -> Principal:
+        caller: Principal | None = getattr(request.state, "caller", None)
+        if caller is None:
+            caller = _authenticate(request, credentials.credentials if credentials else None)
+            request.state.caller = caller
+        caller.require(*self.roles)
+        if self.own is not None:
+            _BOUND[self.own](caller, request.path_params[self.own])
+        return caller
+
+
+def _authenticate(request: Request, token: str | None) -> Principal:
     """The caller, from a bearer token; failed attempts are limited (429 past the limit)."""
-    token = credentials.credentials if credentials else None
+    context = _context(request)
     address = client_address(
         request.client.host if request.client else None,
         request.headers.get("x-forwarded-for"),
@@ -76,18 +118,27 @@ def _principal(
         raise
 
 
-Caller = Annotated[Principal, Depends(_principal)]
+Operator = Annotated[Principal, Depends(Access(Role.OPERATOR))]
+Viewer = Annotated[Principal, Depends(Access(Role.OPERATOR, Role.VIEWER))]
+JobOfBudget = Annotated[Principal, Depends(Access(Role.OPERATOR, Role.JOB, own="budget_id"))]
+AgentOfPod = Annotated[Principal, Depends(Access(Role.OPERATOR, Role.AGENT, own="pod_id"))]
+AgentOfNode = Annotated[Principal, Depends(Access(Role.OPERATOR, Role.AGENT, own="node"))]
 
 
-def _operator(caller: Caller) -> Principal:
-    caller.require(Role.OPERATOR)
-    return caller
+def _writer(kind: WriteKind, access: Access) -> Any:
+    """A caller whose write of `kind` is counted against its token's limit (429 past it)."""
+
+    # A default, not Annotated: a postponed annotation cannot name the local `access`.
+    def admit(context: Context, caller: Principal = Depends(access)) -> Principal:  # noqa: B008
+        context.write_limits.admit(kind, caller.token_id)
+        return caller
+
+    return Depends(admit)
 
 
-def _viewer(caller: Caller) -> Principal:
-    caller.require(Role.OPERATOR, Role.VIEWER)
-    return caller
-
-
-Operator = Annotated[Principal, Depends(_operator)]
-Viewer = Annotated[Principal, Depends(_viewer)]
+_JOB_OF_RUN = Access(Role.OPERATOR, Role.JOB, own="run_id")
+HeartbeatWriter = Annotated[Principal, _writer(WriteKind.HEARTBEAT, _JOB_OF_RUN)]
+EventWriter = Annotated[Principal, _writer(WriteKind.EVENT, _JOB_OF_RUN)]
+ExtensionWriter = Annotated[
+    Principal, _writer(WriteKind.EXTENSION, Access(Role.OPERATOR, Role.JOB, own="budget_id"))
+]

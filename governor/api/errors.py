@@ -13,8 +13,8 @@ from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException
 
 from governor.domain import errors
-from governor.services.auth_limits import TooManyAttempts
 from governor.services.pods import ProviderUnavailable
+from governor.services.windows import Throttled
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ STATUS = {
     errors.Forbidden: 403,
     errors.Unauthenticated: 401,
     errors.Invalid: 422,
-    TooManyAttempts: 429,
+    Throttled: 429,
 }
 
 
@@ -64,7 +64,10 @@ def _validation(request: Request, exc: Exception) -> JSONResponse:
             f"{content_type or 'no content type'}); with curl, use --json instead of -d"
         )
         return JSONResponse(error_body("invalid_request", message), status_code=415)
-    details = [_detail(e) for e in exc.errors()]
+    return _invalid([_detail(e) for e in exc.errors()])
+
+
+def _invalid(details: list[dict[str, str]]) -> JSONResponse:
     message = "; ".join(f"{d['field']}: {d['problem']}" for d in details)
     return JSONResponse(error_body("invalid_request", message, details=details), status_code=422)
 
@@ -73,21 +76,23 @@ def _governor(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, errors.GovernorError)
     status = next((s for cls, s in STATUS.items() if isinstance(exc, cls)), 400)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    if isinstance(exc, TooManyAttempts):
+    if isinstance(exc, Throttled):
         headers = {"Retry-After": str(math.ceil(exc.retry_after_s))}
     return JSONResponse(error_body(exc.code, exc.message), status_code=status, headers=headers)
 
 
 def _http(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
+    if exc.status_code == 400:  # FastAPI could not read the body as text (not UTF-8, say)
+        return _invalid([{"field": "body", "problem": f"not JSON text: {exc.__cause__ or exc}"}])
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
     return JSONResponse(
         error_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers
     )
 
 
-def _unavailable(_: Request, exc: Exception) -> JSONResponse:
-    log.warning("service unavailable: %s", exc)
+def _unavailable(request: Request, exc: Exception) -> JSONResponse:
+    request.app.state.context.writes.say("requests answered 503", exc)
     message = (
         str(exc)
         if isinstance(exc, ProviderUnavailable)

@@ -1,5 +1,5 @@
-"""The run report as Markdown, for people: figures first, then stops, failures, extensions,
-memory, and the whole timeline of decisions with their evidence."""
+"""The run report as Markdown, for people: figures first, each run's last metric values, then
+stops, failures, extensions, memory, and the whole timeline of decisions with their evidence."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ def render(r: Report) -> str:
     sections = [
         _summary(r),
         _runs(r),
+        _metrics(r),
         _spend(r),
         _stops(r.stops),
         _failures(r),
@@ -71,6 +72,23 @@ def _runs(r: Report) -> str:
         rows.append((run.name, run.id, run.pod_id, run.status.value, phase, steps, checkpoint))
     headers = ("run", "id", "pod", "status", "last phase", "step", "last checkpoint")
     return "## Runs\n\n" + (_table(headers, rows) if rows else "No runs.")
+
+
+def _metrics(r: Report) -> str:
+    rows = [
+        (run.name, m.name, f"{m.value:.6g}", str(m.step), _time(m.at))
+        for run in r.book.runs
+        for m in r.metrics.get(run.id, ())
+    ]
+    headers = ("run", "metric", "last value", "step", "at")
+    return "\n\n".join(
+        [
+            "## Training metrics",
+            "The last value of each metric a run's job reported (training-health findings are "
+            "model failures, below).",
+            _table(headers, rows, right=(2, 3)) if rows else "No metrics were reported.",
+        ]
+    )
 
 
 def _spend(r: Report) -> str:
@@ -167,7 +185,9 @@ def _memory(r: Report) -> str:
     plans = [
         (
             p.job_id,
-            p.verdict.value,
+            p.verdict.value
+            + (f" (overridden: {p.override_reason})" if p.override_reason else "")
+            + (" (withdrawn)" if p.withdrawn_at else ""),
             p.gpu_type,
             f"{p.modeled_gib:.1f}",
             f"{p.usable_gib:.1f}",
@@ -202,6 +222,7 @@ def _events(events: Iterable[EventRow]) -> list[str]:
         lines.append(
             f"- {_time(e.at)} **{e.severity.value}** {e.category.value} `{e.subject}`: "
             + " ".join(e.message.split())
+            + (f" ({e.count} times, last {_time(e.last_at)})" if e.count > 1 else "")
         )
         if e.evidence:
             evidence = json.dumps(e.evidence, sort_keys=True, default=str).replace("`", "'")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
 from governor.api import views
@@ -58,6 +58,15 @@ class FailuresOut(BaseModel):
     events: list[EventOut]
 
 
+class MetricOut(BaseModel):
+    run_id: str
+    run_name: str
+    name: str
+    value: float = Field(description="the last finite value (a minute's mean once folded)")
+    step: int
+    at: datetime
+
+
 class PeakOut(BaseModel):
     run_id: str
     run_name: str
@@ -79,6 +88,8 @@ class VerdictOut(BaseModel):
     available_usd: UsdText
     reasons: list[PlanReasonOut]
     created_at: datetime
+    override_reason: str | None = Field(description="an operator let this no_go through")
+    withdrawn_at: datetime | None
 
 
 class MemoryOut(BaseModel):
@@ -90,6 +101,7 @@ class ReportOut(BaseModel):
     budget: BudgetOut
     generated_at: datetime
     runs: list[RunOut]
+    metrics: list[MetricOut] = Field(description="each run's last value of each of its metrics")
     spend: SpendOut
     stops: list[StopOut]
     failures: list[FailuresOut]
@@ -103,6 +115,13 @@ def report(session: Session, r: Report) -> ReportOut:
         budget=views.budget(r.book),
         generated_at=r.book.now,
         runs=[views.run(session, run) for run in r.book.runs],
+        metrics=[
+            MetricOut(
+                run_id=run.id, run_name=run.name, name=m.name, value=m.value, step=m.step, at=m.at
+            )
+            for run in r.book.runs
+            for m in r.metrics.get(run.id, ())
+        ],
         spend=SpendOut(
             spent_usd=format_usd(r.book.figures.spent),
             by_phase=_lines(r.by_phase),
@@ -110,7 +129,9 @@ def report(session: Session, r: Report) -> ReportOut:
         ),
         stops=[_stop(s) for s in r.stops],
         failures=[
-            FailuresOut(category=c, count=len(rows), events=[views.event(e) for e in rows])
+            FailuresOut(
+                category=c, count=sum(e.count for e in rows), events=[views.event(e) for e in rows]
+            )
             for c, rows in r.failures.items()
         ],
         extensions=[views.extension(e) for e in r.extensions],
@@ -166,4 +187,6 @@ def _verdict(row: PlanCheckRow) -> VerdictOut:
         available_usd=format_usd(row.available_usd),
         reasons=[PlanReasonOut.model_validate(reason) for reason in row.reasons],
         created_at=row.created_at,
+        override_reason=row.override_reason,
+        withdrawn_at=row.withdrawn_at,
     )

@@ -26,6 +26,8 @@ from governor.api.safe_input import (
     json_limits,
     line,
 )
+from governor.domain.health import MAX_WINDOW, Goal, Measure, Response
+from governor.domain.health import Kind as HealthKind
 from governor.domain.model import (
     Action,
     BudgetState,
@@ -45,9 +47,11 @@ from governor.domain.preflight.plan import (
     Attention,
     Checkpointing,
     CrossEntropy,
+    Dequantize,
     Evidence,
     ExpertStorage,
     Hardware,
+    KernelFormat,
     MemoryModel,
     Model,
     Moe,
@@ -71,13 +75,15 @@ PositiveUsd = Annotated[
 UsdText = Annotated[str, Field(examples=["12.50"], description="decimal dollars")]
 
 
-def _finite(value: float) -> float:
-    if not math.isfinite(value):
+def _finite(value: Any) -> Any:
+    """NaN and the infinities refused by name; anything else is the field's own to parse."""
+    if isinstance(value, float) and not math.isfinite(value):
         raise ValueError("must be a finite number")
     return value
 
 
 Seconds = Annotated[float, Field(gt=0, le=86_400), BeforeValidator(_finite)]
+GpuUuids = Annotated[list[line(100, min_length=1)], Field(min_length=1, max_length=64)]
 Name = line(200, min_length=1, pattern=r"\S")
 Text = free_text(2000, min_length=1, pattern=r"\S")
 Note = free_text(2000)
@@ -113,6 +119,12 @@ class BudgetIn(Strict):
     ]
     note: Note | None = None
 
+    require_plan: bool | None = Field(
+        None,
+        description="admit pods (and their runs) only under a plan that is not no_go; unset: "
+        "the server's GOVERNOR_REQUIRE_PLAN",
+    )
+
     @model_validator(mode="after")
     def _reserve_below_ceiling(self) -> BudgetIn:
         if self.reserve_usd >= self.ceiling_usd:
@@ -136,6 +148,7 @@ class BudgetOut(BaseModel):
     storage_tail_hours: float
     alert_thresholds: list[int]
     note: str | None
+    require_plan: bool
     created_at: datetime
     closed_at: datetime | None
 
@@ -162,6 +175,11 @@ class PodIn(Strict):
     storage_usd_per_gb_month: Usd = Decimal(0)
     stopped_storage_usd_per_gb_month: Usd | None = None
     local: bool = Field(False, description="this server samples the pod's GPUs itself")
+    gpu_uuids: GpuUuids | None = Field(
+        None,
+        description="the GPUs that are the pod's, by UUID, on a machine it shares; unset: "
+        "every GPU its telemetry reports",
+    )
     node: Node | None = Field(
         None, description="the machine the pod runs on: that machine's node agent reports for it"
     )
@@ -169,6 +187,9 @@ class PodIn(Strict):
         None,
         description="terminate-only providers (Lambda): the attached filesystem a checkpoint "
         "must be saved on before the governor may terminate the pod",
+    )
+    plan_id: line(32) | None = Field(
+        None, description="the checked plan it runs under: its verdict admits the pod or not"
     )
 
 
@@ -215,6 +236,11 @@ class GpuOut(BaseModel):
     temperature_c: float | None
     processes: list[GpuProcessOut] | None
     clock_event_reasons: int | None
+    own: bool = Field(
+        True,
+        description="one of the pod's own GPUs (the rules judge these); false: a neighbour's, "
+        "shown as context",
+    )
 
 
 class PodTelemetryOut(BaseModel):
@@ -225,6 +251,7 @@ class PodTelemetryOut(BaseModel):
 
 class PodOut(BaseModel):
     id: str
+    gpu_uuids: list[str] | None = Field(description="the pod's own GPUs; null: all it reports")
     budget_id: str
     provider: str
     provider_ref: str
@@ -246,6 +273,7 @@ class PodOut(BaseModel):
     node: str | None
     persistent_filesystem: str | None
     persistent_mount: str | None
+    plan_id: str | None
     billed_usd: UsdText | None = Field(
         description="what the provider has billed since the pod was registered, when it says"
     )
@@ -265,6 +293,23 @@ class PolicyIn(Strict):
     stall_window_s: Seconds | None = None
     compile_allowance_s: Seconds | None = None
     headroom_pct: Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)] | None = None
+    health: Annotated[list[HealthRuleIn], Field(max_length=32)] | None = Field(
+        None,
+        description="training-health rules on the run's metrics, over the server's defaults",
+    )
+
+
+class HealthRuleIn(Strict):
+    """A training-health rule over one heartbeat metric (docs/health.md)."""
+
+    kind: HealthKind
+    metric: line(100, min_length=1)
+    action: Response = Response.WARN
+    window: Annotated[int, Field(ge=1, le=MAX_WINDOW)] = 20
+    threshold: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 1e-8
+    measure: Measure = Measure.VARIANCE
+    factor: Annotated[float, Field(gt=1, le=1e6, allow_inf_nan=False)] = 2.0
+    goal: Goal = Goal.MIN
 
 
 class RunIn(Strict):
@@ -317,12 +362,28 @@ class RunOut(BaseModel):
     checkpoint: CheckpointOut | None
     directive: DirectiveState
     policy: dict[str, float]
+    health_rules: list[dict[str, Any]] = Field(
+        description="the training-health rules the run's metrics are judged by"
+    )
+    metrics: dict[str, Any] | None = Field(description="the latest metrics its job sent")
     peaks: list[PeakOut]
     created_at: datetime
     started_at: datetime = Field(description="when its current attempt began")
     ended_at: datetime | None = Field(
         description="when the run ended: its job said so, its pod stopped, or it was lost"
     )
+
+
+class MetricPointOut(BaseModel):
+    name: str
+    at: datetime
+    step: int
+    resolution: Literal["raw", "minute"] = Field(
+        description="one beat, or a minute of beats folded: the mean, with the least and most"
+    )
+    value: float
+    least: float
+    most: float
 
 
 class RunCreated(RunOut):
@@ -434,6 +495,11 @@ class EventOut(BaseModel):
     budget_id: str | None
     message: str
     evidence: dict[str, Any]
+    count: int = Field(
+        description="How many identical events (the same subject, message and severity) this "
+        "one stands for: each recorded within a minute of the one before is folded into it"
+    )
+    last_at: datetime = Field(description="When the latest of them was recorded")
 
 
 class TokenIn(Strict):
@@ -527,6 +593,11 @@ class ReadingIn(Strict):
 
 class TelemetryIn(Strict):
     readings: Annotated[list[ReadingIn], Field(min_length=1, max_length=1000)]
+    gpu_uuids: GpuUuids | None = Field(
+        None,
+        description="a pod's agent: the GPUs that are the pod's (`governor agent --gpus`); "
+        "the readings may show the machine's others, as context",
+    )
 
 
 class TelemetryAccepted(BaseModel):
@@ -594,11 +665,14 @@ class PlanMoeIn(Strict):
     experts_storage: ExpertStorage
     expert_quantizer: Label = Field(description='"none", "bnb_linear4bit", "experts4bit", ...')
     reshard_after_forward: bool = True
+    expert_parallel: Count = Field(1, description="GPUs the experts are spread over (EP degree)")
 
     @model_validator(mode="after")
     def _top_k_of_experts(self) -> PlanMoeIn:
         if self.top_k > self.num_experts:
             raise ValueError("top_k must not exceed num_experts")
+        if self.expert_parallel > self.num_experts:
+            raise ValueError("expert_parallel must not exceed num_experts")
         return self
 
 
@@ -609,6 +683,9 @@ class PlanModelIn(Strict):
     num_layers: Count
     num_heads: Count
     moe: PlanMoeIn | None = None
+    final_logit_softcapping: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] | None = (
+        Field(None, description="the output head's tanh cap (e.g. 30.0), if the model has one")
+    )
 
     @model_validator(mode="after")
     def _experts_within_total(self) -> PlanModelIn:
@@ -621,6 +698,15 @@ class PlanShardingIn(Strict):
     kind: Sharding = Sharding.NONE
     shards: Count = Field(1, description="GPUs the model state is split over")
     forward_prefetch: bool = False
+    prefetch_depth: Annotated[int, Field(ge=1, le=16)] = Field(
+        1, description="units gathered ahead when forward_prefetch is on"
+    )
+    reshard_after_forward: bool = Field(
+        True, description="false keeps every gathered unit until its backward (SHARD_GRAD_OP)"
+    )
+    largest_unit_params: Params | None = Field(
+        None, description="params of the largest wrapped unit; unset: an average layer"
+    )
 
     @model_validator(mode="after")
     def _shards_fit_kind(self) -> PlanShardingIn:
@@ -640,6 +726,15 @@ class PlanTrainingIn(Strict):
     attention_impl: Attention
     ce_impl: CrossEntropy
     sharding: PlanShardingIn = PlanShardingIn()
+    dequantize: Dequantize = Field(
+        Dequantize.NONE, description="what the recipe dequantizes to BF16 beside the source"
+    )
+    kernel_format: KernelFormat = Field(
+        KernelFormat.NONE, description="the low-precision format the training GEMMs consume"
+    )
+    kernel_layouts: Annotated[int, Field(ge=1, le=4)] = Field(
+        2, description="weight copies kept beside the stored ones for the kernels (row/column)"
+    )
 
 
 class PlanWeightsIn(Strict):
@@ -693,6 +788,12 @@ class PlanIn(Strict):
         gpus = self.hardware.gpu_count * self.hardware.nodes
         if self.training.sharding.shards > gpus:
             raise ValueError(f"training.sharding.shards must not exceed the plan's {gpus} GPUs")
+        moe = self.model.moe
+        if moe is not None and moe.expert_parallel > gpus:
+            raise ValueError(f"model.moe.expert_parallel must not exceed the plan's {gpus} GPUs")
+        unit = self.training.sharding.largest_unit_params
+        if unit is not None and unit > self.model.params_total:
+            raise ValueError("training.sharding.largest_unit_params must not exceed params_total")
         return self
 
     def document(self) -> dict[str, Any]:
@@ -709,15 +810,16 @@ class PlanIn(Strict):
             other_costs_usd=self.other_costs_usd,
             model=Model(
                 **m.model_dump(exclude={"moe"}),
-                moe=None
-                if m.moe is None
-                else Moe(**m.moe.model_dump(exclude={"num_experts", "top_k"})),
+                moe=None if m.moe is None else Moe(**m.moe.model_dump(exclude={"top_k"})),
             ),
             training=Training(
                 **t.model_dump(exclude={"lora_rank", "adapter_dtype", "sharding"}),
                 sharding=t.sharding.kind,
                 shards=t.sharding.shards,
                 forward_prefetch=t.sharding.forward_prefetch,
+                prefetch_depth=t.sharding.prefetch_depth,
+                reshard_after_forward=t.sharding.reshard_after_forward,
+                largest_unit_params=t.sharding.largest_unit_params,
             ),
             memory=MemoryModel(
                 **mem.model_dump(exclude={"weights_breakdown", "transients", "peak_phase"}),
@@ -726,6 +828,19 @@ class PlanIn(Strict):
             ),
             evidence=Evidence(**self.evidence.model_dump()),
         )
+
+
+class OverrideIn(Strict):
+    reason: free_text(2000, min_length=1) = Field(
+        description="why this no_go may go ahead anyway (recorded, and shown in the report)"
+    )
+
+
+class ReleaseIn(Strict):
+    measured_peak_gib: Annotated[float, Field(ge=0, le=10_000, allow_inf_nan=False)] = Field(
+        description="the canary's measured peak memory per GPU, in GiB"
+    )
+    reason: free_text(2000, min_length=1) = Field(description="where the figure comes from")
 
 
 def read_plan(document: dict[str, Any]) -> Plan:
@@ -751,6 +866,12 @@ class PlanComponentOut(BaseModel):
 class PlanMemoryOut(BaseModel):
     gpu_type: str
     usable_gib: float
+    usable_memory: Literal["verified", "derived", "unchecked"] | None = Field(
+        None,
+        description="where usable_gib comes from: a card's driver report, a datasheet, "
+        "or only the plan (an unknown card)",
+    )
+    usable_source: str | None = None
     declared_gib: float
     modeled_gib: float
     ratio: float
@@ -768,6 +889,9 @@ class PlanCostOut(BaseModel):
     canary_worst_case_usd: UsdText
     expected_usd: UsdText
     remaining_usd: UsdText | None
+    reserved_for_plans_usd: UsdText = Field(
+        "0.00", description="held back for the budget's other admitted plans"
+    )
     reserve_usd: UsdText | None
     available_usd: UsdText | None
 
@@ -777,8 +901,30 @@ class PlanCheckOut(BaseModel):
     budget_id: str
     job_id: str
     verdict: Verdict
+    effective_ceiling_usd: UsdText | None = Field(
+        description="the ceiling it was judged against: another one needs a new check"
+    )
+    override_reason: str | None = Field(description="an operator let this no_go through")
+    withdrawn_at: datetime | None
+    canary_released_at: datetime | None = Field(
+        description="canary_only: when training was released, on the measured peak"
+    )
+    canary_peak_gib: float | None
+    canary_released_by: str | None
     reasons: list[PlanReasonOut]
     memory: PlanMemoryOut
     cost: PlanCostOut
     plan: dict[str, Any]
     created_at: datetime
+
+
+class AdmittedPlanOut(BaseModel):
+    """An admitted plan and what it holds back from the budget's money for admission."""
+
+    plan: PlanCheckOut = Field(description="its latest check")
+    spent_usd: UsdText = Field(description="what its pods have cost so far")
+    reserved_usd: UsdText = Field(
+        description="its worst case less that spend: held back when another plan is judged "
+        "(never part of committed spend)"
+    )
+    released: bool = Field(description="its runs have all ended: it holds nothing back")

@@ -33,6 +33,7 @@ from governor.db.tables import (
 )
 from governor.domain.ledger import Figures
 from governor.domain.money import format_usd
+from governor.domain.telemetry import owns
 from governor.services import telemetry
 from governor.services.book import Book
 
@@ -55,6 +56,7 @@ def budget(book: Book) -> BudgetOut:
         storage_tail_hours=row.storage_tail_hours,
         alert_thresholds=list(row.alert_thresholds),
         note=row.note,
+        require_plan=row.require_plan,
         created_at=row.created_at,
         closed_at=row.closed_at,
     )
@@ -77,7 +79,8 @@ def stop_order(row: StopOrderRow) -> StopOrderOut:
 
 def pod_telemetry(session: Session, row: PodRow) -> PodTelemetryOut:
     gpus = [
-        GpuOut(**{**asdict(sample), "at": at}) for at, sample in telemetry.latest(session, row.id)
+        GpuOut(**{**asdict(sample), "at": at, "own": owns(row.gpu_uuids, sample.uuid)})
+        for at, sample in telemetry.latest(session, row.id)
     ]
     return PodTelemetryOut(note=row.telemetry_note, lost_gpus=row.lost_gpus or [], gpus=gpus)
 
@@ -85,6 +88,7 @@ def pod_telemetry(session: Session, row: PodRow) -> PodTelemetryOut:
 def pod(session: Session, row: PodRow, book: Book, order: StopOrderRow | None) -> PodOut:
     return PodOut(
         id=row.id,
+        gpu_uuids=row.gpu_uuids,
         budget_id=row.budget_id,
         provider=row.provider,
         provider_ref=row.provider_ref,
@@ -106,6 +110,7 @@ def pod(session: Session, row: PodRow, book: Book, order: StopOrderRow | None) -
         node=row.node,
         persistent_filesystem=row.persistent_filesystem,
         persistent_mount=row.persistent_mount,
+        plan_id=row.plan_id,
         billed_usd=None
         if row.billed_usd is None or row.billed_baseline_usd is None
         else format_usd(row.billed_usd - row.billed_baseline_usd),
@@ -139,6 +144,8 @@ def run(session: Session, row: RunRow) -> RunOut:
             action=row.directive, reason=row.directive_reason, message=row.directive_message
         ),
         policy=row.policy or {},
+        health_rules=row.health_rules or [],
+        metrics=row.metrics,
         peaks=[
             PeakOut.model_validate(p, from_attributes=True)
             for p in repo.peaks_of(session, [row.id])
@@ -174,6 +181,14 @@ def plan_check(row: PlanCheckRow) -> PlanCheckOut:
         budget_id=row.budget_id,
         job_id=row.job_id,
         verdict=row.verdict,
+        effective_ceiling_usd=None
+        if row.effective_ceiling_usd is None
+        else format_usd(row.effective_ceiling_usd),
+        override_reason=row.override_reason,
+        withdrawn_at=row.withdrawn_at,
+        canary_released_at=row.canary_released_at,
+        canary_peak_gib=row.canary_peak_gib,
+        canary_released_by=row.canary_released_by,
         reasons=row.reasons,
         memory=row.figures["memory"],
         cost=row.figures["cost"],

@@ -36,6 +36,8 @@ Category = Literal["harness", "model", "provider"]
 
 UNREACHABLE = "unreachable"  # the reason of the client's own fail-safe stop
 ENDED = "run-ended"  # the governor says the run has ended: the job should stop
+CANARY_HOLD = "canary-hold"  # a canary_only plan: report "canary" until training is released
+NON_FINITE_REASON = "non-finite"  # the loss blew up: stop without saving over the last good weights
 DEFAULT_HEARTBEAT_S = 15.0  # until the governor says otherwise
 FIRST_BACKOFF_S = 0.5
 # What the governor takes in a heartbeat's metrics: more is dropped here, not refused there.
@@ -86,6 +88,17 @@ class Directive:
     @property
     def should_stop(self) -> bool:
         return self.action == "stop"
+
+    @property
+    def held_to_canary(self) -> bool:
+        """The plan is canary_only and unproven: the job is in its canary, not training."""
+        return self.reason == CANARY_HOLD and not self.should_stop
+
+    @property
+    def save_first(self) -> bool:
+        """Whether to save before stopping: not when the weights may already be NaN (the
+        last good checkpoint must not be rotated out)."""
+        return self.reason != NON_FINITE_REASON
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> Directive:
@@ -198,11 +211,8 @@ class Governor:
             body["total_steps"] = total_steps
         if checkpoint is not None:
             body["checkpoint"] = {"step": checkpoint.step, "path": checkpoint.path}
-        if metrics is not None:  # JSON has no NaN: a diverged loss is sent as "nan"
-            sent = {
-                k: repr(v) if isinstance(v, float) and not math.isfinite(v) else v
-                for k, v in metrics.items()
-            }
+        if metrics is not None:
+            sent = _encoded(metrics)
             if _fits(sent):
                 body["metrics"] = sent
             else:
@@ -345,6 +355,26 @@ def _retry_after_s(response: httpx.Response) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}  # JSON has no NaN
+
+
+def _encoded(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """Metrics as the governor takes them: numbers (a tensor or NumPy scalar as its float),
+    NaN and infinities as "NaN", "Infinity" and "-Infinity", text and flags as they are;
+    anything else is left out. Never raises: a bad metric must not end the heartbeats."""
+    sent: dict[str, Any] = {}
+    for name, value in metrics.items():
+        try:
+            if value is None or isinstance(value, bool | int | str):
+                sent[str(name)] = value
+                continue
+            number = float(value)
+        except Exception:  # a metric the job could not turn into a number
+            continue
+        sent[str(name)] = number if math.isfinite(number) else NON_FINITE[repr(number)]
+    return sent
 
 
 def _fits(metrics: Mapping[str, Any]) -> bool:

@@ -49,10 +49,11 @@ class GovernorCallback(TrainerCallback):
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any
     ) -> None:
         self._stepped = True
-        self.governor.phase("training")
+        self.governor.phase(self._training_phase())
         self.governor.step(state.global_step)
         if self.governor.should_stop():
-            control.should_save = control.should_training_stop = True
+            control.should_training_stop = True
+            control.should_save = self.governor.directive.save_first
         elif self.governor.should_checkpoint():
             control.should_save = True
 
@@ -74,7 +75,9 @@ class GovernorCallback(TrainerCallback):
             self.governor.phase(self._training_phase())
 
     def _training_phase(self) -> Phase:
-        return "training" if self._stepped else "compiling"
+        if not self._stepped:
+            return "compiling"
+        return "canary" if self.governor.directive.held_to_canary else "training"
 
     def on_log(
         self,

@@ -55,16 +55,25 @@ class GovernorLightningCallback(pl.Callback):
     ) -> None:
         # global_step counts optimizer steps: with gradient accumulation the first batches
         # come before the first step.
-        self.governor.phase("training" if trainer.global_step >= 1 else "compiling")
+        if trainer.global_step < 1:
+            self.governor.phase("compiling")
+        else:
+            self.governor.phase("canary" if self.governor.directive.held_to_canary else "training")
         self.governor.step(trainer.global_step)
+        if trainer.global_step % max(1, trainer.log_every_n_steps) == 0:  # the loggers' pace
+            self.governor.metrics(trainer.callback_metrics)
         if self.governor.should_stop() and not trainer.should_stop:
-            self._save(trainer)
+            if self.governor.directive.save_first:
+                self._save(trainer)
             trainer.should_stop = True
         elif self.governor.should_checkpoint():
             self._save(trainer)
 
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.governor.phase("evaluation")
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.governor.metrics(trainer.callback_metrics)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.governor.should_stop():

@@ -83,7 +83,14 @@ class GovernorLoop:
         if total_steps is not None:
             self._total_steps = total_steps
         if metrics is not None:
-            self._metrics = dict(metrics)
+            self.metrics(metrics)
+
+    def metrics(self, values: Mapping[str, Any]) -> None:
+        """Record metrics (loss, learning rate, grad norm, eval scores, rewards): the next
+        heartbeat sends the latest value of each, once. Never blocks, never raises for a value
+        (NaN and infinities are sent as the governor's "NaN", "Infinity", "-Infinity")."""
+        with self._lock:
+            self._metrics = {**(self._metrics or {}), **values}
 
     def should_checkpoint(self) -> bool:
         """The governor asks for a checkpoint: save, then call checkpoint(path)."""
@@ -91,7 +98,8 @@ class GovernorLoop:
         return self._directive.should_checkpoint
 
     def should_stop(self) -> bool:
-        """The governor says stop: save, call stopped(path), and leave the loop."""
+        """The governor says stop: save (unless `directive.save_first` is False: the weights
+        may be NaN), call stopped(path) (or stopped() without a save), and leave the loop."""
         self._raise_error()
         self._stopping = self._stopping or self._directive.should_stop
         return self._stopping
@@ -195,6 +203,7 @@ class GovernorLoop:
                 status: Status = "stopping" if self._stopping else "running"
                 phase = self._entered.popleft() if self._entered else self._phase
                 more = bool(self._entered)
+                metrics, self._metrics = self._metrics, None  # each value is sent once
             try:
                 directive = self.governor.heartbeat(
                     self._step,
@@ -202,7 +211,7 @@ class GovernorLoop:
                     phase=phase,
                     total_steps=self._total_steps,
                     checkpoint=checkpoint,
-                    metrics=self._metrics,
+                    metrics=metrics,
                 )
             except Exception as exc:  # a refusal, or a bug: never die silently
                 logger.error("Heartbeats stopped: %s", exc)

@@ -253,6 +253,19 @@ def extensions(
     return session.scalars(query).all()
 
 
+def pending_extension_of_run(session: Session, budget_id: str, run_id: str) -> ExtensionRow | None:
+    return session.scalars(
+        select(ExtensionRow)
+        .where(
+            ExtensionRow.budget_id == budget_id,
+            ExtensionRow.run_id == run_id,
+            ExtensionRow.state == ExtensionState.PENDING,
+        )
+        .order_by(ExtensionRow.created_at)
+        .limit(1)
+    ).first()
+
+
 def expire_pending_extensions(session: Session, budget_id: str, now: datetime) -> int:
     """Every pending request of a budget expires (it closed); returns how many did."""
     result = session.execute(
@@ -335,8 +348,25 @@ def events(
     if subject is not None:
         query = query.where(EventRow.subject == subject)
     if since is not None:
-        query = query.where(EventRow.at >= since)
+        query = query.where(EventRow.last_at >= since)  # a folded event: its latest counts
     return session.scalars(query.order_by(EventRow.id.desc()).limit(limit)).all()
+
+
+def foldable_event(
+    session: Session, severity: Severity, subject: str, message: str, since: datetime
+) -> EventRow | None:
+    """The latest event with this subject, message and severity last recorded since `since`."""
+    return session.scalars(
+        select(EventRow)
+        .where(
+            EventRow.subject == subject,
+            EventRow.last_at >= since,
+            EventRow.severity == severity,
+            EventRow.message == message,
+        )
+        .order_by(EventRow.id.desc())
+        .limit(1)
+    ).first()
 
 
 def runs_on_pod(session: Session, pod_id: str) -> Sequence[RunRow]:
@@ -369,10 +399,31 @@ def pods_on_node(session: Session, node: str) -> Sequence[PodRow]:
     ).all()
 
 
-def plan_checks_of(session: Session, budget_id: str) -> Sequence[PlanCheckRow]:
-    """A budget's preflight verdicts, oldest first."""
+def runs_of_plan(session: Session, budget_id: str, job_id: str) -> Sequence[RunRow]:
+    """The runs on the pods registered under any check of a plan."""
+    checks = select(PlanCheckRow.id).where(
+        PlanCheckRow.budget_id == budget_id, PlanCheckRow.job_id == job_id
+    )
+    pods = select(PodRow.id).where(PodRow.plan_id.in_(checks))
+    return session.scalars(select(RunRow).where(RunRow.pod_id.in_(pods))).all()
+
+
+def plan_checks_of_budgets(session: Session, budget_ids: Sequence[str]) -> Sequence[PlanCheckRow]:
+    """The verdicts of several budgets, oldest first."""
     return session.scalars(
         select(PlanCheckRow)
-        .where(PlanCheckRow.budget_id == budget_id)
+        .where(PlanCheckRow.budget_id.in_(budget_ids))
         .order_by(PlanCheckRow.created_at, PlanCheckRow.id)
     ).all()
+
+
+def get_plan_check(session: Session, plan_id: str) -> PlanCheckRow:
+    row = session.get(PlanCheckRow, plan_id)
+    if row is None:
+        raise NotFound(f"no plan {plan_id!r}")
+    return row
+
+
+def plan_checks_of(session: Session, budget_id: str) -> Sequence[PlanCheckRow]:
+    """A budget's preflight verdicts, oldest first."""
+    return plan_checks_of_budgets(session, [budget_id])

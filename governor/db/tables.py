@@ -92,6 +92,8 @@ class BudgetRow(Base):
     figures_ceiling_usd: Mapped[Decimal | None] = mapped_column(MicroUSD)
     figures_burn_usd_per_hour: Mapped[Decimal | None] = mapped_column(MicroUSD)
     closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # pods (and their runs) only under an admitted plan
+    require_plan: Mapped[bool] = mapped_column(default=False, server_default=false())
 
 
 class PodRow(Base):
@@ -111,6 +113,7 @@ class PodRow(Base):
     stop_latency_s: Mapped[float]
     local: Mapped[bool] = mapped_column(default=False, server_default=false())
     node: Mapped[str | None] = mapped_column(String(253), index=True)  # the machine it runs on
+    plan_id: Mapped[str | None] = mapped_column(ForeignKey("plan_checks.id"))  # its binding plan
     # its GPUs seen not to match what it was registered with (warned once)
     hardware_warned: Mapped[bool] = mapped_column(default=False, server_default=false())
     # terminate-only providers: the persistent filesystem a checkpoint must land on first
@@ -124,6 +127,8 @@ class PodRow(Base):
     billing_drift: Mapped[bool] = mapped_column(default=False, server_default=false())
     telemetry_note: Mapped[str | None] = mapped_column(Text)
     lost_gpus: Mapped[list[str] | None] = mapped_column(JSON)
+    # the GPUs that are the pod's, by UUID, on a machine it shares; None: all it reports
+    gpu_uuids: Mapped[list[str] | None] = mapped_column(JSON)
     state: Mapped[PodState] = mapped_column(_enum(PodState))
     accrued_until: Mapped[datetime] = mapped_column(UTCDateTime)
     # the running total of the pod's ledger entries, moved with every entry written
@@ -171,6 +176,10 @@ class RunRow(Base):
     stall_alerted: Mapped[bool] = mapped_column(default=False, server_default=false())
     headroom_warned: Mapped[bool] = mapped_column(default=False, server_default=false())
     metrics: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # training health: the run's rules, their running statistics, a stop they asked for
+    health_rules: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
+    health_state: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    health_stop: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     pace_step: Mapped[int | None] = mapped_column(Int64)
     pace_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
@@ -260,6 +269,10 @@ class EventRow(Base):
     budget_id: Mapped[str | None] = mapped_column(ForeignKey("budgets.id"), index=True)
     message: Mapped[str] = mapped_column(Text)
     evidence: Mapped[dict[str, Any]] = mapped_column(JSON)
+    count: Mapped[int] = mapped_column(Integer, server_default="1")  # identical ones folded in
+    last_at: Mapped[datetime] = mapped_column(UTCDateTime)  # the latest of those
+
+    __table_args__ = (Index("ix_events_subject_last_at", "subject", "last_at"),)
 
 
 class TokenRow(Base):
@@ -329,6 +342,28 @@ class GpuSampleRow(Base):
     __table_args__ = (Index("ix_gpu_samples_pod_gpu_at", "pod_id", "gpu_uuid", "at"),)
 
 
+class RunMetricRow(Base):
+    """One metric of a run's heartbeat (`raw`), or a minute of them folded together (`minute`:
+    the mean, with the least and the most)."""
+
+    __tablename__ = "run_metrics"
+
+    id: Mapped[int] = mapped_column(Int64, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"))
+    name: Mapped[str] = mapped_column(String(100))
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    step: Mapped[int] = mapped_column(Int64)
+    resolution: Mapped[str] = mapped_column(String(8))
+    value: Mapped[float]
+    least: Mapped[float]
+    most: Mapped[float]
+
+    __table_args__ = (
+        Index("ix_run_metrics_run_name_at", "run_id", "name", "at"),
+        Index("ix_run_metrics_resolution_at", "resolution", "at"),
+    )
+
+
 class GpuPeakRow(Base):
     """The most memory a GPU held while a run was live on its pod."""
 
@@ -360,3 +395,14 @@ class PlanCheckRow(Base):
     reasons: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     figures: Mapped[dict[str, Any]] = mapped_column(JSON)  # memory table and cost breakdown
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # the binding: judged against this ceiling (a new one needs a new check), after what the
+    # other admitted plans held back; a no_go an operator let through; a plan taken back
+    effective_ceiling_usd: Mapped[Decimal | None] = mapped_column(MicroUSD)
+    reserved_usd: Mapped[Decimal | None] = mapped_column(MicroUSD)
+    override_reason: Mapped[str | None] = mapped_column(Text)
+    override_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    withdrawn_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # canary_only: training released, on the measured peak, by telemetry or an operator
+    canary_released_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    canary_peak_gib: Mapped[float | None]
+    canary_released_by: Mapped[str | None] = mapped_column(Text)

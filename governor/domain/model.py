@@ -74,6 +74,11 @@ class Reason(StrEnum):
     FORECAST = "forecast"
     THRESHOLD = "threshold"
     HEADROOM = "headroom"
+    FLATLINE = "flatline"  # training health: a metric's rule (governor.domain.health)
+    NON_FINITE = "non-finite"
+    DIVERGING = "diverging"
+    NO_IMPROVEMENT = "no-improvement"
+    CANARY_HOLD = "canary-hold"  # a canary_only plan: held to its canary until it proves itself
 
 
 class Severity(StrEnum):

@@ -21,6 +21,7 @@ PRE_STOP_FRACTION = Decimal("0.9")
 HELD_MEMORY_BYTES = GIB  # a GPU holding more than this is not simply unused
 WARMUP_PHASES = (Phase.LOADING, Phase.COMPILING)
 STEPLESS_PHASES = (Phase.CHECKPOINTING, Phase.EVALUATION, Phase.EXPORT)  # no steps expected
+BEYOND_CANARY = (Phase.TRAINING, Phase.EVALUATION, Phase.EXPORT)  # what a held run may not do
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,15 @@ class GpuView:
 
 
 @dataclass(frozen=True)
+class HealthStop:
+    """A training-health rule that asked, on the run's own heartbeat, for a stop."""
+
+    reason: Reason
+    message: str
+    evidence: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class RunView:
     status: RunStatus
     phase: Phase | None
@@ -63,6 +73,7 @@ class RunView:
     idle_alerted: bool = False
     stall_alerted: bool = False
     headroom_warned: bool = False
+    health_stop: HealthStop | None = None
 
     @property
     def warming_up(self) -> bool:
@@ -85,6 +96,18 @@ class Situation:
     watch: Watch = field(default_factory=Watch)
     gpus: tuple[GpuView, ...] = ()
     heard_since: datetime | None = None  # jobs could reach the governor from then (an outage)
+    canary: CanaryHold | None = None  # the pod's plan holds its runs to the canary
+
+
+@dataclass(frozen=True)
+class CanaryHold:
+    """A canary_only plan whose canary has not proven its memory yet: its runs may spend up to
+    `cap` on the plan's pods, in the phases before training."""
+
+    plan: str  # the plan's job id
+    cap: Decimal  # the canary's worst case
+    spent: Decimal  # what the plan's pods have cost
+    threshold_gib: float  # the measured peak per GPU that releases training
 
 
 @dataclass(frozen=True)
@@ -267,6 +290,57 @@ def memory_headroom(s: Situation) -> Finding | None:
     )
 
 
+def training_health(s: Situation) -> Finding | None:
+    """A health rule of the run's (flatline, non-finite, diverging, no improvement) judged its
+    own metrics on its heartbeat and asked for a stop: carried out like any other."""
+    run = s.run
+    if run is None or not run.status.is_live or run.health_stop is None:
+        return None
+    asked = run.health_stop
+    return Finding(
+        "training_health",
+        Action.STOP,
+        asked.reason,
+        Severity.CRITICAL,
+        asked.message,
+        asked.evidence,
+    )
+
+
+def canary_hold(s: Situation) -> Finding | None:
+    """A run held to its canary that goes beyond it, or spends past the canary's cap, is
+    stopped: the plan's memory was never proven, so training is not paid for."""
+    hold, run = s.canary, s.run
+    if hold is None or run is None or not run.status.is_live:
+        return None
+    released = (
+        f"training is released once its measured peak stays under {hold.threshold_gib:.1f} "
+        "GiB per GPU (or an operator releases it with the measured figure)"
+    )
+    evidence: dict[str, object] = {
+        "plan": hold.plan,
+        "cap_usd": format_usd(hold.cap),
+        "spent_usd": format_usd(hold.spent),
+        "threshold_gib": round(hold.threshold_gib, 2),
+    }
+    if run.phase in BEYOND_CANARY:
+        assert run.phase is not None
+        message = (
+            f"Plan {hold.plan!r} is canary_only and its canary has not proven its memory, yet "
+            f"the run reports {run.phase.value}: stopping it; {released}."
+        )
+    elif hold.spent >= hold.cap:
+        message = (
+            f"The canary of plan {hold.plan!r} has spent {dollars(hold.spent)} of its "
+            f"{dollars(hold.cap)} cap without proving its memory: stopping it; {released}."
+        )
+    else:
+        return None
+    return Finding(
+        "canary_hold", Action.STOP, Reason.CANARY_HOLD, Severity.CRITICAL, message, evidence
+    )
+
+
 def run_finished(s: Situation) -> Finding | None:
     run = s.run
     if run is None or run.status not in (RunStatus.FINISHED, RunStatus.FAILED):
@@ -356,6 +430,8 @@ RULES: tuple[Rule, ...] = (
     heartbeat_lost,
     idle_hang,
     stalled,
+    training_health,
+    canary_hold,
     run_finished,
     pre_stop_checkpoint,
     memory_headroom,

@@ -70,6 +70,12 @@ class TelemetrySource(Protocol):
     def close(self) -> None: ...
 
 
+def owns(gpu_uuids: Sequence[str] | None, uuid: str) -> bool:
+    """Whether a GPU is one of a pod's own: every GPU is, for a pod that names none. By UUID,
+    never by index (NVML's index order is not CUDA's)."""
+    return gpu_uuids is None or uuid in gpu_uuids
+
+
 def busy_pct(sample: GpuSample) -> float | None:
     """How busy a GPU was at its busiest since the previous poll."""
     if sample.utilization_max_pct is not None:

@@ -175,6 +175,20 @@ def gpu_lost(lost_s: float = 10.0) -> Scenario:
     return Scenario("gpu-lost", (_h100(0, training), _h100(1, falls_off)))
 
 
+def shared() -> Scenario:
+    """A shared machine: GPU 0 busy with a neighbour's (~55 %), GPU 1 hung at 0 %, 19.5 GiB held."""
+    busy, held = 30 * GIB, int(19.5 * GIB)
+
+    def neighbour(t: float) -> GpuState:
+        wobble = math.sin(0.7 * t)
+        return GpuState(55 + 5 * wobble, busy, 310 + 20 * wobble, 58, ((5200, busy),))
+
+    def hung(t: float) -> GpuState:
+        return GpuState(0, held, 72, 41, ((4101, held),), GPU_IDLE)
+
+    return Scenario("shared", (_h100(0, neighbour), _h100(1, hung)))
+
+
 def unsupported() -> Scenario:
     """An A10G whose power, process list and utilization samples are NotSupported."""
     gpu = FakeGpu(
@@ -226,6 +240,7 @@ SCENARIOS: dict[str, Callable[..., Scenario]] = {
     "compile-stall": compile_stall,
     "near-oom": near_oom,
     "gpu-lost": gpu_lost,
+    "shared": shared,
     "unsupported": unsupported,
     "old-bindings": old_bindings,
     "old-driver": old_driver,

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
+from sqlalchemy.exc import OperationalError
 
 from governor.db.engine import unit_of_work
 from governor.domain.model import Category, Severity
@@ -39,11 +40,16 @@ def guarded(ctx: ServiceContext, lease: Lease, name: str, task: Periodic) -> Cal
         except NotLeader as exc:
             log.info("periodic task %r stopped: %s", name, exc)
             return
+        except OperationalError as exc:  # the database refused: said once a minute, not a trace
+            ctx.ticks.failed(name)
+            ctx.writes.failed(name, exc, ctx.clock.now())
+            return
         except Exception:
             ctx.ticks.failed(name)
             log.exception("periodic task %r failed; it runs again next interval", name)
             return
         ctx.ticks.succeeded(name, ctx.clock.now())
+        ctx.writes.succeeded(ctx.clock.now())
         took = time.monotonic() - started
         if took > interval:
             log.warning("task %r took %.2fs, longer than its %.2fs interval", name, took, interval)
@@ -90,9 +96,30 @@ class Driver:
     def probe(self) -> None:
         """Renew or take the lease; as the leader, raise the alarm over a pass that is stuck,
         and over a time when no replica led (a database outage, every replica down)."""
-        if self._lease.probe(self._ctx.ticks.ticks()):
+        leading = self._lease.probe(self._ctx.ticks.ticks())
+        self._report_outages()
+        if leading:
             self._report_gap()
             self._watch_passes()
+
+    def _report_outages(self) -> None:
+        """Once writes commit again: when this replica's writes stopped, and when they resumed."""
+        for outage in self._ctx.writes.ended():
+            assert outage.ended is not None
+            seconds = outage.seconds(outage.ended)
+            self._alarm(
+                f"the database refused this replica's writes for {seconds:.0f} s: metering and "
+                f"enforcement stopped at {outage.began.isoformat()} and resumed at "
+                f"{outage.ended.isoformat()} ({outage.failures} failed writes: "
+                f"{', '.join(outage.writers)}). The time is charged now, nothing is lost.",
+                {
+                    "from": outage.began.isoformat(),
+                    "to": outage.ended.isoformat(),
+                    "seconds": seconds,
+                    "writers": list(outage.writers),
+                    "failures": outage.failures,
+                },
+            )
 
     def _report_gap(self) -> None:
         gap, self._lease.gap = self._lease.gap, None

@@ -8,7 +8,15 @@ from dataclasses import dataclass
 from governor.db import repository as repo
 from governor.db.engine import read_only, unit_of_work
 from governor.domain.ledger import slice_start
-from governor.services import billing, enforcement, metering, resumes, stops, telemetry
+from governor.services import (
+    billing,
+    enforcement,
+    metering,
+    metric_history,
+    resumes,
+    stops,
+    telemetry,
+)
 from governor.services.context import ServiceContext
 
 BUDGETS_PER_TRANSACTION = 50  # a pass works in short transactions: heartbeats never queue
@@ -61,11 +69,13 @@ def sample_local_gpus(ctx: ServiceContext) -> None:
 
 
 def fold_telemetry(ctx: ServiceContext) -> None:
-    """Fold old GPU samples into minutes and drop the oldest, so storage stays bounded."""
-    config = ctx.config
+    """Fold old GPU samples and run metrics into minutes and drop the oldest, so storage
+    stays bounded."""
+    config, now = ctx.config, ctx.clock.now()
     with unit_of_work(ctx.sessions) as session:
-        telemetry.fold(
-            session, ctx.clock.now(), config.telemetry_raw_keep_s, config.telemetry_minute_keep_s
+        telemetry.fold(session, now, config.telemetry_raw_keep_s, config.telemetry_minute_keep_s)
+        metric_history.fold(
+            session, now, config.telemetry_raw_keep_s, config.telemetry_minute_keep_s
         )
 
 

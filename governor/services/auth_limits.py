@@ -11,28 +11,22 @@ from __future__ import annotations
 
 import ipaddress
 import math
-import threading
 import time
 from collections.abc import Callable, Sequence
 
-from governor.domain.errors import GovernorError
+from governor.services.windows import FixedWindows, Throttled
 
 PER_ADDRESS = 30
 PER_PREFIX = 300
 WINDOW_S = 60.0
-MAX_KEYS = 100_000  # an attacker with many addresses cannot grow this without bound
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
-class TooManyAttempts(GovernorError):
+class TooManyAttempts(Throttled):
     """Too many failed authentications from here (429)."""
 
     code = "too_many_attempts"
-
-    def __init__(self, message: str, retry_after_s: float) -> None:
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
 
 
 def prefix_of(token: str | None) -> str:
@@ -79,39 +73,23 @@ class FailureLimiter:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._limits = {"address": per_address, "prefix": per_prefix}
-        self._window_s, self._monotonic = window_s, monotonic
-        self._window = -1
-        self._counts: dict[tuple[str, str], int] = {}
-        self._lock = threading.Lock()
+        self._counts = FixedWindows(window_s, monotonic=monotonic)
 
     def check(self, address: str, token: str | None) -> None:
         """TooManyAttempts when this address, or this token's prefix, is over its limit."""
-        with self._lock:
-            self._roll()
-            for kind, key in self._keys(address, token):
-                if self._counts.get((kind, key), 0) >= self._limits[kind]:
-                    raise TooManyAttempts(
-                        f"too many failed authentications from this {kind}; try again in "
-                        f"{math.ceil(self._left_s())} s",
-                        self._left_s(),
-                    )
+        for kind, key in self._keys(address, token):
+            if self._counts.count((kind, key)) >= self._limits[kind]:
+                left = self._counts.left_s()
+                raise TooManyAttempts(
+                    f"too many failed authentications from this {kind}; try again in "
+                    f"{math.ceil(left)} s",
+                    left,
+                )
 
     def failed(self, address: str, token: str | None) -> None:
-        with self._lock:
-            self._roll()
-            if len(self._counts) >= MAX_KEYS:
-                self._counts.clear()
-            for kind, key in self._keys(address, token):
-                self._counts[(kind, key)] = self._counts.get((kind, key), 0) + 1
+        for key in self._keys(address, token):
+            self._counts.add(key)
 
     @staticmethod
     def _keys(address: str, token: str | None) -> tuple[tuple[str, str], ...]:
         return (("address", address), ("prefix", prefix_of(token)))
-
-    def _roll(self) -> None:
-        window = int(self._monotonic() // self._window_s)
-        if window != self._window:
-            self._window, self._counts = window, {}
-
-    def _left_s(self) -> float:
-        return max(1.0, (self._window + 1) * self._window_s - self._monotonic())

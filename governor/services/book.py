@@ -15,9 +15,9 @@ from governor.db import repository as repo
 from governor.db.tables import BudgetRow, PodRow, RunRow, StopOrderRow
 from governor.domain.errors import NotFound
 from governor.domain.ledger import BudgetTerms, Figures, PodMeter, PodPosition, figures, unaccrued
-from governor.domain.model import PodState
+from governor.domain.model import PodState, Reason
 from governor.domain.money import ZERO
-from governor.domain.policy import RunView
+from governor.domain.policy import HealthStop, RunView
 from governor.services.context import GovernorConfig
 
 
@@ -67,6 +67,13 @@ def run_view(run: RunRow) -> RunView:
         idle_alerted=run.idle_alerted,
         stall_alerted=run.stall_alerted,
         headroom_warned=run.headroom_warned,
+        health_stop=None
+        if run.health_stop is None
+        else HealthStop(
+            Reason(run.health_stop["reason"]),
+            run.health_stop["message"],
+            run.health_stop.get("evidence", {}),
+        ),
     )
 
 

@@ -31,6 +31,7 @@ class Declaration:
     storage_tail_hours: float = 0.0
     alert_thresholds: tuple[int, ...] = DEFAULT_THRESHOLDS
     note: str | None = None
+    require_plan: bool = False  # pods only under an admitted plan
 
 
 def declare(session: Session, declaration: Declaration, now: datetime) -> BudgetRow:
@@ -43,6 +44,7 @@ def declare(session: Session, declaration: Declaration, now: datetime) -> Budget
         storage_tail_hours=declaration.storage_tail_hours,
         alert_thresholds=sorted(set(declaration.alert_thresholds)),
         note=declaration.note,
+        require_plan=declaration.require_plan,
         state=BudgetState.OPEN,
         alerted_pct=0,
         created_at=now,
@@ -63,6 +65,7 @@ def declare(session: Session, declaration: Declaration, now: datetime) -> Budget
             "storage_tail_hours": budget.storage_tail_hours,
             "alert_thresholds": budget.alert_thresholds,
             "note": budget.note,
+            "require_plan": budget.require_plan,
         },
     )
     return budget

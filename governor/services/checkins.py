@@ -13,14 +13,16 @@ from governor.db import repository as repo
 from governor.db.engine import read_only, unit_of_work
 from governor.db.tables import RunPhaseRow, RunRow, StopOrderRow
 from governor.domain.errors import RunEnded
+from governor.domain.health import Response
 from governor.domain.ledger import Figures
 from governor.domain.model import Action, Category, Phase, Reason, Role, RunStatus, Severity
 from governor.domain.policy import next_heartbeat_s
 from governor.domain.run_lifecycle import after_report
 from governor.domain.stop_order import ACTIVE_STATES, StopState, after_ack, after_delivery
-from governor.services import events
+from governor.services import events, metric_history, training_health
 from governor.services.book import KEPT_FIGURES, figures_of, open_book
 from governor.services.context import GovernorConfig
+from governor.services.enforcement import enforce
 from governor.services.tokens import Principal
 
 
@@ -70,10 +72,11 @@ def check_in(
     with read_only(sessions) as session:
         run, kept = repo.run_with(session, run_id, *KEPT_FIGURES)
         refuse_after_end(run, late_ack=_late_ack(beat))
-        plain = _plain(run, beat)
+        health, found = training_health.judge(run, beat.metrics, beat.step)
+        plain = _plain(run, beat) and not found
         if plain:
             directive = _directive(session, config, run, kept, None, now)
-            changes = _changes(run, beat, now)
+            changes = _changes(run, beat, now, health)
     if not plain:
         with unit_of_work(sessions) as session:
             return heartbeat(session, config, run_id, beat, now)
@@ -84,6 +87,7 @@ def check_in(
             .values(changes)
             .execution_options(synchronize_session=False)
         )
+        metric_history.record(session, run_id, beat.step, beat.metrics, now)
     return directive
 
 
@@ -94,7 +98,14 @@ def heartbeat(
     run's own row, its pod's stop order when it has been told to stop (locked alone, to take
     an acknowledgement), and the figures the latest enforcement pass kept on the budget."""
     run, kept = repo.run_with(session, run_id, *KEPT_FIGURES)
-    _record(session, run, beat, now)
+    health, found = training_health.judge(run, beat.metrics, beat.step)
+    stopping = run.health_stop is None and any(f.action is Response.STOP for f in found)
+    if stopping:  # the budget first, as the enforcement pass takes it, before the run's row
+        repo.get_budget(session, run.budget_id, lock=True)
+    _record(session, run, beat, now, health)
+    if run.status.is_live and training_health.act(session, run, found, now):
+        session.flush()
+        enforce(session, config, run.budget_id, now)  # a health stop is ordered at once
     order = None
     if run.directive is Action.STOP:
         order = repo.latest_stop_order(session, run.pod_id, lock=True)
@@ -162,8 +173,11 @@ def _directive(
     )
 
 
-def _changes(run: RunRow, beat: Heartbeat, now: datetime) -> dict[str, Any]:
-    """The run's own columns a beat moves: when it was heard, its step, phase and metrics."""
+def _changes(
+    run: RunRow, beat: Heartbeat, now: datetime, health: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The run's own columns a beat moves: when it was heard, its step, phase and metrics, and
+    its health rules' running statistics."""
     changes: dict[str, Any] = {"last_heartbeat_at": now, "step": beat.step}
     if beat.step > run.step:  # backwards is a restart from a checkpoint: no progress yet
         changes.update(progress_at=now, stall_alerted=False, idle_alerted=False)
@@ -173,18 +187,23 @@ def _changes(run: RunRow, beat: Heartbeat, now: datetime) -> dict[str, Any]:
         changes.update(phase=beat.phase, phase_since=now)
     if beat.metrics is not None:
         changes["metrics"] = beat.metrics
+    if health is not run.health_state:
+        changes["health_state"] = health
     if run.pace_at is None and beat.step > 0 and beat.phase in (None, Phase.TRAINING):
         changes.update(pace_step=beat.step, pace_at=now)
     return changes
 
 
-def _record(session: Session, run: RunRow, beat: Heartbeat, now: datetime) -> None:
+def _record(
+    session: Session, run: RunRow, beat: Heartbeat, now: datetime, health: dict[str, Any] | None
+) -> None:
     if beat.phase is not None and beat.phase is not run.phase:
         session.add(RunPhaseRow(run_id=run.id, phase=beat.phase, at=now))
     if beat.step < run.step:
         _restarted(session, run, beat.step, now)
-    for column, value in _changes(run, beat, now).items():
+    for column, value in _changes(run, beat, now, health).items():
         setattr(run, column, value)
+    metric_history.record(session, run.id, beat.step, beat.metrics, now)
     status = after_report(run.status, beat.status)
     if status is not run.status:
         _status_changed(session, run, status, now)

@@ -10,6 +10,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from governor.domain.errors import Invalid
+from governor.domain.health import HealthRule
 from governor.domain.policy import Watch
 from governor.domain.ports import AnyProvider, Clock
 from governor.domain.preflight.plan import Plan
@@ -19,6 +20,8 @@ from governor.services.health import TickLog
 from governor.services.leadership import Lease
 from governor.services.notifications import Notifier
 from governor.services.tokens import TokenCache
+from governor.services.write_limits import WriteLimiter
+from governor.services.write_watch import WriteWatch
 
 ReadPlan = Callable[[dict[str, Any]], Plan]
 DEFAULT_HEARTBEAT_TIMEOUT_S = 120.0
@@ -40,6 +43,8 @@ class GovernorConfig:
     leader_probe_s: float = 2.0  # how often a replica renews or tries to take the lease
     failover_s: float = 0.0  # how long the passes may pause while another replica takes over
     trusted_proxies: tuple[Network, ...] = ()  # whose X-Forwarded-For names the client
+    health_rules: tuple[HealthRule, ...] = ()  # the server's defaults for every run
+    require_plan: bool = False  # what a budget declared without saying requires
 
     def watch_for(self, overrides: dict[str, float] | None) -> Watch:
         """A run's GPU and progress thresholds: the defaults, with its own overrides on top."""
@@ -67,6 +72,7 @@ class ServiceContext:
     tokens: TokenCache = field(default_factory=TokenCache)  # who each bearer token is, cached
     read_plan: ReadPlan | None = None  # a stored plan document read back, for re-checks
     auth_failures: FailureLimiter = field(default_factory=FailureLimiter)  # per address, prefix
+    write_limits: WriteLimiter = field(default_factory=WriteLimiter)  # per token and kind
 
     def leading(self) -> bool:
         """May this replica act on the world now: does it hold an unexpired lease?"""
@@ -75,6 +81,11 @@ class ServiceContext:
     @property
     def replica(self) -> str:
         return self.lease.replica
+
+    @property
+    def writes(self) -> WriteWatch:
+        """Whether this replica's writes commit (the lease's probe, the passes, the API's)."""
+        return self.lease.writes
 
     def provider(self, name: str) -> AnyProvider:
         try:

@@ -7,6 +7,7 @@ provider: stop orders are carried out by `stops.advance`, outside any transactio
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
@@ -17,7 +18,7 @@ from governor.domain.model import BILLS_COMPUTE, Action, Category, PodState, Rea
 from governor.domain.policy import Finding, GpuView, Situation, Watch, decide, evaluate
 from governor.domain.run_lifecycle import HANGS, save_grace_s
 from governor.domain.stop_order import StopState
-from governor.services import events, telemetry
+from governor.services import admission, events, telemetry
 from governor.services.book import (
     Book,
     heard_from,
@@ -40,6 +41,11 @@ CATEGORY_OF = {
     Reason.IDLE_HANG: Category.TELEMETRY,
     Reason.STALLED: Category.HARNESS,
     Reason.HEADROOM: Category.TELEMETRY,
+    Reason.FLATLINE: Category.MODEL,
+    Reason.NON_FINITE: Category.MODEL,
+    Reason.DIVERGING: Category.MODEL,
+    Reason.NO_IMPROVEMENT: Category.MODEL,
+    Reason.CANARY_HOLD: Category.BUDGET,
 }
 RUN_ALERT_FLAG = {
     Reason.FORECAST: "forecast_warned",
@@ -83,6 +89,7 @@ def enforce_budgets(
     deciding = [p.id for b in books for p in b.pods if p.state in BILLS_COMPUTE]
     window = max(telemetry.lookback(w) for w in (config.watch, *watches.values()))
     samples = telemetry.recent_samples(session, deciding, now - window)
+    held = admission.holds(session, books, now)
     for book in books:
         keep_figures(book)
         for pod in book.pods:
@@ -94,10 +101,11 @@ def enforce_budgets(
                 if pod.id in book.orders:
                     break
                 watch = config.watch if run is None else watches[run.id]
-                gpus = telemetry.views(samples.get(pod.id, {}), now, watch)
+                gpus = telemetry.views(samples.get(pod.id, {}), now, watch, pod.gpu_uuids)
                 situation = _situation(
                     book, pod, run, config, watch, gpus, pod.id == manual_stop_pod, heard_since
                 )
+                situation = replace(situation, canary=held.get(pod.id))
                 _act(book, session, pod, run, situation)
     return books
 

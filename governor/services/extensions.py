@@ -36,6 +36,8 @@ def request(
     budget = repo.get_budget(session, budget_id, lock=True)
     if budget.state is BudgetState.CLOSED:
         raise Conflict(f"budget {budget.id} is closed: it takes no extensions")
+    if run_id is not None:
+        _refuse_a_second(session, budget.id, run_id)
     row = ExtensionRow(
         id=new_id("ext"),
         budget_id=budget.id,
@@ -63,6 +65,16 @@ def request(
         },
     )
     return row
+
+
+def _refuse_a_second(session: Session, budget_id: str, run_id: str) -> None:
+    """A job has at most one request pending: a second waits for the first to be decided."""
+    pending = repo.pending_extension_of_run(session, budget_id, run_id)
+    if pending is not None:
+        raise Conflict(
+            f"run {run_id} already has extension request {pending.id} pending "
+            f"({dollars(pending.amount_usd)}): wait for an operator to decide it"
+        )
 
 
 def decide(

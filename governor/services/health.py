@@ -14,6 +14,7 @@ from datetime import datetime
 from sqlalchemy import Engine
 
 from governor.db.schema import schema_status
+from governor.services.write_watch import Outage
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,8 @@ class Readiness:
     checks: dict[str, str]
 
 
-def readiness(engine: Engine) -> Readiness:
+def readiness(engine: Engine, failing: Outage | None = None) -> Readiness:
+    """Reachable and at head, and (`failing`) the last write of this replica committed."""
     checks: dict[str, str] = {}
     try:
         status = schema_status(engine)
@@ -79,4 +81,9 @@ def readiness(engine: Engine) -> Readiness:
     except Exception as exc:  # any failure to reach the database means not ready
         checks["database"] = f"unreachable: {type(exc).__name__}"
         checks["schema"] = "unknown"
+    checks["writes"] = (
+        "ok"
+        if failing is None
+        else f"refused since {failing.began.isoformat()} ({', '.join(failing.writers)})"
+    )
     return Readiness(ready=all(v == "ok" for v in checks.values()), checks=checks)

@@ -38,6 +38,7 @@ from governor.db.file_lock import FileLock
 from governor.db.tables import LeaseRow
 from governor.domain.ports import Clock
 from governor.services.health import Tick
+from governor.services.write_watch import WriteWatch
 
 log = logging.getLogger("governor.leadership")
 
@@ -100,6 +101,7 @@ class Lease:
         *,
         gate: FileLock | None = None,
         name: str = SCHEDULER,
+        writes: WriteWatch | None = None,
     ) -> None:
         self.sessions = sessions
         self.clock = clock
@@ -107,6 +109,7 @@ class Lease:
         self.lease = timedelta(seconds=lease_s)
         self.gate = gate
         self.name = name
+        self.writes = writes or WriteWatch(replica)  # how this replica's writes are going
         self._postgres = sessions.kw["bind"].dialect.name == "postgresql"
         self._term: int | None = None
         self._expires: datetime | None = None
@@ -135,10 +138,14 @@ class Lease:
         with self._lock:
             try:
                 if self._term is not None and self._renew(ticks):
+                    self.writes.succeeded(self.clock.now())
                     return True
-                return self._take()  # a free lease is taken at once, after a pause as well
+                taken = self._take()  # a free lease is taken at once, after a pause as well
+                if taken:
+                    self.writes.succeeded(self.clock.now())
+                return taken
             except OperationalError as exc:
-                log.warning("could not reach the database to probe the lease: %s", exc.orig)
+                self.writes.failed("lease", exc, self.clock.now())
                 return self.leading
 
     def release(self) -> None:

@@ -9,7 +9,7 @@ counters, states as one 0/1 series per state. Labels: `budget` and `budget_name`
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -70,6 +70,34 @@ def collect(
         _events(session),
         *_gpus(session, [p for b in books for p in b.pods], now),
     ]
+
+
+def this_replica(
+    refused: Mapping[str, int], write_failures: Mapping[str, int], writes_failing: bool
+) -> list[Family]:
+    """What only this process knows, from memory (so it is there while the database is not):
+    writes refused by the per-token limits, and writes the database refused."""
+    limited = Family(
+        "governor_writes_refused_total",
+        "counter",
+        "Writes refused because their token was over its limit (429), by kind.",
+        ("kind",),
+    )
+    for kind, count in sorted(refused.items()):
+        limited.add((kind,), count)
+    failures = Family(
+        "governor_database_write_failures_total",
+        "counter",
+        "Writes the database refused, by writer (lease, a pass, api).",
+        ("writer",),
+    )
+    for writer, count in sorted(write_failures.items()):
+        failures.add((writer,), count)
+    failing = _gauge(
+        "governor_database_writes_failing", "1 while this replica's last write was refused."
+    )
+    failing.add((), float(writes_failing))
+    return [limited, failures, failing]
 
 
 def _leadership(leader: Leader, replica: str, leading: bool, now: datetime) -> list[Family]:
@@ -188,10 +216,12 @@ def _events(session: Session) -> Family:
     family = Family(
         "governor_events_total",
         "counter",
-        "Events recorded, by severity and category.",
+        "Events recorded, by severity and category (each folded repeat counts).",
         ("severity", "category"),
     )
-    counts = _counts(session, EventRow.severity, EventRow.category)
+    columns = (EventRow.severity, EventRow.category)
+    rows = session.execute(select(*columns, func.sum(EventRow.count)).group_by(*columns)).all()
+    counts = {(severity, category): int(total) for severity, category, total in rows}
     for severity in Severity:
         for category in Category:
             family.add((severity.value, category.value), counts.get((severity, category), 0))

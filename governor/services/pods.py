@@ -22,7 +22,8 @@ from governor.domain.ports import (
     Storage,
     TerminateOnly,
 )
-from governor.services import billing, events
+from governor.services import admission, billing, events
+from governor.services.book import open_book
 from governor.services.context import ServiceContext
 from governor.services.enforcement import enforce
 from governor.services.ids import new_id
@@ -44,7 +45,9 @@ class Registration:
     stopped_storage_usd_per_gb_month: Decimal | None = None
     local: bool = False  # this server samples the pod's GPUs itself
     node: str | None = None  # the machine it runs on: that machine's agent reports for it
+    gpu_uuids: list[str] | None = None  # its own GPUs on a shared machine; None: all
     persistent_filesystem: str | None = None  # terminate-only: where checkpoints must land
+    plan_id: str | None = None  # the admitted plan it runs under
 
 
 def register(
@@ -65,6 +68,8 @@ def register(
             f"budget {budget.id} is {budget.state.value}: no new pods until an approved "
             "extension reopens it"
         )
+    ceiling = open_book(session, budget.id, now, ctx.config).figures.effective_ceiling
+    plan = admission.bind(session, budget, reg.plan_id, ceiling)
     if repo.pod_by_ref(session, reg.provider, reg.provider_ref) is not None:
         raise Conflict(f"{reg.provider} pod {reg.provider_ref!r} is already registered")
     if described.cannot_preserve and not isinstance(provider, TerminateOnly):
@@ -104,8 +109,10 @@ def register(
         stop_latency_s=provider.stop_latency_s,
         local=reg.local,
         node=reg.node,
+        gpu_uuids=reg.gpu_uuids,
         persistent_filesystem=reg.persistent_filesystem,
         persistent_mount=mount,
+        plan_id=None if plan is None else plan.id,
         state=described.state,
         accrued_until=now,
         created_at=now,

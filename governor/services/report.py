@@ -1,6 +1,7 @@
 """The run record of a budget: what was spent, on which pod and in which phase, every decision
-with its evidence, why and when each stop happened, failures by category, extensions, and
-the measured memory peaks next to the preflight verdicts. A negative result stays useful.
+with its evidence, why and when each stop happened, failures by category (a training-health
+finding is a model failure), extensions, each run's last metric values, and the measured
+memory peaks next to the preflight verdicts. A negative result stays useful.
 
 Spend by phase splits every ledger accrual (and what has accrued since the last one) over
 the phase history of the pod's runs; true-ups and adjustments are shown as themselves. The
@@ -26,6 +27,7 @@ from governor.db.tables import (
     LedgerEntryRow,
     PlanCheckRow,
     PodRow,
+    RunMetricRow,
     RunPhaseRow,
     RunRow,
     StopOrderRow,
@@ -34,6 +36,7 @@ from governor.domain.attribution import BUCKETS, PhaseSpan, attribute, spans_of
 from governor.domain.ledger import Charge, accrue
 from governor.domain.model import Category, EntryKind, Phase, Severity
 from governor.domain.money import ZERO
+from governor.services import metric_history
 from governor.services.book import Book, meter, open_book
 from governor.services.context import GovernorConfig
 
@@ -68,6 +71,7 @@ class Report:
     stops: list[Stop]
     failures: dict[Category, list[EventRow]]  # warning and critical, per failure category
     extensions: Sequence[ExtensionRow]
+    metrics: dict[str, list[RunMetricRow]]  # per run: the last point of each metric, by name
     peaks: list[Peak]
     plans: Sequence[PlanCheckRow]
 
@@ -97,6 +101,7 @@ def build(session: Session, config: GovernorConfig, budget_id: str, now: datetim
             for c in FAILURE_CATEGORIES
         },
         extensions=repo.extensions(session, budget_id=budget_id),
+        metrics=metric_history.latest(session, [r.id for r in book.runs]),
         peaks=_peaks(session, book.runs),
         plans=repo.plan_checks_of(session, budget_id),
     )

@@ -11,11 +11,25 @@ from sqlalchemy.orm import Session
 from governor.db import repository as repo
 from governor.db.tables import PodRow, RunRow
 from governor.domain.errors import Conflict, Invalid
-from governor.domain.model import Action, BudgetState, Category, PodState, Role, RunStatus, Severity
+from governor.domain.health import HealthRule, rules_for
+from governor.domain.model import (
+    Action,
+    BudgetState,
+    Category,
+    PodState,
+    Reason,
+    Role,
+    RunStatus,
+    Severity,
+)
 from governor.domain.run_lifecycle import after_pod_stopped
-from governor.services import events, tokens
-from governor.services.book import heard_lately
-from governor.services.context import DEFAULT_CHECKPOINT_GRACE_S, DEFAULT_HEARTBEAT_TIMEOUT_S
+from governor.services import admission, events, tokens
+from governor.services.book import heard_lately, open_book
+from governor.services.context import (
+    DEFAULT_CHECKPOINT_GRACE_S,
+    DEFAULT_HEARTBEAT_TIMEOUT_S,
+    GovernorConfig,
+)
 from governor.services.ids import new_id
 
 
@@ -27,9 +41,12 @@ class RunSpec:
     heartbeat_timeout_s: float = DEFAULT_HEARTBEAT_TIMEOUT_S
     checkpoint_grace_s: float = DEFAULT_CHECKPOINT_GRACE_S
     policy: dict[str, float] | None = None  # per-run GPU and progress thresholds
+    health: tuple[HealthRule, ...] | None = None  # its training-health rules, over the server's
 
 
-def create(session: Session, budget_id: str, spec: RunSpec, now: datetime) -> tuple[RunRow, str]:
+def create(
+    session: Session, config: GovernorConfig, budget_id: str, spec: RunSpec, now: datetime
+) -> tuple[RunRow, str]:
     """Create the run and its job token (returned once, in plain text)."""
     budget = repo.get_budget(session, budget_id, lock=True)
     pod = repo.get_pod(session, spec.pod_id)
@@ -39,6 +56,11 @@ def create(session: Session, budget_id: str, spec: RunSpec, now: datetime) -> tu
         raise Conflict(f"budget {budget.id} is {budget.state.value}: no new runs")
     if pod.state is not PodState.RUNNING:
         raise Conflict(f"pod {pod.id} is {pod.state.value}: a run needs a running pod")
+    plan = None
+    if pod.plan_id is not None or budget.require_plan:  # the pod's plan still admits it
+        ceiling = open_book(session, budget.id, now, config).figures.effective_ceiling
+        plan = admission.bind(session, budget, pod.plan_id, ceiling)
+    canary = None if plan is None else admission.Canary.of(plan)
     run = RunRow(
         id=new_id("run"),
         budget_id=budget.id,
@@ -50,7 +72,10 @@ def create(session: Session, budget_id: str, spec: RunSpec, now: datetime) -> tu
         step=0,
         status=RunStatus.RUNNING,
         directive=Action.CONTINUE,
+        directive_reason=None if canary is None else Reason.CANARY_HOLD,
+        directive_message=None if canary is None or plan is None else canary.told(plan),
         policy=spec.policy,
+        health_rules=[r.as_dict() for r in rules_for(spec.health, config.health_rules)],
         progress_at=now,
         started_at=now,
         created_at=now,

@@ -16,7 +16,15 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
-from governor.db.tables import GpuSampleRow, LedgerEntryRow, PodRow, RunRow, StopOrderRow
+from governor.db.tables import (
+    GpuSampleRow,
+    LedgerEntryRow,
+    PodRow,
+    RunMetricRow,
+    RunRow,
+    StopOrderRow,
+)
+from governor.domain.health import json_number, number
 from governor.domain.model import (
     Action,
     BudgetState,
@@ -30,7 +38,8 @@ from governor.domain.model import (
     Severity,
 )
 from governor.domain.money import ZERO
-from governor.services import leadership
+from governor.domain.telemetry import owns
+from governor.services import leadership, metric_history
 from governor.services.book import Book, heard_from, meter, open_books
 from governor.services.context import GovernorConfig
 from governor.services.telemetry import RAW
@@ -40,6 +49,7 @@ BURN = {"api": "burn_rate_usd_per_hour"}  # what the API calls a burn rate
 GPU_WINDOW = timedelta(minutes=15)  # how far back a GPU sparkline reaches from its last sample
 GPU_POINTS = 90
 EVENTS = 25
+RUN_METRICS = 4  # the latest metric values a run line shows
 PRE_STOP = Decimal("0.9")  # committed share at which the policy asks for a checkpoint
 WARN_SPENT = Decimal("0.8")  # spent share from which threshold alerts are warnings
 
@@ -89,6 +99,7 @@ class GpuTrace:
     uuid: str
     index: int
     name: str
+    own: bool  # the pod's own GPU; false: a neighbour's on a shared machine, shown as context
     last_at: datetime
     utilization_pct: float | None
     memory_used_bytes: int | None
@@ -127,6 +138,12 @@ class PodStatus:
 
 
 @dataclass(frozen=True)
+class MetricValue:
+    name: str
+    value: float | str  # a non-finite one as heartbeats carry it: "NaN", "Infinity", "-Infinity"
+
+
+@dataclass(frozen=True)
 class RunLine:
     id: str
     name: str
@@ -144,6 +161,7 @@ class RunLine:
     directive: Action
     directive_reason: Reason | None
     directive_message: str | None
+    metrics: tuple[MetricValue, ...]  # the latest values: the watched metrics first, then by name
 
 
 @dataclass(frozen=True)
@@ -190,6 +208,8 @@ class EventLine:
     budget_id: str | None
     budget_name: str | None
     message: str
+    count: int  # identical events folded into this one
+    last_at: datetime
 
 
 @dataclass(frozen=True)
@@ -228,6 +248,8 @@ def dashboard(session: Session, config: GovernorConfig, now: datetime) -> Dashbo
             e.budget_id,
             names.get(e.budget_id or ""),
             e.message,
+            e.count,
+            e.last_at,
         )
         for e in repo.events(session, limit=EVENTS)
     )
@@ -243,6 +265,7 @@ def dashboard(session: Session, config: GovernorConfig, now: datetime) -> Dashbo
 def budget_status(session: Session, book: Book) -> BudgetStatus:
     row, f = book.budget, book.figures
     pending = repo.extensions(session, budget_id=row.id, state=ExtensionState.PENDING)
+    latest = metric_history.latest(session, [r.id for r in book.runs])
     return BudgetStatus(
         id=row.id,
         name=row.name,
@@ -261,7 +284,7 @@ def budget_status(session: Session, book: Book) -> BudgetStatus:
         attention=attention(row.state, f.spent_fraction, f.committed_fraction),
         chart=spend_chart(session, book),
         pods=tuple(pod_status(session, book, p) for p in book.pods),
-        runs=tuple(run_line(r, book.now) for r in book.runs),
+        runs=tuple(run_line(r, book.now, latest.get(r.id, ())) for r in book.runs),
         pending_extensions=tuple(
             PendingExtension(
                 e.id,
@@ -389,11 +412,14 @@ def gpu_traces(session: Session, pod: PodRow, runs: Sequence[RunRow]) -> tuple[G
     peaks: dict[str, int] = {}
     for peak in repo.peaks_of(session, [r.id for r in runs]):
         peaks[peak.gpu_uuid] = max(peaks.get(peak.gpu_uuid, 0), peak.peak_used_bytes)
-    traces = [_trace(samples, peaks.get(uuid)) for uuid, samples in by_gpu.items()]
+    traces = [
+        _trace(samples, peaks.get(uuid), owns(pod.gpu_uuids, uuid))
+        for uuid, samples in by_gpu.items()
+    ]
     return tuple(sorted(traces, key=lambda t: t.index))
 
 
-def _trace(samples: list[GpuSampleRow], run_peak: int | None) -> GpuTrace:
+def _trace(samples: list[GpuSampleRow], run_peak: int | None, own: bool) -> GpuTrace:
     last = samples[-1]
     utils = [s.utilization_pct for s in samples if s.utilization_pct is not None]
     used = [s.memory_used_bytes for s in samples if s.memory_used_bytes is not None]
@@ -403,6 +429,7 @@ def _trace(samples: list[GpuSampleRow], run_peak: int | None) -> GpuTrace:
         uuid=last.gpu_uuid,
         index=last.gpu_index,
         name=last.name,
+        own=own,
         last_at=last.at,
         utilization_pct=last.utilization_pct,
         memory_used_bytes=last.memory_used_bytes,
@@ -418,7 +445,7 @@ def _trace(samples: list[GpuSampleRow], run_peak: int | None) -> GpuTrace:
 # --- runs ----------------------------------------------------------------------------------
 
 
-def run_line(run: RunRow, now: datetime) -> RunLine:
+def run_line(run: RunRow, now: datetime, points: Sequence[RunMetricRow]) -> RunLine:
     age = None
     if run.last_heartbeat_at is not None:
         age = max(0.0, (now - run.last_heartbeat_at).total_seconds())
@@ -442,7 +469,23 @@ def run_line(run: RunRow, now: datetime) -> RunLine:
         directive=run.directive,
         directive_reason=run.directive_reason,
         directive_message=run.directive_message,
+        metrics=latest_metrics(run, points),
     )
+
+
+def latest_metrics(run: RunRow, points: Sequence[RunMetricRow]) -> tuple[MetricValue, ...]:
+    """The run's latest metric values, at most RUN_METRICS: those its health rules watch first,
+    then the rest by name. Its latest beat's own values stand over its series' last points: the
+    series keeps finite numbers only, and a NaN is what the line must show."""
+    values = {p.name: p.value for p in points}
+    for name, raw in (run.metrics or {}).items():
+        value = number(raw)
+        if value is not None:
+            values[name] = value
+    watched = dict.fromkeys(rule["metric"] for rule in run.health_rules or ())
+    rank = {name: i for i, name in enumerate(watched)}
+    names = sorted(values, key=lambda name: (rank.get(name, len(rank)), name))
+    return tuple(MetricValue(n, json_number(values[n])) for n in names[:RUN_METRICS])
 
 
 def _pct(part: Decimal, whole: Decimal) -> float:

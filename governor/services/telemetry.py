@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import datetime, timedelta
 from statistics import fmean
 
@@ -17,7 +17,7 @@ from governor.db import repository as repo
 from governor.db.tables import GpuPeakRow, GpuSampleRow, PodRow
 from governor.domain.model import Category, Severity
 from governor.domain.policy import HELD_MEMORY_BYTES, GpuView, Watch
-from governor.domain.telemetry import GpuProcess, GpuSample, Reading, idle_since
+from governor.domain.telemetry import GpuProcess, GpuSample, Reading, idle_since, owns
 from governor.services import events
 
 RAW, MINUTE = "raw", "minute"
@@ -29,8 +29,40 @@ def ingest_node(
 ) -> dict[str, int]:
     """A node agent's batch: stored for every pod running on that machine (pod id -> samples).
 
-    Every pod there gets all of the machine's GPUs, as a `local` pod gets its server's."""
-    return {pod.id: ingest(session, pod, readings, now) for pod in repo.pods_on_node(session, node)}
+    A pod that owns GPUs by UUID gets those alone; one that names none gets all of the
+    machine's, as a `local` pod gets its server's."""
+    return {
+        pod.id: ingest(session, pod, [_own(r, pod.gpu_uuids) for r in readings], now)
+        for pod in repo.pods_on_node(session, node)
+    }
+
+
+def _own(reading: Reading, gpu_uuids: Sequence[str] | None) -> Reading:
+    """The part of a machine's reading that is the pod's: its own GPUs and their problems."""
+    if gpu_uuids is None:
+        return reading
+    return replace(
+        reading,
+        gpus=tuple(g for g in reading.gpus if owns(gpu_uuids, g.uuid)),
+        problems=tuple(p for p in reading.problems if p.uuid is None or owns(gpu_uuids, p.uuid)),
+    )
+
+
+def claim(session: Session, pod: PodRow, gpu_uuids: Sequence[str], now: datetime) -> None:
+    """The pod's agent names the GPUs that are the pod's: kept, with an event when it changes."""
+    if pod.gpu_uuids == list(gpu_uuids):
+        return
+    before, pod.gpu_uuids = pod.gpu_uuids, list(gpu_uuids)
+    events.record(
+        session,
+        now,
+        Severity.INFO,
+        Category.TELEMETRY,
+        f"pod:{pod.id}",
+        f"The pod's own GPUs are now {', '.join(gpu_uuids)}: the rules judge these alone.",
+        budget_id=pod.budget_id,
+        evidence={"from": before, "to": list(gpu_uuids)},
+    )
 
 
 def ingest(session: Session, pod: PodRow, readings: Iterable[Reading], now: datetime) -> int:
@@ -52,6 +84,8 @@ def ingest(session: Session, pod: PodRow, readings: Iterable[Reading], now: date
         for gpu in reading.gpus:
             session.add(_row(pod.id, at, gpu))
             count += 1
+            if not owns(pod.gpu_uuids, gpu.uuid):
+                continue  # a neighbour's GPU: shown as context, no peak of the pod's runs
             for run in live_runs:
                 _raise_peak(session, peaks, run.id, gpu, at)
     return count
@@ -145,13 +179,14 @@ def _note(session: Session, pod: PodRow, note: str | None, at: datetime) -> None
 
 def _check_hardware(session: Session, pod: PodRow, reading: Reading, at: datetime) -> None:
     """GPUs that are not what the pod was registered with: a warning with both, once."""
-    if pod.hardware_warned or not reading.gpus:
+    own = [g for g in reading.gpus if owns(pod.gpu_uuids, g.uuid)]
+    if pod.hardware_warned or not own:
         return
-    seen = sorted({g.name for g in reading.gpus})
+    seen = sorted({g.name for g in own})
     wrong_type = pod.gpu_type is not None and not all(
         _model(pod.gpu_type) in _squeezed(name) for name in seen
     )
-    wrong_count = pod.gpu_count is not None and len(reading.gpus) != pod.gpu_count
+    wrong_count = pod.gpu_count is not None and len(own) != pod.gpu_count
     if not (wrong_type or wrong_count):
         return
     pod.hardware_warned = True
@@ -163,11 +198,11 @@ def _check_hardware(session: Session, pod: PodRow, reading: Reading, at: datetim
         Category.TELEMETRY,
         f"pod:{pod.id}",
         f"The pod was registered with {declared} GPUs, but its telemetry shows "
-        f"{len(reading.gpus)} x {', '.join(seen)}: its rate and memory plan may be wrong.",
+        f"{len(own)} x {', '.join(seen)}: its rate and memory plan may be wrong.",
         budget_id=pod.budget_id,
         evidence={
             "declared": {"gpu_type": pod.gpu_type, "gpu_count": pod.gpu_count},
-            "seen": {"names": seen, "count": len(reading.gpus)},
+            "seen": {"names": seen, "count": len(own)},
         },
     )
 
@@ -221,9 +256,9 @@ def _note_problems(session: Session, pod: PodRow, reading: Reading, at: datetime
 
 
 def gpu_views(session: Session, pod_id: str, now: datetime, watch: Watch) -> tuple[GpuView, ...]:
-    """What each GPU of the pod has been doing over the idle window."""
+    """What each of the pod's own GPUs has been doing over the idle window."""
     samples = recent_samples(session, [pod_id], now - lookback(watch))
-    return views(samples.get(pod_id, {}), now, watch)
+    return views(samples.get(pod_id, {}), now, watch, repo.get_pod(session, pod_id).gpu_uuids)
 
 
 def lookback(watch: Watch) -> timedelta:
@@ -268,11 +303,16 @@ _SAMPLE_COLUMNS = (
 )
 
 
-def views(samples: Samples, now: datetime, watch: Watch) -> tuple[GpuView, ...]:
-    """Each GPU as the rules see it: fresh or not, idle since when, what it holds."""
+def views(
+    samples: Samples, now: datetime, watch: Watch, gpu_uuids: Sequence[str] | None = None
+) -> tuple[GpuView, ...]:
+    """Each of the pod's own GPUs (`gpu_uuids`; all when None) as the rules see it: fresh or
+    not, idle since when, what it holds. A neighbour's GPU on a shared machine is not judged."""
     since = now - lookback(watch)
     found = []
     for uuid, every in sorted(samples.items()):
+        if not owns(gpu_uuids, uuid):
+            continue
         recent = [(at, sample) for at, sample in every if at >= since]
         if not recent:
             continue

@@ -36,6 +36,11 @@ def gib(value: int | None) -> str:
     return "—" if value is None else f"{value / GIB:.1f} GiB"
 
 
+def metric(value: float | str) -> str:
+    """A training metric, compactly: "0.1235", "1.2e-05"; a non-finite one as sent: "NaN"."""
+    return value if isinstance(value, str) else f"{value:.4g}"
+
+
 def duration(seconds: float | None) -> str:
     """A length of time: "4 s", "3 min", "2 h 5 min", "3 d 4 h"."""
     if seconds is None:
@@ -85,6 +90,7 @@ FILTERS = {
     "per_hour": per_hour,
     "pct": pct,
     "gib": gib,
+    "metric": metric,
     "duration": duration,
     "clock": clock,
     "relative": relative,

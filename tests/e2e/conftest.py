@@ -473,9 +473,10 @@ def create_run(
     heartbeat_timeout_s: float = 5,
     checkpoint_grace_s: float = 1,
     name: str = "finetune",
-    policy: dict[str, float] | None = None,
+    policy: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A run on the pod; `policy` overrides the GPU and progress thresholds for this run."""
+    """A run on the pod; `policy` overrides the GPU and progress thresholds for this run and
+    adds its own training-health rules (`health`)."""
     body: dict[str, Any] = {
         "name": name,
         "pod_id": pod_id,
@@ -590,6 +591,7 @@ class SimulatedJob:
     phase: sent with every heartbeat (e.g. "training", "compiling"); none by default.
     steps_until: the step stops advancing at this instant, while the job keeps checking in
     (a hang); in the past from the start, the job stays at step 0. Settable while it runs.
+    metrics: what each beat carries as its `metrics`, given its step; none by default.
     `replied_at[i]` is when `replies[i]` came back.
     The loop ends by itself after `max_s`, so a test can never hang on it.
     """
@@ -605,9 +607,11 @@ class SimulatedJob:
         max_s: float = 60.0,
         phase: str | None = None,
         steps_until: datetime | None = None,
+        metrics: Callable[[int], dict[str, Any]] | None = None,
     ) -> None:
         assert on_stop in ("ack", "ignore")
         self.phase = phase
+        self.metrics = metrics
         self.steps_until = steps_until
         self.replied_at: list[datetime] = []
         self.run_id: str = run["id"]
@@ -660,6 +664,8 @@ class SimulatedJob:
                 body: dict[str, Any] = {"step": self.step, "status": "running"}
                 if self.phase is not None:
                     body["phase"] = self.phase
+                if self.metrics is not None:
+                    body["metrics"] = self.metrics(self.step)
                 reply = self._beat(c, body)
                 if reply is not None and reply["action"] == "stop":
                     self.saw_stop.set()

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from governor.fakes.nvml import uuid_for
 from tests.conftest import reset_postgres
 from tests.e2e.conftest import (
     GovernorServer,
@@ -24,6 +25,7 @@ from tests.e2e.conftest import (
     agent_token,
     assert_error,
     declare_budget,
+    get_pod,
     is_postgres,
     migrate,
     ok,
@@ -304,6 +306,67 @@ def test_a_viewer_sees_no_buttons_and_a_post_from_a_viewer_is_refused(
         timeout_s=20,
         interval_s=0.5,
     )
+
+
+def test_a_run_shows_its_latest_metrics_and_a_shared_machines_gpus_say_whose_they_are(
+    server: GovernorServer, operator: httpx.Client, browser: Any, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    budget = declare_budget(operator, "1000000", name="pilot-shared")
+    # A local pod on the server's two scripted GPUs that owns only GPU 1: GPU 0 is a neighbour's.
+    pod_body = {"provider": "fake", "provider_ref": "shared-pod", "local": True}
+    pod = ok(
+        operator.post(
+            f"/v1/budgets/{budget['id']}/pods", json={**pod_body, "gpu_uuids": [uuid_for(1)]}
+        ),
+        201,
+    )
+    watch = {"kind": "no_improvement", "metric": "reward_mean", "goal": "max", "window": 50}
+    run_body = {"name": "grpo", "pod_id": pod["id"], "policy": {"health": [watch]}}
+    run = ok(operator.post(f"/v1/budgets/{budget['id']}/runs", json=run_body), 201)
+    with server.client(run["token"]) as job:  # each beat carries what is new since the last
+        for step, metrics in (
+            (1, {"loss": 2.5, "kl": 0.01, "reward_mean": 0.5, "lr": 1e-4, "grad_norm": 1.0}),
+            (2, {"loss": 2.25, "grad_norm": "Infinity"}),
+        ):
+            body = {"step": step, "metrics": metrics}
+            assert (
+                ok(job.post(f"/v1/runs/{run['id']}/heartbeat", json=body))["action"] == "continue"
+            )
+    wait_for(
+        lambda: len(get_pod(operator, pod["id"])["telemetry"]["gpus"]) == 2, "both GPUs sampled"
+    )
+
+    page = new_page(browser, server)
+    page.clock.install()
+    sign_in(page, viewer_token(operator))
+    section = page.locator(f"#budget-{budget['id']}")
+    # The watched metrics first (loss on every run, then this run's reward_mean), then the rest
+    # by name, four at most; the infinite grad norm as sent, not its last finite value.
+    shown = section.locator(f"tr[data-run-id='{run['id']}'] .metric")
+    expect(shown).to_have_text(["loss 2.25", "reward_mean 0.5", "grad_norm Infinity", "kl 0.01"])
+    neighbour = section.locator(f".gpu[data-gpu='{uuid_for(0)}']")
+    own = section.locator(f".gpu[data-gpu='{uuid_for(1)}']")
+    expect(neighbour).to_have_class(re.compile(r"\bgpu-neighbour\b"))
+    expect(neighbour.locator(".gpu-owner")).to_have_text("a neighbour's")
+    expect(own).not_to_have_class(re.compile(r"\bgpu-neighbour\b"))
+    expect(own.locator(".gpu-owner")).to_have_text("the pod's")
+    shoot(page, tmp_path, "dashboard-shared.png")
+
+    with server.client(viewer_token(operator)) as viewer:
+        body = ok(viewer.get("/v1/status"))
+    [b] = [b for b in body["budgets"] if b["id"] == budget["id"]]
+    assert b["runs"][0]["metrics"] == [
+        {"name": "loss", "value": 2.25},
+        {"name": "reward_mean", "value": 0.5},
+        {"name": "grad_norm", "value": "Infinity"},
+        {"name": "kl", "value": 0.01},
+    ]
+    assert [(g["uuid"], g["own"]) for g in b["pods"][0]["gpus"]] == [
+        (uuid_for(0), False),
+        (uuid_for(1), True),
+    ]
 
 
 # --- sessions and CSRF over plain HTTP -------------------------------------------------------

@@ -1,10 +1,13 @@
 """The database goes away under a running governor: a PostgreSQL cluster of the test's own is
 restarted, then stopped for 12 s. Every request meanwhile is a clean 503 with Retry-After
-(never a 500), the server recovers by itself, the time without a leader is raised as a
-critical event, and the spend afterwards is exactly the rate times the time the pod ran."""
+(never a 500), readiness and /metrics say writes are refused, a webhook hears of it while it
+lasts (from memory: nothing can be committed), the server recovers by itself, the time
+without a leader and when metering stopped and resumed are raised as critical events, and
+the spend afterwards is exactly the rate times the time the pod ran."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -25,11 +28,19 @@ from tests.e2e.conftest import (
     wait_for,
 )
 from tests.e2e.private_postgres import PrivatePostgres
+from tests.e2e.test_webhooks import Receiver
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
 OUTAGE_S = 12.0
 PER_SECOND = Decimal(RATE_USD_PER_HOUR) / 3600
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.close()
 
 
 @pytest.fixture
@@ -53,10 +64,13 @@ def seconds(a: datetime, b: datetime) -> Decimal:
 
 
 def test_an_outage_is_a_clean_503_then_recovers_alarms_and_loses_no_money(
-    cluster: PrivatePostgres, spawn: Callable[..., GovernorServer]
+    cluster: PrivatePostgres, spawn: Callable[..., GovernorServer], receiver: Receiver
 ) -> None:
     url = cluster.create_database("governor")
-    server = spawn(url, GOVERNOR_ENFORCE_INTERVAL_S="0.5")  # a 2 s lease
+    hooks = [{"url": f"{receiver.url}/hooks", "kind": "json", "min_severity": "critical"}]
+    server = spawn(  # a 2 s lease
+        url, GOVERNOR_ENFORCE_INTERVAL_S="0.5", GOVERNOR_WEBHOOKS=json.dumps(hooks)
+    )
     migrate(url, server.workdir)
     server.start().wait_ready()
     with server.client() as operator:
@@ -69,6 +83,7 @@ def test_an_outage_is_a_clean_503_then_recovers_alarms_and_loses_no_money(
         wait_for(lambda: operator.get("/readyz").status_code == 200, "ready after a restart")
         assert operator.get(f"/v1/pods/{pod['id']}").status_code == 200
 
+        stopped_at = utcnow()
         cluster.stop()
         down_at = time.monotonic()
         while time.monotonic() - down_at < OUTAGE_S:
@@ -76,6 +91,12 @@ def test_an_outage_is_a_clean_503_then_recovers_alarms_and_loses_no_money(
             assert operator.get("/readyz").status_code == 503
             assert operator.get("/healthz").status_code == 200  # the process is alive
             time.sleep(0.5)
+        readyz = operator.get("/readyz").json()
+        assert readyz["checks"]["writes"].startswith("refused since"), readyz
+        assert "governor_database_writes_failing 1.0" in operator.get("/metrics").text
+        notices = wait_for(lambda: receiver.at("/hooks"), "a webhook notice during the outage")
+        assert "refuses writes" in notices[0].body["event"]["message"], notices[0].body
+        started_at = utcnow()  # writes can succeed from here on, before start() returns
         cluster.start()
 
         wait_for(lambda: operator.get("/readyz").status_code == 200, "ready after the outage")
@@ -87,12 +108,26 @@ def test_an_outage_is_a_clean_503_then_recovers_alarms_and_loses_no_money(
             return next((e for e in response.json() if "no replica led" in e["message"]), None)
 
         event = wait_for(alarm, "a critical event about the time nobody metered")
+
+        def resumed() -> dict[str, object] | None:
+            response = operator.get("/v1/events", params={"severity": "critical"})
+            if response.status_code != 200:
+                return None
+            said = "metering and enforcement stopped at"
+            return next((e for e in response.json() if said in e["message"]), None)
+
+        outage = wait_for(resumed, "a critical event saying when metering stopped and resumed")
         asked_from = utcnow()
         spent = usd(get_pod(operator, pod["id"])["spent_usd"])
         asked_to = utcnow()
 
     evidence = event["evidence"]
     assert isinstance(evidence, dict) and float(evidence["seconds"]) >= OUTAGE_S
+    span = outage["evidence"]
+    assert isinstance(span, dict) and "lease" in span["writers"]  # type: ignore[operator]
+    assert stopped_at <= datetime.fromisoformat(str(span["from"])) <= started_at
+    assert datetime.fromisoformat(str(span["to"])) >= started_at
+    assert float(span["seconds"]) >= OUTAGE_S - 2
     # Exactly the rate times the time it ran: at least from the latest moment it can have
     # been registered to the earliest the figure can have been read, at most the widest.
     assert PER_SECOND * seconds(after, asked_from) <= spent

@@ -16,8 +16,11 @@ from typing import Any
 import httpx
 import pytest
 
+from governor.fakes.nvml import uuid_for
 from tests.e2e.conftest import (
+    OPERATOR_TOKEN,
     GovernorServer,
+    ServerFactory,
     assert_error,
     clean_environ,
     create_run,
@@ -25,6 +28,7 @@ from tests.e2e.conftest import (
     ok,
     register_pod,
     utcnow,
+    wait_for,
 )
 from tests.plans import variant, write
 
@@ -114,6 +118,75 @@ def test_a_job_token_checks_plans_for_its_own_budget_only(
         assert_error(job.get(f"/v1/budgets/{mine['id']}/plans"), 403)  # listing is for viewers
     assert own["verdict"] == "go"
     assert ok(operator.get(f"/v1/budgets/{other['id']}/plans")) == []
+
+
+def test_a_no_go_plan_refuses_pods_and_runs_until_an_operator_overrides_it(
+    server: GovernorServer, operator: httpx.Client
+) -> None:
+    budget = declare_budget(operator, "500")
+    no_go = ok(submit(operator, budget["id"], fresh(A100_40)), 201)
+    body = {"provider": "fake", "provider_ref": "pod-1", "plan_id": no_go["id"]}
+    refused = assert_error(operator.post(f"/v1/budgets/{budget['id']}/pods", json=body), 409)
+    assert "is no_go" in refused["message"] and "override" in refused["message"]
+    assert ok(operator.get(f"/v1/budgets/{budget['id']}"))["spent_usd"] == "0.00"
+
+    path = f"/v1/budgets/{budget['id']}/plans/{no_go['id']}/override"
+    reason = {"reason": "measured 38 GiB on this card last week"}
+    overridden = ok(operator.post(path, json=reason))
+    assert overridden["override_reason"] == reason["reason"]
+    pod = ok(operator.post(f"/v1/budgets/{budget['id']}/pods", json=body), 201)
+    assert pod["plan_id"] == no_go["id"]
+    create_run(operator, budget["id"], pod["id"])
+    report = operator.get(f"/v1/budgets/{budget['id']}/report", params={"format": "md"})
+    assert f"no_go (overridden: {reason['reason']})" in report.text
+
+    admitted = ok(operator.get(f"/v1/budgets/{budget['id']}/plans/admitted"))
+    assert [(a["plan"]["id"], a["released"]) for a in admitted] == [(no_go["id"], False)]
+    ok(operator.delete(f"/v1/budgets/{budget['id']}/plans/{no_go['id']}"))
+    assert ok(operator.get(f"/v1/budgets/{budget['id']}/plans/admitted")) == []
+    again = {**body, "provider_ref": "pod-2"}
+    withdrawn = assert_error(operator.post(f"/v1/budgets/{budget['id']}/pods", json=again), 409)
+    assert "withdrawn" in withdrawn["message"]
+
+
+# 54.7 GiB modeled per GPU: more than the busy GPU 0 has free, less than GPU 1 has
+SHARED_FIT = {"training.seq_len": 6144, "memory_per_gpu_gib.logits_peak": 22}
+
+
+def test_a_plan_checked_on_a_pod_names_the_gpu_that_has_room(
+    start_server: ServerFactory, tmp_path: Path
+) -> None:
+    server = start_server(GOVERNOR_FAKE_NVML="shared", GOVERNOR_TELEMETRY_INTERVAL_S="0.3")
+    with server.client() as operator:
+        budget = declare_budget(operator, "500")
+        pod = register_pod(operator, budget["id"], "shared-box", local=True)
+        wait_for(
+            lambda: len(ok(operator.get(f"/v1/pods/{pod['id']}"))["telemetry"]["gpus"]) == 2,
+            "both local GPUs sampled",
+        )
+        checked = operator.post(
+            f"/v1/budgets/{budget['id']}/plans",
+            json=fresh(SHARED_FIT),
+            params={"pod_id": pod["id"]},
+        )
+        verdict = ok(checked, 201)
+    placement = next(r for r in verdict["reasons"] if r["rule"] == "placement")
+    assert verdict["verdict"] == placement["verdict"] == "go"
+    fits = {g["uuid"]: g["fits"] for g in placement["evidence"]["gpus"]}
+    assert fits == {uuid_for(0): False, uuid_for(1): True}
+    assert f"GPU 1 {uuid_for(1)}" in placement["message"]
+
+    two = write(fresh({**SHARED_FIT, "hardware.gpu_count": 2}), tmp_path / "two.json")
+    answered = subprocess.run(
+        [sys.executable, "-m", "governor", "plan", "check", str(two), "--pod", pod["id"]],
+        env={**clean_environ(), "GOVERNOR_URL": server.url, "GOVERNOR_TOKEN": OPERATOR_TOKEN},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert answered.returncode == 2, answered.stderr  # no_go: one GPU has room, two needed
+    assert "[no_go] placement: Only 1 of the pod's 2 GPUs" in answered.stdout
 
 
 # --- governor plan check: offline, no server -------------------------------------------

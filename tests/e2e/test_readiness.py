@@ -34,7 +34,7 @@ def test_an_idle_server_stays_ready_across_its_slowest_passes(start_server: Serv
         time.sleep(0.1)
     assert {code for code, _ in answers} == {200}
     _, body = answers[-1]
-    assert body["checks"] == {"database": "ok", "schema": "ok"}
+    assert body["checks"] == {"database": "ok", "schema": "ok", "writes": "ok"}
     assert body["leading"] is True and body["scheduler"] == "on"
     passes = body["leader"]["passes"]
     assert set(passes) == {"enforce", "stops", "accrue", "sample", "fold", "billing"}

@@ -15,7 +15,7 @@ from governor.api.schemas import read_plan
 from governor.db import repository as repo
 from governor.db import schema
 from governor.db.engine import build_engine, session_factory, unit_of_work
-from governor.domain.model import RunStatus
+from governor.domain.model import Phase, RunStatus
 from governor.domain.ports import AnyProvider, SystemClock
 from governor.domain.telemetry import GIB, DeviceProblem, GpuProcess, GpuSample, Reading
 from governor.fakes.cloud import FakeProvider
@@ -83,7 +83,7 @@ class Governor:
     ) -> str:
         spec = runs.RunSpec("job", pod_id, total_steps, timeout_s, grace_s)
         with self.session() as s:
-            row, _ = runs.create(s, budget_id, spec, self.clock.now())
+            row, _ = runs.create(s, self.ctx.config, budget_id, spec, self.clock.now())
             return row.id
 
     def beat(
@@ -92,8 +92,9 @@ class Governor:
         step: int = 1,
         status: RunStatus = RunStatus.RUNNING,
         checkpoint: checkins.Checkpoint | None = None,
+        phase: Phase | None = None,
     ) -> checkins.Directive:
-        beat = checkins.Heartbeat(step=step, status=status, checkpoint=checkpoint)
+        beat = checkins.Heartbeat(step=step, status=status, checkpoint=checkpoint, phase=phase)
         return checkins.check_in(self.ctx.sessions, self.ctx.config, run_id, beat, self.clock.now())
 
     def report(

@@ -433,3 +433,31 @@ def test_a_control_character_in_the_url_is_refused(world: World, url: str) -> No
     assert response.status_code == 422, response.text[:500]
     assert "the URL's" in response.json()["error"]["message"]
     ok(world.send("/v1/pods/pod%00/stop", {"reason": "r"}), 422)
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/v1/budgets", {"name": "b", "ceiling_usd": "5", "storage_tail_hours": []}, "storage"),
+        (
+            "/v1/budgets/{budget}/pods",
+            {"provider": "fake", "provider_ref": "pod-2", "storage_gb": {"gb": 1}},
+            "storage_gb",
+        ),
+        (
+            "/v1/budgets/{budget}/runs",
+            {"name": "r", "pod_id": "{pod}", "policy": {"idle_window_s": []}},
+            "policy.idle_window_s",
+        ),
+    ],
+    ids=["list", "object", "nested-list"],
+)
+def test_a_number_field_given_no_number_is_refused(
+    world: World, path: str, body: dict[str, Any], field: str
+) -> None:
+    assert_refused(world, path, body, field)
+
+
+def test_a_number_field_takes_a_numeric_string(world: World) -> None:
+    body = {"name": "b", "ceiling_usd": "5", "storage_tail_hours": "2.5"}
+    assert ok(world.send("/v1/budgets", body), 201)["storage_tail_hours"] == 2.5

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from governor.api import report_view
 from governor.api.report_markdown import render
 from governor.api.schemas import PlanIn
 from governor.db import repository as repo
+from governor.domain.health import HealthRule, Kind, Response
 from governor.domain.model import (
     Category,
     ChargeKind,
@@ -21,7 +23,16 @@ from governor.domain.model import (
     Severity,
 )
 from governor.domain.money import ZERO
-from governor.services import admission, checkins, events, extensions, metering, pods, report
+from governor.services import (
+    admission,
+    checkins,
+    events,
+    extensions,
+    metering,
+    pods,
+    report,
+    runs,
+)
 from tests.integration.conftest import Governor, gpu_sample
 from tests.plans import variant
 
@@ -175,3 +186,67 @@ def test_peaks_are_shown_next_to_the_preflight_verdicts(gov: Governor) -> None:
     memory = text[text.index("## Memory") : text.index("## Timeline")]
     assert "| H100 GPU-0 | 70.5 | 80.0 |" in memory
     assert f"| {plan.job_id} | {plan.verdict.value} | H200 | {plan.modeled_gib:.1f} |" in memory
+
+
+def test_each_runs_metrics_end_at_their_last_values_and_health_findings_are_model_failures(
+    gov: Governor,
+) -> None:
+    budget = gov.budget(ceiling="1000")
+    pod = gov.pod(budget)
+    flat = HealthRule(Kind.FLATLINE, "reward_variance", Response.WARN, window=3)
+    with gov.session() as s:
+        spec = runs.RunSpec("rl", pod, heartbeat_timeout_s=3600, health=(flat,))
+        run = runs.create(s, gov.ctx.config, budget, spec, gov.clock.now())[0].id
+    beats = (
+        (1, {"loss": 2.5, "reward_variance": 0.0, "lr": 1e-4}),
+        (2, {"loss": 2.0, "reward_variance": 0.0}),
+        (3, {"reward_variance": 0.0}),  # flat for 3 beats: the flatline warning
+        (4, {"loss": "NaN"}),  # the non_finite stop; the series keeps its last finite value
+    )
+    at = {}
+    for step, metrics in beats:
+        gov.clock.advance(10)
+        at[step] = gov.clock.now()
+        beat = checkins.Heartbeat(step=step, metrics=metrics)
+        checkins.check_in(gov.ctx.sessions, gov.ctx.config, run, beat, gov.clock.now())
+
+    with gov.session() as s:
+        r = report.build(s, gov.ctx.config, budget, gov.clock.now())
+        out = report_view.report(s, r)
+    last = [(m.name, m.value, m.step, m.at) for m in r.metrics[run]]
+    assert last == [
+        ("loss", 2.0, 2, at[2]),
+        ("lr", 1e-4, 1, at[1]),
+        ("reward_variance", 0.0, 3, at[3]),
+    ]
+    assert [(m.run_id, m.run_name, m.name, m.value, m.step) for m in out.metrics] == [
+        (run, "rl", "loss", 2.0, 2),
+        (run, "rl", "lr", 1e-4, 1),
+        (run, "rl", "reward_variance", 0.0, 3),
+    ]
+
+    model = r.failures[Category.MODEL]
+    assert [(e.severity, e.evidence["rule"], e.evidence["step"]) for e in model] == [
+        (Severity.WARNING, "flatline", 3),
+        (Severity.CRITICAL, "non_finite", 4),
+        (Severity.CRITICAL, "training_health", 4),  # the stop it ordered
+    ]
+    assert model[-1].message.startswith("Stop ordered (non-finite)")
+    assert {f.category: f.count for f in out.failures}[Category.MODEL] == 3
+
+    text = render(r)
+    metrics = text[text.index("## Training metrics") : text.index("## Spend by phase")]
+    assert "| rl | loss | 2 | 2 |" in metrics
+    assert "| rl | lr | 0.0001 | 1 |" in metrics
+    assert "| rl | reward_variance | 0 | 3 |" in metrics
+    failures = text[text.index("## Failures") : text.index("## Extensions")]
+    assert "- model: 3" in failures
+    assert "reward_variance has flatlined" in failures and "loss is NaN" in failures
+
+
+def test_a_run_that_reported_no_metrics_says_so(gov: Governor) -> None:
+    budget, _, _ = pilot(gov)
+    r = build(gov, budget)
+    assert r.metrics == {}
+    assert "## Training metrics\n\nThe last value" in render(r)
+    assert "No metrics were reported." in render(r)

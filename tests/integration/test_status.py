@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from governor.domain.health import Goal, HealthRule, Kind
 from governor.domain.model import (
     Action,
     BudgetState,
@@ -14,8 +15,8 @@ from governor.domain.model import (
     Severity,
 )
 from governor.domain.telemetry import GIB
-from governor.services import extensions, status
-from governor.services.status import Dashboard, thin
+from governor.services import checkins, extensions, pods, runs, status
+from governor.services.status import Dashboard, MetricValue, thin
 from tests.integration.conftest import Governor, gpu_sample
 
 D = Decimal
@@ -143,6 +144,49 @@ def test_gpu_traces_hold_recent_samples_and_the_peak(gov: Governor) -> None:
     assert g0.peak_memory_bytes == 70 * GIB  # the run's measured peak, from before the window
     assert g1.peak_memory_bytes == 50 * GIB  # its run peak (20 GiB) is below the window's
     assert g0.memory_total_bytes == 80 * GIB and g0.last_at == gov.clock.now()
+
+
+def test_a_run_line_shows_its_latest_metrics_the_watched_ones_first(gov: Governor) -> None:
+    budget = gov.budget(ceiling="1000")
+    pod = gov.pod(budget)
+    watch = HealthRule(Kind.NO_IMPROVEMENT, "reward_mean", window=50, goal=Goal.MAX)
+    with gov.session() as s:
+        spec = runs.RunSpec("rl", pod, heartbeat_timeout_s=3600, health=(watch,))
+        run = runs.create(s, gov.ctx.config, budget, spec, gov.clock.now())[0].id
+    [r] = read(gov).budgets[0].runs
+    assert r.metrics == ()
+    # Each beat carries only what is new since the last one, as governor.client sends it.
+    for step, metrics in (
+        (1, {"loss": 2.5, "kl": 0.01, "reward_mean": 0.5, "lr": 1e-4, "grad_norm": 1.0}),
+        (2, {"loss": 2.25, "grad_norm": "Infinity", "note": "warmup"}),
+    ):
+        gov.clock.advance(10)
+        beat = checkins.Heartbeat(step=step, metrics=metrics)
+        checkins.check_in(gov.ctx.sessions, gov.ctx.config, run, beat, gov.clock.now())
+
+    [r] = read(gov).budgets[0].runs
+    # loss (watched on every run), reward_mean (this run's rule), then the rest by name, four
+    # at most (lr is left out); the infinite grad norm as it was sent, not its last finite value.
+    assert r.metrics == (
+        MetricValue("loss", 2.25),
+        MetricValue("reward_mean", 0.5),
+        MetricValue("grad_norm", "Infinity"),
+        MetricValue("kl", 0.01),
+    )
+
+
+def test_on_a_shared_machine_each_gpu_says_whether_it_is_the_pods_own(gov: Governor) -> None:
+    budget = gov.budget(ceiling="1000")
+    shared = pods.Registration("fake", "shared-1", gpu_uuids=["GPU-1"])
+    with gov.session() as s:
+        owner = pods.register(s, gov.ctx, budget, shared, gov.clock.now()).id
+    whole = gov.pod(budget, "whole-1")
+    for pod in (owner, whole):
+        gov.report(pod, gpu_sample(55, 30, 0), gpu_sample(0, 19.5, 1))
+
+    traces = {p.id: [(g.uuid, g.own) for g in p.gpus] for p in read(gov).budgets[0].pods}
+    assert traces[owner] == [("GPU-0", False), ("GPU-1", True)]  # GPU-0 is a neighbour's
+    assert traces[whole] == [("GPU-0", True), ("GPU-1", True)]  # names none: owns them all
 
 
 def test_latest_events_come_newest_first_with_their_budget(gov: Governor) -> None:

@@ -94,3 +94,17 @@ def test_a_node_agent_reports_for_its_machine(clock: FrozenClock) -> None:
     with pytest.raises(Rejected, match=r"not an agent token for this node"):
         agent.flush()
     assert server.paths == ["/v1/nodes/gpu-node-7/telemetry"] * 2
+
+
+def test_a_pods_agent_names_the_pods_own_gpus_with_every_batch(clock: FrozenClock) -> None:
+    bodies: list[dict] = []
+
+    def keep(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.content))
+        return httpx.Response(202, json={})
+
+    client = httpx.Client(base_url="http://governor", transport=httpx.MockTransport(keep))
+    agent = Agent(Ticking(clock), client, Target("pod", "pod-1", ("GPU-b",)), clock)
+    agent.poll()
+    assert agent.flush()
+    assert bodies[0]["gpu_uuids"] == ["GPU-b"] and len(bodies[0]["readings"]) == 1

@@ -1,13 +1,13 @@
 from __future__ import annotations
 
-from fastapi import APIRouter
-
 from governor.api import views
 from governor.api.deps import Context, Now, Operator, Tx, Viewer
+from governor.api.error_responses import errors
+from governor.api.route import api_router
 from governor.api.schemas import BudgetIn, BudgetOut, CloseIn
 from governor.services import budgets
 
-router = APIRouter(prefix="/v1/budgets", tags=["budgets"])
+router = api_router(prefix="/v1/budgets", tags=["budgets"])
 
 
 @router.post("", status_code=201)
@@ -20,6 +20,7 @@ def declare(body: BudgetIn, _: Operator, ctx: Context, tx: Tx, now: Now) -> Budg
         storage_tail_hours=body.storage_tail_hours,
         alert_thresholds=tuple(body.alert_thresholds),
         note=body.note,
+        require_plan=ctx.config.require_plan if body.require_plan is None else body.require_plan,
     )
     with tx() as session:
         row = budgets.declare(session, declaration, now)
@@ -38,7 +39,7 @@ def get_budget(budget_id: str, _: Viewer, ctx: Context, tx: Tx, now: Now) -> Bud
         return views.budget(budgets.book(session, ctx.config, budget_id, now))
 
 
-@router.post("/{budget_id}/close")
+@router.post("/{budget_id}/close", responses=errors(409))
 def close(budget_id: str, _: Operator, ctx: Context, tx: Tx, now: Now, body: CloseIn) -> BudgetOut:
     """Close the budget once none of its pods bills compute: its runs end, pending requests
     expire. With `storage_deleted` its stopped pods are released and stop counting storage

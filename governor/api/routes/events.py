@@ -2,16 +2,17 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import Query
 
 from governor.api import views
 from governor.api.deps import Tx, Viewer
+from governor.api.route import api_router
 from governor.api.safe_input import QueryTime
 from governor.api.schemas import EventOut
 from governor.db import repository as repo
 from governor.domain.model import Category, Severity
 
-router = APIRouter(tags=["events"])
+router = api_router(tags=["events"])
 
 
 @router.get("/v1/events")

@@ -2,22 +2,25 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import Query
 
 from governor.api import views
-from governor.api.deps import Caller, Context, Now, Operator, Tx, Viewer
+from governor.api.deps import Context, ExtensionWriter, Now, Operator, Tx, Viewer
+from governor.api.error_responses import errors
+from governor.api.route import api_router
 from governor.api.schemas import DecisionIn, ExtensionIn, ExtensionOut
 from governor.db import repository as repo
 from governor.domain.model import ExtensionState, Requester, Role
 from governor.services import checkins, extensions
 
-router = APIRouter(tags=["extensions"])
+router = api_router(tags=["extensions"])
 
 
-@router.post("/v1/budgets/{budget_id}/extensions", status_code=201)
-def request(budget_id: str, body: ExtensionIn, caller: Caller, tx: Tx, now: Now) -> ExtensionOut:
+@router.post("/v1/budgets/{budget_id}/extensions", status_code=201, responses=errors(409))
+def request(
+    budget_id: str, body: ExtensionIn, caller: ExtensionWriter, tx: Tx, now: Now
+) -> ExtensionOut:
     """Ask for more budget. It stays pending, and changes nothing, until an operator decides."""
-    caller.require_budget(budget_id)
     requester = Requester.JOB if caller.role is Role.JOB else Requester.OPERATOR
     with tx() as session:
         checkins.refuse_ended_job(session, caller)
@@ -40,7 +43,7 @@ def list_extensions(
         ]
 
 
-@router.post("/v1/extensions/{extension_id}/approve")
+@router.post("/v1/extensions/{extension_id}/approve", responses=errors(409))
 def approve(
     extension_id: str, _: Operator, ctx: Context, tx: Tx, now: Now, body: DecisionIn | None = None
 ) -> ExtensionOut:
@@ -48,7 +51,7 @@ def approve(
     return _decide(extension_id, True, body, ctx, tx, now)
 
 
-@router.post("/v1/extensions/{extension_id}/deny")
+@router.post("/v1/extensions/{extension_id}/deny", responses=errors(409))
 def deny(
     extension_id: str, _: Operator, ctx: Context, tx: Tx, now: Now, body: DecisionIn | None = None
 ) -> ExtensionOut:

@@ -3,15 +3,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from governor.api.deps import Context, Now
+from governor.api.route import api_router
 from governor.db.engine import read_only
 from governor.services import leadership
 from governor.services.health import readiness
 
-router = APIRouter(tags=["health"])
+router = api_router(tags=["health"])
 
 
 @router.get("/healthz")
@@ -20,14 +20,14 @@ def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+@router.get("/readyz", responses={503: {"description": "not ready: the failing checks"}})
 def readyz(ctx: Context, now: Now) -> JSONResponse:
     """Ready when the database is reachable and at head: this replica can serve.
 
     Beside it: this replica, who leads the periodic work (term, since when), and each of the
     leader's passes judged against its own interval. None of that takes a replica out of
     service: a stuck pass is raised as a critical event and a metric instead."""
-    result = readiness(ctx.engine)
+    result = readiness(ctx.engine, ctx.writes.failing())
     body: dict[str, Any] = {
         "status": "ready" if result.ready else "not ready",
         "checks": result.checks,

@@ -5,29 +5,48 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import Depends, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from sqlalchemy.exc import OperationalError
 
 from governor.api.deps import Context, Now, Tx
+from governor.api.error_responses import errors
+from governor.api.route import api_router
 from governor.domain.model import Role
 from governor.services import metrics, tokens
 
-router = APIRouter(tags=["metrics"])
+router = api_router(tags=["metrics"])
 _bearer = HTTPBearer(auto_error=False, description="a viewer or operator token, when required")
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
 
-@router.get("/metrics", response_class=Response)
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses=errors(401, 403),
+    openapi_extra={"security": [{}]},  # a token only with GOVERNOR_METRICS_REQUIRE_TOKEN
+)
 def scrape(ctx: Context, tx: Tx, now: Now, credentials: Credentials) -> Response:
-    """Budgets, pods, runs, stop orders, events and GPUs, for Prometheus to scrape."""
-    with tx.read() as session:
+    """Budgets, pods, runs, stop orders, events and GPUs, for Prometheus to scrape.
+
+    While the database does not answer, the open endpoint still gives what this replica
+    knows from memory (its write failures and refusals); one that needs a token is a 503."""
+    try:
+        with tx.read() as session:
+            if ctx.config.metrics_require_token:
+                token = credentials.credentials if credentials else None
+                tokens.authenticate(session, token, now).require(Role.OPERATOR, Role.VIEWER)
+            families = metrics.collect(session, ctx.config, now, ctx.replica, ctx.leading())
+    except OperationalError:
         if ctx.config.metrics_require_token:
-            token = credentials.credentials if credentials else None
-            tokens.authenticate(session, token, now).require(Role.OPERATOR, Role.VIEWER)
-        families = metrics.collect(session, ctx.config, now, ctx.replica, ctx.leading())
+            raise
+        families = []
+    families += metrics.this_replica(
+        ctx.write_limits.refused(), ctx.writes.failures(), ctx.writes.failing() is not None
+    )
     return Response(generate_latest(_Snapshot(families)), media_type=CONTENT_TYPE_LATEST)
 
 

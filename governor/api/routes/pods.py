@@ -1,17 +1,17 @@
 from __future__ import annotations
 
-from fastapi import APIRouter
-
 from governor.api import views
 from governor.api.deps import Context, Now, Operator, Tx, Viewer
+from governor.api.error_responses import errors
+from governor.api.route import api_router
 from governor.api.schemas import PodIn, PodOut, ResumedOut, ResumeIn, StopIn, StopOrderOut
 from governor.db import repository as repo
 from governor.services import budgets, pods, resumes
 
-router = APIRouter(tags=["pods"])
+router = api_router(tags=["pods"])
 
 
-@router.post("/v1/budgets/{budget_id}/pods", status_code=201)
+@router.post("/v1/budgets/{budget_id}/pods", status_code=201, responses=errors(409))
 def register(budget_id: str, body: PodIn, _: Operator, ctx: Context, tx: Tx, now: Now) -> PodOut:
     """Put a pod under a budget. The provider's rate is used where it reports one."""
     registration = pods.Registration(**body.model_dump())
@@ -28,7 +28,7 @@ def get_pod(pod_id: str, _: Viewer, ctx: Context, tx: Tx, now: Now) -> PodOut:
         return views.pod(session, row, book, repo.latest_stop_order(session, row.id))
 
 
-@router.post("/v1/pods/{pod_id}/stop", status_code=202)
+@router.post("/v1/pods/{pod_id}/stop", status_code=202, responses=errors(409))
 def stop(
     pod_id: str, _: Operator, ctx: Context, tx: Tx, now: Now, body: StopIn | None = None
 ) -> StopOrderOut:
@@ -38,7 +38,7 @@ def stop(
         return views.stop_order(pods.stop_manually(session, ctx, pod_id, reason, now))
 
 
-@router.post("/v1/pods/{pod_id}/resume")
+@router.post("/v1/pods/{pod_id}/resume", responses=errors(409))
 def resume(pod_id: str, body: ResumeIn, _: Operator, ctx: Context, tx: Tx) -> ResumedOut:
     """Start a stopped pod again on its kept workspace, once its budget is open again (after
     an approved extension). The committed spend with the pod running must stay under the

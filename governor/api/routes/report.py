@@ -2,14 +2,15 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query, Response
+from fastapi import Query, Response
 
 from governor.api.deps import Context, Now, Tx, Viewer
 from governor.api.report_markdown import render
 from governor.api.report_view import ReportOut, report
+from governor.api.route import api_router
 from governor.services import report as run_report
 
-router = APIRouter(tags=["report"])
+router = api_router(tags=["report"])
 
 
 @router.get(

@@ -1,31 +1,43 @@
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import Query
 
 from governor.api import views
-from governor.api.deps import Caller, Context, Now, Operator, Tx, Viewer
+from governor.api.deps import Context, EventWriter, HeartbeatWriter, Now, Operator, Tx, Viewer
+from governor.api.error_responses import errors
+from governor.api.route import api_router
+from governor.api.safe_input import QueryTime
 from governor.api.schemas import (
     DirectiveOut,
     EventOut,
     HeartbeatIn,
+    MetricPointOut,
     RunCreated,
     RunEventIn,
     RunIn,
     RunOut,
 )
 from governor.db import repository as repo
-from governor.services import checkins, events, runs
+from governor.domain.health import HealthRule
+from governor.services import checkins, events, metric_history, runs
 
-router = APIRouter(tags=["runs"])
+router = api_router(tags=["runs"])
 
 
-@router.post("/v1/budgets/{budget_id}/runs", status_code=201)
-def create(budget_id: str, body: RunIn, _: Operator, tx: Tx, now: Now) -> RunCreated:
+@router.post("/v1/budgets/{budget_id}/runs", status_code=201, responses=errors(409))
+def create(budget_id: str, body: RunIn, _: Operator, ctx: Context, tx: Tx, now: Now) -> RunCreated:
     """Create a run on a pod. The response carries the job's token, once."""
-    policy = body.policy.model_dump(exclude_none=True) if body.policy else None
-    spec = runs.RunSpec(**body.model_dump(exclude={"policy"}), policy=policy or None)
+    policy = body.policy.model_dump(exclude_none=True, exclude={"health"}) if body.policy else None
+    health = None if body.policy is None or body.policy.health is None else body.policy.health
+    spec = runs.RunSpec(
+        **body.model_dump(exclude={"policy"}),
+        policy=policy or None,
+        health=None if health is None else tuple(HealthRule.of(r.model_dump()) for r in health),
+    )
     with tx() as session:
-        row, token = runs.create(session, budget_id, spec, now)
+        row, token = runs.create(session, ctx.config, budget_id, spec, now)
         return RunCreated(**views.run(session, row).model_dump(), token=token)
 
 
@@ -35,12 +47,27 @@ def get_run(run_id: str, _: Viewer, tx: Tx) -> RunOut:
         return views.run(session, repo.get_run(session, run_id))
 
 
-@router.post("/v1/runs/{run_id}/heartbeat")
+@router.get("/v1/runs/{run_id}/metrics")
+def metrics(
+    run_id: str,
+    _: Viewer,
+    tx: Tx,
+    name: Annotated[str | None, Query(max_length=100)] = None,
+    since: QueryTime | None = None,
+) -> list[MetricPointOut]:
+    """The run's heartbeat metrics over time, oldest first (numbers only; old points folded
+    into minutes like GPU samples). `name`: one metric; `since` without a zone is UTC."""
+    with tx.read() as session:
+        repo.get_run(session, run_id)
+        rows = metric_history.series(session, run_id, name, since)
+        return [MetricPointOut.model_validate(r, from_attributes=True) for r in rows]
+
+
+@router.post("/v1/runs/{run_id}/heartbeat", responses=errors(409))
 def heartbeat(
-    run_id: str, body: HeartbeatIn, caller: Caller, ctx: Context, now: Now
+    run_id: str, body: HeartbeatIn, _: HeartbeatWriter, ctx: Context, now: Now
 ) -> DirectiveOut:
     """Check in. The answer says continue, checkpoint, or stop (with a deadline)."""
-    caller.require_run(run_id)
     beat = checkins.Heartbeat(
         step=body.step,
         total_steps=body.total_steps,
@@ -64,10 +91,9 @@ def heartbeat(
     )
 
 
-@router.post("/v1/runs/{run_id}/events", status_code=201)
-def report(run_id: str, body: RunEventIn, caller: Caller, tx: Tx, now: Now) -> EventOut:
+@router.post("/v1/runs/{run_id}/events", status_code=201, responses=errors(409))
+def report(run_id: str, body: RunEventIn, caller: EventWriter, tx: Tx, now: Now) -> EventOut:
     """Report a failure or a note: harness, model or provider (an OOM is always model)."""
-    caller.require_run(run_id)
     with tx() as session:
         checkins.refuse_ended_job(session, caller)
         run = repo.get_run(session, run_id)

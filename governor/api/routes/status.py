@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-
 from governor.api.deps import Context, Now, Tx, Viewer
 from governor.api.read_models import api_model
+from governor.api.route import api_router
 from governor.services import status
 
-router = APIRouter(tags=["status"])
+router = api_router(tags=["status"])
 
 StatusOut = api_model(status.Dashboard)
 

@@ -2,9 +2,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+from fastapi import Path
 
-from governor.api.deps import Caller, Now, Tx
+from governor.api.deps import AgentOfNode, AgentOfPod, Now, Tx
+from governor.api.route import api_router
 from governor.api.schemas import (
     NodeTelemetryAccepted,
     ReadingIn,
@@ -15,7 +16,7 @@ from governor.db import repository as repo
 from governor.domain.telemetry import DeviceProblem, GpuProcess, GpuSample, Reading
 from governor.services import telemetry
 
-router = APIRouter(tags=["telemetry"])
+router = api_router(tags=["telemetry"])
 
 
 def _reading(body: ReadingIn) -> Reading:
@@ -40,12 +41,14 @@ def _reading(body: ReadingIn) -> Reading:
 
 
 @router.post("/v1/pods/{pod_id}/telemetry", status_code=202)
-def report(pod_id: str, body: TelemetryIn, caller: Caller, tx: Tx, now: Now) -> TelemetryAccepted:
+def report(pod_id: str, body: TelemetryIn, _: AgentOfPod, tx: Tx, now: Now) -> TelemetryAccepted:
     """A batch of GPU readings from the pod's agent (oldest first; a backlog is fine)."""
-    caller.require_pod(pod_id)
     readings = [_reading(r) for r in body.readings]
     with tx() as session:
-        count = telemetry.ingest(session, repo.get_pod(session, pod_id), readings, now)
+        pod = repo.get_pod(session, pod_id)
+        if body.gpu_uuids is not None:
+            telemetry.claim(session, pod, body.gpu_uuids, now)
+        count = telemetry.ingest(session, pod, readings, now)
     return TelemetryAccepted(readings=len(readings), samples=count)
 
 
@@ -53,14 +56,13 @@ def report(pod_id: str, body: TelemetryIn, caller: Caller, tx: Tx, now: Now) -> 
 def report_node(
     node: Annotated[str, Path(max_length=253)],
     body: TelemetryIn,
-    caller: Caller,
+    _: AgentOfNode,
     tx: Tx,
     now: Now,
 ) -> NodeTelemetryAccepted:
     """A batch of GPU readings from a machine's node agent, for every pod running there.
 
     A machine with no governed pod right now is no error: the readings are dropped."""
-    caller.require_node(node)
     readings = [_reading(r) for r in body.readings]
     with tx() as session:
         counts = telemetry.ingest_node(session, node, readings, now)

@@ -1,17 +1,17 @@
 from __future__ import annotations
 
-from fastapi import APIRouter
-
 from governor.api.deps import Context, Now, Operator, Tx
+from governor.api.error_responses import errors
+from governor.api.route import api_router
 from governor.api.schemas import TokenIn, TokenInfo, TokenOut
 from governor.db import repository as repo
 from governor.domain.errors import Invalid
 from governor.services import tokens
 
-router = APIRouter(tags=["tokens"])
+router = api_router(tags=["tokens"])
 
 
-@router.post("/v1/tokens", status_code=201)
+@router.post("/v1/tokens", status_code=201, responses=errors(404))
 def issue(body: TokenIn, _: Operator, tx: Tx, now: Now) -> TokenOut:
     """Create an operator, viewer or agent token (an agent's is bound to one pod, or to one
     machine for a node agent), optionally expiring. Shown once."""
@@ -49,7 +49,7 @@ def list_tokens(_: Operator, tx: Tx) -> list[TokenInfo]:
         return [TokenInfo.model_validate(r, from_attributes=True) for r in tokens.listing(session)]
 
 
-@router.post("/v1/tokens/{token_id}/revoke")
+@router.post("/v1/tokens/{token_id}/revoke", responses=errors(409))
 def revoke(token_id: str, _: Operator, ctx: Context, tx: Tx, now: Now) -> TokenInfo:
     """End a token now (on every replica within one enforcement interval). The bootstrap
     operator token is rotated instead: `governor token rotate-bootstrap`."""

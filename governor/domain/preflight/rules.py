@@ -66,11 +66,18 @@ class Assessment:
     memory: MemoryFigures
     cost: CostFigures
     remaining: Decimal | None  # the budget's money left; None: not checked (offline)
+    reserved: Decimal = Decimal(0)  # held back for the budget's other admitted plans
+
+    @property
+    def unreserved(self) -> Decimal | None:
+        """The money left that no other admitted plan has reserved."""
+        return None if self.remaining is None else self.remaining - self.reserved
 
     @property
     def available(self) -> Decimal | None:
-        """What the plan may cost: the remaining budget minus the preflight reserve."""
-        return None if self.remaining is None else self.remaining - reserve(self.remaining)
+        """What the plan may cost: the unreserved money minus the preflight reserve."""
+        free = self.unreserved
+        return None if free is None else free - reserve(free)
 
     def component(self, name: str) -> Component:
         return next(c for c in self.memory.components if c.name == name)
@@ -103,13 +110,15 @@ class Assessment:
         return Verdict.NO_GO
 
 
-def assess(plan: Plan, today: date, remaining: Decimal | None) -> Assessment:
+def assess(
+    plan: Plan, today: date, remaining: Decimal | None, reserved: Decimal = Decimal(0)
+) -> Assessment:
     gpu = gpu_class(plan.hardware.gpu_type)
     usable_mib = plan.hardware.usable_mib_per_gpu
     if gpu is not None:
         usable_mib = min(usable_mib, gpu.usable_mib)
     memory = model_memory(plan, usable_mib / 1024)
-    return Assessment(plan, today, gpu, memory, plan_cost(plan, today), remaining)
+    return Assessment(plan, today, gpu, memory, plan_cost(plan, today), remaining, reserved)
 
 
 Rule = Callable[[Assessment], "Finding | None"]
@@ -354,9 +363,14 @@ def cost_fit(a: Assessment) -> Finding:
             "against a budget: give the remaining budget to check it.",
             {"worst_case_usd": format_usd(cost.worst)},
         )
+    held = (
+        f", {dollars(a.reserved)} reserved for the budget's other admitted plans,"
+        if a.reserved
+        else ""
+    )
     money = (
-        f"{dollars(available)} available ({dollars(remaining)} remaining less a "
-        f"{dollars(reserve(remaining))} reserve)"
+        f"{dollars(available)} available ({dollars(remaining)} remaining{held} less a "
+        f"{dollars(reserve(remaining - a.reserved))} reserve)"
     )
     evidence: dict[str, object] = {
         "worst_case_usd": format_usd(cost.worst),
@@ -414,6 +428,11 @@ class Admission:
     def finding(self, rule: str) -> Finding | None:
         return next((f for f in self.findings if f.rule == rule), None)
 
+    def with_finding(self, finding: Finding) -> Admission:
+        """The admission with one more finding (judged outside the rules, e.g. on a pod)."""
+        verdict = max((self.verdict, finding.verdict), key=lambda v: v.rank)
+        return Admission(verdict, (*self.findings, finding), self.assessment)
+
     def as_json(self) -> dict[str, Any]:
         """The verdict, every reason, and the recomputed memory table and cost figures."""
         a = self.assessment
@@ -434,10 +453,16 @@ class Admission:
 
 
 def admit(
-    plan: Plan, today: date, remaining: Decimal | None, rules: tuple[Rule, ...] = RULES
+    plan: Plan,
+    today: date,
+    remaining: Decimal | None,
+    rules: tuple[Rule, ...] = RULES,
+    *,
+    reserved: Decimal = Decimal(0),
 ) -> Admission:
-    """Judge a plan: go, canary_only or no_go, with every finding in rule order."""
-    a = assess(plan, today, remaining)
+    """Judge a plan: go, canary_only or no_go, with every finding in rule order. `reserved`:
+    what the budget's other admitted plans hold back from `remaining`."""
+    a = assess(plan, today, remaining, reserved)
     findings = tuple(f for f in (rule(a) for rule in rules) if f is not None)
     verdict = max((f.verdict for f in findings), key=lambda v: v.rank, default=Verdict.GO)
     return Admission(verdict, findings, a)
@@ -479,6 +504,7 @@ def _cost_json(a: Assessment) -> dict[str, Any]:
         "canary_worst_case_usd": format_usd(c.canary_worst),
         "expected_usd": format_usd(c.expected),
         "remaining_usd": None if remaining is None else format_usd(remaining),
-        "reserve_usd": None if remaining is None else format_usd(reserve(remaining)),
+        "reserved_for_plans_usd": format_usd(a.reserved),
+        "reserve_usd": None if a.unreserved is None else format_usd(reserve(a.unreserved)),
         "available_usd": None if available is None else format_usd(available),
     }

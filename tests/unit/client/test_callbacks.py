@@ -53,10 +53,31 @@ class FakeLightningTrainer(SimpleNamespace):
         Path(path).write_text("weights")
 
 
+def test_a_non_finite_stop_stops_both_trainers_without_saving(tmp_path: Path) -> None:
+    server = ScriptedServer(directive("stop", reason="non-finite", message="Do not save."))
+    hf = GovernorCallback(GovernorLoop(server.governor()))
+    eventually(hf.governor.should_stop, "the stop directive")
+    control = hf_step(hf, 9)
+    assert control.should_training_stop and not control.should_save
+    hf.on_train_end(SimpleNamespace(), TrainerState(global_step=9), control)
+    assert "checkpoint" not in server.bodies()[-1]
+    assert server.bodies()[-1]["status"] == "stopped"
+
+    lightning = GovernorLightningCallback(GovernorLoop(server.governor()), tmp_path)
+    trainer: Any = FakeLightningTrainer(
+        global_step=9, should_stop=False, log_every_n_steps=50, callback_metrics={}
+    )
+    eventually(lightning.governor.should_stop, "the stop directive")
+    lightning.on_train_batch_end(trainer, None, None, None, 0)
+    assert trainer.should_stop and list(tmp_path.iterdir()) == []
+
+
 def test_lightning_saves_when_asked_and_reports_a_crash(tmp_path: Path) -> None:
     server = ScriptedServer(directive("checkpoint", reason="pre-stop"))
     gov = GovernorLightningCallback(GovernorLoop(server.governor()), tmp_path)
-    trainer: Any = FakeLightningTrainer(global_step=7, should_stop=False)
+    trainer: Any = FakeLightningTrainer(
+        global_step=7, should_stop=False, log_every_n_steps=50, callback_metrics={"loss": 0.5}
+    )
     eventually(gov.governor.should_checkpoint, "the checkpoint directive")
 
     gov.on_train_batch_end(trainer, None, None, None, 0)
@@ -69,3 +90,15 @@ def test_lightning_saves_when_asked_and_reports_a_crash(tmp_path: Path) -> None:
     [event] = server.bodies("/events")
     assert (event["category"], event["kind"]) == ("model", "oom")
     assert server.bodies()[-1]["status"] == "failed"
+
+
+def test_a_run_held_to_its_canary_reports_canary_until_training_is_released() -> None:
+    server = ScriptedServer(directive(reason="canary-hold", message="Held to the canary"))
+    gov = GovernorCallback(GovernorLoop(server.governor(), phase="loading"))
+    eventually(lambda: gov.governor.directive.held_to_canary, "the hold")
+    hf_step(gov, 1)
+    beat_with(server, phase="canary")
+    server.answer(directive())  # released
+    eventually(lambda: not gov.governor.directive.held_to_canary, "the release")
+    hf_step(gov, 2)
+    beat_with(server, phase="training")

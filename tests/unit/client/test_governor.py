@@ -38,7 +38,7 @@ def test_a_heartbeat_sends_the_contract_and_returns_a_typed_directive() -> None:
             "phase": "training",
             "total_steps": 100,
             "checkpoint": {"step": 6, "path": "/ckpt/6"},
-            "metrics": {"loss": "nan", "lr": 0.1},
+            "metrics": {"loss": "NaN", "lr": 0.1},
         }
     ]
     assert (got.action, got.reason, got.message) == ("stop", "ceiling", "save")

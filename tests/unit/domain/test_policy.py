@@ -10,7 +10,9 @@ from governor.domain.ledger import Figures
 from governor.domain.model import Action, Phase, Reason, RunStatus, Severity
 from governor.domain.policy import (
     RULES,
+    CanaryHold,
     GpuView,
+    HealthStop,
     RunView,
     Situation,
     Watch,
@@ -198,6 +200,24 @@ CASES = [
         Action.CONTINUE,
         None,
     ),
+    (
+        "a health rule asked for a stop",
+        situation(run=run(health_stop=HealthStop(Reason.NON_FINITE, "loss is NaN"))),
+        Action.STOP,
+        Reason.NON_FINITE,
+    ),
+    (
+        "a health stop of a run that has ended",
+        situation(
+            run=run(
+                status=RunStatus.FAILED,
+                ended_at=NOW,
+                health_stop=HealthStop(Reason.FLATLINE, "flat"),
+            )
+        ),
+        Action.CONTINUE,
+        None,
+    ),
     ("threshold 50% crossed", situation(figures=money("55")), Action.CONTINUE, Reason.THRESHOLD),
     (
         "threshold already announced",
@@ -229,6 +249,8 @@ def test_every_firing_is_reported_in_rule_order() -> None:
         "heartbeat_lost",
         "idle_hang",
         "stalled",
+        "training_health",
+        "canary_hold",
         "run_finished",
         "pre_stop_checkpoint",
         "memory_headroom",
@@ -290,3 +312,16 @@ def test_silence_is_measured_from_creation_when_the_job_never_checked_in() -> No
 )
 def test_next_heartbeat(timeout: float, to_ceiling: float | None, expected: float) -> None:
     assert next_heartbeat_s(timeout, to_ceiling) == expected
+
+
+def test_a_run_held_to_its_canary_is_stopped_past_it_or_past_its_cap() -> None:
+    hold = CanaryHold("arm-a", cap=Decimal("10.00"), spent=Decimal("4.00"), threshold_gib=75.7)
+    in_canary = situation(run=run(phase=Phase.CANARY), canary=hold)
+    assert [f.rule for f in evaluate(in_canary)] == []
+    training = situation(run=run(phase=Phase.TRAINING), canary=hold)
+    [finding] = [f for f in evaluate(training) if f.rule == "canary_hold"]
+    assert (finding.action, finding.reason) == (Action.STOP, Reason.CANARY_HOLD)
+    assert "reports training" in finding.message and "75.7 GiB" in finding.message
+    spent = replace(hold, spent=Decimal("10.00"))
+    [capped] = [f for f in evaluate(situation(run=run(phase=Phase.CANARY), canary=spent))]
+    assert "$10.00 of its $10.00 cap" in capped.message

@@ -31,7 +31,7 @@ def plan(
     moe: dict[str, Any] | None = None,
     training: dict[str, Any] | None = None,
 ) -> Plan:
-    """A plan document validated at the edge, then the fields it does not carry yet."""
+    """A plan document validated at the edge, then fields changed in the domain's terms."""
     p = PlanIn.model_validate(doc).to_plan()
     if moe is not None:
         assert p.model.moe is not None
@@ -340,7 +340,7 @@ def test_expert_parallelism_with_fsdp_shards_each_expert_over_the_rest() -> None
 def test_expert_parallelism_without_an_expert_count_is_credited_nothing(
     doc: dict[str, Any],
 ) -> None:
-    unnamed = check(doc, moe={"expert_parallel": 4})
+    unnamed = check(doc, moe={"expert_parallel": 4, "num_experts": 1})  # the domain's default
     without = check(doc, **expert_parallel(1))
     assert component(unnamed, "weights").floor_gib == component(without, "weights").floor_gib
 

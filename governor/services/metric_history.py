@@ -1,0 +1,121 @@
+"""A run's heartbeat metrics as a time series: the numbers of each beat, folded and expired
+like GPU samples."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from statistics import fmean
+
+from sqlalchemy import and_, delete, func, insert, select
+from sqlalchemy.orm import Session
+
+from governor.db.tables import RunMetricRow
+from governor.domain.health import number
+
+RAW, MINUTE = "raw", "minute"
+SERIES_LIMIT = 10_000  # points one read returns
+
+
+def record(
+    session: Session, run_id: str, step: int, metrics: Mapping[str, object] | None, now: datetime
+) -> None:
+    """Keep the beat's finite numbers, in one statement (names are bounded at the edge)."""
+    rows = [
+        {
+            "run_id": run_id,
+            "name": name,
+            "at": now,
+            "step": step,
+            "resolution": RAW,
+            "value": value,
+            "least": value,
+            "most": value,
+        }
+        for name, value in ((n, number(v)) for n, v in (metrics or {}).items())
+        if value is not None and math.isfinite(value)
+    ]
+    if rows:
+        session.execute(insert(RunMetricRow), rows)
+
+
+def series(
+    session: Session, run_id: str, name: str | None, since: datetime | None
+) -> Sequence[RunMetricRow]:
+    """A run's points, oldest first: one metric or all, from `since` on."""
+    query = select(RunMetricRow).where(RunMetricRow.run_id == run_id)
+    if name is not None:
+        query = query.where(RunMetricRow.name == name)
+    if since is not None:
+        query = query.where(RunMetricRow.at >= since)
+    return session.scalars(
+        query.order_by(RunMetricRow.at, RunMetricRow.id).limit(SERIES_LIMIT)
+    ).all()
+
+
+def latest(session: Session, run_ids: Sequence[str]) -> dict[str, list[RunMetricRow]]:
+    """Each run's latest point of each of its metrics, by name, in one statement."""
+    if not run_ids:
+        return {}
+    newest = (
+        select(RunMetricRow.run_id, RunMetricRow.name, func.max(RunMetricRow.at).label("at"))
+        .where(RunMetricRow.run_id.in_(run_ids))
+        .group_by(RunMetricRow.run_id, RunMetricRow.name)
+        .subquery()
+    )
+    rows = session.scalars(
+        select(RunMetricRow)
+        .join(
+            newest,
+            and_(
+                RunMetricRow.run_id == newest.c.run_id,
+                RunMetricRow.name == newest.c.name,
+                RunMetricRow.at == newest.c.at,
+            ),
+        )
+        .order_by(RunMetricRow.name, RunMetricRow.id)
+    ).all()
+    points: dict[str, dict[str, RunMetricRow]] = defaultdict(dict)
+    for row in rows:  # of two points at the same instant, the later written
+        points[row.run_id][row.name] = row
+    return {run_id: list(by_name.values()) for run_id, by_name in points.items()}
+
+
+def fold(session: Session, now: datetime, raw_keep_s: float, minute_keep_s: float) -> int:
+    """Fold raw points older than `raw_keep_s` into one row per run, metric and minute (the
+    mean, the least, the most, the last step); drop minute rows older than `minute_keep_s`."""
+    old = session.scalars(
+        select(RunMetricRow)
+        .where(
+            RunMetricRow.resolution == RAW, RunMetricRow.at < now - timedelta(seconds=raw_keep_s)
+        )
+        .order_by(RunMetricRow.id)
+        .limit(50_000)
+    ).all()
+    groups: dict[tuple[str, str, datetime], list[RunMetricRow]] = defaultdict(list)
+    for row in old:
+        groups[(row.run_id, row.name, row.at.replace(second=0, microsecond=0))].append(row)
+    for (run_id, name, minute), rows in groups.items():
+        session.add(
+            RunMetricRow(
+                run_id=run_id,
+                name=name,
+                at=minute,
+                step=rows[-1].step,
+                resolution=MINUTE,
+                value=fmean(r.value for r in rows),
+                least=min(r.least for r in rows),
+                most=max(r.most for r in rows),
+            )
+        )
+    if old:
+        session.execute(delete(RunMetricRow).where(RunMetricRow.id.in_([r.id for r in old])))
+    session.execute(
+        delete(RunMetricRow).where(
+            RunMetricRow.resolution == MINUTE,
+            RunMetricRow.at < now - timedelta(seconds=minute_keep_s),
+        )
+    )
+    return len(old)
