@@ -38,7 +38,9 @@ def _made(response: httpx.Response) -> Any:
     return response.json()
 
 
-def _side(client: TestClient, side: str) -> dict[str, Any]:
+def pilot(client: TestClient, side: str) -> dict[str, Any]:
+    """A budget named `side` with a fake pod on its own node and a run, made over the API
+    as an operator: their ids and the run's job token."""
     budget = _made(client.post("/v1/budgets", json={"name": side, "ceiling_usd": "100000"}))
     pod = _made(
         client.post(
@@ -72,7 +74,7 @@ def served_scene(url: str, auth_failures: FailureLimiter | None = None) -> Itera
     app = create_app(load_settings(database_url=url, scheduler_enabled=False), context)
     try:
         with TestClient(app, headers={"Authorization": f"Bearer {OPERATOR}"}) as client:
-            mine, other = _side(client, "a"), _side(client, "b")
+            mine, other = pilot(client, "a"), pilot(client, "b")
             budget = mine["budget"]
             extension = _made(
                 client.post(

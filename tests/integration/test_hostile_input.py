@@ -20,6 +20,7 @@ from governor.app import create_app
 from governor.db.tables import Base
 from governor.services import tokens
 from governor.settings import load_settings
+from tests.integration.api_scene import pilot
 from tests.integration.conftest import Governor
 from tests.plans import variant
 
@@ -81,22 +82,9 @@ def world(gov: Governor, migrated_url: str) -> Iterator[World]:
     settings = load_settings(database_url=migrated_url, scheduler_enabled=False)
     app = create_app(settings, gov.ctx)
     with TestClient(app, headers={"Authorization": f"Bearer {OPERATOR}"}) as client:
-        budget = ok(client.post("/v1/budgets", json={"name": "b", "ceiling_usd": "1000"}), 201)
-        pod = ok(
-            client.post(
-                f"/v1/budgets/{budget['id']}/pods",
-                json={"provider": "fake", "provider_ref": "pod-1"},
-            ),
-            201,
-        )
-        run = ok(
-            client.post(
-                f"/v1/budgets/{budget['id']}/runs", json={"name": "r", "pod_id": pod["id"]}
-            ),
-            201,
-        )
-        ids = {"budget": budget["id"], "pod": pod["id"], "run": run["id"]}
-        yield World(gov, client, ids, run["token"])
+        made = pilot(client, "b")
+        ids = {"budget": made["budget"], "pod": made["pod"], "run": made["run"]}
+        yield World(gov, client, ids, made["job"])
 
 
 def assert_refused(world: World, path: str, body: Any, field: str, token: str = OPERATOR) -> str:

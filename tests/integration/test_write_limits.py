@@ -18,6 +18,7 @@ from governor.app import create_app
 from governor.services import events, tokens
 from governor.services.write_limits import WriteKind, WriteLimiter
 from governor.settings import load_settings
+from tests.integration.api_scene import pilot
 from tests.integration.conftest import Governor
 
 OPERATOR = "write-limits-operator"
@@ -50,22 +51,9 @@ def world(gov: Governor, migrated_url: str) -> Iterator[World]:
     with TestClient(
         create_app(settings, ctx), headers={"Authorization": f"Bearer {OPERATOR}"}
     ) as client:
-        budget = ok(client.post("/v1/budgets", json={"name": "b", "ceiling_usd": "1000"}), 201)
-        pod = ok(
-            client.post(
-                f"/v1/budgets/{budget['id']}/pods",
-                json={"provider": "fake", "provider_ref": "pod-1"},
-            ),
-            201,
-        )
-        run = ok(
-            client.post(
-                f"/v1/budgets/{budget['id']}/runs", json={"name": "r", "pod_id": pod["id"]}
-            ),
-            201,
-        )
-        job = {"Authorization": f"Bearer {run['token']}"}
-        yield World(gov, client, budget["id"], pod["id"], run["id"], job)
+        made = pilot(client, "b")
+        job = {"Authorization": f"Bearer {made['job']}"}
+        yield World(gov, client, made["budget"], made["pod"], made["run"], job)
 
 
 def beat(world: World, step: int, headers: dict[str, str] | None = None) -> httpx.Response:
