@@ -141,6 +141,13 @@ class Resumes(Protocol):
 
 
 @runtime_checkable
+class NamesCredential(Protocol):
+    """A provider that says which of several credentials it found (never the secret)."""
+
+    credential: str
+
+
+@runtime_checkable
 class ReportsBilling(Protocol):
     """A provider that says what it has billed for a pod so far (it lags the meter)."""
 

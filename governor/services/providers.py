@@ -4,21 +4,20 @@ and which pods does it see (with their rates), next to the pods registered here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
 
 from governor.db import repository as repo
 from governor.db.engine import unit_of_work
-from governor.domain.ports import AnyProvider, Listed, ListsPods, ProviderError, TerminateOnly
+from governor.domain.ports import (
+    AnyProvider,
+    Listed,
+    ListsPods,
+    NamesCredential,
+    ProviderError,
+    TerminateOnly,
+)
 from governor.services.context import ServiceContext
 
 PROBE_REF = "gpu-governor-credentials-probe"  # a pod no account has: not found means it answered
-
-
-@runtime_checkable
-class NamesCredential(Protocol):
-    """A provider that says which of several credentials it found (never the secret)."""
-
-    credential: str
 
 
 @dataclass(frozen=True)
