@@ -338,18 +338,25 @@ async def sequential(server: Server, sizes: Sizes) -> list[dict[str, Any]]:
         for _ in range(sizes.seq_warmup):
             await Tally().time(job.beat, sizes.beat_timeout_s)
             await Tally().time(partial(get_healthz, health), sizes.beat_timeout_s)
+        cpu_start = server.cpu_s()
         for _ in range(sizes.seq_beats):
             await beats.time(job.beat, sizes.beat_timeout_s)
+        cpu_beats = server.cpu_s()
         for _ in range(sizes.seq_beats):
             await healthz.time(partial(get_healthz, health), sizes.beat_timeout_s)
+        cpu_healthz = server.cpu_s() - cpu_beats
         record = {
             "measure": "sequential",
             "pods_in_budget": pods,
             **beats.stats(),
             **healthz.stats("healthz_"),
+            # the server's CPU per request: what a busy machine's scheduling cannot blur
+            "cpu_ms": round((cpu_beats - cpu_start) * 1000 / sizes.seq_beats, 3),
+            "healthz_cpu_ms": round(cpu_healthz * 1000 / sizes.seq_beats, 3),
         }
         record["ratio_p50"] = ratio(record["p50_ms"], record["healthz_p50_ms"])
         record["ratio_mean"] = ratio(record["mean_ms"], record["healthz_mean_ms"])
+        record["ratio_cpu"] = ratio(record["cpu_ms"], record["healthz_cpu_ms"])
         records.append(record)
     close_all([job for jobs in groups for job in jobs])
     health.close()
@@ -536,6 +543,9 @@ def summary(records: Sequence[dict[str, Any]]) -> None:
             ("hz p50", "healthz_p50_ms"),
             ("hb/hz p50", "ratio_p50"),
             ("hb/hz mean", "ratio_mean"),
+            ("hb cpu", "cpu_ms"),
+            ("hz cpu", "healthz_cpu_ms"),
+            ("hb/hz cpu", "ratio_cpu"),
             ("vs 1 p50", "vs_first_p50"),
             ("vs 1 mean", "vs_first_mean"),
             ("errors", "errors"),

@@ -174,6 +174,12 @@ class Server:
                 fields[key] = int(value.split()[0])
         return Memory(fields["VmRSS"], fields["VmHWM"])
 
+    def cpu_s(self) -> float:
+        """CPU seconds the server has used so far, user and system (its threads included)."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rpartition(")")[2].split()
+        utime, stime = int(fields[11]), int(fields[12])
+        return (utime + stime) / os.sysconf("SC_CLK_TCK")
+
     def tail(self, lines: int = 60) -> str:
         """The end of the server's log, without the scheduler's every-tick chatter."""
         text_ = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

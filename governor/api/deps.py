@@ -11,6 +11,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from governor.db.engine import read_only, unit_of_work
 from governor.domain.errors import Unauthenticated
@@ -23,7 +24,7 @@ from governor.services.write_limits import WriteKind
 bearer = HTTPBearer(auto_error=False, description="operator, viewer, job or agent token")
 
 
-def _context(request: Request) -> ServiceContext:
+async def _context(request: Request) -> ServiceContext:
     context: ServiceContext = request.app.state.context
     return context
 
@@ -53,14 +54,14 @@ class Transaction:
         return read_only(self._context.sessions)
 
 
-def _transaction(context: Context) -> Transaction:
+async def _transaction(context: Context) -> Transaction:
     return Transaction(context)
 
 
 Tx = Annotated[Transaction, Depends(_transaction)]
 
 
-def _now(context: Context) -> datetime:
+async def _now(context: Context) -> datetime:
     return context.clock.now()
 
 
@@ -87,14 +88,14 @@ class Access:
         assert own is None or own in _BOUND, own
         self.roles, self.own = roles, own
 
-    def __call__(
+    async def __call__(
         self,
         request: Request,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
     ) -> Principal:
         caller: Principal | None = getattr(request.state, "caller", None)
         if caller is None:
-            caller = _authenticate(request, credentials.credentials if credentials else None)
+            caller = await _authenticate(request, credentials.credentials if credentials else None)
             request.state.caller = caller
         caller.require(*self.roles)
         if self.own is not None:
@@ -102,17 +103,24 @@ class Access:
         return caller
 
 
-def _authenticate(request: Request, token: str | None) -> Principal:
-    """The caller, from a bearer token; failed attempts are limited (429 past the limit)."""
-    context = _context(request)
+async def _authenticate(request: Request, token: str | None) -> Principal:
+    """The caller, from a bearer token; failed attempts are limited (429 past the limit).
+
+    A token the cache remembers costs no thread hop; any other is looked up in a worker
+    thread, off the event loop."""
+    context: ServiceContext = request.app.state.context
     address = client_address(
         request.client.host if request.client else None,
         request.headers.get("x-forwarded-for"),
         context.config.trusted_proxies,
     )
     context.auth_failures.check(address, token)
+    now = context.clock.now()
     try:
-        return context.tokens.authenticate(context.sessions, token, context.clock.now())
+        remembered = context.tokens.remembered(token, now)
+        if remembered is not None:
+            return remembered
+        return await run_in_threadpool(context.tokens.authenticate, context.sessions, token, now)
     except Unauthenticated:
         context.auth_failures.failed(address, token)
         raise
@@ -129,7 +137,7 @@ def _writer(kind: WriteKind, access: Access) -> Any:
     """A caller whose write of `kind` is counted against its token's limit (429 past it)."""
 
     # A default, not Annotated: a postponed annotation cannot name the local `access`.
-    def admit(context: Context, caller: Principal = Depends(access)) -> Principal:  # noqa: B008
+    async def admit(context: Context, caller: Principal = Depends(access)) -> Principal:  # noqa: B008
         context.write_limits.admit(kind, caller.token_id)
         return caller
 

@@ -20,7 +20,6 @@ from fastapi import APIRouter, Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.dependencies.utils import get_dependant
 from fastapi.routing import APIRoute
-from starlette.concurrency import run_in_threadpool
 
 from governor.api.deps import Access, Context, bearer
 from governor.api.error_responses import errors
@@ -49,7 +48,7 @@ class ApiRoute(APIRoute):
         async def authorised(request: Request) -> Response:
             credentials = await bearer(request)
             for access in accesses:
-                await run_in_threadpool(access, request, credentials)
+                await access(request, credentials)
             return await handler(request)
 
         return authorised

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
+from functools import cache
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Row, Select, Update, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from governor.db.tables import (
@@ -106,16 +107,53 @@ def get_run(session: Session, run_id: str) -> RunRow:
     return row
 
 
-def run_with(session: Session, run_id: str, *budget_columns: Any) -> tuple[RunRow, Any]:
+def run_with(session: Session, run_id: str, *budget_columns: str) -> tuple[RunRow, Any]:
     """The run, and these columns of its budget, in one round trip."""
     row = session.execute(
-        select(RunRow, *budget_columns)
+        select(RunRow, *(BudgetRow.__table__.c[name] for name in budget_columns))
         .join(BudgetRow, BudgetRow.id == RunRow.budget_id)
         .where(RunRow.id == run_id)
     ).one_or_none()
     if row is None:
         raise NotFound(f"no run {run_id!r}")
     return row[0], row
+
+
+@cache
+def _run_row_with(budget_columns: tuple[str, ...]) -> Select[Any]:
+    budgets = BudgetRow.__table__.c
+    return (
+        select(RunRow.__table__, *(budgets[name] for name in budget_columns))
+        .join_from(RunRow.__table__, BudgetRow.__table__, RunRow.budget_id == BudgetRow.id)
+        .where(RunRow.id == bindparam("run_id"))
+    )
+
+
+def run_row_with(session: Session, run_id: str, *budget_columns: str) -> Row[Any]:
+    """The run's columns, and these columns of its budget, as one plain row: a read that
+    builds no statement and no ORM object (the heartbeat's hot path)."""
+    row = session.connection().execute(_run_row_with(budget_columns), {"run_id": run_id}).first()
+    if row is None:
+        raise NotFound(f"no run {run_id!r}")
+    return row
+
+
+@cache
+def _run_update(columns: frozenset[str]) -> Update:
+    table = RunRow.__table__
+    return (
+        update(table)
+        .where(table.c.id == bindparam("run_id"))
+        .values({name: bindparam(f"new_{name}") for name in columns})
+    )
+
+
+def update_run(session: Session, run_id: str, values: dict[str, Any]) -> None:
+    """Set these columns of the run, in one statement built once per set of columns."""
+    session.connection().execute(
+        _run_update(frozenset(values)),
+        {"run_id": run_id, **{f"new_{name}": value for name, value in values.items()}},
+    )
 
 
 def get_extension(session: Session, extension_id: str) -> ExtensionRow:

@@ -189,12 +189,12 @@ def _grouped(
 
 
 KEPT_FIGURES = (
-    BudgetRow.figures_at,
-    BudgetRow.figures_spent_usd,
-    BudgetRow.figures_committed_usd,
-    BudgetRow.figures_ceiling_usd,
-    BudgetRow.figures_burn_usd_per_hour,
-)
+    "figures_at",
+    "figures_spent_usd",
+    "figures_committed_usd",
+    "figures_ceiling_usd",
+    "figures_burn_usd_per_hour",
+)  # the budget's columns a heartbeat answers with
 
 
 def figures_of(kept: Any) -> Figures | None:

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
 from governor.db import repository as repo
@@ -70,23 +69,18 @@ def check_in(
     the committed spend already covers.
     """
     with read_only(sessions) as session:
-        run, kept = repo.run_with(session, run_id, *KEPT_FIGURES)
+        run = repo.run_row_with(session, run_id, *KEPT_FIGURES)  # the run, and those figures
         refuse_after_end(run, late_ack=_late_ack(beat))
         health, found = training_health.judge(run, beat.metrics, beat.step)
         plain = _plain(run, beat) and not found
         if plain:
-            directive = _directive(session, config, run, kept, None, now)
+            directive = _directive(session, config, run, run, None, now)
             changes = _changes(run, beat, now, health)
     if not plain:
         with unit_of_work(sessions) as session:
             return heartbeat(session, config, run_id, beat, now)
     with unit_of_work(sessions) as session:
-        session.execute(
-            update(RunRow)
-            .where(RunRow.id == run_id)
-            .values(changes)
-            .execution_options(synchronize_session=False)
-        )
+        repo.update_run(session, run_id, changes)
         metric_history.record(session, run_id, beat.step, beat.metrics, now)
     return directive
 

@@ -198,15 +198,19 @@ class TokenCache:
         self._known: OrderedDict[str, tuple[float, Principal]] = OrderedDict()
         self._lock = threading.Lock()
 
+    def remembered(self, token: str | None, now: datetime) -> Principal | None:
+        """The token's caller if it is remembered (no database round trip, no I/O at all),
+        else None: `authenticate` then looks it up."""
+        return self._remembered(_digest_of(token), now)
+
     def authenticate(
         self, sessions: sessionmaker[Session], token: str | None, now: datetime
     ) -> Principal:
         hashed = _digest_of(token)
+        remembered = self._remembered(hashed, now)
+        if remembered is not None:
+            return remembered
         tick = self._monotonic()
-        with self._lock:
-            known = self._known.get(hashed)
-            if known is not None and tick - known[0] < self._ttl_s:
-                return _live(known[1], now)
         with read_only(sessions) as session:
             principal = _principal(session, hashed)
         with self._lock:
@@ -215,6 +219,13 @@ class TokenCache:
             while len(self._known) > self._size:
                 self._known.popitem(last=False)
         return _live(principal, now)
+
+    def _remembered(self, hashed: str, now: datetime) -> Principal | None:
+        with self._lock:
+            known = self._known.get(hashed)
+        if known is None or self._monotonic() - known[0] >= self._ttl_s:
+            return None
+        return _live(known[1], now)
 
     def forget(self, matches: Callable[[Principal], bool]) -> None:
         """Stop remembering the tokens that `matches` (they were revoked here): their next use
