@@ -57,8 +57,9 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"governor {__version__} serving on {url}  (database: {_redact(settings.database_url)})")
     if token:
         print(
-            "\nOperator token (shown once; store it now, or set GOVERNOR_OPERATOR_TOKEN):\n"
-            f"  {token}\n"
+            "\nOperator token (shown once; store it now, or set GOVERNOR_OPERATOR_TOKEN "
+            "yourself). For the README's tour, in the shell you run it from:\n"
+            f"  export GOVERNOR_OPERATOR_TOKEN={token}\n"
         )
     print(f"API docs at {url}/docs; metering every {settings.enforce_interval_s:g} s.")
     print(f"GPU telemetry: {_describe_gpus(ctx)}")

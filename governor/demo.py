@@ -53,8 +53,9 @@ def run_demo(port: int, keep_serving: bool) -> int:
     except OSError as exc:
         why = os.strerror(exc.errno) if exc.errno else str(exc)
         print(
-            f"governor demo: cannot listen on {HOST}:{port} ({why}). "
-            "Is something else using that port? Try another one with --port.",
+            f"governor demo: cannot listen on {HOST}:{port} ({why}); is 'governor serve' "
+            f"(make serve) running there? Give the demo another port: --port {port + 1} "
+            f"(make demo PORT={port + 1}).",
             file=sys.stderr,
         )
         return 2
