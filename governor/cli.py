@@ -324,6 +324,9 @@ def _providers_check(_args: argparse.Namespace) -> int:
         ]
         if rows:
             print(table(("REF", "STATE", "USD/H", "STORAGE GB", "GOVERNED AS"), rows))
+        if check.ok and check.unseen:
+            unseen = ", ".join(f"{ref} ({pod_id})" for ref, pod_id in sorted(check.unseen.items()))
+            print(f"  governed here but not seen by {check.name}: {unseen}")
     for name, how in sorted(ctx.unconfigured.items()):
         print(f"{name}: not configured ({how})")
     return 0 if all(check.ok for check in checks) else 1
