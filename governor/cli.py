@@ -35,10 +35,12 @@ def _serve(args: argparse.Namespace) -> int:
         prepare_database,
     )
 
+    from governor.db.schema import MigrationsMissing
+
     settings = load_settings()
     try:
         prepare_database(settings)
-    except DatabaseBehind as exc:
+    except (DatabaseBehind, MigrationsMissing) as exc:
         print(f"governor: {exc}", file=sys.stderr)
         return 2
     except OperationalError as exc:
@@ -132,6 +134,11 @@ def _migrate(args: argparse.Namespace) -> int:
     from governor.db import schema
 
     settings = load_settings()
+    try:
+        schema.migrations_dir()
+    except schema.MigrationsMissing as exc:
+        print(f"governor: {exc}", file=sys.stderr)
+        return 2
     print(f"Migrating {_redact(settings.database_url)} to {args.revision} ...")
     try:
         schema.upgrade(settings.database_url, args.revision)
@@ -299,7 +306,7 @@ def _providers_check(_args: argparse.Namespace) -> int:
     try:
         try:  # the pods registered here, if this governor's database is set up
             ready = schema.schema_status(ctx.engine).at_head
-        except OperationalError:
+        except (OperationalError, schema.MigrationsMissing):
             ready = False
         registered = providers.registered_pods(ctx) if ready else {}
         checks = providers.check_all(ctx, registered)

@@ -26,6 +26,7 @@ import uvicorn
 
 from governor.app import create_app
 from governor.bootstrap import bootstrap_operator, build_context, prepare_database
+from governor.db.schema import MigrationsMissing
 from governor.domain.model import PodState
 from governor.domain.money import dollars
 from governor.fakes.cloud import FakeProvider
@@ -78,7 +79,7 @@ def run_demo(port: int, keep_serving: bool) -> int:
     )
     try:
         prepare_database(settings)
-    except FileNotFoundError as exc:  # an install without the migrations/ folder
+    except MigrationsMissing as exc:  # an install without the migrations/ folder
         listener.close()
         print(f"governor demo: {exc}", file=sys.stderr)
         return 2
