@@ -34,7 +34,6 @@ def _serve(args: argparse.Namespace) -> int:
         close_context,
         prepare_database,
     )
-
     from governor.db.schema import MigrationsMissing
 
     settings = load_settings()
@@ -206,6 +205,7 @@ def _plan_check(args: argparse.Namespace) -> int:
 
     from pydantic import ValidationError
 
+    from governor.api.errors import problem
     from governor.api.schemas import PlanIn
     from governor.domain.preflight.rules import admit
 
@@ -218,7 +218,7 @@ def _plan_check(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         for error in exc.errors():
             field = ".".join(str(p) for p in error["loc"]) or "the file"
-            print(f"{where}: {field}: {error['msg']}", file=sys.stderr)
+            print(f"{where}: {field}: {problem(error)}", file=sys.stderr)
         return PLAN_INVALID
     if args.pod is not None:
         return _plan_check_on_pod(args, json.loads(Path(args.file).read_bytes()))
@@ -478,12 +478,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings()
     except ValidationError as exc:
+        from governor.api.errors import problem
+
         for error in exc.errors():
             if not error["loc"]:  # a rule across settings names them in its message
-                print(f"governor: invalid settings: {error['msg']}", file=sys.stderr)
+                print(f"governor: invalid settings: {problem(error)}", file=sys.stderr)
                 continue
             name = "GOVERNOR_" + "_".join(str(p) for p in error["loc"]).upper()
-            print(f"governor: invalid setting {name}: {error['msg']}", file=sys.stderr)
+            print(f"governor: invalid setting {name}: {problem(error)}", file=sys.stderr)
         return 2
     logging.basicConfig(
         level=settings.log_level.upper(),
