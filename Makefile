@@ -4,6 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 DEV := $(VENV)/.installed-dev
+# Where `make serve` and `make demo` listen: `make demo PORT=8001` beside a running `make serve`.
+PORT ?= 8000
 
 .PHONY: serve demo test lint
 
@@ -22,10 +24,10 @@ $(DEV): pyproject.toml | $(VENV)
 	touch $(DEV) $(RUNTIME)
 
 serve: $(RUNTIME)
-	$(BIN)/governor serve
+	$(BIN)/governor serve --port $(PORT)
 
 demo: $(RUNTIME)
-	$(BIN)/governor demo
+	$(BIN)/governor demo --port $(PORT)
 
 lint: $(DEV)
 	$(BIN)/ruff check .

@@ -34,11 +34,12 @@ def _serve(args: argparse.Namespace) -> int:
         close_context,
         prepare_database,
     )
+    from governor.db.schema import MigrationsMissing
 
     settings = load_settings()
     try:
         prepare_database(settings)
-    except DatabaseBehind as exc:
+    except (DatabaseBehind, MigrationsMissing) as exc:
         print(f"governor: {exc}", file=sys.stderr)
         return 2
     except OperationalError as exc:
@@ -57,8 +58,9 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"governor {__version__} serving on {url}  (database: {_redact(settings.database_url)})")
     if token:
         print(
-            "\nOperator token (shown once; store it now, or set GOVERNOR_OPERATOR_TOKEN):\n"
-            f"  {token}\n"
+            "\nOperator token (shown once; store it now, or set GOVERNOR_OPERATOR_TOKEN "
+            "yourself). For the README's tour, in the shell you run it from:\n"
+            f"  export GOVERNOR_OPERATOR_TOKEN={token}\n"
         )
     print(f"API docs at {url}/docs; metering every {settings.enforce_interval_s:g} s.")
     print(f"GPU telemetry: {_describe_gpus(ctx)}")
@@ -131,6 +133,11 @@ def _migrate(args: argparse.Namespace) -> int:
     from governor.db import schema
 
     settings = load_settings()
+    try:
+        schema.migrations_dir()
+    except schema.MigrationsMissing as exc:
+        print(f"governor: {exc}", file=sys.stderr)
+        return 2
     print(f"Migrating {_redact(settings.database_url)} to {args.revision} ...")
     try:
         schema.upgrade(settings.database_url, args.revision)
@@ -198,6 +205,7 @@ def _plan_check(args: argparse.Namespace) -> int:
 
     from pydantic import ValidationError
 
+    from governor.api.errors import problem
     from governor.api.schemas import PlanIn
     from governor.domain.preflight.rules import admit
 
@@ -210,7 +218,7 @@ def _plan_check(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         for error in exc.errors():
             field = ".".join(str(p) for p in error["loc"]) or "the file"
-            print(f"{where}: {field}: {error['msg']}", file=sys.stderr)
+            print(f"{where}: {field}: {problem(error)}", file=sys.stderr)
         return PLAN_INVALID
     if args.pod is not None:
         return _plan_check_on_pod(args, json.loads(Path(args.file).read_bytes()))
@@ -298,7 +306,7 @@ def _providers_check(_args: argparse.Namespace) -> int:
     try:
         try:  # the pods registered here, if this governor's database is set up
             ready = schema.schema_status(ctx.engine).at_head
-        except OperationalError:
+        except (OperationalError, schema.MigrationsMissing):
             ready = False
         registered = providers.registered_pods(ctx) if ready else {}
         checks = providers.check_all(ctx, registered)
@@ -323,6 +331,9 @@ def _providers_check(_args: argparse.Namespace) -> int:
         ]
         if rows:
             print(table(("REF", "STATE", "USD/H", "STORAGE GB", "GOVERNED AS"), rows))
+        if check.ok and check.unseen:
+            unseen = ", ".join(f"{ref} ({pod_id})" for ref, pod_id in sorted(check.unseen.items()))
+            print(f"  governed here but not seen by {check.name}: {unseen}")
     for name, how in sorted(ctx.unconfigured.items()):
         print(f"{name}: not configured ({how})")
     return 0 if all(check.ok for check in checks) else 1
@@ -467,12 +478,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings()
     except ValidationError as exc:
+        from governor.api.errors import problem
+
         for error in exc.errors():
             if not error["loc"]:  # a rule across settings names them in its message
-                print(f"governor: invalid settings: {error['msg']}", file=sys.stderr)
+                print(f"governor: invalid settings: {problem(error)}", file=sys.stderr)
                 continue
             name = "GOVERNOR_" + "_".join(str(p) for p in error["loc"]).upper()
-            print(f"governor: invalid setting {name}: {error['msg']}", file=sys.stderr)
+            print(f"governor: invalid setting {name}: {problem(error)}", file=sys.stderr)
         return 2
     logging.basicConfig(
         level=settings.log_level.upper(),

@@ -26,6 +26,7 @@ import uvicorn
 
 from governor.app import create_app
 from governor.bootstrap import bootstrap_operator, build_context, prepare_database
+from governor.db.schema import MigrationsMissing
 from governor.domain.model import PodState
 from governor.domain.money import dollars
 from governor.fakes.cloud import FakeProvider
@@ -53,8 +54,9 @@ def run_demo(port: int, keep_serving: bool) -> int:
     except OSError as exc:
         why = os.strerror(exc.errno) if exc.errno else str(exc)
         print(
-            f"governor demo: cannot listen on {HOST}:{port} ({why}). "
-            "Is something else using that port? Try another one with --port.",
+            f"governor demo: cannot listen on {HOST}:{port} ({why}); is 'governor serve' "
+            f"(make serve) running there? Give the demo another port: --port {port + 1} "
+            f"(make demo PORT={port + 1}).",
             file=sys.stderr,
         )
         return 2
@@ -77,7 +79,7 @@ def run_demo(port: int, keep_serving: bool) -> int:
     )
     try:
         prepare_database(settings)
-    except FileNotFoundError as exc:  # an install without the migrations/ folder
+    except MigrationsMissing as exc:  # an install without the migrations/ folder
         listener.close()
         print(f"governor demo: {exc}", file=sys.stderr)
         return 2

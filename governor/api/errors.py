@@ -44,6 +44,15 @@ def _where(location: tuple[Any, ...]) -> str:
     return _encodable(".".join(str(p) for p in location)) or "body"
 
 
+def problem(error: Any) -> str:
+    """A validation error's message as our own validators wrote it: pydantic puts "Value
+    error, " before what a validator raised, which tells a reader nothing."""
+    message = str(error.get("msg"))
+    if error.get("type") == "value_error":
+        message = message.removeprefix("Value error, ")
+    return message
+
+
 def _detail(error: Any) -> dict[str, str]:
     if error.get("type") == "json_invalid":
         position = error.get("loc", ("body", "?"))[-1]
@@ -51,7 +60,7 @@ def _detail(error: Any) -> dict[str, str]:
         return {"field": "body", "problem": f"malformed JSON at character {position}: {reason}"}
     return {
         "field": _where(tuple(error.get("loc", ()))),
-        "problem": _encodable(str(error.get("msg"))),
+        "problem": _encodable(problem(error)),
     }
 
 

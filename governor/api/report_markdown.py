@@ -141,7 +141,8 @@ def _stops(stops: Sequence[Stop]) -> str:
             checkpoint = o.ack_checkpoint
             lines.append(f"  - saved: step {checkpoint.get('step')} at {checkpoint.get('path')}")
         if o.attempts > 1 or o.last_error:
-            lines.append(f"  - provider attempts: {o.attempts}; last error: {o.last_error}")
+            error = f"; last error: {o.last_error}" if o.last_error else ""
+            lines.append(f"  - provider attempts: {o.attempts}{error}")
     return "\n".join(lines)
 
 

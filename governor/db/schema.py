@@ -15,14 +15,19 @@ from sqlalchemy import Engine
 MIGRATIONS_ENV = "GOVERNOR_MIGRATIONS_DIR"
 
 
+class MigrationsMissing(FileNotFoundError):
+    """The migrations are not beside the code (an install, not a checkout) and no setting
+    says where they are: the message says what to do, in one line."""
+
+
 def migrations_dir() -> Path:
     """The top-level `migrations/` folder, or the one GOVERNOR_MIGRATIONS_DIR names."""
     configured = os.environ.get(MIGRATIONS_ENV)
     path = Path(configured) if configured else Path(__file__).resolve().parents[2] / "migrations"
     if not (path / "env.py").is_file():
-        raise FileNotFoundError(
-            f"no migrations found at {path}; "
-            f"set {MIGRATIONS_ENV} to the project's migrations/ folder"
+        raise MigrationsMissing(
+            f"no database migrations at {path}: set {MIGRATIONS_ENV} to the migrations/ "
+            "folder of the gpu-governor source, or run from a checkout of it"
         )
     return path
 

@@ -113,6 +113,17 @@ class FakeProvider:
     def state(self) -> FakeCloudState:
         return self._state
 
+    @property
+    def credential(self) -> str:
+        """Which simulated cloud a check looked at: without a shared state file, one of its
+        own, which has never seen the pods a running server registered."""
+        if self._state_file is not None:
+            return f"none needed; the simulated cloud kept in {self._state_file}"
+        return (
+            "none needed; a simulated cloud of this process alone, not a running server's "
+            "(set GOVERNOR_FAKE_STATE_FILE, for both, to share one)"
+        )
+
     def describe(self, ref: str) -> PodDescription:
         with self._lock:
             pod = self._pod(ref)

@@ -288,7 +288,11 @@ def main(
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--state", type=Path, required=True, help="where its state is written")
     parser.add_argument("--pods", default="", help="ref=USD-per-hour,... running from the start")
-    parser.add_argument("--api-key", default=default_key)
+    parser.add_argument(
+        "--api-key",
+        default=default_key,
+        help=f"the key the governor must send (default {default_key})",
+    )
     args = parser.parse_args(argv)
     cloud = cloud_class(args.state, args.api_key)
     for ref, rate in parse_pods(args.pods).items():
@@ -296,5 +300,8 @@ def main(
     with cloud.lock:
         cloud.save()
     server = serve(cloud, args.port)
-    print(f"fake {cloud.provider} listening on {server.url}{path}", flush=True)
+    print(
+        f"fake {cloud.provider} listening on {server.url}{path}, taking the key {args.api_key}",
+        flush=True,
+    )
     server.serve_forever()

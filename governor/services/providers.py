@@ -29,6 +29,12 @@ class ProviderCheck:
     pods: list[Listed] = field(default_factory=list)
     registered: dict[str, str] = field(default_factory=dict)  # provider ref -> governor pod id
 
+    @property
+    def unseen(self) -> dict[str, str]:
+        """Pods governed here that the provider did not list: another account, or gone."""
+        listed = {pod.ref for pod in self.pods}
+        return {ref: pod_id for ref, pod_id in self.registered.items() if ref not in listed}
+
 
 def check_all(ctx: ServiceContext, registered: dict[str, dict[str, str]]) -> list[ProviderCheck]:
     """One check per configured provider; `registered` is {provider: {ref: pod id}}."""

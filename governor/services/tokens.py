@@ -35,6 +35,11 @@ PREFIX = {
 }
 
 
+def _a(word: str) -> str:
+    """The word with its article: "an operator", "a viewer"."""
+    return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
+
+
 @dataclass(frozen=True)
 class Principal:
     role: Role
@@ -51,7 +56,7 @@ class Principal:
     def require(self, *roles: Role) -> None:
         if self.role not in roles:
             wanted = " or ".join(r.value for r in roles)
-            raise Forbidden(f"this needs a {wanted} token; yours is a {self.role.value} token")
+            raise Forbidden(f"this needs {_a(wanted)} token; yours is {_a(self.role.value)} token")
 
     def require_run(self, run_id: str) -> None:
         """Operators may act on any run; a job token only on its own."""

@@ -30,7 +30,7 @@ from tests.e2e.conftest import (
     utcnow,
     wait_for,
 )
-from tests.plans import variant, write
+from tests.plans import EXAMPLE_FILE, variant, write
 
 pytestmark = pytest.mark.e2e
 
@@ -209,6 +209,13 @@ def test_plan_check_says_go_with_exit_0(tmp_path: Path) -> None:
     assert result.stdout.startswith("GO: pilot-gemma3-lora-001 on 1 x H200")
     assert "worst case $65.20, expected $39.95; $450.00 available" in result.stdout
     assert "[go] memory_fit: Modeled peak 60.7 GiB per GPU is 43%" in result.stdout
+
+
+def test_the_example_plan_the_readme_points_to_checks_go() -> None:
+    result = plan_check(EXAMPLE_FILE, "--remaining-usd", "450")  # as the README shows it
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("GO: pilot-gemma3-lora-001 on 1 x H200")
+    assert "[go] cost_fit:" in result.stdout and "$405.00 available" in result.stdout
 
 
 def test_plan_check_says_no_go_with_exit_2_and_every_reason(tmp_path: Path) -> None:

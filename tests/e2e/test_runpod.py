@@ -9,6 +9,10 @@ own bill ends under the ceiling. The fake stops at once, so the stop latency res
 
 from __future__ import annotations
 
+import re
+import shlex
+import subprocess
+import sys
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -21,12 +25,15 @@ from tests.e2e.conftest import (
     ServerFactory,
     SimulatedJob,
     assert_error,
+    clean_environ,
     create_run,
     declare_budget,
+    free_port,
     get_budget,
     ok,
     usd,
     utcnow,
+    wait_for,
     wait_pod_stopped,
 )
 from tests.e2e.runpod_cloud import KEY, RunPodCloud
@@ -91,3 +98,54 @@ def test_a_runpod_pod_without_a_configured_key_is_refused_saying_what_to_set(
     budget = declare_budget(operator, str(CEILING))
     error = assert_error(register_runpod_pod(operator, budget["id"], "pod-1"), 422)
     assert "GOVERNOR_RUNPOD_API_KEY" in error["message"], error
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_the_readme_commands_for_the_fake_runpod_cloud_work_as_written(tmp_path: Path) -> None:
+    """The README's two lines, a fake cloud and a governor given its URL and key, on a free
+    port: the governor's providers check is accepted and sees the fake's pod."""
+    fake, governor = re.findall(
+        r"^\s*(python -m governor\.fakes\.runpod .*)\n\s*(GOVERNOR_RUNPOD_API_KEY=.*)$",
+        README.read_text(),
+        re.MULTILINE,
+    )[0]
+    port = str(free_port())
+    fake_args = [a.replace("8765", port) for a in shlex.split(fake)]
+    assert fake_args[:3] == ["python", "-m", "governor.fakes.runpod"]
+    *settings, command = shlex.split(governor.replace("8765", port))[:-1]
+    assert command == "governor", governor
+    cloud = subprocess.Popen(
+        [sys.executable, *fake_args[1:]],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/_fake/state"
+        wait_for(lambda: answers(url), "the README's fake RunPod cloud to listen", timeout_s=30)
+        checked = subprocess.run(
+            [sys.executable, "-m", "governor", "providers", "check"],
+            cwd=tmp_path,
+            env={**clean_environ(), **dict(s.split("=", 1) for s in settings)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        cloud.kill()
+        cloud.wait(timeout=30)
+    assert "runpod: ok (stops keeping the workspace): credentials accepted; 1 pod(s)" in (
+        checked.stdout
+    ), checked.stdout + checked.stderr
+    assert re.search(r"^pod-1\s+running\s+3600\.00", checked.stdout, re.MULTILINE), checked.stdout
+
+
+def answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False

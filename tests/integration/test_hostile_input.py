@@ -449,3 +449,11 @@ def test_a_number_field_given_no_number_is_refused(
 def test_a_number_field_takes_a_numeric_string(world: World) -> None:
     body = {"name": "b", "ceiling_usd": "5", "storage_tail_hours": "2.5"}
     assert ok(world.send("/v1/budgets", body), 201)["storage_tail_hours"] == 2.5
+
+
+def test_a_refusal_says_what_is_wrong_in_the_validators_own_words(world: World) -> None:
+    """Not pydantic's "Value error, " before it: the field, then the problem."""
+    not_money = assert_refused(world, "/v1/budgets", {"name": "x", "ceiling_usd": "abc"}, "ceiling")
+    assert not_money == "ceiling_usd: 'abc' is not a decimal number of dollars"
+    negative = assert_refused(world, "/v1/budgets", {"name": "x", "ceiling_usd": "-1"}, "ceiling")
+    assert negative == "ceiling_usd: must not be negative"

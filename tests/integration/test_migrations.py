@@ -3,6 +3,7 @@ import os
 import subprocess
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -131,3 +132,28 @@ def test_the_upgrade_makes_stored_events_servable(database_url: str) -> None:
     )
     assert served[1] == (("m\ufffdessage", {"loss": "nan"}) if sqlite else ("message", {}))
     assert served[2] == stored[2]
+
+
+@pytest.mark.parametrize("command", [["migrate"], ["serve", "--port", "0"]])
+def test_without_the_migrations_the_command_says_what_to_do_in_one_line(
+    command: list[str], tmp_path: Path
+) -> None:
+    """An installed package, not a checkout: no traceback, one line naming the setting."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("GOVERNOR_")},
+        "GOVERNOR_DATABASE_URL": f"sqlite:///{tmp_path / 'governor.db'}",
+        "GOVERNOR_MIGRATIONS_DIR": str(tmp_path),  # no env.py there, as in site-packages
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "governor", *command],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (result.returncode, result.stdout) == (2, ""), result
+    assert result.stderr == (
+        f"governor: no database migrations at {tmp_path}: set GOVERNOR_MIGRATIONS_DIR to the "
+        "migrations/ folder of the gpu-governor source, or run from a checkout of it\n"
+    )

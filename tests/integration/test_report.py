@@ -250,3 +250,12 @@ def test_a_run_that_reported_no_metrics_says_so(gov: Governor) -> None:
     assert r.metrics == {}
     assert "## Training metrics\n\nThe last value" in render(r)
     assert "No metrics were reported." in render(r)
+
+
+def test_a_stop_that_took_attempts_without_an_error_says_no_error(gov: Governor) -> None:
+    budget, _, _ = pilot(gov)  # the fake cloud answers "pending" for 30 s, then "stopped"
+    [stop] = build(gov, budget).stops
+    assert stop.order.attempts > 1 and stop.order.last_error is None
+    text = render(build(gov, budget))
+    assert f"  - provider attempts: {stop.order.attempts}\n" in text
+    assert "None" not in text

@@ -18,6 +18,7 @@ from governor.adapters.providers.local import LocalCommandProvider, LocalProvide
 from governor.adapters.providers.runpod import RunPodProvider
 from governor.adapters.providers.vast import VastProvider
 from governor.bootstrap import ProviderSetupError, build_providers
+from governor.cli import main
 from governor.domain.ports import Resumes
 from governor.fakes.cloud import BillingFakeProvider, FakeProvider
 from governor.fakes.gcp import FakeGcp
@@ -234,3 +235,13 @@ def test_kubernetes_kubeconfig_without_the_client_says_what_to_install(
         build_providers(settings, FrozenClock())
     explicit = load_settings(kubernetes_url="https://k8s.test", kubernetes_token="t")
     assert isinstance(build_providers(explicit, FrozenClock())["kubernetes"], KubernetesProvider)
+
+
+def test_a_refused_setting_is_named_with_the_validators_own_words(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("GOVERNOR_GCP_RATES", "not json")
+    assert main(["migrate"]) == 2  # refused before anything else runs
+    assert capsys.readouterr().err.startswith(
+        "governor: invalid setting GOVERNOR_GCP_RATES: not a JSON object of rates"
+    )

@@ -1,0 +1,210 @@
+"""The README's "A tour of the API", taken from README.md itself and run with bash against a
+live server, as a reader pastes it: every response has the keys, types and states the
+README's `# ->` lines show (their ids, figures and times are illustrations)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from governor.domain.model import PodState
+from tests.e2e.conftest import (
+    OPERATOR_TOKEN,
+    GovernorServer,
+    ServerFactory,
+    clean_environ,
+    get_pod,
+    utcnow,
+    wait_pod_stopped,
+)
+
+pytestmark = pytest.mark.e2e
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+SECTION = "## A tour of the API"
+README_SERVER = "http://127.0.0.1:8000"  # what `make serve` listens on; the test's own port here
+TOUR_TIMEOUT_S = 120
+# Values a reader compares word for word: states, verdicts and what they typed themselves.
+EXACT = {
+    "action",
+    "category",
+    "decision_note",
+    "directive",
+    "name",
+    "provider",
+    "provider_ref",
+    "rate_source",
+    "reason",
+    "severity",
+    "state",
+    "status",
+}
+ID = re.compile(r"^[a-z]+_[0-9a-f]{8,}$")
+MONEY = re.compile(r"^-?\d+\.\d+$")
+ELISION = re.compile(r",\s*\.\.\.(?=\s*[}\]])")
+
+# Each curl call's output is kept under the line of the tour that made it (the last call of a
+# line wins); --fail-with-body makes an HTTP error end the tour, as `set -e` does any failure.
+RECORDER = """curl() {
+  command curl --fail-with-body "$@" | tee "$TOUR_RESPONSES/$((BASH_LINENO[0] - PRELUDE))"
+}
+"""
+
+
+def tour_script() -> str:
+    """The shell blocks of the README's tour section, in order, joined."""
+    text = README.read_text()
+    assert SECTION in text, f"README.md has no {SECTION!r} section"
+    section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"^```sh\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
+    assert blocks, "the tour has no ```sh block"
+    return "\n".join(blocks)
+
+
+@dataclass(frozen=True)
+class Illustration:
+    line: int  # 1-based, in the tour script
+    text: str
+    shape: Any
+
+
+def illustrations(script: str) -> list[Illustration]:
+    """Each `# -> ...` comment (with its indented continuation lines), parsed as JSON with
+    `...` standing for what it leaves out."""
+    lines = script.splitlines()
+    found = []
+    for number, line in enumerate(lines, 1):
+        if not line.startswith("# -> "):
+            continue
+        parts = [line.removeprefix("# -> ")]
+        for following in lines[number:]:
+            if not following.startswith("#  "):
+                break
+            parts.append(following.removeprefix("#").strip())
+        text = " ".join(parts)
+        try:
+            shape = json.loads(ELISION.sub("", text))
+        except json.JSONDecodeError as exc:
+            raise AssertionError(f"README tour line {number}: not JSON ({exc}): {text}") from exc
+        found.append(Illustration(number, text, shape))
+    return found
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # as `make serve` runs
+def test_the_readme_tour_runs_top_to_bottom_and_shows_what_comes_back(
+    start_server: ServerFactory, tmp_path: Path
+) -> None:
+    for tool in ("curl", "jq"):
+        assert shutil.which(tool), f"the README's tour needs {tool} (apt-get install {tool})"
+    script = tour_script()
+    shown = illustrations(script)
+    assert len(shown) >= 10, "the tour shows too few responses"
+    assert script.count(README_SERVER) == 1, f"the tour names the server once, as {README_SERVER}"
+    server = start_server(GOVERNOR_FAKE_HOURLY_RATE_USD="2.00")  # what `make serve` bills
+
+    responses = run_tour(script.replace(README_SERVER, server.url), server, tmp_path)
+
+    for number, body in sorted(responses.items()):
+        assert not (isinstance(body, dict) and "error" in body), f"line {number}: {body}"
+    ids: dict[str, str] = {}  # an id illustrated twice is the same thing twice
+    previous = 0
+    for shown_here in shown:
+        calls = [n for n in responses if previous < n < shown_here.line]
+        assert calls, f"README tour line {shown_here.line}: no call before it shows a response"
+        actual = responses[max(calls)]
+        where = f"README tour line {shown_here.line} ({shown_here.text[:60]}...)"
+        matches(shown_here.shape, actual, where, ids)
+        previous = shown_here.line
+
+    # The acknowledgement ends the stop long before its 300 s deadline: the pod stops, keeping
+    # its workspace, with the save.
+    with server.client() as operator:
+        pod_id = next(i for i in ids.values() if i.startswith("pod_"))
+        wait_pod_stopped(operator, pod_id)
+        checkpoint = get_pod(operator, pod_id)["stop_order"]["ack_checkpoint"]
+    assert checkpoint == {"step": 130, "path": "/workspace/ckpt-130"}
+    assert server.cloud_pod("pod-1").state(utcnow()) is PodState.STOPPED  # stopped, not gone
+
+
+def run_tour(script: str, server: GovernorServer, workdir: Path) -> dict[int, Any]:
+    """Run the tour with bash, stopping at the first failure; each line's last response."""
+    recorded = workdir / "responses"
+    recorded.mkdir()
+    prelude = f"PRELUDE={RECORDER.count(chr(10)) + 1}\n{RECORDER}"
+    env = {
+        **clean_environ(),
+        "GOVERNOR_OPERATOR_TOKEN": OPERATOR_TOKEN,
+        "TOUR_RESPONSES": str(recorded),
+    }
+    result = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", prelude + script],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TOUR_TIMEOUT_S,
+        check=False,
+    )
+    assert result.returncode == 0, (
+        f"the tour failed ({result.returncode}):\n{result.stdout}\n--- stderr ---\n"
+        f"{result.stderr}\n--- server ---\n{server.log_tail(40)}"
+    )
+    return {int(f.name): json.loads(f.read_text()) for f in recorded.iterdir()}
+
+
+def matches(shape: Any, actual: Any, where: str, ids: dict[str, str], key: str = "") -> None:
+    """`actual` has what `shape` shows: its keys, each value's type, states word for word,
+    money as a decimal string, times as aware ISO times, ids with their prefix."""
+    what = f"{where}: {key or 'the response'}"
+    if isinstance(shape, dict):
+        assert isinstance(actual, dict), f"{what}: expected an object, got {actual!r}"
+        for name, value in shape.items():
+            assert name in actual, f"{what}: no {name!r} in {sorted(actual)}"
+            matches(value, actual[name], where, ids, f"{key}.{name}" if key else name)
+    elif isinstance(shape, list):
+        assert isinstance(actual, list), f"{what}: expected a list, got {actual!r}"
+        assert len(actual) >= len(shape), f"{what}: expected {len(shape)}+ items, got {actual}"
+        for index, value in enumerate(shape):
+            matches(value, actual[index], where, ids, f"{key}[{index}]")
+    elif shape is None or isinstance(shape, bool):
+        assert actual == shape, f"{what}: expected {shape!r}, got {actual!r}"
+    elif isinstance(shape, int | float):
+        assert isinstance(actual, int | float) and not isinstance(actual, bool), (
+            f"{what}: expected a number, got {actual!r}"
+        )
+    else:
+        assert isinstance(actual, str), f"{what}: expected a string, got {actual!r}"
+        matches_text(shape, actual, what, ids, key.rsplit(".", 1)[-1])
+
+
+def matches_text(shape: str, actual: str, what: str, ids: dict[str, str], name: str) -> None:
+    if name in EXACT:
+        assert actual == shape, f"{what}: expected {shape!r}, got {actual!r}"
+    elif ID.match(shape):
+        prefix = shape.split("_", 1)[0] + "_"
+        assert actual.startswith(prefix), f"{what}: expected an id {prefix}..., got {actual!r}"
+        assert ids.setdefault(shape, actual) == actual, (
+            f"{what}: the README shows {shape} again, but this is {actual}, not {ids[shape]}"
+        )
+    elif MONEY.match(shape):
+        assert MONEY.match(actual), f"{what}: expected a decimal string, got {actual!r}"
+    elif shape.endswith("..."):
+        assert actual.startswith(shape.removesuffix("...")), (
+            f"{what}: expected {shape!r}, got {actual!r}"
+        )
+    else:
+        try:
+            datetime.fromisoformat(shape)
+        except ValueError:
+            return  # free text (a message): a string is all the README promises
+        assert datetime.fromisoformat(actual).tzinfo is not None, (
+            f"{what}: expected an aware ISO time, got {actual!r}"
+        )
