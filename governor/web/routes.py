@@ -30,6 +30,7 @@ NOTICES = {
     "denied": ("ok", "Extension denied."),
     "already-decided": ("warning", "That request had already been decided by someone else."),
     "not-found": ("warning", "That request no longer exists."),
+    "note-required": ("warning", "Nothing decided: a decision needs a note saying why."),
 }
 HEADERS = {
     "Cache-Control": "no-store",
@@ -62,11 +63,18 @@ def home() -> RedirectResponse:
     return _to("/status")
 
 
+ENDED = (
+    "Your session has ended: it expired (sessions last 12 h), you signed out, its token was "
+    "revoked or expired, or the server's session secret changed. Sign in again."
+)
+
+
 @router.get("/login")
 def login_form(request: Request, kit: WebKit, page: SignedIn) -> Response:
     if page is not None:
         return _to("/status")
-    return _render(kit, request, "login.html", {"error": None})
+    ended = request.query_params.get("ended") is not None
+    return _render(kit, request, "login.html", {"error": None, "ended": ENDED if ended else None})
 
 
 @router.post("/login")
@@ -82,7 +90,8 @@ def login(request: Request, kit: WebKit, form: Form, ctx: Context, tx: Tx, now: 
     try:
         ctx.auth_failures.check(address, token)
     except TooManyAttempts as exc:
-        response = _render(kit, request, "login.html", {"error": f"{exc.message}."}, 429)
+        context = {"error": f"{exc.message}.", "ended": None}
+        response = _render(kit, request, "login.html", context, 429)
         response.headers["Retry-After"] = str(math.ceil(exc.retry_after_s))
         return response
     try:
@@ -97,7 +106,7 @@ def login(request: Request, kit: WebKit, form: Form, ctx: Context, tx: Tx, now: 
             if code == 403
             else "Unknown token. Paste a viewer or operator token."
         )
-        return _render(kit, request, "login.html", {"error": message}, code)
+        return _render(kit, request, "login.html", {"error": message, "ended": None}, code)
     value, max_age = kit.keys.issue(found.token_id, now)
     response = _to("/status")
     response.set_cookie(
@@ -127,13 +136,22 @@ def logout(page: SignedIn, kit: WebKit, form: Form, now: Now) -> Response:
 def status_page(
     request: Request, kit: WebKit, page: SignedIn, ctx: Context, tx: Tx, now: Now
 ) -> Response:
-    """The dashboard: every budget, its chart, pods, GPUs, runs, pending requests, events."""
+    """The dashboard: what needs an operator first, then every budget, its chart, pods, GPUs,
+    runs, pending requests, and the latest events."""
     if page is None:
-        return _to("/login")
+        return _signed_out(request)
     with tx() as session:
         dashboard = status.dashboard(session, ctx.config, now)
     notice = NOTICES.get(request.query_params.get("notice", ""))
-    context = {"dash": dashboard, "page": page, "notice": notice, "refresh_s": REFRESH_S}
+    shown = {b.id for b in dashboard.budgets}
+    near = request.query_params.get("budget")  # the card acted on: the notice shows there
+    context = {
+        "dash": dashboard,
+        "page": page,
+        "notice": notice,
+        "notice_budget": near if near in shown else None,
+        "refresh_s": REFRESH_S,
+    }
     return _render(kit, request, "status.html", context)
 
 
@@ -156,7 +174,9 @@ def decide(
     if not page.can_decide:
         return _refused("A viewer token can look but not decide: sign in as an operator.")
     approve = decision == "approve"
-    note = form.get("note", "").strip() or "from the dashboard."
+    note = form.get("note", "").strip()
+    if not note:  # the API keeps a note optional; a decision taken on the page says why
+        return _to(_near(form.get("budget", ""), "note-required"))
     try:
         with tx() as session:
             row = extensions.decide(session, ctx.config, extension_id, approve, note, now)
@@ -164,7 +184,14 @@ def decide(
         return _to("/status?notice=already-decided")
     except NotFound:
         return _to("/status?notice=not-found")
-    return _to(f"/status?notice={'approved' if approve else 'denied'}#budget-{row.budget_id}")
+    return _to(_near(row.budget_id, "approved" if approve else "denied"))
+
+
+def _near(budget_id: str, notice: str) -> str:
+    """Back to the page, scrolled to the budget acted on, with the notice shown in its card."""
+    if not budget_id.replace("_", "").isalnum():  # an id, or nothing to scroll to
+        return f"/status?notice={notice}"
+    return f"/status?notice={notice}&budget={budget_id}#budget-{budget_id}"
 
 
 @router.post("/status/pods/{pod_id}/resume")
@@ -190,6 +217,11 @@ def resume(pod_id: str, page: SignedIn, kit: WebKit, form: Form, ctx: Context) -
         "with this token (shown once; the previous one has ended):",
         token=resumed.token,
     )
+
+
+def _signed_out(request: Request) -> RedirectResponse:
+    """To the sign-in form; one that says why when the browser still sent a session."""
+    return _to("/login?ended" if request.cookies.get(COOKIE) else "/login")
 
 
 def _refused(message: str) -> Response:
