@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
 from governor.db.tables import (
+    EventRow,
     GpuSampleRow,
     LedgerEntryRow,
     PodRow,
@@ -43,7 +44,7 @@ from governor.services import danger, leadership, metric_history
 from governor.services.book import Book, heard_from, meter, open_books
 from governor.services.context import GovernorConfig
 from governor.services.danger import NextStep, Problem
-from governor.services.telemetry import RAW
+from governor.services.telemetry import MINUTE, RAW
 
 CHART_POINTS = 240  # the most points of a spend series; older detail is thinned, never the end
 BURN = {"api": "burn_rate_usd_per_hour"}  # what the API calls a burn rate
@@ -250,19 +251,7 @@ def dashboard(session: Session, config: GovernorConfig, now: datetime) -> Dashbo
     )
     names = {b.id: b.name for b in budgets}
     events = tuple(
-        EventLine(
-            e.id,
-            e.at,
-            e.severity,
-            e.category,
-            e.subject,
-            e.budget_id,
-            names.get(e.budget_id or ""),
-            e.message,
-            e.count,
-            e.last_at,
-        )
-        for e in repo.events(session, limit=EVENTS)
+        event_line(e, names.get(e.budget_id or "")) for e in repo.events(session, limit=EVENTS)
     )
     lease = leadership.current(session)
     leader = (
@@ -271,6 +260,21 @@ def dashboard(session: Session, config: GovernorConfig, now: datetime) -> Dashbo
         else None
     )
     return Dashboard(now, budgets, events, leader)
+
+
+def event_line(e: EventRow, budget_name: str | None) -> EventLine:
+    return EventLine(
+        e.id,
+        e.at,
+        e.severity,
+        e.category,
+        e.subject,
+        e.budget_id,
+        budget_name,
+        e.message,
+        e.count,
+        e.last_at,
+    )
 
 
 def budget_status(session: Session, book: Book) -> BudgetStatus:
@@ -416,11 +420,20 @@ def pod_status(session: Session, book: Book, pod: PodRow) -> PodStatus:
     )
 
 
-def gpu_traces(session: Session, pod: PodRow, runs: Sequence[RunRow]) -> tuple[GpuTrace, ...]:
-    """Each GPU's recent samples, up to GPU_WINDOW before the pod's newest one."""
+def gpu_traces(
+    session: Session,
+    pod: PodRow,
+    runs: Sequence[RunRow],
+    since: datetime | None = None,
+    most: int = GPU_POINTS,
+) -> tuple[GpuTrace, ...]:
+    """Each GPU's samples: the recent ones, up to GPU_WINDOW before the pod's newest; or, from
+    `since`, its whole history at every resolution kept (a minute's fold where raw ones have
+    expired), thinned to `most` points."""
+    resolutions = (RAW,) if since is None else (RAW, MINUTE)
     newest = session.scalar(
         select(func.max(GpuSampleRow.at)).where(
-            GpuSampleRow.pod_id == pod.id, GpuSampleRow.resolution == RAW
+            GpuSampleRow.pod_id == pod.id, GpuSampleRow.resolution.in_(resolutions)
         )
     )
     if newest is None:
@@ -429,8 +442,8 @@ def gpu_traces(session: Session, pod: PodRow, runs: Sequence[RunRow]) -> tuple[G
         select(GpuSampleRow)
         .where(
             GpuSampleRow.pod_id == pod.id,
-            GpuSampleRow.resolution == RAW,
-            GpuSampleRow.at >= newest - GPU_WINDOW,
+            GpuSampleRow.resolution.in_(resolutions),
+            GpuSampleRow.at >= (newest - GPU_WINDOW if since is None else since),
         )
         .order_by(GpuSampleRow.at, GpuSampleRow.id)
     ).all()
@@ -441,13 +454,15 @@ def gpu_traces(session: Session, pod: PodRow, runs: Sequence[RunRow]) -> tuple[G
     for peak in repo.peaks_of(session, [r.id for r in runs]):
         peaks[peak.gpu_uuid] = max(peaks.get(peak.gpu_uuid, 0), peak.peak_used_bytes)
     traces = [
-        _trace(samples, peaks.get(uuid), owns(pod.gpu_uuids, uuid))
+        _trace(samples, peaks.get(uuid), owns(pod.gpu_uuids, uuid), most)
         for uuid, samples in by_gpu.items()
     ]
     return tuple(sorted(traces, key=lambda t: t.index))
 
 
-def _trace(samples: list[GpuSampleRow], run_peak: int | None, own: bool) -> GpuTrace:
+def _trace(
+    samples: list[GpuSampleRow], run_peak: int | None, own: bool, most: int = GPU_POINTS
+) -> GpuTrace:
     last = samples[-1]
     utils = [s.utilization_pct for s in samples if s.utilization_pct is not None]
     used = [s.memory_used_bytes for s in samples if s.memory_used_bytes is not None]
@@ -465,7 +480,7 @@ def _trace(samples: list[GpuSampleRow], run_peak: int | None, own: bool) -> GpuT
         peak_utilization_pct=max(utils, default=None),
         peak_memory_bytes=peak_memory,
         points=thin(
-            [GpuPoint(s.at, s.utilization_pct, s.memory_used_bytes) for s in samples], GPU_POINTS
+            [GpuPoint(s.at, s.utilization_pct, s.memory_used_bytes) for s in samples], most
         ),
     )
 

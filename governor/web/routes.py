@@ -16,7 +16,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 
 from governor.domain.errors import Conflict, Forbidden, NotFound, Unauthenticated
-from governor.services import extensions, logins, resumes, status
+from governor.services import extensions, logins, pages, report_html, resumes, status
 from governor.services.auth_limits import TooManyAttempts, client_address
 from governor.services.pods import ProviderUnavailable
 from governor.web.auth import COOKIE
@@ -148,12 +148,55 @@ def status_page(
     near = request.query_params.get("budget")  # the card acted on: the notice shows there
     context = {
         "dash": dashboard,
+        "at": dashboard.at,
         "page": page,
         "notice": notice,
         "notice_budget": near if near in shown else None,
         "refresh_s": REFRESH_S,
     }
     return _render(kit, request, "status.html", context)
+
+
+@router.get("/status/budgets/{budget_id}")
+def budget_page(
+    budget_id: str, request: Request, kit: WebKit, page: SignedIn, ctx: Context, tx: Tx, now: Now
+) -> Response:
+    """One budget: its figures, chart, pods, GPUs, runs and requests, its events, and its run
+    report (spend by phase, stops, failures, extensions, peaks, the whole timeline)."""
+    if page is None:
+        return _signed_out(request)
+    try:
+        with tx() as session:
+            view = pages.budget_page(session, ctx.config, budget_id, now)
+            report = report_html.body(view.report)
+    except NotFound as exc:
+        return _said("Not found", str(exc), 404)
+    context = {
+        "dash": view,
+        "at": view.at,
+        "page": page,
+        "notice": None,
+        "notice_budget": None,
+        "report": report,
+        "refresh_s": REFRESH_S,
+    }
+    return _render(kit, request, "budget.html", context)
+
+
+@router.get("/status/runs/{run_id}")
+def run_page(
+    run_id: str, request: Request, kit: WebKit, page: SignedIn, ctx: Context, tx: Tx, now: Now
+) -> Response:
+    """One run: its metric history, its pod's GPU history over the run, its phases, events."""
+    if page is None:
+        return _signed_out(request)
+    try:
+        with tx() as session:
+            view = pages.run_page(session, ctx.config, run_id, now)
+    except NotFound as exc:
+        return _said("Not found", str(exc), 404)
+    context = {"dash": view, "at": view.at, "page": page, "refresh_s": REFRESH_S}
+    return _render(kit, request, "run.html", context)
 
 
 @router.post("/status/extensions/{extension_id}/{decision}")

@@ -418,6 +418,31 @@ def test_a_run_shows_its_latest_metrics_and_a_shared_machines_gpus_say_whose_the
     expect(own.locator(".gpu-owner")).to_have_text("the pod's")
     shoot(page, tmp_path, "dashboard-shared.png")
 
+    # The run's own page: each metric's history and its pod's GPUs over the run, with values
+    # on hover; then its budget's page, with the run report.
+    section.locator(f"tr[data-run-id='{run['id']}'] a").click()
+    page.wait_for_url(re.compile(f"/status/runs/{run['id']}$"))
+    loss = page.locator("figure[data-series=loss]")
+    expect(loss.locator("path.series")).to_have_attribute("data-points", "2")
+    expect(loss.locator("rect.hover-band title")).to_have_count(2)
+    expect(loss.locator("rect.hover-band title").first).to_have_text(re.compile(r"UTC: 2\.5$"))
+    expect(page.locator("figure[data-series='grad_norm'] path.series")).to_have_attribute(
+        "data-points",
+        "1",  # the infinite value is not a point
+    )
+    gpu = page.locator("figure[data-series='GPU 1 utilization'] path.series")
+    expect(gpu).to_have_count(1)
+    assert int(gpu.get_attribute("data-points") or 0) >= 1
+    shoot(page, tmp_path, "dashboard-run.png")
+    page.locator("nav.crumbs a[href^='/status/budgets/']").click()
+    page.wait_for_url(re.compile(f"/status/budgets/{budget['id']}$"))
+    expect(page.locator("#report h2")).to_contain_text("Run report: pilot-shared")
+    expect(page.locator("#report table.phases")).to_contain_text("total")
+    hover = page.locator("svg.spend-chart rect.hover-band title")
+    expect(hover.last).to_have_text(re.compile(r"UTC: spent \$[\d,.]+$"))
+    expect(page.locator(".events-card .event").first).to_contain_text("pilot-shared")
+    shoot(page, tmp_path, "dashboard-budget.png")
+
     with server.client(viewer_token(operator)) as viewer:
         body = ok(viewer.get("/v1/status"))
     [b] = [b for b in body["budgets"] if b["id"] == budget["id"]]
