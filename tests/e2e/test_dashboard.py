@@ -300,7 +300,7 @@ def test_an_operator_sees_the_chart_and_approves_an_extension_from_the_page(
     pending.locator("details.confirm-approve textarea").fill("two more epochs, agreed with ML")
     confirm.click()
     page.wait_for_url(re.compile(r"/status\?notice=approved"))
-    notice = section.locator(".notice")  # in the card acted on, where the page scrolled to
+    notice = section.locator(".notice[role=status]")  # in the card acted on, in view
     expect(notice).to_contain_text("approved")
     in_view(notice, LAPTOP)
     expect(section.locator("[data-field=effective-ceiling]")).to_have_text("$18.00")
