@@ -481,8 +481,9 @@ def test_sessions_are_httponly_strict_cookies_and_decisions_need_the_csrf_token(
     server: GovernorServer, operator: httpx.Client
 ) -> None:
     with page_client(server, None) as anonymous:
-        response = anonymous.get("/status")
-        assert response.status_code == 303 and response.headers["location"] == "/login"
+        for path in ("/status", "/status/budgets/bud_x", "/status/runs/run_x"):
+            response = anonymous.get(path)
+            assert response.status_code == 303 and response.headers["location"] == "/login"
         assert anonymous.get("/login").status_code == 200
 
     assert login(server, "not-a-token").status_code == 401
@@ -505,6 +506,8 @@ def test_sessions_are_httponly_strict_cookies_and_decisions_need_the_csrf_token(
         assert page.status_code == 200, page.text[:300]
         assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
         csrf = csrf_of(page.text)
+        for missing in ("/status/budgets/bud_nope", "/status/runs/run_nope"):
+            assert browser_like.get(missing).status_code == 404
         path = f"/status/extensions/{extension_id}/approve"
         note = {"note": "csrf check", "budget": pod["budget_id"]}
         assert browser_like.post(path, data=note).status_code == 403
