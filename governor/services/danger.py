@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from governor.domain.model import Action, BudgetState, PodState, Reason, Severity
 from governor.domain.money import dollars
+from governor.domain.stop_order import StopState
 
 if TYPE_CHECKING:
     from governor.services.status import PendingExtension, PodStatus, RunLine
@@ -46,7 +47,8 @@ class Problem:
     """Something wrong now, raised from a run, pod or GPU to its budget."""
 
     severity: Severity
-    kind: str  # heartbeat-lost, stop-failing, gpu-memory, extension-pending, or a rule's reason
+    kind: str  # heartbeat-lost, stop-failing, stop-held, gpu-memory, extension-pending, or the
+    # reason of a run's warning (forecast, headroom, a training-health rule's ...)
     subject: str  # the run's or pod's name
     message: str
 
@@ -83,18 +85,31 @@ def problems(
             )
         if run.directive_reason in RUN_PROBLEMS:
             what = RUN_PROBLEMS[run.directive_reason]
-            severity = Severity.WARNING if run.directive is Action.CONTINUE else Severity.CRITICAL
+            severity = Severity.CRITICAL if run.directive is Action.STOP else Severity.WARNING
             detail = f": {run.directive_message}" if run.directive_message else ""
             found.append(Problem(severity, run.directive_reason.value, run.name, what + detail))
     for pod in pods:
-        if pod.stop is not None and (pod.stop.state == "failed" or pod.stop.last_error):
+        stop = pod.stop
+        if stop is not None and stop.state == StopState.HELD:
+            found.append(
+                Problem(
+                    Severity.CRITICAL,
+                    "stop-held",
+                    pod.provider_ref,
+                    "stop held: the provider can only terminate it and no checkpoint is on its "
+                    "persistent filesystem; an operator must decide",
+                )
+            )
+        elif stop is not None and (
+            stop.state == StopState.FAILED or (stop.state != StopState.STOPPED and stop.last_error)
+        ):
             found.append(
                 Problem(
                     Severity.CRITICAL,
                     "stop-failing",
                     pod.provider_ref,
-                    f"stop order {pod.stop.state.replace('_', ' ')}: "
-                    f"{pod.stop.last_error or 'the provider did not stop it'}",
+                    f"stop order {stop.state.replace('_', ' ')}: "
+                    f"{stop.last_error or 'the provider did not stop it'}",
                 )
             )
         if pod.state is PodState.RUNNING:

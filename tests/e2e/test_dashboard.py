@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,7 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshot
 LAPTOP = {"width": 1440, "height": 900}
 PHONE = {"width": 390, "height": 844}
 EXPECT_MS = 20_000
+REFRESH_MS = 5_000  # the page refreshes itself this often
 SERVER_ENV = {
     "GOVERNOR_FAKE_NVML": "healthy:gpus=2",  # local pods get two scripted H100s
     "GOVERNOR_TELEMETRY_INTERVAL_S": "0.5",
@@ -621,7 +622,16 @@ def test_a_stale_banner_shows_while_the_server_is_down_and_the_session_survives_
     from playwright.sync_api import expect
 
     declare_budget(operator, "40", name="pilot-stale")
-    page = new_page(browser, server)  # the page's own timer runs: it refreshes every 5 s
+    page = new_page(browser, server)
+    page.clock.install()  # each refresh comes when the test moves the page's clock on
+
+    def refreshed_until(done: Callable[[], bool], what: str) -> None:
+        def probe() -> bool:
+            page.clock.run_for(REFRESH_MS)  # the next refresh is due: it fetches for real
+            return done()
+
+        wait_for(probe, what, timeout_s=30, interval_s=0.3)
+
     sign_in(page, server.env["GOVERNOR_OPERATOR_TOKEN"])
     banner = page.locator("#stale")
     expect(banner).to_be_hidden()
@@ -629,7 +639,7 @@ def test_a_stale_banner_shows_while_the_server_is_down_and_the_session_survives_
 
     server.kill()
     try:
-        expect(banner).to_be_visible(timeout=30_000)
+        refreshed_until(banner.is_visible, "the stale banner")
         expect(banner).to_contain_text(re.compile(r"^Stale since \d\d:\d\d:\d\d UTC: "))
         expect(page.locator(".summary-table")).to_be_visible()  # what was shown stays shown
         in_view(banner, LAPTOP)
@@ -637,7 +647,7 @@ def test_a_stale_banner_shows_while_the_server_is_down_and_the_session_survives_
     finally:
         server.start().wait_ready()
 
-    expect(banner).to_be_hidden(timeout=30_000)
+    refreshed_until(banner.is_hidden, "the stale banner to go")
     # The same cookie still opens the page after the restart: nobody was signed out.
     assert page.url.endswith("/status"), page.url
     expect(page.locator(".top [data-role=operator]")).to_be_visible()

@@ -8,7 +8,8 @@ from decimal import Decimal
 from governor.domain.model import BudgetState, Requester, Severity
 from governor.services import extensions
 from governor.services.status import BudgetStatus
-from tests.integration.conftest import Governor, gpu_sample
+from tests.clock import FrozenClock
+from tests.integration.conftest import Governor, gpu_sample, make_governor
 from tests.integration.test_status import read
 
 
@@ -83,3 +84,25 @@ def test_full_gpu_memory_and_a_pending_extension_keep_a_budget_from_looking_fine
     assert b.problems[0].message == "GPU memory nearly full: GPU 0 at 98%"
     assert b.problems[1].message == "extension of $750.00 awaits a decision: another epoch"
     assert b.attention is Severity.WARNING
+
+
+def test_a_stop_the_provider_keeps_refusing_is_a_critical_problem(
+    migrated_url: str, clock: FrozenClock
+) -> None:
+    gov = make_governor(migrated_url, clock, failures=100)
+    try:
+        budget = gov.budget(ceiling="1.00")
+        gov.pod(budget, ref="h100-sft")
+        gov.tick(1000)  # past the ceiling: a stop is ordered
+        gov.tick(60)  # nobody to wait for: the provider is asked, and refuses
+        [b] = read(gov).budgets
+    finally:
+        gov.ctx.engine.dispose()
+    assert b.next_step.what == "stopping h100-sft (ceiling); the job's save deadline"
+    [problem] = b.problems
+    assert (problem.severity, problem.kind, problem.subject) == (
+        Severity.CRITICAL,
+        "stop-failing",
+        "h100-sft",
+    )
+    assert "simulated provider error (HTTP 503)" in problem.message
