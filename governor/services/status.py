@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
 from governor.db.tables import (
+    EventRow,
     GpuSampleRow,
     LedgerEntryRow,
     PodRow,
@@ -39,10 +40,11 @@ from governor.domain.model import (
 )
 from governor.domain.money import ZERO
 from governor.domain.telemetry import owns
-from governor.services import leadership, metric_history
+from governor.services import danger, leadership, metric_history
 from governor.services.book import Book, heard_from, meter, open_books
 from governor.services.context import GovernorConfig
-from governor.services.telemetry import RAW
+from governor.services.danger import NextStep, Problem
+from governor.services.telemetry import MINUTE, RAW
 
 CHART_POINTS = 240  # the most points of a spend series; older detail is thinned, never the end
 BURN = {"api": "burn_rate_usd_per_hour"}  # what the API calls a burn rate
@@ -114,6 +116,7 @@ class StopInfo:
     state: str
     reason: Reason
     created_at: datetime
+    deadline: datetime  # the job's save deadline: the provider is asked to stop after it
     confirmed_at: datetime | None
     last_error: str | None
 
@@ -189,9 +192,13 @@ class BudgetStatus:
     remaining: Decimal
     burn_per_hour: Decimal = field(metadata=BURN)
     projected_exhaustion_at: datetime | None
+    seconds_to_ceiling: float | None  # at the current burn; none: not burning
     spent_pct: float
     committed_pct: float
-    attention: Severity | None  # critical: at the ceiling or stopping; warning: close to it
+    attention: Severity | None  # the worst of its figures (at or near the ceiling, stopping)
+    # and of its problems: a budget with an open problem is never shown as fine
+    next_step: NextStep  # what the governor will do next, and when
+    problems: tuple[Problem, ...]  # those of its runs, pods and GPUs, the worst first
     chart: SpendChart
     pods: tuple[PodStatus, ...]
     runs: tuple[RunLine, ...]
@@ -226,7 +233,7 @@ class Dashboard:
     """Everything the status page shows; GET /v1/status is its JSON, field for field."""
 
     at: datetime
-    budgets: tuple[BudgetStatus, ...]
+    budgets: tuple[BudgetStatus, ...]  # the most urgent first (services.danger.urgency)
     events: tuple[EventLine, ...]
     leader: LeaderLine | None  # none: no replica leads, for now
 
@@ -234,24 +241,17 @@ class Dashboard:
 def dashboard(session: Session, config: GovernorConfig, now: datetime) -> Dashboard:
     """Everything the status page shows, read in one transaction."""
     budgets = tuple(
-        budget_status(session, book)
-        for book in open_books(session, repo.budget_ids(session), now, config)
+        sorted(
+            (
+                budget_status(session, book)
+                for book in open_books(session, repo.budget_ids(session), now, config)
+            ),
+            key=urgency,
+        )
     )
     names = {b.id: b.name for b in budgets}
     events = tuple(
-        EventLine(
-            e.id,
-            e.at,
-            e.severity,
-            e.category,
-            e.subject,
-            e.budget_id,
-            names.get(e.budget_id or ""),
-            e.message,
-            e.count,
-            e.last_at,
-        )
-        for e in repo.events(session, limit=EVENTS)
+        event_line(e, names.get(e.budget_id or "")) for e in repo.events(session, limit=EVENTS)
     )
     lease = leadership.current(session)
     leader = (
@@ -262,10 +262,41 @@ def dashboard(session: Session, config: GovernorConfig, now: datetime) -> Dashbo
     return Dashboard(now, budgets, events, leader)
 
 
+def event_line(e: EventRow, budget_name: str | None) -> EventLine:
+    return EventLine(
+        e.id,
+        e.at,
+        e.severity,
+        e.category,
+        e.subject,
+        e.budget_id,
+        budget_name,
+        e.message,
+        e.count,
+        e.last_at,
+    )
+
+
 def budget_status(session: Session, book: Book) -> BudgetStatus:
     row, f = book.budget, book.figures
-    pending = repo.extensions(session, budget_id=row.id, state=ExtensionState.PENDING)
     latest = metric_history.latest(session, [r.id for r in book.runs])
+    pods = tuple(pod_status(session, book, p) for p in book.pods)
+    runs = tuple(run_line(r, book.now, latest.get(r.id, ())) for r in book.runs)
+    pending = tuple(
+        PendingExtension(
+            e.id,
+            e.amount_usd,
+            e.reason,
+            e.requested_by,
+            e.run_id,
+            e.created_at,
+            f.effective_ceiling + e.amount_usd,
+        )
+        for e in repo.extensions(session, budget_id=row.id, state=ExtensionState.PENDING)
+    )
+    seconds = f.seconds_to_ceiling() if row.state is BudgetState.OPEN else None
+    found = danger.problems(pods, runs, pending)
+    figures = attention(row.state, f.spent_fraction, f.committed_fraction)
     return BudgetStatus(
         id=row.id,
         name=row.name,
@@ -279,25 +310,21 @@ def budget_status(session: Session, book: Book) -> BudgetStatus:
         remaining=f.remaining,
         burn_per_hour=f.burn_per_hour,
         projected_exhaustion_at=f.projected_exhaustion_at,
+        seconds_to_ceiling=seconds,
         spent_pct=_pct(f.spent, f.effective_ceiling),
         committed_pct=_pct(f.committed, f.effective_ceiling),
-        attention=attention(row.state, f.spent_fraction, f.committed_fraction),
+        attention=danger.worst([figures, *(p.severity for p in found)]),
+        next_step=danger.next_step(row.state, seconds, f.projected_exhaustion_at, pods, runs),
+        problems=found,
         chart=spend_chart(session, book),
-        pods=tuple(pod_status(session, book, p) for p in book.pods),
-        runs=tuple(run_line(r, book.now, latest.get(r.id, ())) for r in book.runs),
-        pending_extensions=tuple(
-            PendingExtension(
-                e.id,
-                e.amount_usd,
-                e.reason,
-                e.requested_by,
-                e.run_id,
-                e.created_at,
-                f.effective_ceiling + e.amount_usd,
-            )
-            for e in pending
-        ),
+        pods=pods,
+        runs=runs,
+        pending_extensions=pending,
     )
+
+
+def urgency(b: BudgetStatus) -> tuple[int, float, int, int, str]:
+    return danger.urgency(b.state, b.attention, b.seconds_to_ceiling, b.problems, b.name)
 
 
 def attention(state: BudgetState, spent: Decimal, committed: Decimal) -> Severity | None:
@@ -367,7 +394,12 @@ def pod_status(session: Session, book: Book, pod: PodRow) -> PodStatus:
     stop = None
     if order is not None:
         stop = StopInfo(
-            order.state.value, order.reason, order.created_at, order.confirmed_at, order.last_error
+            order.state.value,
+            order.reason,
+            order.created_at,
+            order.deadline,
+            order.confirmed_at,
+            order.last_error,
         )
     return PodStatus(
         id=pod.id,
@@ -388,11 +420,20 @@ def pod_status(session: Session, book: Book, pod: PodRow) -> PodStatus:
     )
 
 
-def gpu_traces(session: Session, pod: PodRow, runs: Sequence[RunRow]) -> tuple[GpuTrace, ...]:
-    """Each GPU's recent samples, up to GPU_WINDOW before the pod's newest one."""
+def gpu_traces(
+    session: Session,
+    pod: PodRow,
+    runs: Sequence[RunRow],
+    since: datetime | None = None,
+    most: int = GPU_POINTS,
+) -> tuple[GpuTrace, ...]:
+    """Each GPU's samples: the recent ones, up to GPU_WINDOW before the pod's newest; or, from
+    `since`, its whole history at every resolution kept (a minute's fold where raw ones have
+    expired), thinned to `most` points."""
+    resolutions = (RAW,) if since is None else (RAW, MINUTE)
     newest = session.scalar(
         select(func.max(GpuSampleRow.at)).where(
-            GpuSampleRow.pod_id == pod.id, GpuSampleRow.resolution == RAW
+            GpuSampleRow.pod_id == pod.id, GpuSampleRow.resolution.in_(resolutions)
         )
     )
     if newest is None:
@@ -401,8 +442,8 @@ def gpu_traces(session: Session, pod: PodRow, runs: Sequence[RunRow]) -> tuple[G
         select(GpuSampleRow)
         .where(
             GpuSampleRow.pod_id == pod.id,
-            GpuSampleRow.resolution == RAW,
-            GpuSampleRow.at >= newest - GPU_WINDOW,
+            GpuSampleRow.resolution.in_(resolutions),
+            GpuSampleRow.at >= (newest - GPU_WINDOW if since is None else since),
         )
         .order_by(GpuSampleRow.at, GpuSampleRow.id)
     ).all()
@@ -413,13 +454,15 @@ def gpu_traces(session: Session, pod: PodRow, runs: Sequence[RunRow]) -> tuple[G
     for peak in repo.peaks_of(session, [r.id for r in runs]):
         peaks[peak.gpu_uuid] = max(peaks.get(peak.gpu_uuid, 0), peak.peak_used_bytes)
     traces = [
-        _trace(samples, peaks.get(uuid), owns(pod.gpu_uuids, uuid))
+        _trace(samples, peaks.get(uuid), owns(pod.gpu_uuids, uuid), most)
         for uuid, samples in by_gpu.items()
     ]
     return tuple(sorted(traces, key=lambda t: t.index))
 
 
-def _trace(samples: list[GpuSampleRow], run_peak: int | None, own: bool) -> GpuTrace:
+def _trace(
+    samples: list[GpuSampleRow], run_peak: int | None, own: bool, most: int = GPU_POINTS
+) -> GpuTrace:
     last = samples[-1]
     utils = [s.utilization_pct for s in samples if s.utilization_pct is not None]
     used = [s.memory_used_bytes for s in samples if s.memory_used_bytes is not None]
@@ -437,7 +480,7 @@ def _trace(samples: list[GpuSampleRow], run_peak: int | None, own: bool) -> GpuT
         peak_utilization_pct=max(utils, default=None),
         peak_memory_bytes=peak_memory,
         points=thin(
-            [GpuPoint(s.at, s.utilization_pct, s.memory_used_bytes) for s in samples], GPU_POINTS
+            [GpuPoint(s.at, s.utilization_pct, s.memory_used_bytes) for s in samples], most
         ),
     )
 

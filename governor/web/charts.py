@@ -4,13 +4,15 @@ are computed here, only coordinates."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from itertools import pairwise
 
+from governor.services.pages import MetricPoint
 from governor.services.status import GpuPoint, SpendChart
-from governor.web.format import usd
+from governor.web.format import GIB, clock, usd
 
 WIDTH, HEIGHT = 1000, 300  # the spend chart's viewBox; it stretches to its box, labels are HTML
 SPARK_W, SPARK_H = 120, 28
@@ -31,6 +33,15 @@ class Mark:
 
 
 @dataclass(frozen=True)
+class Band:
+    """The strip of a chart nearest one point: hovering it shows the point's value."""
+
+    x: float
+    width: float
+    text: str
+
+
+@dataclass(frozen=True)
 class SpendPlot:
     line: str  # the spend path's `d`
     area: str
@@ -40,8 +51,18 @@ class SpendPlot:
     grid: tuple[float, ...]  # y of each value tick, top first
     y_labels: tuple[str, ...]  # the value ticks' labels, top first
     x_labels: tuple[str, ...]  # start, middle and end
+    hover: tuple[Band, ...] = ()
     width: int = WIDTH
     height: int = HEIGHT
+
+
+def bands(xs: Sequence[float], texts: Sequence[str], width: float = WIDTH) -> tuple[Band, ...]:
+    """One strip per point, from halfway to the point before to halfway to the one after."""
+    edges = [0.0, *((a + b) / 2 for a, b in pairwise(xs)), float(width)]
+    return tuple(
+        Band(round(left, 1), round(max(right - left, 0.0), 1), text)
+        for left, right, text in zip(edges, edges[1:], texts, strict=False)
+    )
 
 
 def _nice_step(top: float, ticks: int = 4) -> float:
@@ -91,6 +112,7 @@ def spend_plot(chart: SpendChart) -> SpendPlot:
     )
     values = [step * i for i in range(ticks, -1, -1)]
     middle = chart.start + (chart.end - chart.start) / 2
+    texts = [f"{clock(p.at, chart.end)}: spent {usd(p.spent)}" for p in chart.points]
     return SpendPlot(
         line=line,
         area=area,
@@ -100,7 +122,87 @@ def spend_plot(chart: SpendChart) -> SpendPlot:
         grid=tuple(y(v) for v in values),
         y_labels=tuple(_axis_usd(v) for v in values),
         x_labels=tuple(_time_label(at, span) for at in (chart.start, middle, chart.end)),
+        hover=bands([a for a, _ in xy], texts),
     )
+
+
+@dataclass(frozen=True)
+class LinePlot:
+    """A series over time on the detail pages: its line, value labels and hover strips."""
+
+    line: str
+    points: int
+    grid: tuple[float, ...]
+    y_labels: tuple[str, ...]
+    x_labels: tuple[str, ...]
+    hover: tuple[Band, ...]
+    width: int = WIDTH
+    height: int = HEIGHT // 2
+
+
+def line_plot(
+    series: Sequence[tuple[datetime, float | None]],
+    say: Callable[[float], str],
+    top: float | None = None,
+) -> LinePlot | None:
+    """Values over time between their least (or 0) and `top` (or their most); gaps where a
+    value is unknown. `say` writes a value for the axis and the hover text."""
+    known = [(at, v) for at, v in series if v is not None]
+    if not known:
+        return None
+    height = HEIGHT // 2
+    least = min(0.0, *(v for _, v in known))
+    most = top if top is not None else max(v for _, v in known)
+    if most <= least:
+        most = least + 1.0
+    start, end = series[0][0], series[-1][0]
+    span = max((end - start).total_seconds(), 1.0)
+
+    def x(at: datetime) -> float:
+        return round(WIDTH * (at - start).total_seconds() / span, 1)
+
+    def y(value: float) -> float:
+        return round(height - height * (value - least) / (most - least), 1)
+
+    runs: list[list[str]] = []  # unbroken stretches of known values
+    for at, value in series:
+        if value is None:
+            runs.append([])
+        elif not runs:
+            runs.append([f"{x(at)},{y(value)}"])
+        else:
+            runs[-1].append(f"{x(at)},{y(value)}")
+    # A lone value is drawn as a dot: a segment of no length, which a round cap makes visible.
+    parts = ["M" + " L".join(r if len(r) > 1 else r * 2) for r in runs if r]
+    ticks = [most, (most + least) / 2, least]
+    return LinePlot(
+        line=" ".join(parts),
+        points=len(known),
+        grid=tuple(y(v) for v in ticks),
+        y_labels=tuple(say(v) for v in ticks),
+        x_labels=tuple(_time_label(at, span) for at in (start, start + (end - start) / 2, end)),
+        hover=bands(
+            [x(at) for at, _ in series],
+            [f"{clock(at, end)}: {'—' if v is None else say(v)}" for at, v in series],
+        ),
+        height=height,
+    )
+
+
+def metric_plot(points: Sequence[MetricPoint]) -> LinePlot | None:
+    """A run's metric history (MetricPoint: at, step, value)."""
+    return line_plot([(p.at, p.value) for p in points], lambda v: f"{v:.4g}")
+
+
+def utilization_plot(points: Sequence[GpuPoint]) -> LinePlot | None:
+    return line_plot([(p.at, p.utilization_pct) for p in points], lambda v: f"{v:.0f}%", 100.0)
+
+
+def memory_plot(points: Sequence[GpuPoint], total: int | None) -> LinePlot | None:
+    used = [
+        (p.at, None if p.memory_used_bytes is None else p.memory_used_bytes / GIB) for p in points
+    ]
+    return line_plot(used, lambda v: f"{v:.1f} GiB", total / GIB if total else None)
 
 
 @dataclass(frozen=True)

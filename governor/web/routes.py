@@ -16,7 +16,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 
 from governor.domain.errors import Conflict, Forbidden, NotFound, Unauthenticated
-from governor.services import extensions, logins, resumes, status
+from governor.services import extensions, logins, pages, report_html, resumes, status
 from governor.services.auth_limits import TooManyAttempts, client_address
 from governor.services.pods import ProviderUnavailable
 from governor.web.auth import COOKIE
@@ -30,11 +30,13 @@ NOTICES = {
     "denied": ("ok", "Extension denied."),
     "already-decided": ("warning", "That request had already been decided by someone else."),
     "not-found": ("warning", "That request no longer exists."),
+    "note-required": ("warning", "Nothing decided: a decision needs a note saying why."),
 }
 HEADERS = {
     "Cache-Control": "no-store",
     "Content-Security-Policy": (
-        "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; "
+        "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; "
+        "img-src 'self' data:; "
         "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
     ),
     "X-Frame-Options": "DENY",
@@ -62,11 +64,18 @@ def home() -> RedirectResponse:
     return _to("/status")
 
 
+ENDED = (
+    "Your session has ended: it expired (sessions last 12 h), you signed out, its token was "
+    "revoked or expired, or the server's session secret changed. Sign in again."
+)
+
+
 @router.get("/login")
 def login_form(request: Request, kit: WebKit, page: SignedIn) -> Response:
     if page is not None:
         return _to("/status")
-    return _render(kit, request, "login.html", {"error": None})
+    ended = request.query_params.get("ended") is not None
+    return _render(kit, request, "login.html", {"error": None, "ended": ENDED if ended else None})
 
 
 @router.post("/login")
@@ -82,7 +91,8 @@ def login(request: Request, kit: WebKit, form: Form, ctx: Context, tx: Tx, now: 
     try:
         ctx.auth_failures.check(address, token)
     except TooManyAttempts as exc:
-        response = _render(kit, request, "login.html", {"error": f"{exc.message}."}, 429)
+        context = {"error": f"{exc.message}.", "ended": None}
+        response = _render(kit, request, "login.html", context, 429)
         response.headers["Retry-After"] = str(math.ceil(exc.retry_after_s))
         return response
     try:
@@ -97,7 +107,7 @@ def login(request: Request, kit: WebKit, form: Form, ctx: Context, tx: Tx, now: 
             if code == 403
             else "Unknown token. Paste a viewer or operator token."
         )
-        return _render(kit, request, "login.html", {"error": message}, code)
+        return _render(kit, request, "login.html", {"error": message, "ended": None}, code)
     value, max_age = kit.keys.issue(found.token_id, now)
     response = _to("/status")
     response.set_cookie(
@@ -127,14 +137,66 @@ def logout(page: SignedIn, kit: WebKit, form: Form, now: Now) -> Response:
 def status_page(
     request: Request, kit: WebKit, page: SignedIn, ctx: Context, tx: Tx, now: Now
 ) -> Response:
-    """The dashboard: every budget, its chart, pods, GPUs, runs, pending requests, events."""
+    """The dashboard: what needs an operator first, then every budget, its chart, pods, GPUs,
+    runs, pending requests, and the latest events."""
     if page is None:
-        return _to("/login")
+        return _signed_out(request)
     with tx() as session:
         dashboard = status.dashboard(session, ctx.config, now)
     notice = NOTICES.get(request.query_params.get("notice", ""))
-    context = {"dash": dashboard, "page": page, "notice": notice, "refresh_s": REFRESH_S}
+    shown = {b.id for b in dashboard.budgets}
+    near = request.query_params.get("budget")  # the card acted on: the notice shows there
+    context = {
+        "dash": dashboard,
+        "at": dashboard.at,
+        "page": page,
+        "notice": notice,
+        "notice_budget": near if near in shown else None,
+        "refresh_s": REFRESH_S,
+    }
     return _render(kit, request, "status.html", context)
+
+
+@router.get("/status/budgets/{budget_id}")
+def budget_page(
+    budget_id: str, request: Request, kit: WebKit, page: SignedIn, ctx: Context, tx: Tx, now: Now
+) -> Response:
+    """One budget: its figures, chart, pods, GPUs, runs and requests, its events, and its run
+    report (spend by phase, stops, failures, extensions, peaks, the whole timeline)."""
+    if page is None:
+        return _signed_out(request)
+    try:
+        with tx() as session:
+            view = pages.budget_page(session, ctx.config, budget_id, now)
+            report = report_html.body(view.report)
+    except NotFound as exc:
+        return _said("Not found", str(exc), 404)
+    context = {
+        "dash": view,
+        "at": view.at,
+        "page": page,
+        "notice": None,
+        "notice_budget": None,
+        "report": report,
+        "refresh_s": REFRESH_S,
+    }
+    return _render(kit, request, "budget.html", context)
+
+
+@router.get("/status/runs/{run_id}")
+def run_page(
+    run_id: str, request: Request, kit: WebKit, page: SignedIn, ctx: Context, tx: Tx, now: Now
+) -> Response:
+    """One run: its metric history, its pod's GPU history over the run, its phases, events."""
+    if page is None:
+        return _signed_out(request)
+    try:
+        with tx() as session:
+            view = pages.run_page(session, ctx.config, run_id, now)
+    except NotFound as exc:
+        return _said("Not found", str(exc), 404)
+    context = {"dash": view, "at": view.at, "page": page, "refresh_s": REFRESH_S}
+    return _render(kit, request, "run.html", context)
 
 
 @router.post("/status/extensions/{extension_id}/{decision}")
@@ -156,7 +218,9 @@ def decide(
     if not page.can_decide:
         return _refused("A viewer token can look but not decide: sign in as an operator.")
     approve = decision == "approve"
-    note = form.get("note", "").strip() or "from the dashboard."
+    note = form.get("note", "").strip()
+    if not note:  # the API keeps a note optional; a decision taken on the page says why
+        return _to(_near(form.get("budget", ""), "note-required"))
     try:
         with tx() as session:
             row = extensions.decide(session, ctx.config, extension_id, approve, note, now)
@@ -164,7 +228,14 @@ def decide(
         return _to("/status?notice=already-decided")
     except NotFound:
         return _to("/status?notice=not-found")
-    return _to(f"/status?notice={'approved' if approve else 'denied'}#budget-{row.budget_id}")
+    return _to(_near(row.budget_id, "approved" if approve else "denied"))
+
+
+def _near(budget_id: str, notice: str) -> str:
+    """Back to the page, scrolled to the budget acted on, with the notice shown in its card."""
+    if not budget_id.replace("_", "").isalnum():  # an id, or nothing to scroll to
+        return f"/status?notice={notice}"
+    return f"/status?notice={notice}&budget={budget_id}#budget-{budget_id}"
 
 
 @router.post("/status/pods/{pod_id}/resume")
@@ -190,6 +261,11 @@ def resume(pod_id: str, page: SignedIn, kit: WebKit, form: Form, ctx: Context) -
         "with this token (shown once; the previous one has ended):",
         token=resumed.token,
     )
+
+
+def _signed_out(request: Request) -> RedirectResponse:
+    """To the sign-in form; one that says why when the browser still sent a session."""
+    return _to("/login?ended" if request.cookies.get(COOKIE) else "/login")
 
 
 def _refused(message: str) -> Response:

@@ -2,15 +2,17 @@
 
 Chromium is Debian's (`apt-get install chromium`), driven by Playwright for Python; Playwright
 never downloads a browser here. Without /usr/bin/chromium these tests fail, they never skip.
-One server per database serves every test in this module; each test declares its own budget.
-Screenshots go to the test's tmp dir and to artifacts/ in the repository root.
+One server per database serves every test in this module; each test declares its own budget
+(the first runs on a server with no other budgets; the last stops the server and starts it
+again). Screenshots go to the test's tmp dir and to test-artifacts/screenshots/ in the
+repository root.
 """
 
 from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +49,11 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
-LAPTOP = {"width": 1280, "height": 900}
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
+LAPTOP = {"width": 1440, "height": 900}
 PHONE = {"width": 390, "height": 844}
 EXPECT_MS = 20_000
+REFRESH_MS = 5_000  # the page refreshes itself this often
 SERVER_ENV = {
     "GOVERNOR_FAKE_NVML": "healthy:gpus=2",  # local pods get two scripted H100s
     "GOVERNOR_TELEMETRY_INTERVAL_S": "0.5",
@@ -122,10 +125,10 @@ def sign_in(page: Any, token: str) -> None:
 
 
 def shoot(page: Any, tmp_path: Path, name: str) -> Path:
-    """A full-page screenshot under the test's tmp dir, copied to artifacts/ for inspection."""
+    """A full-page screenshot under the test's tmp dir, copied to test-artifacts/screenshots/."""
     path = tmp_path / name
     page.screenshot(path=str(path), full_page=True)
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(path, ARTIFACTS / name)
     return path
 
@@ -183,6 +186,54 @@ def spending_budget(server: GovernorServer, operator: httpx.Client, name: str) -
 # --- the page in a browser -------------------------------------------------------------------
 
 
+def on_first_screen(page: Any, locator: Any, viewport: dict[str, int]) -> None:
+    """The element is laid out inside the viewport as the page opens, without scrolling."""
+    assert page.evaluate("window.scrollY") == 0
+    in_view(locator, viewport)
+
+
+def in_view(locator: Any, viewport: dict[str, int]) -> None:
+    """The element lies wholly inside the viewport where the page is scrolled now."""
+    box = locator.bounding_box()
+    assert box is not None, "not laid out"
+    assert box["x"] >= 0 and box["x"] + box["width"] <= viewport["width"], box
+    assert box["y"] >= 0 and box["y"] + box["height"] <= viewport["height"], box
+
+
+def test_the_most_urgent_budget_leads_the_first_screen_on_a_laptop_and_a_phone(
+    server: GovernorServer, operator: httpx.Client, browser: Any, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    calm = declare_budget(operator, "1000000", name="llama-calm")  # declared first: once shown
+    register_pod(operator, calm["id"], "calm-pod")  # first, in creation order
+    declare_budget(operator, "500", name="eval-idle")  # nothing burns
+    urgent = declare_budget(operator, "300", name="h100-urgent")  # $1/s: minutes from a stop
+    register_pod(operator, urgent["id"], "h100-sft")
+    token = viewer_token(operator)
+    for viewport, shot in ((LAPTOP, "dashboard-urgent.png"), (PHONE, "dashboard-urgent-phone.png")):
+        page = new_page(browser, server, viewport)
+        page.clock.install()
+        sign_in(page, token)
+        rows = page.locator(".summary-table tbody tr")
+        expect(rows).to_have_count(3)
+        first = rows.first
+        expect(first).to_have_attribute("data-budget-id", urgent["id"])
+        expect(first).to_contain_text("h100-urgent")
+        expect(first.locator("[data-field=next]")).to_contain_text(
+            re.compile(r"stops h100-sft in \d+ min unless extended")
+        )
+        expect(rows.nth(2).locator("[data-field=next]")).to_have_text("nothing: not burning")
+        expect(page.locator("section.budget").first).to_have_attribute(
+            "data-budget-id", urgent["id"]
+        )  # the cards follow in the same order
+        on_first_screen(page, first, viewport)
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= viewport["width"], f"the page scrolls sideways ({width} px)"
+        shoot(page, tmp_path, shot)
+        page.context.close()
+
+
 def test_an_operator_sees_the_chart_and_approves_an_extension_from_the_page(
     server: GovernorServer, operator: httpx.Client, browser: Any, tmp_path: Path
 ) -> None:
@@ -238,14 +289,28 @@ def test_an_operator_sees_the_chart_and_approves_an_extension_from_the_page(
     expect(pending).to_contain_text("$18.00")
     shoot(page, tmp_path, "dashboard.png")
 
-    pending.locator("button.approve").click()
-    page.wait_for_url(re.compile(r"/status"))
-    expect(page.locator(".notice")).to_contain_text("approved")
+    # Approving asks first, and for a note: without one, nothing is sent.
+    expect(pending.locator("button.approve")).to_be_hidden()
+    pending.locator("summary.approve").click()
+    confirm = pending.locator("details.confirm-approve button.approve")
+    expect(confirm).to_have_text("Confirm: approve +$10.00")
+    expect(pending.locator("details.confirm-approve")).to_contain_text("$18.00")
+    confirm.click()
+    assert pending.locator("details.confirm-approve textarea").evaluate("t => !t.validity.valid")
+    assert extension_state(operator, budget_id, extension_id) == "pending"
+    pending.locator("details.confirm-approve textarea").fill("two more epochs, agreed with ML")
+    confirm.click()
+    page.wait_for_url(re.compile(r"/status\?notice=approved"))
+    notice = section.locator(".notice[role=status]")  # in the card acted on, in view
+    expect(notice).to_contain_text("approved")
+    in_view(notice, LAPTOP)
     expect(section.locator("[data-field=effective-ceiling]")).to_have_text("$18.00")
     expect(section.locator("[data-field=approved-extensions]")).to_have_text("+$10.00")
     expect(section.locator("li.extension")).to_have_count(0)
     expect(section.locator("svg.spend-chart line[data-role=effective]")).to_have_count(1)
     assert extension_state(operator, budget_id, extension_id) == "approved"
+    [decided] = ok_list(operator.get("/v1/extensions", params={"budget_id": budget_id}))
+    assert decided["decision_note"] == "two more epochs, agreed with ML"
     budget = ok(operator.get(f"/v1/budgets/{budget_id}"))
     assert budget["effective_ceiling_usd"] == "18.00"
     shoot(page, tmp_path, "dashboard-approved.png")
@@ -354,6 +419,31 @@ def test_a_run_shows_its_latest_metrics_and_a_shared_machines_gpus_say_whose_the
     expect(own.locator(".gpu-owner")).to_have_text("the pod's")
     shoot(page, tmp_path, "dashboard-shared.png")
 
+    # The run's own page: each metric's history and its pod's GPUs over the run, with values
+    # on hover; then its budget's page, with the run report.
+    section.locator(f"tr[data-run-id='{run['id']}'] a").click()
+    page.wait_for_url(re.compile(f"/status/runs/{run['id']}$"))
+    loss = page.locator("figure[data-series=loss]")
+    expect(loss.locator("path.series")).to_have_attribute("data-points", "2")
+    expect(loss.locator("rect.hover-band title")).to_have_count(2)
+    expect(loss.locator("rect.hover-band title").first).to_have_text(re.compile(r"UTC: 2\.5$"))
+    expect(page.locator("figure[data-series='grad_norm'] path.series")).to_have_attribute(
+        "data-points",
+        "1",  # the infinite value is not a point
+    )
+    gpu = page.locator("figure[data-series='GPU 1 utilization'] path.series")
+    expect(gpu).to_have_count(1)
+    assert int(gpu.get_attribute("data-points") or 0) >= 1
+    shoot(page, tmp_path, "dashboard-run.png")
+    page.locator("nav.crumbs a[href^='/status/budgets/']").click()
+    page.wait_for_url(re.compile(f"/status/budgets/{budget['id']}$"))
+    expect(page.locator("#report h2")).to_contain_text("Run report: pilot-shared")
+    expect(page.locator("#report table.phases")).to_contain_text("total")
+    hover = page.locator("svg.spend-chart rect.hover-band title")
+    expect(hover.last).to_have_text(re.compile(r"UTC: spent \$[\d,.]+$"))
+    expect(page.locator(".events-card .event").first).to_contain_text("pilot-shared")
+    shoot(page, tmp_path, "dashboard-budget.png")
+
     with server.client(viewer_token(operator)) as viewer:
         body = ok(viewer.get("/v1/status"))
     [b] = [b for b in body["budgets"] if b["id"] == budget["id"]]
@@ -392,8 +482,9 @@ def test_sessions_are_httponly_strict_cookies_and_decisions_need_the_csrf_token(
     server: GovernorServer, operator: httpx.Client
 ) -> None:
     with page_client(server, None) as anonymous:
-        response = anonymous.get("/status")
-        assert response.status_code == 303 and response.headers["location"] == "/login"
+        for path in ("/status", "/status/budgets/bud_x", "/status/runs/run_x"):
+            response = anonymous.get(path)
+            assert response.status_code == 303 and response.headers["location"] == "/login"
         assert anonymous.get("/login").status_code == 200
 
     assert login(server, "not-a-token").status_code == 401
@@ -416,15 +507,22 @@ def test_sessions_are_httponly_strict_cookies_and_decisions_need_the_csrf_token(
         assert page.status_code == 200, page.text[:300]
         assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
         csrf = csrf_of(page.text)
+        for missing in ("/status/budgets/bud_nope", "/status/runs/run_nope"):
+            assert browser_like.get(missing).status_code == 404
         path = f"/status/extensions/{extension_id}/approve"
-        assert browser_like.post(path, data={}).status_code == 403
-        assert browser_like.post(path, data={"csrf": "0" * 64}).status_code == 403
+        note = {"note": "csrf check", "budget": pod["budget_id"]}
+        assert browser_like.post(path, data=note).status_code == 403
+        assert browser_like.post(path, data={**note, "csrf": "0" * 64}).status_code == 403
+        unsaid = browser_like.post(path, data={"csrf": csrf, "note": "  "})
+        assert unsaid.headers["location"].startswith("/status?notice=note-required")
         assert extension_state(operator, pod["budget_id"], extension_id) == "pending"
-        approved = browser_like.post(path, data={"csrf": csrf})
+        approved = browser_like.post(path, data={**note, "csrf": csrf})
         assert approved.status_code == 303, approved.text[:300]
-        assert approved.headers["location"].startswith("/status?notice=approved")
+        assert approved.headers["location"] == (
+            f"/status?notice=approved&budget={pod['budget_id']}#budget-{pod['budget_id']}"
+        )
         assert extension_state(operator, pod["budget_id"], extension_id) == "approved"
-        again = browser_like.post(path, data={"csrf": csrf})
+        again = browser_like.post(path, data={**note, "csrf": csrf})
         assert again.headers["location"] == "/status?notice=already-decided"
 
         tampered = cookie[:-1] + ("0" if cookie[-1] != "0" else "1")
@@ -438,7 +536,8 @@ def test_sessions_are_httponly_strict_cookies_and_decisions_need_the_csrf_token(
             or "Max-Age=0" in (out.headers["set-cookie"])
         )
         ended = browser_like.get("/status")  # the same cookie, replayed after signing out
-        assert ended.status_code == 303 and ended.headers["location"] == "/login"
+        assert ended.status_code == 303 and ended.headers["location"] == "/login?ended"
+        assert "Your session has ended" in browser_like.get("/login?ended").text
 
 
 # --- GET /v1/status --------------------------------------------------------------------------
@@ -490,6 +589,18 @@ def test_get_v1_status_needs_a_viewer_token_and_has_the_dashboards_shape(
         p
     )
     assert p["gpus"] == []
+    step = b["next_step"]  # read seconds after the pod started: the $20 last about 20 s
+    assert (step["what"], step["unless"]) == ("stops api-pod", "unless extended")
+    assert step["at"] == b["projected_exhaustion_at"]
+    assert isinstance(b["seconds_to_ceiling"], float)
+    assert b["problems"] == [
+        {
+            "severity": "warning",
+            "kind": "extension-pending",
+            "subject": "operator",
+            "message": "extension of $2.50 awaits a decision: shape check",
+        }
+    ]
     [e] = b["pending_extensions"]
     assert (e["id"], e["amount_usd"], e["effective_ceiling_if_approved_usd"]) == (
         extension_id,
@@ -500,3 +611,44 @@ def test_get_v1_status_needs_a_viewer_token_and_has_the_dashboards_shape(
     assert body["events"] and {"id", "at", "severity", "category", "message"} <= set(
         body["events"][0]
     )
+
+
+# --- the server goes away and comes back (last: it restarts the module's server) -------------
+
+
+def test_a_stale_banner_shows_while_the_server_is_down_and_the_session_survives_its_restart(
+    server: GovernorServer, operator: httpx.Client, browser: Any, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    declare_budget(operator, "40", name="pilot-stale")
+    page = new_page(browser, server)
+    page.clock.install()  # each refresh comes when the test moves the page's clock on
+
+    def refreshed_until(done: Callable[[], bool], what: str) -> None:
+        def probe() -> bool:
+            page.clock.run_for(REFRESH_MS)  # the next refresh is due: it fetches for real
+            return done()
+
+        wait_for(probe, what, timeout_s=30, interval_s=0.3)
+
+    sign_in(page, server.env["GOVERNOR_OPERATOR_TOKEN"])
+    banner = page.locator("#stale")
+    expect(banner).to_be_hidden()
+    as_of = page.locator(".session .muted").inner_text()
+
+    server.kill()
+    try:
+        refreshed_until(banner.is_visible, "the stale banner")
+        expect(banner).to_contain_text(re.compile(r"^Stale since \d\d:\d\d:\d\d UTC: "))
+        expect(page.locator(".summary-table")).to_be_visible()  # what was shown stays shown
+        in_view(banner, LAPTOP)
+        shoot(page, tmp_path, "dashboard-stale.png")
+    finally:
+        server.start().wait_ready()
+
+    refreshed_until(banner.is_hidden, "the stale banner to go")
+    # The same cookie still opens the page after the restart: nobody was signed out.
+    assert page.url.endswith("/status"), page.url
+    expect(page.locator(".top [data-role=operator]")).to_be_visible()
+    assert page.locator(".session .muted").inner_text() != as_of

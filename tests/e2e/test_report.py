@@ -1,4 +1,4 @@
-"""The run report from a real server: JSON and Markdown of a pilot with a stop, an approved
+"""The run report from a real server: JSON, Markdown and HTML of a pilot with a stop, an approved
 extension and a harness failure the job reported, each with its figures."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ def test_the_report_keeps_the_stop_the_extension_and_the_failure(server: Governo
         budget = get_budget(operator, p.budget_id)  # nothing bills any more: figures hold
         report = ok(operator.get(f"/v1/budgets/{p.budget_id}/report"))
         md = operator.get(f"/v1/budgets/{p.budget_id}/report", params={"format": "md"})
+        html = operator.get(f"/v1/budgets/{p.budget_id}/report", params={"format": "html"})
         assert_error(operator.get("/v1/budgets/bud_nope/report"), 404)
 
     spent = Decimal(budget["spent_usd"])
@@ -61,3 +62,17 @@ def test_the_report_keeps_the_stop_the_extension_and_the_failure(server: Governo
     failures_md = text[text.index("## Failures") : text.index("## Extensions")]
     assert "- harness: 1" in failures_md and FAILURE in failures_md
     assert "approved for the eval" in text  # the operator's note on the extension
+
+    assert html.status_code == 200, html.text[:300]
+    assert html.headers["content-type"].startswith("text/html")
+    assert "script-src" not in html.headers["content-security-policy"]  # none may run
+    page = html.text
+    assert page.startswith("<!doctype html>") and '<link rel="stylesheet"' in page
+    for cell in (
+        f'<td class="num" data-field="spent">{dollars(spent)}</td>',
+        f'<td class="num">{dollars(phases["training"])}</td>',
+        "<td>one more evaluation pass</td>",
+        "approved for the eval",
+        FAILURE,
+    ):
+        assert cell in page, cell

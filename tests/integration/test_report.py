@@ -31,6 +31,7 @@ from governor.services import (
     metering,
     pods,
     report,
+    report_html,
     runs,
 )
 from tests.integration.conftest import Governor, gpu_sample
@@ -162,6 +163,23 @@ def test_stops_failures_and_extensions_are_on_record(gov: Governor) -> None:
     )
     assert [e.id for e in r.timeline] == sorted(e.id for e in r.timeline)
     assert any(e.subject == f"run:{run}" for e in r.timeline)
+
+
+def test_the_html_report_escapes_what_people_typed_and_keeps_every_section(
+    gov: Governor,
+) -> None:
+    budget, _, _ = pilot(gov)
+    with gov.session() as s:
+        reason = "<script>alert('more')</script> & more"
+        extensions.request(s, budget, D(5), reason, Requester.OPERATOR, gov.clock.now())
+    page = report_html.document(build(gov, budget))
+    assert "<script>" not in page
+    assert "&lt;script&gt;alert(&#39;more&#39;)&lt;/script&gt; &amp; more" in page
+    sections = ["Runs", "Training metrics", "Spend by phase", "Spend by pod", "Stops"]
+    sections += ["Failures by category", "Extensions", "Memory: measured peaks", "Timeline"]
+    for heading in sections:
+        assert f"<h3>{heading}" in page, heading
+    assert "dataloader worker crashed" in page and "last one" in page
 
 
 def test_peaks_are_shown_next_to_the_preflight_verdicts(gov: Governor) -> None:

@@ -1,10 +1,15 @@
-"""The API's model of a read model follows its dataclasses: names, money, nesting."""
+"""The API's model of a read model follows its dataclasses: names, money, nesting; and
+GET /v1/status's is the dashboard's own."""
 
+import dataclasses
+import typing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from governor.api.read_models import api_model
+from governor.api.read_models import api_model, api_name
+from governor.api.routes import status as status_route
+from governor.services import status
 
 
 @dataclass(frozen=True)
@@ -42,3 +47,31 @@ def test_each_dataclass_is_one_model_named_after_it() -> None:
     schema = api_model(Sheet).model_json_schema(mode="serialization")
     assert set(schema["$defs"]) == {"LineOut"}
     assert schema["properties"]["compute_usd_per_hour"]["type"] == "string"
+
+
+def test_get_v1_status_is_the_dashboards_read_model_field_for_field() -> None:
+    """Every field of every dataclass the status page renders is in the API's schema, named as
+    api_name names it, and nothing else is: the schema has no second list to keep in step."""
+    seen: set[type] = set()
+
+    def check(cls: type) -> None:
+        if cls in seen:
+            return
+        seen.add(cls)
+        hints = typing.get_type_hints(cls)
+        fields = dataclasses.fields(cls)
+        model = api_model(cls)
+        assert set(model.model_fields) == {api_name(f, hints[f.name]) for f in fields}, cls
+        for f in fields:
+            for inner in _dataclasses_in(hints[f.name]):
+                check(inner)
+
+    assert status_route.StatusOut is api_model(status.Dashboard)  # the route serves it
+    check(status.Dashboard)
+    assert {c.__name__ for c in seen} >= {"BudgetStatus", "NextStep", "Problem", "RunLine"}
+
+
+def _dataclasses_in(hint: object) -> list[type]:
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return [hint]
+    return [c for arg in typing.get_args(hint) for c in _dataclasses_in(arg)]

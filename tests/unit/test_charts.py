@@ -1,0 +1,32 @@
+"""Chart geometry: hover strips that cover the plot once, lines with gaps, lone values as dots."""
+
+from datetime import UTC, datetime, timedelta
+
+from governor.web.charts import WIDTH, bands, line_plot
+
+T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+def test_each_point_owns_the_strip_nearest_it_and_the_strips_cover_the_plot() -> None:
+    strips = bands([0.0, 100.0, 400.0], ["a", "b", "c"])
+    assert [(s.x, s.width, s.text) for s in strips] == [
+        (0.0, 50.0, "a"),
+        (50.0, 200.0, "b"),
+        (250.0, 750.0, "c"),
+    ]
+    assert sum(s.width for s in strips) == WIDTH
+
+
+def test_a_line_breaks_where_a_value_is_unknown_and_a_lone_value_is_a_dot() -> None:
+    at = [T0 + timedelta(seconds=s) for s in (0, 5, 9, 10)]
+    plot = line_plot(list(zip(at, [1.0, None, 2.0, 4.0], strict=True)), lambda v: f"{v:g}")
+    assert plot is not None
+    assert plot.line == "M0.0,112.5 L0.0,112.5 M900.0,75.0 L1000.0,0.0"
+    assert plot.points == 3 and plot.y_labels == ("4", "2", "0")
+    assert [b.text for b in plot.hover] == [
+        "03:04:05 UTC: 1",
+        "03:04:10 UTC: —",
+        "03:04:14 UTC: 2",
+        "03:04:15 UTC: 4",
+    ]
+    assert line_plot([(T0, None)], str) is None
