@@ -8,17 +8,20 @@ running totals on the pod and its budget move with every entry.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
 from governor.db.tables import BudgetRow, LedgerEntryRow, PodRow
+from governor.db.types import MicroUSD
 from governor.domain.ledger import accrue
 from governor.domain.model import ChargeKind, EntryKind, PodState
+from governor.domain.money import ZERO
 from governor.services.book import meter
 
 
@@ -80,16 +83,61 @@ def due_budget_ids(session: Session, until: datetime) -> Sequence[str]:
     ).all()
 
 
+_PODS, _BUDGETS = PodRow.__table__, BudgetRow.__table__
+_DUE_PODS = select(_PODS).where(
+    _PODS.c.budget_id.in_(bindparam("budget_ids", expanding=True)),
+    _PODS.c.state != PodState.GONE,
+    _PODS.c.accrued_until < bindparam("until"),
+)
+_MOVE_POD = (
+    update(_PODS)
+    .where(_PODS.c.id == bindparam("row_id"))
+    .values(
+        recorded_usd=_PODS.c.recorded_usd + bindparam("added", type_=MicroUSD()),
+        accrued_until=bindparam("until"),
+    )
+)
+_MOVE_BUDGET = (
+    update(_BUDGETS)
+    .where(_BUDGETS.c.id == bindparam("row_id"))
+    .values(recorded_usd=_BUDGETS.c.recorded_usd + bindparam("added", type_=MicroUSD()))
+)
+
+
 def accrue_budgets(session: Session, budget_ids: Sequence[str], until: datetime) -> int:
-    """Charge every pod of these budgets up to `until`; returns how many pods were charged."""
+    """Charge every pod of these budgets up to `until`; returns how many pods were charged.
+
+    Three statements whatever the number of pods: their entries inserted together, the pods'
+    marks and totals moved together, the budgets' totals moved together. The pods are read as
+    plain rows, the budgets locked first (as every writer of a budget's ledger does)."""
     repo.budgets_by_id(session, budget_ids, lock=True)
-    due = session.scalars(
-        select(PodRow).where(
-            PodRow.budget_id.in_(budget_ids),
-            PodRow.state != PodState.GONE,
-            PodRow.accrued_until < until,
-        )
-    ).all()
+    connection = session.connection()
+    due = connection.execute(_DUE_PODS, {"budget_ids": list(budget_ids), "until": until}).all()
+    entries, pod_moves, budget_moves = [], [], defaultdict[str, Decimal](Decimal)
     for pod in due:
-        accrue_pod(session, pod, until)
+        charges = accrue(meter(pod), until)
+        for charge in charges:
+            entries.append(
+                {
+                    "budget_id": pod.budget_id,
+                    "pod_id": pod.id,
+                    "kind": EntryKind.ACCRUAL,
+                    "charge": charge.kind,
+                    "amount_usd": charge.amount,
+                    "period_start": charge.start,
+                    "period_end": charge.end,
+                    "note": None,
+                    "created_at": until,
+                }
+            )
+        added = sum((charge.amount for charge in charges), ZERO)
+        pod_moves.append({"row_id": pod.id, "added": added, "until": max(pod.accrued_until, until)})
+        budget_moves[pod.budget_id] += added
+    if entries:
+        connection.execute(insert(LedgerEntryRow.__table__), entries)
+    if pod_moves:
+        connection.execute(_MOVE_POD, pod_moves)
+        connection.execute(
+            _MOVE_BUDGET, [{"row_id": b, "added": a} for b, a in budget_moves.items()]
+        )
     return len(due)
