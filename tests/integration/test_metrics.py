@@ -13,7 +13,7 @@ from governor.db import repository as repo
 from governor.domain.model import Requester
 from governor.domain.telemetry import GIB
 from governor.services import extensions, metrics, pods
-from tests.integration.conftest import Governor, gpu_sample
+from tests.integration.conftest import BY, Governor, gpu_sample
 
 DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana" / "governor-dashboard.json"
 
@@ -36,7 +36,7 @@ def test_a_running_pilot_is_measured_exactly(gov: Governor) -> None:
             s, budget, Decimal(20), "eval", Requester.OPERATOR, gov.clock.now()
         )
     with gov.session() as s:
-        extensions.decide(s, gov.ctx.config, ext.id, True, None, gov.clock.now())
+        extensions.decide(s, gov.ctx.config, ext.id, True, None, gov.clock.now(), by=BY)
     gov.report(pod, gpu_sample(util=87.5, used_gib=60.0))
     gov.tick(10)
 
@@ -72,7 +72,7 @@ def test_stop_orders_and_events_are_counted(gov: Governor) -> None:
     pod = gov.pod(budget)
     gov.report(pod, gpu_sample())
     with gov.session() as s:
-        pods.stop_manually(s, gov.ctx, pod, "done", gov.clock.now())
+        pods.stop_manually(s, gov.ctx, pod, "done", gov.clock.now(), by=BY)
     assert scrape(gov)["governor_stop_orders"][(budget, "requested")] == 1
     gov.tick(1)
     gov.tick(60)

@@ -138,7 +138,7 @@ def test_twenty_concurrent_manual_stops_are_one_warning_with_a_count(world: Worl
     asked = [
         e
         for e in ok(world.client.get("/v1/events", params={"subject": f"pod:{world.pod}"}))
-        if e["message"].startswith("An operator asked to stop")
+        if e["message"].startswith("Pod stop asked by")
     ]
     assert [e["count"] for e in asked] == [20]
 
