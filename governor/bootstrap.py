@@ -328,10 +328,11 @@ def build_notifier(
                 hook.kind,
                 httpx.Client(timeout=settings.webhook_timeout_s),
                 public_url=settings.public_url,
+                number=number,
             ),
             Severity(hook.min_severity),
         )
-        for hook in settings.webhooks
+        for number, hook in enumerate(settings.webhooks, start=1)
     ]
     return Notifier(
         subscriptions,

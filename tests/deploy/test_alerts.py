@@ -123,7 +123,7 @@ def test_promtool_accepts_the_rules() -> None:
 BUDGET_A = {"budget": "bud_a", "budget_name": "h100-sft"}
 BUDGET_B = {"budget": "bud_b", "budget_name": "eval"}
 RUN = {"run": "run_1", "pod": "pod_1", "budget": "bud_a"}
-SINK = "json webhook at http://hooks.example.test"
+SINK = "json webhook 1 at http://hooks.example.test"
 
 
 def _series(name: str, labels: dict[str, str], values: str) -> dict[str, str]:

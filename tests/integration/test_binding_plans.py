@@ -60,7 +60,8 @@ def test_a_no_go_plan_refuses_pods_until_an_operator_overrides_it(gov: Governor)
         assert repo.get_pod(s, pod).plan_id == no_canary.id
         assert repo.get_run(s, run).status is RunStatus.RUNNING
         [event] = repo.events(s, subject=f"plan:{no_canary.id}", severity=None)[:1]
-        assert "overrode the no_go verdict" in event.message
+        assert "no_go verdict of plan 'arm-a' overridden by operator token 'tests'" in event.message
+        assert event.evidence["by"]["token_id"] == "tok_tests"
         assert "the canary ran yesterday" in event.message
 
 

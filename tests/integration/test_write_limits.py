@@ -125,7 +125,11 @@ def test_identical_events_fold_into_one_with_a_count(world: World) -> None:
     status = ok(world.client.get("/v1/status"))
     assert 10 in [e["count"] for e in status["events"]]
     metrics = world.client.get("/metrics").text
-    assert 'governor_events_total{category="harness",severity="warning"} 12.0' in metrics
+    counted = (
+        f'governor_events_total{{budget="{world.budget}",budget_name="b",category="harness",'
+        'severity="warning"} 12.0'
+    )
+    assert counted in metrics
 
 
 def test_twenty_concurrent_manual_stops_are_one_warning_with_a_count(world: World) -> None:

@@ -32,15 +32,23 @@ BODY: dict[Kind, Callable[[Notice, str | None], dict[str, Any]]] = {
 
 class WebhookSink:
     def __init__(
-        self, url: str, kind: str, client: httpx.Client, *, public_url: str | None = None
+        self,
+        url: str,
+        kind: str,
+        client: httpx.Client,
+        *,
+        public_url: str | None = None,
+        number: int = 1,
     ) -> None:
         self.url = url
         self.kind = Kind(kind)
         self._client = client
         self._public_url = public_url  # the dashboard's address, for links
         address = httpx.URL(url)
-        # Slack-style URLs carry their secret in the path: name the host only.
-        self._name = f"{self.kind.value} webhook at {address.scheme}://{address.netloc.decode()}"
+        # Slack-style URLs carry their secret in the path: name the host only, and the
+        # webhook's place in the configured list (two may share a host)
+        where = f"{address.scheme}://{address.netloc.decode()}"
+        self._name = f"{self.kind.value} webhook {number} at {where}"
 
     @property
     def name(self) -> str:

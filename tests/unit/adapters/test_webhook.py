@@ -139,7 +139,10 @@ def test_which_failures_are_worth_retrying(
     assert sink("json", answer, []).send(NOTICE).outcome is outcome
 
 
-def test_its_name_does_not_show_the_secret_path() -> None:
+def test_its_name_does_not_show_the_secret_path_but_its_place_in_the_list() -> None:
     named = sink("slack", httpx.Response(200), [])
-    assert named.name == "slack webhook at https://hooks.example.test"
+    assert named.name == "slack webhook 1 at https://hooks.example.test"
     named.close()
+    client = httpx.Client(transport=httpx.MockTransport(lambda _: httpx.Response(200)))
+    third = WebhookSink("https://hooks.example.test/T0/B0/other", "json", client, number=3)
+    assert third.name == "json webhook 3 at https://hooks.example.test"
