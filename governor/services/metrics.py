@@ -112,8 +112,8 @@ def this_replica(
     webhooks = Family(
         "governor_webhook_deliveries_total",
         "counter",
-        "Webhook delivery attempts by this replica, by sink (kind and host) and outcome: "
-        "delivered, failed (to be tried again) or gave_up (the notice is lost to that sink).",
+        "Webhook delivery attempts by this replica, by sink (kind, place in the list, host) "
+        "and outcome: delivered, failed (to be tried again) or gave_up (lost to that sink).",
         ("sink", "outcome"),
     )
     for (sink, outcome), count in sorted(deliveries.items()):

@@ -177,7 +177,7 @@ def resume(pod_id: str, page: SignedIn, kit: WebKit, form: Form, ctx: Context, t
         return _refused("The form had expired; reload the page and try again.")
     if not page.can_decide:
         return _refused("A viewer token can look but not resume: sign in as an operator.")
-    with tx.read() as session:
+    with tx() as session:
         by = tokens.holder(session, page.token_id)
     try:
         resumed = resumes.resume(ctx, pod_id, "from the dashboard", by=by)
