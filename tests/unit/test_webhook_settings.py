@@ -30,6 +30,10 @@ def test_webhooks_are_read_from_json(monkeypatch: pytest.MonkeyPatch) -> None:
         Severity.WARNING,
     ]
     assert notifier.retry.max_attempts == 2
+    assert [s.sink.name for s in notifier.subscriptions] == [  # by place in the list
+        "slack webhook 1 at https://hooks.example.test",
+        "json webhook 2 at http://127.0.0.1:9",
+    ]
     notifier.close()
 
 
