@@ -35,12 +35,18 @@ from governor.domain.ports import AnyProvider, Clock, ProviderError, SystemClock
 from governor.domain.telemetry import TelemetrySource
 from governor.fakes.cloud import BillingFakeProvider, FakeProvider
 from governor.fakes.nvml import FakeNvml
-from governor.services import shared_secrets, tokens
+from governor.services import shared_secrets, tokens, undelivered
 from governor.services.auth_limits import FailureLimiter, Network, trusted_networks
 from governor.services.context import GovernorConfig, ServiceContext
 from governor.services.health import TickLog
 from governor.services.leadership import Lease
-from governor.services.notifications import Notifier, Retry, Subscription, route_events
+from governor.services.notifications import (
+    GaveUp,
+    Notifier,
+    Retry,
+    Subscription,
+    route_events,
+)
 from governor.services.tokens import TokenCache
 from governor.services.write_limits import WriteKind, WriteLimiter
 from governor.services.write_watch import WriteWatch
@@ -309,16 +315,24 @@ def telemetry_source(fake_nvml: str | None, clock: Clock) -> TelemetrySource:
     return NvmlSource(clock)
 
 
-def build_notifier(settings: Settings) -> Notifier | None:
+def build_notifier(
+    settings: Settings, gave_up: Callable[[GaveUp], None] | None = None
+) -> Notifier | None:
     """The configured webhooks behind one notifier (none configured: no notifier at all)."""
     if not settings.webhooks:
         return None
     subscriptions = [
         Subscription(
-            WebhookSink(hook.url, hook.kind, httpx.Client(timeout=settings.webhook_timeout_s)),
+            WebhookSink(
+                hook.url,
+                hook.kind,
+                httpx.Client(timeout=settings.webhook_timeout_s),
+                public_url=settings.public_url,
+                number=number,
+            ),
             Severity(hook.min_severity),
         )
-        for hook in settings.webhooks
+        for number, hook in enumerate(settings.webhooks, start=1)
     ]
     return Notifier(
         subscriptions,
@@ -326,6 +340,7 @@ def build_notifier(settings: Settings) -> Notifier | None:
             max_attempts=settings.webhook_max_attempts, backoff_s=settings.webhook_backoff_s
         ),
         dedupe_window_s=settings.webhook_dedupe_window_s,
+        gave_up=gave_up,
     )
 
 
@@ -344,7 +359,7 @@ def build_context(settings: Settings, clock: Clock | None = None) -> ServiceCont
         max_overflow=settings.database_max_overflow,
     )
     sessions = session_factory(engine)
-    notifier = build_notifier(settings)
+    notifier = build_notifier(settings, undelivered.recorder(sessions, clock))
     providers = build_providers(settings, clock)
     if notifier is not None:
         route_events(sessions, notifier)

@@ -207,6 +207,21 @@ class Settings(ProviderSettings, BaseSettings):
     webhook_dedupe_window_s: float = Field(
         300.0, ge=0, description="An identical message within this many seconds is not resent."
     )
+    public_url: str | None = Field(
+        None,
+        description="The address people open the dashboard at (https://governor.example.com): "
+        "notices link to it. No link without it.",
+    )
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if not value or not value.strip():
+            return None
+        value = value.strip().rstrip("/")
+        if not value.startswith(("http://", "https://")) or value[-3:] == "://":
+            raise ValueError(f"must be an http:// or https:// address, not {value!r}")
+        return value
 
     @field_validator("webhooks", mode="before")
     @classmethod

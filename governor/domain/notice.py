@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from enum import StrEnum
 from typing import Protocol
 
@@ -18,8 +19,20 @@ def at_least(severity: Severity, minimum: Severity) -> bool:
 
 
 @dataclass(frozen=True)
+class Money:
+    """A budget's figures as of the latest enforcement pass, for a reader deciding what to do."""
+
+    spent: Decimal
+    ceiling: Decimal  # the effective ceiling: declared plus approved extensions
+    remaining: Decimal  # the ceiling minus committed spend (what stopping will still cost)
+
+
+@dataclass(frozen=True)
 class Notice:
-    """One recorded event, as it leaves the governor."""
+    """One recorded event, as it leaves the governor.
+
+    `always`: every sink is told, whatever its minimum severity (a completed stop: the end of
+    something each sink was told about)."""
 
     event_id: int
     at: datetime
@@ -29,6 +42,9 @@ class Notice:
     message: str
     budget_id: str | None
     evidence: Mapping[str, object] = field(default_factory=dict)
+    budget_name: str | None = None
+    money: Money | None = None
+    always: bool = False
 
     @property
     def fingerprint(self) -> tuple[str, str, str, str]:

@@ -133,13 +133,14 @@ def _money(figures: Figures) -> dict[str, object]:
 
 
 def manual_stop(s: Situation) -> Finding | None:
+    """Information only: the operator's ask, with who asked and why, is the event told."""
     if not s.manual_stop:
         return None
     return Finding(
         "manual_stop",
         Action.STOP,
         Reason.MANUAL,
-        Severity.WARNING,
+        Severity.INFO,
         "An operator asked for this pod to be stopped.",
     )
 

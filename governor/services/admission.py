@@ -46,6 +46,7 @@ from governor.services import events, telemetry
 from governor.services.book import Book, open_book
 from governor.services.context import GovernorConfig, ReadPlan
 from governor.services.ids import new_id
+from governor.services.tokens import Principal
 
 
 def check(
@@ -217,7 +218,7 @@ def bind(
 
 
 def override(
-    session: Session, budget_id: str, plan_id: str, reason: str, now: datetime
+    session: Session, budget_id: str, plan_id: str, reason: str, now: datetime, *, by: Principal
 ) -> PlanCheckRow:
     """An operator lets a no_go plan through, for this plan in this budget, until it is
     checked again; recorded as an event and in the report."""
@@ -232,9 +233,13 @@ def override(
         Severity.WARNING,
         Category.OPERATOR,
         f"plan:{plan.id}",
-        f"An operator overrode the no_go verdict of plan {plan.job_id!r}: {reason}",
+        f"The no_go verdict of plan {plan.job_id!r} overridden by {by.said}: {reason}",
         budget_id=budget_id,
-        evidence={"reason": reason, "reasons": [r["message"] for r in plan.reasons]},
+        evidence={
+            "reason": reason,
+            "reasons": [r["message"] for r in plan.reasons],
+            "by": by.evidence,
+        },
     )
     return plan
 
@@ -272,10 +277,16 @@ class Canary:
 
 
 def release_canary(
-    session: Session, plan: PlanCheckRow, peak_gib: float, by: str, now: datetime
+    session: Session,
+    plan: PlanCheckRow,
+    peak_gib: float,
+    by: str,
+    now: datetime,
+    *,
+    operator: Principal | None = None,
 ) -> None:
     """Training is released for the plan's runs: its canary's peak fit. Their directive no
-    longer carries the hold."""
+    longer carries the hold. `operator`: the token that entered the peak, if one did."""
     plan.canary_released_at, plan.canary_peak_gib, plan.canary_released_by = now, peak_gib, by
     for run in repo.runs_of_plan(session, plan.budget_id, plan.job_id):
         if run.directive_reason is Reason.CANARY_HOLD and run.directive is Action.CONTINUE:
@@ -290,7 +301,11 @@ def release_canary(
         f"{peak_gib:.1f} GiB per GPU, is under the {MEASURED_SHARE * plan.usable_gib:.1f} GiB "
         "threshold.",
         budget_id=plan.budget_id,
-        evidence={"peak_gib": round(peak_gib, 2), "released_by": by},
+        evidence={
+            "peak_gib": round(peak_gib, 2),
+            "released_by": by,
+            **({} if operator is None else {"by": operator.evidence}),
+        },
     )
 
 
@@ -334,7 +349,14 @@ def _proven_peak(session: Session, runs: Sequence[RunRow], canary: Canary) -> fl
 
 
 def release_by_operator(
-    session: Session, budget_id: str, plan_id: str, peak_gib: float, reason: str, now: datetime
+    session: Session,
+    budget_id: str,
+    plan_id: str,
+    peak_gib: float,
+    reason: str,
+    now: datetime,
+    *,
+    by: Principal,
 ) -> PlanCheckRow:
     """An operator enters the canary's measured peak (a pod without telemetry is released only
     this way); refused with the figures when it does not fit."""
@@ -349,11 +371,13 @@ def release_by_operator(
             f"{canary.threshold_gib:.1f} GiB ({MEASURED_SHARE:.0%} of {plan.usable_gib:.1f} GiB "
             "usable): training stays held; change the plan and check it again"
         )
-    release_canary(session, plan, peak_gib, f"an operator: {reason}", now)
+    release_canary(session, plan, peak_gib, f"{by.said}: {reason}", now, operator=by)
     return plan
 
 
-def withdraw(session: Session, budget_id: str, plan_id: str, now: datetime) -> PlanCheckRow:
+def withdraw(
+    session: Session, budget_id: str, plan_id: str, now: datetime, *, by: Principal
+) -> PlanCheckRow:
     """The plan is taken back: it reserves nothing more and admits no new pod."""
     repo.get_budget(session, budget_id, lock=True)
     plan = latest(session, budget_id, plan_id)
@@ -365,9 +389,10 @@ def withdraw(session: Session, budget_id: str, plan_id: str, now: datetime) -> P
             Severity.INFO,
             Category.OPERATOR,
             f"plan:{plan.id}",
-            f"Plan {plan.job_id!r} withdrawn: its reservation of {dollars(plan.worst_case_usd)} "
-            "at most is released.",
+            f"Plan {plan.job_id!r} withdrawn by {by.said}: its reservation of "
+            f"{dollars(plan.worst_case_usd)} at most is released.",
             budget_id=budget_id,
+            evidence={"by": by.evidence},
         )
     return plan
 

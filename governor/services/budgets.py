@@ -19,6 +19,7 @@ from governor.services.book import Book, open_book, open_books
 from governor.services.context import GovernorConfig
 from governor.services.ids import new_id
 from governor.services.metering import accrue_pod
+from governor.services.tokens import Principal
 
 DEFAULT_THRESHOLDS = (50, 80, 90)
 
@@ -72,7 +73,13 @@ def declare(session: Session, declaration: Declaration, now: datetime) -> Budget
 
 
 def close(
-    session: Session, budget_id: str, reason: str, storage_deleted: bool, now: datetime
+    session: Session,
+    budget_id: str,
+    reason: str,
+    storage_deleted: bool,
+    now: datetime,
+    *,
+    by: Principal,
 ) -> BudgetRow:
     """An operator closes the budget: its runs end and pending extension requests expire.
     Its stopped pods keep counting storage until the operator says their storage was deleted
@@ -99,18 +106,18 @@ def close(
             Severity.INFO,
             Category.OPERATOR,
             f"budget:{budget.id}",
-            f"Budget closed by an operator: {reason}",
+            f"Budget closed by {by.said}: {reason}",
             budget_id=budget.id,
-            evidence={"reason": reason, "expired_extensions": expired},
+            evidence={"reason": reason, "expired_extensions": expired, "by": by.evidence},
         )
     if storage_deleted:
         for pod in pods:
             if pod.state is PodState.STOPPED:
-                _release(session, pod, now)
+                _release(session, pod, now, by)
     return budget
 
 
-def _release(session: Session, pod: PodRow, now: datetime) -> None:
+def _release(session: Session, pod: PodRow, now: datetime, by: Principal) -> None:
     """The operator deleted the pod's storage: it stops counting, and its agent's token ends."""
     accrue_pod(session, pod, now)
     pod.state, pod.released_at = PodState.GONE, now
@@ -121,10 +128,10 @@ def _release(session: Session, pod: PodRow, now: datetime) -> None:
         Severity.INFO,
         Category.OPERATOR,
         f"pod:{pod.id}",
-        f"Pod released: an operator confirmed its storage ({pod.storage_gb:g} GB) was deleted; "
+        f"Pod released: {by.said} confirmed its storage ({pod.storage_gb:g} GB) was deleted; "
         "it is no longer counted.",
         budget_id=pod.budget_id,
-        evidence={"storage_gb": pod.storage_gb},
+        evidence={"storage_gb": pod.storage_gb, "by": by.evidence},
     )
 
 

@@ -39,7 +39,10 @@ def record(
     *,
     budget_id: str | None,
     evidence: Mapping[str, object] | None = None,
+    always: bool = False,
 ) -> EventRow:
+    """Record an event; a warning or critical one (or any with `always`) is told to the
+    webhooks once its transaction commits."""
     since = now - timedelta(seconds=FOLD_WINDOW_S)
     folded = repo.foldable_event(session, severity, subject, message, since)
     if folded is not None:
@@ -62,5 +65,5 @@ def record(
     after_commit(
         session, lambda: log.log(LEVEL[severity], "[%s] %s: %s", category.value, subject, message)
     )
-    hand_over(session, row)
+    hand_over(session, row, always=always)
     return row

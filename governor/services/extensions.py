@@ -21,6 +21,7 @@ from governor.services import events
 from governor.services.book import keep_figures, open_book
 from governor.services.context import GovernorConfig
 from governor.services.ids import new_id
+from governor.services.tokens import Principal
 
 
 def request(
@@ -84,8 +85,11 @@ def decide(
     approve: bool,
     note: str | None,
     now: datetime,
+    *,
+    by: Principal,
 ) -> ExtensionRow:
-    """Approve or deny a pending request. Exactly one decision wins; any other gets Conflict."""
+    """Approve or deny a pending request. Exactly one decision wins; any other gets Conflict.
+    Who decided is in the event (its message and `by`): the row keeps the note."""
     budget_id = repo.get_extension(session, extension_id).budget_id
     budget = repo.get_budget(session, budget_id, lock=True)
     state = ExtensionState.APPROVED if approve else ExtensionState.DENIED
@@ -102,6 +106,7 @@ def decide(
         "note": note,
         "effective_ceiling_usd": format_usd(book.figures.effective_ceiling),
         "committed_usd": format_usd(book.figures.committed),
+        "by": by.evidence,
     }
     events.record(
         session,
@@ -109,7 +114,7 @@ def decide(
         Severity.INFO,
         Category.OPERATOR,
         f"extension:{row.id}",
-        f"Extension of {dollars(row.amount_usd)} {state.value} by an operator"
+        f"Extension of {dollars(row.amount_usd)} {state.value} by {by.said}"
         + (f": {note}" if note else ".")
         + (f" Effective ceiling now {dollars(book.figures.effective_ceiling)}." if approve else ""),
         budget_id=budget_id,

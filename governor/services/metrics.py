@@ -19,8 +19,15 @@ from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
 from governor.db.tables import EventRow, ExtensionRow, PodRow, StopOrderRow
-from governor.domain.model import BudgetState, Category, ExtensionState, PodState, Severity
-from governor.domain.stop_order import StopState
+from governor.domain.model import (
+    BILLS_COMPUTE,
+    BudgetState,
+    Category,
+    ExtensionState,
+    PodState,
+    Severity,
+)
+from governor.domain.stop_order import ACTIVE_STATES, StopState
 from governor.services import leadership, telemetry
 from governor.services.book import Book, open_books
 from governor.services.context import GovernorConfig
@@ -65,18 +72,23 @@ def collect(
         *_budgets(books),
         _extensions(session, books),
         *_pods(books),
-        _heartbeats(books),
+        *_heartbeats(books),
         _stop_orders(session, books),
-        _events(session),
+        _stop_orders_failing(session, books),
+        _events(session, books),
         *_gpus(session, [p for b in books for p in b.pods], now),
     ]
 
 
 def this_replica(
-    refused: Mapping[str, int], write_failures: Mapping[str, int], writes_failing: bool
+    refused: Mapping[str, int],
+    write_failures: Mapping[str, int],
+    writes_failing: bool,
+    deliveries: Mapping[tuple[str, str], int],
 ) -> list[Family]:
     """What only this process knows, from memory (so it is there while the database is not):
-    writes refused by the per-token limits, and writes the database refused."""
+    writes refused by the per-token limits, writes the database refused, and what became of
+    its webhook deliveries."""
     limited = Family(
         "governor_writes_refused_total",
         "counter",
@@ -97,7 +109,16 @@ def this_replica(
         "governor_database_writes_failing", "1 while this replica's last write was refused."
     )
     failing.add((), float(writes_failing))
-    return [limited, failures, failing]
+    webhooks = Family(
+        "governor_webhook_deliveries_total",
+        "counter",
+        "Webhook delivery attempts by this replica, by sink (kind, place in the list, host) "
+        "and outcome: delivered, failed (to be tried again) or gave_up (lost to that sink).",
+        ("sink", "outcome"),
+    )
+    for (sink, outcome), count in sorted(deliveries.items()):
+        webhooks.add((sink, outcome), count)
+    return [limited, failures, failing, webhooks]
 
 
 def _leadership(leader: Leader, replica: str, leading: bool, now: datetime) -> list[Family]:
@@ -149,6 +170,12 @@ def _budgets(books: Iterable[Book]) -> list[Family]:
         *BUDGET,
     )
     state = _gauge("governor_budget_state", "1 for the budget's current state.", *BUDGET, "state")
+    to_ceiling = _gauge(
+        "governor_budget_seconds_to_ceiling",
+        "Seconds until committed spend reaches the effective ceiling at the current burn (0 "
+        "once there); only for open budgets that are burning money.",
+        *BUDGET,
+    )
     for book in books:
         labels, f = (book.budget.id, book.budget.name), book.figures
         ceiling.add(labels, float(book.budget.ceiling_usd))
@@ -159,7 +186,10 @@ def _budgets(books: Iterable[Book]) -> list[Family]:
         burn.add(labels, float(f.burn_per_hour))
         for s in BudgetState:
             state.add((*labels, s.value), float(book.budget.state is s))
-    return [ceiling, effective, spent, committed, remaining, burn, state]
+        seconds = f.seconds_to_ceiling()
+        if book.budget.state is BudgetState.OPEN and seconds is not None:
+            to_ceiling.add(labels, seconds)
+    return [ceiling, effective, spent, committed, remaining, burn, state, to_ceiling]
 
 
 def _extensions(session: Session, books: Iterable[Book]) -> Family:
@@ -185,10 +215,17 @@ def _pods(books: Iterable[Book]) -> list[Family]:
     return [state, rate, spent]
 
 
-def _heartbeats(books: Iterable[Book]) -> Family:
+def _heartbeats(books: Iterable[Book]) -> list[Family]:
     family = _gauge(
         "governor_run_heartbeat_age_seconds",
         "Seconds since a live run's job last checked in (since its attempt began if never).",
+        "run",
+        "pod",
+        "budget",
+    )
+    timeout = _gauge(
+        "governor_run_heartbeat_timeout_seconds",
+        "A live run's heartbeat timeout: past it the job is presumed dead and its pod stopped.",
         "run",
         "pod",
         "budget",
@@ -200,7 +237,8 @@ def _heartbeats(books: Iterable[Book]) -> Family:
                 # a beat that landed after this scrape read its clock is no older than that
                 age = max(0.0, (book.now - last).total_seconds())
                 family.add((run.id, run.pod_id, run.budget_id), age)
-    return family
+                timeout.add((run.id, run.pod_id, run.budget_id), run.heartbeat_timeout_s)
+    return [family, timeout]
 
 
 def _stop_orders(session: Session, books: Iterable[Book]) -> Family:
@@ -212,24 +250,61 @@ def _stop_orders(session: Session, books: Iterable[Book]) -> Family:
     return family
 
 
-def _events(session: Session) -> Family:
-    family = Family(
-        "governor_events_total",
-        "counter",
-        "Events recorded, by severity and category (each folded repeat counts).",
-        ("severity", "category"),
+def _stop_orders_failing(session: Session, books: Iterable[Book]) -> Family:
+    family = _gauge(
+        "governor_stop_orders_failing",
+        "Stop orders whose last provider call failed while their pod still bills: retrying, "
+        "or refused for good (stop the pod by hand).",
+        *BUDGET,
     )
-    columns = (EventRow.severity, EventRow.category)
-    rows = session.execute(select(*columns, func.sum(EventRow.count)).group_by(*columns)).all()
-    counts = {(severity, category): int(total) for severity, category, total in rows}
-    for severity in Severity:
-        for category in Category:
-            family.add((severity.value, category.value), counts.get((severity, category), 0))
+    failing = _counts(
+        session,
+        StopOrderRow.budget_id,
+        where=(
+            StopOrderRow.last_error.is_not(None),
+            StopOrderRow.pod_id == PodRow.id,
+            PodRow.state.in_(BILLS_COMPUTE),
+            StopOrderRow.state.in_([*ACTIVE_STATES, StopState.FAILED]),
+        ),
+    )
+    for book in books:
+        labels = (book.budget.id, book.budget.name)
+        family.add(labels, failing.get((book.budget.id,), 0))
     return family
 
 
-def _counts(session: Session, *columns: Any) -> dict[tuple[object, ...], int]:
-    rows = session.execute(select(*columns, func.count()).group_by(*columns)).all()
+def _events(session: Session, books: Iterable[Book]) -> Family:
+    """By budget: one set of series for each budget not closed, and one (budget "") for
+    events of no budget. A closed budget's series go, so the count is bounded by the
+    budgets still in use."""
+    family = Family(
+        "governor_events_total",
+        "counter",
+        "Events recorded, by severity, category and budget (each folded repeat counts); "
+        'budget "" for events of no budget; closed budgets are left out.',
+        ("severity", "category", *BUDGET),
+    )
+    columns = (EventRow.severity, EventRow.category, EventRow.budget_id)
+    rows = session.execute(select(*columns, func.sum(EventRow.count)).group_by(*columns)).all()
+    counts = {
+        (severity, category, budget): int(total) for severity, category, budget, total in rows
+    }
+    budgets = [(None, "")] + [
+        (b.budget.id, b.budget.name) for b in books if b.budget.state is not BudgetState.CLOSED
+    ]
+    for budget_id, name in budgets:
+        for severity in Severity:
+            for category in Category:
+                total = counts.get((severity, category, budget_id), 0)
+                family.add((severity.value, category.value, budget_id or "", name), total)
+    return family
+
+
+def _counts(
+    session: Session, *columns: Any, where: Iterable[Any] = ()
+) -> dict[tuple[object, ...], int]:
+    query = select(*columns, func.count()).where(*where).group_by(*columns)
+    rows = session.execute(query).all()
     return {tuple(row[:-1]): int(row[-1]) for row in rows}
 
 

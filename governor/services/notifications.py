@@ -6,7 +6,9 @@ reaches, retrying retryable failures with exponential backoff a bounded number o
 A sink gets each event at most once from this process, and a message identical to one it
 got within the de-duplication window is collapsed (not sent again). Nothing here ever
 blocks or fails the caller: a full queue drops the notice with a log line, and the event
-itself is always in the log.
+itself is always in the log. Every attempt is counted by sink and outcome (for /metrics);
+a notice a sink never got is handed to `gave_up`, which records it as an event: the other
+sinks are told, and the one that gave up is not asked again about itself.
 """
 
 from __future__ import annotations
@@ -26,14 +28,18 @@ from datetime import datetime
 from sqlalchemy.orm import Session, sessionmaker
 
 from governor.db.engine import after_commit
-from governor.db.tables import EventRow
+from governor.db.tables import BudgetRow, EventRow
 from governor.domain.model import Severity
-from governor.domain.notice import Delivery, Notice, Outcome, Sink, at_least
+from governor.domain.notice import Delivery, Money, Notice, Outcome, Sink, at_least
 
 log = logging.getLogger("governor.notify")
 
 SESSION_KEY = "governor.notifier"
 REMEMBERED_EVENTS = 10_000  # per sink: ids already taken, so none is sent twice
+GAVE_UP_SUBJECT = "webhook:"  # + the sink's name: the subject of an event about a sink
+# what became of each attempt: taken, failed (to be tried again), or the last one failed
+DELIVERED, FAILED, GAVE_UP = "delivered", "failed", "gave_up"
+OUTCOMES = (DELIVERED, FAILED, GAVE_UP)
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,16 @@ class Retry:
     def delay_s(self, attempt: int) -> float:
         """The wait after failed attempt number `attempt`: backoff, doubling, capped."""
         return min(self.max_backoff_s, self.backoff_s * 2.0 ** (attempt - 1))
+
+
+@dataclass(frozen=True)
+class GaveUp:
+    """A notice a sink will not get: its last attempt failed, or the sink refused it for good."""
+
+    sink: str
+    notice: Notice
+    attempts: int
+    detail: str
 
 
 @dataclass(order=True)
@@ -79,11 +95,15 @@ class Notifier:
         dedupe_window_s: float = 300.0,
         queue_size: int = 10_000,
         monotonic: Callable[[], float] = time.monotonic,
+        gave_up: Callable[[GaveUp], None] | None = None,
     ) -> None:
         self.subscriptions = tuple(subscriptions)
         self.retry = retry or Retry()
         self.dedupe_window_s = dedupe_window_s
         self._monotonic = monotonic
+        self._gave_up = gave_up
+        self._counts = {(s.sink.name, o): 0 for s in self.subscriptions for o in OUTCOMES}
+        self._counts_lock = threading.Lock()
         self._inbox: queue.Queue[Notice | None] = queue.Queue(maxsize=queue_size)
         self._jobs: list[_Job] = []
         self._seq = itertools.count()
@@ -97,6 +117,11 @@ class Notifier:
             self._inbox.put_nowait(notice)
         except queue.Full:
             log.warning("notification queue full: event %s not sent", notice.event_id)
+
+    def deliveries(self) -> dict[tuple[str, str], int]:
+        """Attempts so far, by sink and outcome (every pair, from zero), for /metrics."""
+        with self._counts_lock:
+            return dict(self._counts)
 
     # the worker
 
@@ -151,9 +176,10 @@ class Notifier:
 
     def _accept(self, notice: Notice) -> None:
         for index, subscription in enumerate(self.subscriptions):
-            if at_least(notice.severity, subscription.min_severity) and self._first_time(
-                self._memory[index], notice
-            ):
+            if notice.subject == GAVE_UP_SUBJECT + subscription.sink.name:
+                continue  # news that this sink is not taking notices: it would not take it
+            wanted = notice.always or at_least(notice.severity, subscription.min_severity)
+            if wanted and self._first_time(self._memory[index], notice):
                 self._schedule(_Job(self._monotonic(), next(self._seq), index, notice))
 
     def _first_time(self, memory: _SinkMemory, notice: Notice) -> bool:
@@ -183,8 +209,10 @@ class Notifier:
         sink = self.subscriptions[job.subscription].sink
         delivery = _send(sink, job.notice)
         if delivery.outcome is Outcome.DELIVERED:
+            self._count(sink, DELIVERED)
             return
         if delivery.outcome is Outcome.RETRYABLE and job.attempt < self.retry.max_attempts:
+            self._count(sink, FAILED)
             delay = self.retry.delay_s(job.attempt)
             log.info(
                 "%s: event %s attempt %d failed (%s); retrying in %g s",
@@ -197,6 +225,7 @@ class Notifier:
             job.due, job.attempt = self._monotonic() + delay, job.attempt + 1
             self._schedule(job)
             return
+        self._count(sink, GAVE_UP)
         log.warning(
             "%s: gave up on event %s after %d attempt(s): %s",
             sink.name,
@@ -204,6 +233,17 @@ class Notifier:
             job.attempt,
             delivery.detail,
         )
+        if self._gave_up is not None and not job.notice.subject.startswith(GAVE_UP_SUBJECT):
+            # one about a sink that gave up is not recorded again: sinks that are all down
+            # would otherwise tell each other about each other without end
+            try:
+                self._gave_up(GaveUp(sink.name, job.notice, job.attempt, delivery.detail))
+            except Exception:  # the database may be what is down: the log line stands
+                log.exception("could not record that %s gave up", sink.name)
+
+    def _count(self, sink: Sink, outcome: str) -> None:
+        with self._counts_lock:
+            self._counts[sink.name, outcome] = self._counts.get((sink.name, outcome), 0) + 1
 
 
 def _send(sink: Sink, notice: Notice) -> Delivery:
@@ -222,15 +262,18 @@ def route_events(sessions: sessionmaker[Session], notifier: Notifier) -> None:
     sessions.configure(info={SESSION_KEY: notifier})
 
 
-def hand_over(session: Session, row: EventRow) -> None:
-    """Queue `row` for the session's notifier once (and only if) its transaction commits."""
+def hand_over(session: Session, row: EventRow, *, always: bool = False) -> None:
+    """Queue `row` for the session's notifier once (and only if) its transaction commits:
+    a warning or a critical one, or any with `always` (see Notice)."""
     notifier = session.info.get(SESSION_KEY)
-    if notifier is None or row.severity is Severity.INFO:
+    if notifier is None or (row.severity is Severity.INFO and not always):
         return
-    after_commit(session, lambda: notifier.submit(notice_of(row)))
+    budget = None if row.budget_id is None else session.get(BudgetRow, row.budget_id)
+    after_commit(session, lambda: notifier.submit(notice_of(row, budget, always=always)))
 
 
-def notice_of(row: EventRow) -> Notice:
+def notice_of(row: EventRow, budget: BudgetRow | None, *, always: bool = False) -> Notice:
+    """The event as it leaves, with its budget's name and figures (as of the latest pass)."""
     return Notice(
         event_id=row.id,
         at=row.at,
@@ -240,4 +283,15 @@ def notice_of(row: EventRow) -> Notice:
         message=row.message,
         budget_id=row.budget_id,
         evidence=dict(row.evidence),
+        budget_name=None if budget is None else budget.name,
+        money=None if budget is None else _money(budget),
+        always=always,
     )
+
+
+def _money(budget: BudgetRow) -> Money | None:
+    spent, committed = budget.figures_spent_usd, budget.figures_committed_usd
+    ceiling = budget.figures_ceiling_usd
+    if spent is None or committed is None or ceiling is None:
+        return None  # no enforcement pass has looked at it yet
+    return Money(spent=spent, ceiling=ceiling, remaining=ceiling - committed)

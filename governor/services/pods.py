@@ -27,6 +27,7 @@ from governor.services.book import open_book
 from governor.services.context import ServiceContext
 from governor.services.enforcement import enforce
 from governor.services.ids import new_id
+from governor.services.tokens import Principal
 
 
 class ProviderUnavailable(Exception):
@@ -208,9 +209,12 @@ def _warn_terminate_only(session: Session, pod: PodRow, now: datetime) -> None:
 
 
 def stop_manually(
-    session: Session, ctx: ServiceContext, pod_id: str, reason: str, now: datetime
+    session: Session, ctx: ServiceContext, pod_id: str, reason: str, now: datetime, *, by: Principal
 ) -> StopOrderRow:
-    """An operator's preserving stop. Asking again while one is under way returns that one."""
+    """An operator's preserving stop. Asking again while one is under way returns that one.
+
+    The ask is the event that is told (who asked and why); the stop order it leads to is
+    recorded as information, so a manual stop sends one notice, not two."""
     pod = repo.get_pod(session, pod_id)
     repo.get_budget(session, pod.budget_id, lock=True)
     session.refresh(pod)
@@ -225,9 +229,9 @@ def stop_manually(
         Severity.WARNING,
         Category.OPERATOR,
         f"pod:{pod.id}",
-        f"An operator asked to stop the pod: {reason}",
+        f"Pod stop asked by {by.said}: {reason}",
         budget_id=pod.budget_id,
-        evidence={"reason": reason},
+        evidence={"reason": reason, "by": by.evidence},
     )
     book = enforce(session, ctx.config, pod.budget_id, now, manual_stop_pod=pod.id)
     return book.orders[pod.id]

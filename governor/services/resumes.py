@@ -41,6 +41,7 @@ from governor.services.book import meter, open_book
 from governor.services.context import ServiceContext
 from governor.services.metering import accrue_pod
 from governor.services.pods import ProviderUnavailable
+from governor.services.tokens import Principal
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ class Resumed:
     token: str | None  # that attempt's job token, shown once
 
 
-def resume(ctx: ServiceContext, pod_id: str, reason: str) -> Resumed:
+def resume(ctx: ServiceContext, pod_id: str, reason: str, *, by: Principal) -> Resumed:
     """Resume a stopped pod for an operator; see the module's docstring for the order."""
     with unit_of_work(ctx.sessions) as session:
         pod = repo.get_pod(session, pod_id)
@@ -77,7 +78,7 @@ def resume(ctx: ServiceContext, pod_id: str, reason: str) -> Resumed:
         )
     described = _describe(provider, name, ref)
     with unit_of_work(ctx.sessions) as session:
-        _begin(session, ctx, pod_id, reason, described, ctx.clock.now())
+        _begin(session, ctx, pod_id, reason, by, described, ctx.clock.now())
     try:
         result = provider.resume(ref)
     except ProviderError as exc:
@@ -111,6 +112,7 @@ def _begin(
     ctx: ServiceContext,
     pod_id: str,
     reason: str,
+    by: Principal,
     described: PodDescription,
     now: datetime,
 ) -> None:
@@ -158,7 +160,7 @@ def _begin(
         Severity.WARNING,
         Category.OPERATOR,
         f"pod:{pod.id}",
-        f"An operator asked to resume the pod: {reason}. It bills "
+        f"Pod resume asked by {by.said}: {reason}. It bills "
         f"{dollars(pod.hourly_rate_usd)}/h from now"
         + (f" (was {dollars(previous_rate)}/h)." if pod.hourly_rate_usd != previous_rate else "."),
         budget_id=budget.id,
@@ -169,6 +171,7 @@ def _begin(
             "committed_usd": format_usd(committed),
             "effective_ceiling_usd": format_usd(figures.effective_ceiling),
             "run_id": None if run is None else run.id,
+            "by": by.evidence,
         },
     )
 

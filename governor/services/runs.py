@@ -102,8 +102,12 @@ def create(
     return run, token
 
 
-def end_with_pod(session: Session, pod: PodRow, now: datetime) -> None:
-    """The pod has stopped: each of its live runs ends, stopped, or lost if its job was silent."""
+def end_with_pod(
+    session: Session, pod: PodRow, now: datetime, *, silence_told: bool = False
+) -> None:
+    """The pod has stopped: each of its live runs ends, stopped, or lost if its job was silent.
+    A lost run is a warning unless the stop was for that silence (`silence_told`): its
+    notice has gone out already."""
     for run in repo.runs_on_pod(session, pod.id):
         status = after_pod_stopped(run.status, heard=heard_lately(run, now))
         if status is run.status:
@@ -122,7 +126,7 @@ def end_with_pod(session: Session, pod: PodRow, now: datetime) -> None:
         events.record(
             session,
             now,
-            Severity.WARNING if status is RunStatus.LOST else Severity.INFO,
+            Severity.WARNING if status is RunStatus.LOST and not silence_told else Severity.INFO,
             Category.HARNESS,
             f"run:{run.id}",
             message + saved,

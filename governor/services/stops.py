@@ -19,7 +19,7 @@ from governor.db import repository as repo
 from governor.db.engine import unit_of_work
 from governor.db.tables import BudgetRow, PodRow, StopOrderRow
 from governor.domain.budget_lifecycle import after_pods_stopped
-from governor.domain.model import Category, PodState, Severity
+from governor.domain.model import Category, PodState, Reason, Severity
 from governor.domain.ports import (
     AnyProvider,
     CallOutcome,
@@ -154,10 +154,11 @@ def _check_deadline(session: Session, order: StopOrderRow, pod: PodRow, now: dat
     if state is order.state:
         return
     order.state, order.updated_at = state, now
+    waited = order.deadline > order.created_at  # no wait at all: a silent job, a saved hang
     events.record(
         session,
         now,
-        Severity.WARNING,
+        Severity.WARNING if waited else Severity.INFO,  # the job did not save in its time
         Category.HARNESS,
         f"pod:{pod.id}",
         "The stop deadline passed without the job acknowledging a checkpoint: "
@@ -236,7 +237,7 @@ def _record_outcome(session: Session, call: _Call, result: CallResult, clock: Cl
         accrue_pod(session, pod, now)
         pod.state, pod.stopped_at = PodState.STOPPED, now
         order.state, order.confirmed_at, order.updated_at = StopState.STOPPED, now, now
-        runs.end_with_pod(session, pod, now)
+        runs.end_with_pod(session, pod, now, silence_told=order.reason is Reason.HEARTBEAT_LOST)
         events.record(
             session,
             now,
@@ -245,7 +246,8 @@ def _record_outcome(session: Session, call: _Call, result: CallResult, clock: Cl
             subject,
             _DONE[call.action].format(fs=pod.persistent_filesystem),
             budget_id=pod.budget_id,
-            evidence=evidence,
+            evidence={**evidence, "reason": order.reason.value},
+            always=True,  # whoever was told of the stop is told it is done
         )
         _settle_budget(session, budget, now)
     elif result.outcome is CallOutcome.PENDING:

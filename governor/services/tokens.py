@@ -49,6 +49,28 @@ class Principal:
     node: str | None = None
     token_id: str | None = None
     expires_at: datetime | None = None
+    label: str | None = None
+    bootstrap: bool = False  # adopted from GOVERNOR_OPERATOR_TOKEN
+
+    @property
+    def said(self) -> str:
+        """Who acted, as an event's reader wants it: the token's label (what people call it)
+        and its id (what `governor token revoke` takes)."""
+        if self.bootstrap:
+            return f"the bootstrap {self.role.value} token ({self.token_id})"
+        if self.label:
+            return f"{self.role.value} token {self.label!r} ({self.token_id})"
+        return f"{self.role.value} token {self.token_id}"
+
+    @property
+    def evidence(self) -> dict[str, object]:
+        """Who acted, for an event's evidence (`by`)."""
+        return {
+            "token_id": self.token_id,
+            "role": self.role.value,
+            "label": self.label,
+            "bootstrap": self.bootstrap,
+        }
 
     def expired(self, now: datetime) -> bool:
         return self.expires_at is not None and self.expires_at <= now
@@ -173,6 +195,10 @@ def _principal(session: Session, hashed: str) -> Principal:
         raise Unauthenticated("unknown or revoked token")
     if row.revoked_at is not None:
         raise Unauthenticated(f"this token was revoked at {row.revoked_at:%Y-%m-%d %H:%M:%S} UTC")
+    return _of(row)
+
+
+def _of(row: TokenRow) -> Principal:
     return Principal(
         role=row.role,
         run_id=row.run_id,
@@ -181,7 +207,14 @@ def _principal(session: Session, hashed: str) -> Principal:
         node=row.node,
         token_id=row.id,
         expires_at=row.expires_at,
+        label=row.label,
+        bootstrap=row.bootstrap,
     )
+
+
+def holder(session: Session, token_id: str) -> Principal:
+    """Whose token this is, by its id: the dashboard knows its signed-in token that way."""
+    return _of(repo.get_token(session, token_id))
 
 
 class TokenCache:
@@ -261,7 +294,46 @@ def listing(session: Session) -> Sequence[TokenRow]:
     return repo.all_tokens(session)
 
 
-def revoke(session: Session, token_id: str, now: datetime) -> TokenRow:
+def grant(
+    session: Session,
+    role: Role,
+    now: datetime,
+    *,
+    by: Principal,
+    label: str | None = None,
+    pod_id: str | None = None,
+    node: str | None = None,
+    expires_at: datetime | None = None,
+) -> tuple[str, TokenRow]:
+    """An operator creates a token: it is recorded who did (the token itself never is)."""
+    token = issue(session, role, now, label=label, pod_id=pod_id, node=node, expires_at=expires_at)
+    row = repo.token_by_hash(session, digest(token))
+    assert row is not None  # issued just now
+    events.record(
+        session,
+        now,
+        Severity.INFO,
+        Category.OPERATOR,
+        f"token:{row.id}",
+        f"Token {row.id} ({_kind(row)}) created by {by.said}.",
+        budget_id=None,
+        evidence={
+            "role": row.role.value,
+            "label": row.label,
+            "pod_id": pod_id,
+            "node": node,
+            "expires_at": None if expires_at is None else expires_at.isoformat(),
+            "by": by.evidence,
+        },
+    )
+    return token, row
+
+
+def _kind(row: TokenRow) -> str:
+    return row.role.value + (f", {row.label}" if row.label else "")
+
+
+def revoke(session: Session, token_id: str, now: datetime, *, by: Principal) -> TokenRow:
     """An operator ends a token. The bootstrap token is rotated instead, never revoked here
     (that would lock out whoever relies on the server's setting)."""
     row = repo.get_token(session, token_id)
@@ -278,10 +350,9 @@ def revoke(session: Session, token_id: str, now: datetime) -> TokenRow:
             Severity.WARNING,
             Category.OPERATOR,
             f"token:{row.id}",
-            f"Token {row.id} ({row.role.value}{', ' + row.label if row.label else ''}) revoked "
-            "by an operator.",
+            f"Token {row.id} ({_kind(row)}) revoked by {by.said}.",
             budget_id=row.budget_id,
-            evidence={"role": row.role.value, "label": row.label},
+            evidence={"role": row.role.value, "label": row.label, "by": by.evidence},
         )
     return row
 

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 
 from governor.domain.errors import Conflict, Forbidden, NotFound, Unauthenticated
-from governor.services import extensions, logins, pages, report_html, resumes, status
+from governor.services import extensions, logins, pages, report_html, resumes, status, tokens
 from governor.services.auth_limits import TooManyAttempts, client_address
 from governor.services.pods import ProviderUnavailable
 from governor.web.auth import COOKIE
@@ -223,7 +223,8 @@ def decide(
         return _to(_near(form.get("budget", ""), "note-required"))
     try:
         with tx() as session:
-            row = extensions.decide(session, ctx.config, extension_id, approve, note, now)
+            by = tokens.holder(session, page.token_id)
+            row = extensions.decide(session, ctx.config, extension_id, approve, note, now, by=by)
     except Conflict:
         return _to("/status?notice=already-decided")
     except NotFound:
@@ -239,7 +240,7 @@ def _near(budget_id: str, notice: str) -> str:
 
 
 @router.post("/status/pods/{pod_id}/resume")
-def resume(pod_id: str, page: SignedIn, kit: WebKit, form: Form, ctx: Context) -> Response:
+def resume(pod_id: str, page: SignedIn, kit: WebKit, form: Form, ctx: Context, tx: Tx) -> Response:
     """An operator resumes a stopped pod from the page; its run's new token is shown once."""
     if page is None:
         return _to("/login")
@@ -247,8 +248,10 @@ def resume(pod_id: str, page: SignedIn, kit: WebKit, form: Form, ctx: Context) -
         return _refused("The form had expired; reload the page and try again.")
     if not page.can_decide:
         return _refused("A viewer token can look but not resume: sign in as an operator.")
+    with tx() as session:
+        by = tokens.holder(session, page.token_id)
     try:
-        resumed = resumes.resume(ctx, pod_id, "from the dashboard")
+        resumed = resumes.resume(ctx, pod_id, "from the dashboard", by=by)
     except (Conflict, NotFound, ProviderUnavailable) as exc:
         return _said("Not resumed", str(exc), 409)
     if resumed.run is None or resumed.token is None:

@@ -127,3 +127,10 @@ def test_the_agent_runs_on_every_gpu_node_as_that_node() -> None:
     server = args[args.index("--server") + 1]
     service = _one("Service")
     assert server == f"http://{service['metadata']['name']}:{service['spec']['ports'][0]['port']}"
+
+
+def test_the_alert_rules_ship_as_a_config_map_holding_the_rule_file_unchanged() -> None:
+    (config_map,) = _documents(ROOT / "deploy/kubernetes/prometheus-rules.yaml")
+    assert config_map["kind"] == "ConfigMap"
+    rules = (ROOT / "deploy/prometheus/alerts.yml").read_text(encoding="utf-8")
+    assert config_map["data"] == {"alerts.yml": rules}

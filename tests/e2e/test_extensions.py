@@ -110,5 +110,5 @@ def test_pending_extension_does_not_delay_the_stop_and_is_decided_exactly_once(
         fresh["id"]: "approved",
     }
     events = ok(operator.get("/v1/events", params={"subject": f"extension:{fresh['id']}"}))
-    approvals = [e for e in events if "approved by an operator" in e["message"]]
+    approvals = [e for e in events if "approved by the bootstrap operator token" in e["message"]]
     assert len(approvals) == 1, [e["message"] for e in events]

@@ -109,7 +109,9 @@ def test_metrics_carry_the_pilot_as_it_runs_and_after_its_stop(server: GovernorS
                 v for k, v in m["governor_events_total"].items() if dict(k)["severity"] == severity
             )
             assert counted == by_severity[severity], severity
-        harness = one(m, "governor_events_total", severity="warning", category="harness")
+        harness = one(
+            m, "governor_events_total", severity="warning", category="harness", budget=budget
+        )
         assert harness == 1  # the failure the job reported
         assert all(parse_time(e["at"]) <= utcnow() for e in log)
 

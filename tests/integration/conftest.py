@@ -15,7 +15,7 @@ from governor.api.schemas import read_plan
 from governor.db import repository as repo
 from governor.db import schema
 from governor.db.engine import build_engine, session_factory, unit_of_work
-from governor.domain.model import Phase, RunStatus
+from governor.domain.model import Phase, Role, RunStatus
 from governor.domain.ports import AnyProvider, SystemClock
 from governor.domain.telemetry import GIB, DeviceProblem, GpuProcess, GpuSample, Reading
 from governor.fakes.cloud import FakeProvider
@@ -25,7 +25,11 @@ from governor.services.book import Book
 from governor.services.context import GovernorConfig, ServiceContext
 from governor.services.health import TickLog
 from governor.services.leadership import Lease
+from governor.services.tokens import Principal
 from tests.clock import FrozenClock
+
+# who acts where these tests act as an operator without HTTP
+BY = Principal(Role.OPERATOR, token_id="tok_tests", label="tests")
 
 
 @dataclass

@@ -17,7 +17,7 @@ from governor.domain.errors import Conflict
 from governor.domain.model import Action, Phase, Reason, Requester, RunStatus
 from governor.domain.preflight.rules import Verdict
 from governor.services import admission, budgets, extensions, pods
-from tests.integration.conftest import Governor, gpu_sample
+from tests.integration.conftest import BY, Governor, gpu_sample
 from tests.plans import variant
 
 D = Decimal
@@ -51,14 +51,17 @@ def test_a_no_go_plan_refuses_pods_until_an_operator_overrides_it(gov: Governor)
     with pytest.raises(Conflict, match=r"is no_go: .*canary.*override"):
         register(gov, budget, no_canary.id)
     with gov.session() as s:
-        admission.override(s, budget, no_canary.id, "the canary ran yesterday", gov.clock.now())
+        admission.override(
+            s, budget, no_canary.id, "the canary ran yesterday", gov.clock.now(), by=BY
+        )
     pod = register(gov, budget, no_canary.id)
     run = gov.run(budget, pod)  # its runs are admitted under the same override
     with gov.session() as s:
         assert repo.get_pod(s, pod).plan_id == no_canary.id
         assert repo.get_run(s, run).status is RunStatus.RUNNING
         [event] = repo.events(s, subject=f"plan:{no_canary.id}", severity=None)[:1]
-        assert "overrode the no_go verdict" in event.message
+        assert "no_go verdict of plan 'arm-a' overridden by operator token 'tests'" in event.message
+        assert event.evidence["by"]["token_id"] == "tok_tests"
         assert "the canary ran yesterday" in event.message
 
 
@@ -79,7 +82,7 @@ def test_a_verdict_judged_against_another_ceiling_is_judged_again(gov: Governor)
     with gov.session() as s:
         ext = extensions.request(s, budget, D("50"), "more", Requester.OPERATOR, gov.clock.now())
     with gov.session() as s:
-        extensions.decide(s, gov.ctx.config, ext.id, True, None, gov.clock.now())
+        extensions.decide(s, gov.ctx.config, ext.id, True, None, gov.clock.now(), by=BY)
     with pytest.raises(Conflict, match=r"judged against a ceiling of \$500\.00.*\$550\.00"):
         register(gov, budget, good.id)
     gov.clock.advance(60)
@@ -100,7 +103,7 @@ def test_a_second_arm_is_judged_against_what_the_first_leaves(gov: Governor) -> 
     assert gov.book(budget).figures.committed == 0  # a reservation is never committed spend
 
     with gov.session() as s:
-        admission.withdraw(s, budget, first.id, gov.clock.now())
+        admission.withdraw(s, budget, first.id, gov.clock.now(), by=BY)
     gov.clock.advance(60)
     again = check(gov, budget, plan(gov, "arm-b"))
     assert (again.verdict, again.reserved_usd) == (Verdict.GO, 0)
@@ -212,9 +215,13 @@ def test_an_operator_releases_a_canary_only_on_a_peak_that_fits(gov: Governor) -
     budget = gov.budget("500")
     held, _, run = held_run(gov, budget)
     with gov.session() as s, pytest.raises(Conflict, match=r"135\.0 GiB .* over .* 133\.4 GiB"):
-        admission.release_by_operator(s, budget, held.id, 135.0, "nvidia-smi", gov.clock.now())
+        admission.release_by_operator(
+            s, budget, held.id, 135.0, "nvidia-smi", gov.clock.now(), by=BY
+        )
     with gov.session() as s:
-        admission.release_by_operator(s, budget, held.id, 120.0, "nvidia-smi", gov.clock.now())
+        admission.release_by_operator(
+            s, budget, held.id, 120.0, "nvidia-smi", gov.clock.now(), by=BY
+        )
     assert gov.beat(run, step=1, phase=Phase.TRAINING).reason is None
     gov.tick(1)
     assert gov.beat(run, step=2, phase=Phase.TRAINING).action is Action.CONTINUE

@@ -20,7 +20,7 @@ from governor.fakes.cloud import FakeProvider
 from governor.services import pods
 from governor.services.checkins import Checkpoint
 from tests.clock import FrozenClock
-from tests.integration.conftest import Governor, make_governor
+from tests.integration.conftest import BY, Governor, make_governor
 
 
 def order_of(gov: Governor, pod_id: str) -> StopOrderRow:
@@ -150,7 +150,7 @@ def test_retryable_provider_failures_back_off_then_succeed(
     budget = gov.budget()
     pod = gov.pod(budget)
     with gov.session() as s:
-        pods.stop_manually(s, gov.ctx, pod, "test", clock.now())
+        pods.stop_manually(s, gov.ctx, pod, "test", clock.now(), by=BY)
     gov.tick()  # attempt 1 fails: retry in 0.8 to 1 s (backoff less jitter)
     order = order_of(gov, pod)
     assert (order.attempts, order.last_error) == (1, "simulated provider error (HTTP 503)")
@@ -171,7 +171,7 @@ def test_a_providers_retry_after_is_waited_out(migrated_url: str, clock: FrozenC
     gov = make_governor(migrated_url, clock, cloud=cloud)
     pod = gov.pod(gov.budget())
     with gov.session() as s:
-        pods.stop_manually(s, gov.ctx, pod, "test", clock.now())
+        pods.stop_manually(s, gov.ctx, pod, "test", clock.now(), by=BY)
     gov.tick()  # refused: "retry after 30 s", far longer than the 1 s backoff
     assert order_of(gov, pod).next_attempt_at == clock.now() + timedelta(seconds=30)
     gov.tick(29)
@@ -198,14 +198,14 @@ def test_a_permanent_failure_is_critical_and_an_operator_can_retry(gov: Governor
     pod = gov.pod(budget)
     gov.ctx.providers["fake"] = RefusingProvider()  # type: ignore[index]
     with gov.session() as s:
-        first = pods.stop_manually(s, gov.ctx, pod, "test", gov.clock.now()).id
+        first = pods.stop_manually(s, gov.ctx, pod, "test", gov.clock.now(), by=BY).id
     gov.tick()
     assert order_of(gov, pod).state is StopState.FAILED
     assert pod_state(gov, pod) is PodState.STOPPING  # still billing, and shown so
     with gov.session() as s:
         critical = repo.events(s, severity=Severity.CRITICAL)
         assert "refused to stop" in critical[0].message
-        second = pods.stop_manually(s, gov.ctx, pod, "retry", gov.clock.now()).id
+        second = pods.stop_manually(s, gov.ctx, pod, "retry", gov.clock.now(), by=BY).id
     assert second != first
 
 
@@ -213,9 +213,9 @@ def test_asking_twice_for_a_manual_stop_returns_the_same_order(gov: Governor) ->
     budget = gov.budget()
     pod = gov.pod(budget)
     with gov.session() as s:
-        first = pods.stop_manually(s, gov.ctx, pod, "one", gov.clock.now()).id
+        first = pods.stop_manually(s, gov.ctx, pod, "one", gov.clock.now(), by=BY).id
     with gov.session() as s:
-        second = pods.stop_manually(s, gov.ctx, pod, "two", gov.clock.now()).id
+        second = pods.stop_manually(s, gov.ctx, pod, "two", gov.clock.now(), by=BY).id
     assert first == second
 
 
@@ -227,7 +227,7 @@ def test_an_order_interrupted_by_a_restart_completes_and_is_not_charged_twice(
     budget = before.budget()
     pod = before.pod(budget)
     with before.session() as s:
-        pods.stop_manually(s, before.ctx, pod, "test", clock.now())
+        pods.stop_manually(s, before.ctx, pod, "test", clock.now(), by=BY)
     before.tick(600)  # sent; the cloud takes 30 s
     assert order_of(before, pod).state is StopState.PROVIDER_STOP_SENT
     before.ctx.engine.dispose()  # the process dies here

@@ -8,7 +8,7 @@ import pytest
 from governor.domain.errors import Conflict
 from governor.domain.model import Action, BudgetState, ExtensionState, Reason, Requester
 from governor.services import extensions
-from tests.integration.conftest import Governor
+from tests.integration.conftest import BY, Governor
 
 D = Decimal
 
@@ -21,7 +21,7 @@ def request(gov: Governor, budget: str, amount: str = "10", by: Requester = Requ
 def decide(gov: Governor, extension_id: str, approve: bool = True) -> ExtensionState:
     with gov.session() as s:
         return extensions.decide(
-            s, gov.ctx.config, extension_id, approve, None, gov.clock.now()
+            s, gov.ctx.config, extension_id, approve, None, gov.clock.now(), by=BY
         ).state
 
 

@@ -25,7 +25,7 @@ from governor.services import pods as pod_service
 from governor.services.checkins import Checkpoint
 from governor.services.tokens import TokenCache
 from tests.clock import FrozenClock
-from tests.integration.conftest import Governor, make_governor
+from tests.integration.conftest import BY, Governor, make_governor
 
 D = Decimal
 
@@ -76,7 +76,7 @@ def test_taking_a_stop_acknowledgement_costs_the_same_too(gov: Governor) -> None
         with gov.session() as s:
             pod_id = repo.get_run(s, run).pod_id
         with gov.session() as s:
-            pod_service.stop_manually(s, gov.ctx, pod_id, "end of day", gov.clock.now())
+            pod_service.stop_manually(s, gov.ctx, pod_id, "end of day", gov.clock.now(), by=BY)
         assert gov.beat(run).action is Action.STOP
         ack = beat_statements(
             gov, run, step=3, status=RunStatus.STOPPING, checkpoint=Checkpoint(3, "/ws/c3")

@@ -17,7 +17,7 @@ from governor.domain.model import Action, PodState, Reason, RunStatus
 from governor.domain.stop_order import StopState
 from governor.services import metrics, pods
 from governor.services.checkins import Checkpoint, Directive
-from tests.integration.conftest import Governor, gpu_sample
+from tests.integration.conftest import BY, Governor, gpu_sample
 
 
 def run_of(gov: Governor, run_id: str) -> RunRow:
@@ -83,7 +83,7 @@ def test_a_job_that_acknowledged_its_stop_ends_stopped(gov: Governor) -> None:
     run = gov.run(budget, pod, grace_s=60)
     gov.beat(run, step=10)
     with gov.session() as s:
-        pods.stop_manually(s, gov.ctx, pod, "done for today", gov.clock.now())
+        pods.stop_manually(s, gov.ctx, pod, "done for today", gov.clock.now(), by=BY)
     ack = gov.beat(run, step=11, status=RunStatus.STOPPING, checkpoint=Checkpoint(11, "/ws/c11"))
     assert ack.action is Action.STOP
     gov.tick(1)
@@ -142,7 +142,7 @@ def test_a_manual_stop_of_a_job_that_never_checked_in_does_not_wait(gov: Governo
     pod = gov.pod(budget)
     run = gov.run(budget, pod, grace_s=300)
     with gov.session() as s:
-        order = pods.stop_manually(s, gov.ctx, pod, "wrong image", gov.clock.now())
+        order = pods.stop_manually(s, gov.ctx, pod, "wrong image", gov.clock.now(), by=BY)
     assert order.deadline == order.created_at
     gov.tick(1)
     gov.tick(30)
@@ -181,7 +181,7 @@ def test_readings_for_a_stopped_pod_are_flagged_not_shown_as_live(gov: Governor)
     pod = gov.pod(budget)
     gov.report(pod, gpu_sample(util=90))
     with gov.session() as s:
-        pods.stop_manually(s, gov.ctx, pod, "done", gov.clock.now())
+        pods.stop_manually(s, gov.ctx, pod, "done", gov.clock.now(), by=BY)
     gov.tick(1)
     gov.tick(30)
     for _ in range(3):  # its agent goes on reporting

@@ -9,7 +9,7 @@ from governor.db import repository as repo
 from governor.db.tables import LedgerEntryRow
 from governor.domain.model import ChargeKind, EntryKind
 from governor.services import budgets, metering, pods
-from tests.integration.conftest import Governor
+from tests.integration.conftest import BY, Governor
 
 D = Decimal
 
@@ -67,7 +67,7 @@ def test_storage_keeps_billing_after_a_stop_at_the_stopped_rate(gov: Governor) -
     gov.tick(3600)  # running: $3.60 compute + 730 GB x $0.10 / 730 h = $0.10 storage
     assert ledger_total(gov, pod) == D("3.70")
     with gov.session() as s:
-        pods.stop_manually(s, gov.ctx, pod, "end of day", gov.clock.now())
+        pods.stop_manually(s, gov.ctx, pod, "end of day", gov.clock.now(), by=BY)
     gov.tick()  # no live job: the stop goes to the provider at once
     gov.tick(30)  # the fake cloud's stop latency
     stopped_at = gov.clock.now()

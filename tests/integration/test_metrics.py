@@ -12,8 +12,9 @@ from pathlib import Path
 from governor.db import repository as repo
 from governor.domain.model import Requester
 from governor.domain.telemetry import GIB
-from governor.services import extensions, metrics, pods
-from tests.integration.conftest import Governor, gpu_sample
+from governor.services import budgets, extensions, metrics, pods
+from tests.clock import FrozenClock
+from tests.integration.conftest import BY, Governor, gpu_sample, make_governor
 
 DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana" / "governor-dashboard.json"
 
@@ -36,7 +37,7 @@ def test_a_running_pilot_is_measured_exactly(gov: Governor) -> None:
             s, budget, Decimal(20), "eval", Requester.OPERATOR, gov.clock.now()
         )
     with gov.session() as s:
-        extensions.decide(s, gov.ctx.config, ext.id, True, None, gov.clock.now())
+        extensions.decide(s, gov.ctx.config, ext.id, True, None, gov.clock.now(), by=BY)
     gov.report(pod, gpu_sample(util=87.5, used_gib=60.0))
     gov.tick(10)
 
@@ -56,6 +57,10 @@ def test_a_running_pilot_is_measured_exactly(gov: Governor) -> None:
     assert m["governor_pod_rate_dollars_per_hour"] == {(pod, budget): 3.6}
     assert m["governor_pod_spent_dollars"] == {(pod, budget): 0.01}
     assert m["governor_run_heartbeat_age_seconds"] == {(run, pod, budget): 10.0}
+    assert m["governor_run_heartbeat_timeout_seconds"] == {(run, pod, budget): 120.0}
+    # $114.64 left at $3.60/h
+    assert m["governor_budget_seconds_to_ceiling"] == {b: 114.64 / 3.6 * 3600}
+    assert m["governor_stop_orders_failing"] == {b: 0}
     g = ("GPU-0", pod)
     assert m["governor_gpu_info"] == {(*g, "0", "H100"): 1.0}
     assert m["governor_gpu_utilization_ratio"] == {g: 0.875}
@@ -72,7 +77,7 @@ def test_stop_orders_and_events_are_counted(gov: Governor) -> None:
     pod = gov.pod(budget)
     gov.report(pod, gpu_sample())
     with gov.session() as s:
-        pods.stop_manually(s, gov.ctx, pod, "done", gov.clock.now())
+        pods.stop_manually(s, gov.ctx, pod, "done", gov.clock.now(), by=BY)
     assert scrape(gov)["governor_stop_orders"][(budget, "requested")] == 1
     gov.tick(1)
     gov.tick(60)
@@ -82,10 +87,45 @@ def test_stop_orders_and_events_are_counted(gov: Governor) -> None:
     assert m["governor_pod_state"][(pod, budget, "stopped")] == 1.0
     assert m["governor_gpu_info"] == {}  # a stopped pod's GPUs are no longer its own
     with gov.session() as s:
-        recorded = Counter((e.severity.value, e.category.value) for e in repo.events(s, limit=1000))
+        recorded = Counter(
+            (e.severity.value, e.category.value, e.budget_id or "", "pilot" if e.budget_id else "")
+            for e in repo.events(s, limit=1000)
+        )
     counted = {k: v for k, v in m["governor_events_total"].items() if v}
     assert counted == dict(recorded)
-    assert len(m["governor_events_total"]) == 3 * 7  # every severity and category, zeros too
+    assert {k[2] for k in counted} == {budget}
+    # every severity and category, zeros too, for the budget and for events of none
+    assert len(m["governor_events_total"]) == 2 * 3 * 7
+    assert m["governor_budget_seconds_to_ceiling"] == {}  # a stopped pod burns nothing here
+
+
+def test_a_failing_stop_is_counted_until_the_pod_stops(
+    migrated_url: str, clock: FrozenClock
+) -> None:
+    gov = make_governor(migrated_url, clock, failures=2)  # the provider refuses twice, then stops
+    try:
+        budget = gov.budget()
+        pod = gov.pod(budget)
+        with gov.session() as s:
+            pods.stop_manually(s, gov.ctx, pod, "done", gov.clock.now(), by=BY)
+        gov.tick(1)  # the first call fails: retried after a backoff
+        assert scrape(gov)["governor_stop_orders_failing"] == {(budget, "pilot"): 1}
+        for _ in range(10):
+            gov.tick(60)
+        m = scrape(gov)
+        assert m["governor_pod_state"][(pod, budget, "stopped")] == 1.0
+        assert m["governor_stop_orders_failing"] == {(budget, "pilot"): 0}
+    finally:
+        gov.ctx.engine.dispose()
+
+
+def test_closed_budgets_leave_the_event_counter(gov: Governor) -> None:
+    budget = gov.budget()
+    gov.tick(1)
+    with gov.session() as s:
+        budgets.close(s, budget, "pilot over", False, gov.clock.now(), by=BY)
+    labelled = {k[2] for k in scrape(gov)["governor_events_total"]}
+    assert labelled == {""}  # only the series of events of no budget are left
 
 
 def test_the_dashboard_queries_only_exported_series(gov: Governor) -> None:
@@ -99,5 +139,6 @@ def test_the_dashboard_queries_only_exported_series(gov: Governor) -> None:
             queried |= set(re.findall(r"\bgovernor_[a-z_]+\b", target["expr"]))
     variables = json.dumps(dashboard["templating"])
     queried |= set(re.findall(r"\bgovernor_[a-z_]+\b", variables))
-    assert queried <= exported, queried - exported
+    per_replica = {f.name for f in metrics.this_replica({}, {}, False, {})}  # from memory
+    assert queried <= exported | per_replica, queried - exported - per_replica
     assert exported <= queried, f"not on the dashboard: {exported - queried}"

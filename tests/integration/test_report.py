@@ -34,7 +34,7 @@ from governor.services import (
     report_html,
     runs,
 )
-from tests.integration.conftest import Governor, gpu_sample
+from tests.integration.conftest import BY, Governor, gpu_sample
 from tests.plans import variant
 
 D = Decimal
@@ -72,7 +72,7 @@ def pilot(gov: Governor) -> tuple[str, str, str]:
     beat(gov, run, Phase.CHECKPOINTING)
     gov.tick(20)
     with gov.session() as s:
-        pods.stop_manually(s, gov.ctx, pod, "end of day", gov.clock.now())
+        pods.stop_manually(s, gov.ctx, pod, "end of day", gov.clock.now(), by=BY)
     saved = checkins.Checkpoint(1, "/workspace/ckpt-1")
     beat(gov, run, None, RunStatus.STOPPING, saved)
     gov.tick(1)  # the stop is sent
@@ -83,7 +83,7 @@ def pilot(gov: Governor) -> tuple[str, str, str]:
             s, budget, D("20"), "eval rerun", Requester.OPERATOR, gov.clock.now()
         )
     with gov.session() as s:
-        extensions.decide(s, gov.ctx.config, ext.id, True, "last one", gov.clock.now())
+        extensions.decide(s, gov.ctx.config, ext.id, True, "last one", gov.clock.now(), by=BY)
     with gov.session() as s:
         events.record(
             s,

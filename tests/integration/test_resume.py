@@ -25,7 +25,7 @@ from governor.domain.preflight.rules import Verdict
 from governor.services import admission, budgets, extensions, pods, resumes, tokens
 from governor.services.checkins import Checkpoint
 from governor.services.pods import ProviderUnavailable
-from tests.integration.conftest import Governor
+from tests.integration.conftest import BY, Governor
 from tests.plans import variant
 
 D = Decimal
@@ -53,11 +53,11 @@ def extend(gov: Governor, budget: str, amount: str) -> None:
             s, budget, D(amount), "finish", Requester.OPERATOR, gov.clock.now()
         )
     with gov.session() as s:
-        extensions.decide(s, gov.ctx.config, ext.id, True, None, gov.clock.now())
+        extensions.decide(s, gov.ctx.config, ext.id, True, None, gov.clock.now(), by=BY)
 
 
 def resume(gov: Governor, pod: str) -> resumes.Resumed:
-    return resumes.resume(gov.ctx, pod, "extension approved")
+    return resumes.resume(gov.ctx, pod, "extension approved", by=BY)
 
 
 def principal(gov: Governor, token: str) -> tokens.Principal:
@@ -184,7 +184,7 @@ def test_a_resume_cut_short_is_settled_from_what_the_provider_says(gov: Governor
 
 def close(gov: Governor, budget: str, storage_deleted: bool = False) -> None:
     with gov.session() as s:
-        budgets.close(s, budget, "pilot over", storage_deleted, gov.clock.now())
+        budgets.close(s, budget, "pilot over", storage_deleted, gov.clock.now(), by=BY)
 
 
 def test_a_budget_with_a_billing_pod_cannot_close(gov: Governor) -> None:
@@ -199,7 +199,7 @@ def test_closing_ends_requests_and_storage_counts_until_it_is_deleted(gov: Gover
     pod = gov.pod(budget, storage_gb=1000, storage="0.10")
     with gov.session() as s:
         ext = extensions.request(s, budget, D("5"), "more", Requester.JOB, gov.clock.now())
-        pods.stop_manually(s, gov.ctx, pod, "done", gov.clock.now())
+        pods.stop_manually(s, gov.ctx, pod, "done", gov.clock.now(), by=BY)
     gov.tick(1)
     gov.tick(30)
     close(gov, budget)

@@ -17,7 +17,7 @@ from governor.domain.model import (
 from governor.domain.telemetry import GIB
 from governor.services import checkins, extensions, pods, runs, status
 from governor.services.status import Dashboard, MetricValue, thin
-from tests.integration.conftest import Governor, gpu_sample
+from tests.integration.conftest import BY, Governor, gpu_sample
 
 D = Decimal
 
@@ -93,7 +93,7 @@ def test_a_pending_extension_is_listed_until_approved_then_counted(gov: Governor
     assert b.effective_ceiling == D(10)
 
     with gov.session() as s:
-        extensions.decide(s, gov.ctx.config, ext, True, None, gov.clock.now())
+        extensions.decide(s, gov.ctx.config, ext, True, None, gov.clock.now(), by=BY)
     [b] = read(gov).budgets
     assert b.pending_extensions == ()
     assert (b.ceiling, b.approved_extensions, b.effective_ceiling) == (D(10), D(5), D(15))

@@ -21,7 +21,7 @@ from governor.services import pods
 from governor.services.checkins import Checkpoint
 from tests.clock import FrozenClock
 from tests.fake_clouds import running
-from tests.integration.conftest import Governor, make_governor
+from tests.integration.conftest import BY, Governor, make_governor
 
 KEY = "lambda-integration-key"
 MOUNT = "/lambda/nfs/ckpts"
@@ -44,7 +44,7 @@ class Lambda:
             budget_id = repo.get_pod(s, pod_id).budget_id
         run = self.gov.run(budget_id, pod_id, grace_s=60)
         with self.gov.session() as s:
-            pods.stop_manually(s, self.gov.ctx, pod_id, "end of day", self.gov.clock.now())
+            pods.stop_manually(s, self.gov.ctx, pod_id, "end of day", self.gov.clock.now(), by=BY)
         self.gov.beat(run)  # the job hears "stop"
         saved = None if checkpoint is None else Checkpoint(step=100, path=checkpoint)
         self.gov.beat(run, 100, RunStatus.STOPPING, saved)

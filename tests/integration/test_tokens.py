@@ -12,7 +12,7 @@ from governor.db import repository as repo
 from governor.domain.errors import Conflict, Unauthenticated
 from governor.domain.model import Role
 from governor.services import budgets, logins, pods, tokens
-from tests.integration.conftest import Governor
+from tests.integration.conftest import BY, Governor
 
 
 def test_a_new_bootstrap_token_is_adopted_beside_the_old_until_it_is_rotated(
@@ -33,7 +33,7 @@ def test_a_new_bootstrap_token_is_adopted_beside_the_old_until_it_is_rotated(
         assert tokens.rotate_bootstrap(s, "gov_op_second-bootstrap", now) == 0
         [current] = repo.bootstrap_tokens(s)
         with pytest.raises(Conflict, match="rotate-bootstrap"):
-            tokens.revoke(s, current.id, now)
+            tokens.revoke(s, current.id, now, by=BY)
 
 
 def test_a_revoked_or_expired_token_ends_its_dashboard_sessions(gov: Governor) -> None:
@@ -48,7 +48,7 @@ def test_a_revoked_or_expired_token_ends_its_dashboard_sessions(gov: Governor) -
         assert logins.role_of(s, brief_id, now + timedelta(hours=1)) is None
         with pytest.raises(Unauthenticated, match="expired"):
             logins.sign_in(s, brief, now + timedelta(hours=2))
-        tokens.revoke(s, lasting_id, now)
+        tokens.revoke(s, lasting_id, now, by=BY)
     with gov.session() as s:
         assert logins.role_of(s, lasting_id, now) is None
         [event] = repo.events(s, subject=f"token:{lasting_id}")
@@ -61,10 +61,10 @@ def test_a_released_pods_agent_token_ends(gov: Governor) -> None:
     now = gov.clock.now()
     with gov.session() as s:
         agent = tokens.issue(s, Role.AGENT, now, pod_id=pod)
-        pods.stop_manually(s, gov.ctx, pod, "done", now)
+        pods.stop_manually(s, gov.ctx, pod, "done", now, by=BY)
     gov.tick(1)
     gov.tick(30)
     with gov.session() as s:
-        budgets.close(s, budget, "over", True, gov.clock.now())
+        budgets.close(s, budget, "over", True, gov.clock.now(), by=BY)
     with gov.session() as s, pytest.raises(Unauthenticated, match="revoked"):
         tokens.authenticate(s, agent, gov.clock.now())

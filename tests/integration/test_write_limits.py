@@ -125,7 +125,11 @@ def test_identical_events_fold_into_one_with_a_count(world: World) -> None:
     status = ok(world.client.get("/v1/status"))
     assert 10 in [e["count"] for e in status["events"]]
     metrics = world.client.get("/metrics").text
-    assert 'governor_events_total{category="harness",severity="warning"} 12.0' in metrics
+    counted = (
+        f'governor_events_total{{budget="{world.budget}",budget_name="b",category="harness",'
+        'severity="warning"} 12.0'
+    )
+    assert counted in metrics
 
 
 def test_twenty_concurrent_manual_stops_are_one_warning_with_a_count(world: World) -> None:
@@ -138,7 +142,7 @@ def test_twenty_concurrent_manual_stops_are_one_warning_with_a_count(world: Worl
     asked = [
         e
         for e in ok(world.client.get("/v1/events", params={"subject": f"pod:{world.pod}"}))
-        if e["message"].startswith("An operator asked to stop")
+        if e["message"].startswith("Pod stop asked by")
     ]
     assert [e["count"] for e in asked] == [20]
 

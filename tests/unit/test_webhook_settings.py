@@ -1,4 +1,5 @@
-"""GOVERNOR_WEBHOOKS: a JSON list of sinks, refused with a clear reason when it is not one."""
+"""GOVERNOR_WEBHOOKS: a JSON list of sinks, refused with a clear reason when it is not one;
+GOVERNOR_PUBLIC_URL, the dashboard's address that notices link to."""
 
 from __future__ import annotations
 
@@ -29,6 +30,10 @@ def test_webhooks_are_read_from_json(monkeypatch: pytest.MonkeyPatch) -> None:
         Severity.WARNING,
     ]
     assert notifier.retry.max_attempts == 2
+    assert [s.sink.name for s in notifier.subscriptions] == [  # by place in the list
+        "slack webhook 1 at https://hooks.example.test",
+        "json webhook 2 at http://127.0.0.1:9",
+    ]
     notifier.close()
 
 
@@ -53,4 +58,28 @@ def test_a_bad_list_says_what_is_wrong(
 ) -> None:
     monkeypatch.setenv("GOVERNOR_WEBHOOKS", value)
     with pytest.raises(ValidationError, match=problem):
+        load_settings()
+
+
+@pytest.mark.parametrize(
+    ("value", "kept"),
+    [
+        ("https://governor.example.com/", "https://governor.example.com"),
+        (" http://10.0.0.5:8000/gov ", "http://10.0.0.5:8000/gov"),
+        ("", None),
+    ],
+)
+def test_the_public_url_is_kept_without_its_trailing_slash(
+    monkeypatch: pytest.MonkeyPatch, value: str, kept: str | None
+) -> None:
+    monkeypatch.setenv("GOVERNOR_PUBLIC_URL", value)
+    assert load_settings().public_url == kept
+
+
+@pytest.mark.parametrize("value", ["governor.example.com", "ftp://x", "https://"])
+def test_a_public_url_that_is_no_web_address_is_refused(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("GOVERNOR_PUBLIC_URL", value)
+    with pytest.raises(ValidationError, match="must be an http:// or https:// address"):
         load_settings()

@@ -24,20 +24,31 @@ class Kind(StrEnum):
     SLACK = "slack"
 
 
-BODY: dict[Kind, Callable[[Notice], dict[str, Any]]] = {
+BODY: dict[Kind, Callable[[Notice, str | None], dict[str, Any]]] = {
     Kind.JSON: json_body,
     Kind.SLACK: slack_body,
 }
 
 
 class WebhookSink:
-    def __init__(self, url: str, kind: str, client: httpx.Client) -> None:
+    def __init__(
+        self,
+        url: str,
+        kind: str,
+        client: httpx.Client,
+        *,
+        public_url: str | None = None,
+        number: int = 1,
+    ) -> None:
         self.url = url
         self.kind = Kind(kind)
         self._client = client
+        self._public_url = public_url  # the dashboard's address, for links
         address = httpx.URL(url)
-        # Slack-style URLs carry their secret in the path: name the host only.
-        self._name = f"{self.kind.value} webhook at {address.scheme}://{address.netloc.decode()}"
+        # Slack-style URLs carry their secret in the path: name the host only, and the
+        # webhook's place in the configured list (two may share a host)
+        where = f"{address.scheme}://{address.netloc.decode()}"
+        self._name = f"{self.kind.value} webhook {number} at {where}"
 
     @property
     def name(self) -> str:
@@ -46,7 +57,9 @@ class WebhookSink:
     def send(self, notice: Notice) -> Delivery:
         headers = {"Idempotency-Key": f"governor-event-{notice.event_id}"}
         try:
-            response = self._client.post(self.url, json=BODY[self.kind](notice), headers=headers)
+            response = self._client.post(
+                self.url, json=BODY[self.kind](notice, self._public_url), headers=headers
+            )
         except httpx.HTTPError as exc:
             return Delivery(Outcome.RETRYABLE, type(exc).__name__)
         if response.is_success:

@@ -40,10 +40,12 @@ def get_budget(budget_id: str, _: Viewer, ctx: Context, tx: Tx, now: Now) -> Bud
 
 
 @router.post("/{budget_id}/close", responses=errors(409))
-def close(budget_id: str, _: Operator, ctx: Context, tx: Tx, now: Now, body: CloseIn) -> BudgetOut:
+def close(
+    budget_id: str, caller: Operator, ctx: Context, tx: Tx, now: Now, body: CloseIn
+) -> BudgetOut:
     """Close the budget once none of its pods bills compute: its runs end, pending requests
     expire. With `storage_deleted` its stopped pods are released and stop counting storage
     (say so only once the storage is deleted: the governor never deletes anything)."""
     with tx() as session:
-        budgets.close(session, budget_id, body.reason, body.storage_deleted, now)
+        budgets.close(session, budget_id, body.reason, body.storage_deleted, now, by=caller)
         return views.budget(budgets.book(session, ctx.config, budget_id, now))

@@ -12,6 +12,7 @@ from governor.api.schemas import DecisionIn, ExtensionIn, ExtensionOut
 from governor.db import repository as repo
 from governor.domain.model import ExtensionState, Requester, Role
 from governor.services import checkins, extensions
+from governor.services.tokens import Principal
 
 router = api_router(tags=["extensions"])
 
@@ -45,25 +46,41 @@ def list_extensions(
 
 @router.post("/v1/extensions/{extension_id}/approve", responses=errors(409))
 def approve(
-    extension_id: str, _: Operator, ctx: Context, tx: Tx, now: Now, body: DecisionIn | None = None
+    extension_id: str,
+    caller: Operator,
+    ctx: Context,
+    tx: Tx,
+    now: Now,
+    body: DecisionIn | None = None,
 ) -> ExtensionOut:
     """Approve a pending request: the effective ceiling rises by its amount. Once only."""
-    return _decide(extension_id, True, body, ctx, tx, now)
+    return _decide(extension_id, True, body, caller, ctx, tx, now)
 
 
 @router.post("/v1/extensions/{extension_id}/deny", responses=errors(409))
 def deny(
-    extension_id: str, _: Operator, ctx: Context, tx: Tx, now: Now, body: DecisionIn | None = None
+    extension_id: str,
+    caller: Operator,
+    ctx: Context,
+    tx: Tx,
+    now: Now,
+    body: DecisionIn | None = None,
 ) -> ExtensionOut:
     """Deny a pending request. Once only."""
-    return _decide(extension_id, False, body, ctx, tx, now)
+    return _decide(extension_id, False, body, caller, ctx, tx, now)
 
 
 def _decide(
-    extension_id: str, approve: bool, body: DecisionIn | None, ctx: Context, tx: Tx, now: Now
+    extension_id: str,
+    approve: bool,
+    body: DecisionIn | None,
+    caller: Principal,
+    ctx: Context,
+    tx: Tx,
+    now: Now,
 ) -> ExtensionOut:
     note = body.note if body else None
     with tx() as session:
         return views.extension(
-            extensions.decide(session, ctx.config, extension_id, approve, note, now)
+            extensions.decide(session, ctx.config, extension_id, approve, note, now, by=caller)
         )

@@ -45,7 +45,10 @@ def scrape(ctx: Context, tx: Tx, now: Now, credentials: Credentials) -> Response
             raise
         families = []
     families += metrics.this_replica(
-        ctx.write_limits.refused(), ctx.writes.failures(), ctx.writes.failing() is not None
+        ctx.write_limits.refused(),
+        ctx.writes.failures(),
+        ctx.writes.failing() is not None,
+        {} if ctx.notifier is None else ctx.notifier.deliveries(),
     )
     return Response(generate_latest(_Snapshot(families)), media_type=CONTENT_TYPE_LATEST)
 

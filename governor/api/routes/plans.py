@@ -69,30 +69,32 @@ def admitted(budget_id: str, _: Viewer, ctx: Context, tx: Tx, now: Now) -> list[
 
 @router.post("/{plan_id}/override", responses=errors(409))
 def override(
-    budget_id: str, plan_id: str, body: OverrideIn, _: Operator, tx: Tx, now: Now
+    budget_id: str, plan_id: str, body: OverrideIn, caller: Operator, tx: Tx, now: Now
 ) -> PlanCheckOut:
     """Let a no_go plan admit pods and runs anyway, with a written reason (audited), until the
     plan is checked again."""
     with tx() as session:
-        return views.plan_check(admission.override(session, budget_id, plan_id, body.reason, now))
+        return views.plan_check(
+            admission.override(session, budget_id, plan_id, body.reason, now, by=caller)
+        )
 
 
 @router.post("/{plan_id}/release", responses=errors(409))
 def release(
-    budget_id: str, plan_id: str, body: ReleaseIn, _: Operator, tx: Tx, now: Now
+    budget_id: str, plan_id: str, body: ReleaseIn, caller: Operator, tx: Tx, now: Now
 ) -> PlanCheckOut:
     """Release a canary_only plan's training on the canary's measured peak (a pod without
     telemetry is released only this way); 409 with the figures when the peak does not fit."""
     with tx() as session:
         return views.plan_check(
             admission.release_by_operator(
-                session, budget_id, plan_id, body.measured_peak_gib, body.reason, now
+                session, budget_id, plan_id, body.measured_peak_gib, body.reason, now, by=caller
             )
         )
 
 
 @router.delete("/{plan_id}")
-def withdraw(budget_id: str, plan_id: str, _: Operator, tx: Tx, now: Now) -> PlanCheckOut:
+def withdraw(budget_id: str, plan_id: str, caller: Operator, tx: Tx, now: Now) -> PlanCheckOut:
     """Take a plan back: it reserves nothing more and admits no new pod."""
     with tx() as session:
-        return views.plan_check(admission.withdraw(session, budget_id, plan_id, now))
+        return views.plan_check(admission.withdraw(session, budget_id, plan_id, now, by=caller))

@@ -30,21 +30,21 @@ def get_pod(pod_id: str, _: Viewer, ctx: Context, tx: Tx, now: Now) -> PodOut:
 
 @router.post("/v1/pods/{pod_id}/stop", status_code=202, responses=errors(409))
 def stop(
-    pod_id: str, _: Operator, ctx: Context, tx: Tx, now: Now, body: StopIn | None = None
+    pod_id: str, caller: Operator, ctx: Context, tx: Tx, now: Now, body: StopIn | None = None
 ) -> StopOrderOut:
     """Stop the pod the way that keeps its workspace, after its job has had time to save."""
     reason = (body or StopIn()).reason
     with tx() as session:
-        return views.stop_order(pods.stop_manually(session, ctx, pod_id, reason, now))
+        return views.stop_order(pods.stop_manually(session, ctx, pod_id, reason, now, by=caller))
 
 
 @router.post("/v1/pods/{pod_id}/resume", responses=errors(409))
-def resume(pod_id: str, body: ResumeIn, _: Operator, ctx: Context, tx: Tx) -> ResumedOut:
+def resume(pod_id: str, body: ResumeIn, caller: Operator, ctx: Context, tx: Tx) -> ResumedOut:
     """Start a stopped pod again on its kept workspace, once its budget is open again (after
     an approved extension). The committed spend with the pod running must stay under the
     ceiling and the budget's plan must still pass preflight. The run that stopped with the
     pod continues as its next attempt, with a new job token: relaunch the job with it."""
-    resumed = resumes.resume(ctx, pod_id, body.reason)
+    resumed = resumes.resume(ctx, pod_id, body.reason, by=caller)
     with tx.read() as session:
         pod = repo.get_pod(session, resumed.pod.id)
         book = budgets.book(session, ctx.config, pod.budget_id, ctx.clock.now())

@@ -12,7 +12,7 @@ router = api_router(tags=["tokens"])
 
 
 @router.post("/v1/tokens", status_code=201, responses=errors(404))
-def issue(body: TokenIn, _: Operator, tx: Tx, now: Now) -> TokenOut:
+def issue(body: TokenIn, caller: Operator, tx: Tx, now: Now) -> TokenOut:
     """Create an operator, viewer or agent token (an agent's is bound to one pod, or to one
     machine for a node agent), optionally expiring. Shown once."""
     if body.expires_at is not None and body.expires_at <= now:
@@ -20,17 +20,16 @@ def issue(body: TokenIn, _: Operator, tx: Tx, now: Now) -> TokenOut:
     with tx() as session:
         if body.pod_id is not None:
             repo.get_pod(session, body.pod_id)
-        token = tokens.issue(
+        token, row = tokens.grant(
             session,
             body.role,
             now,
+            by=caller,
             label=body.label,
             pod_id=body.pod_id,
             node=body.node,
             expires_at=body.expires_at,
         )
-        row = repo.token_by_hash(session, tokens.digest(token))
-        assert row is not None
         return TokenOut(
             id=row.id,
             role=body.role,
@@ -50,11 +49,11 @@ def list_tokens(_: Operator, tx: Tx) -> list[TokenInfo]:
 
 
 @router.post("/v1/tokens/{token_id}/revoke", responses=errors(409))
-def revoke(token_id: str, _: Operator, ctx: Context, tx: Tx, now: Now) -> TokenInfo:
+def revoke(token_id: str, caller: Operator, ctx: Context, tx: Tx, now: Now) -> TokenInfo:
     """End a token now (on every replica within one enforcement interval). The bootstrap
     operator token is rotated instead: `governor token rotate-bootstrap`."""
     with tx() as session:
-        row = tokens.revoke(session, token_id, now)
+        row = tokens.revoke(session, token_id, now, by=caller)
         info = TokenInfo.model_validate(row, from_attributes=True)
     ctx.tokens.forget(lambda p: p.token_id == token_id)
     return info

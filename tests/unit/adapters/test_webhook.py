@@ -4,14 +4,16 @@ and which answers are worth another attempt."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
+from decimal import Decimal
 
 import httpx
 import pytest
 
 from governor.adapters.notify.webhook import WebhookSink
 from governor.domain.model import Category, Severity
-from governor.domain.notice import Notice, Outcome
+from governor.domain.notice import Money, Notice, Outcome
 
 NOTICE = Notice(
     event_id=42,
@@ -22,10 +24,19 @@ NOTICE = Notice(
     message="The provider refused to stop the pod <pod-1> & it is still billing.",
     budget_id="bud_1",
     evidence={"attempts": 3},
+    budget_name="llama <lora> & co",
+    money=Money(spent=Decimal("4195.5"), ceiling=Decimal("4200"), remaining=Decimal("-12.345")),
 )
+BARE = replace(NOTICE, budget_id=None, budget_name=None, money=None)
+DASHBOARD = "https://governor.example.test"
 
 
-def sink(kind: str, answer: httpx.Response | Exception, seen: list[httpx.Request]) -> WebhookSink:
+def sink(
+    kind: str,
+    answer: httpx.Response | Exception,
+    seen: list[httpx.Request],
+    public_url: str | None = DASHBOARD,
+) -> WebhookSink:
     def handle(request: httpx.Request) -> httpx.Response:
         seen.append(request)
         if isinstance(answer, Exception):
@@ -33,10 +44,12 @@ def sink(kind: str, answer: httpx.Response | Exception, seen: list[httpx.Request
         return answer
 
     client = httpx.Client(transport=httpx.MockTransport(handle))
-    return WebhookSink("https://hooks.example.test/services/T0/B0/secret", kind, client)
+    return WebhookSink(
+        "https://hooks.example.test/services/T0/B0/secret", kind, client, public_url=public_url
+    )
 
 
-def test_the_json_body_is_the_event_with_its_id() -> None:
+def test_the_json_body_is_the_event_with_its_budget_money_and_link() -> None:
     seen: list[httpx.Request] = []
     assert sink("json", httpx.Response(204), seen).send(NOTICE).outcome is Outcome.DELIVERED
     [request] = seen
@@ -53,17 +66,57 @@ def test_the_json_body_is_the_event_with_its_id() -> None:
             "message": NOTICE.message,
             "evidence": {"attempts": 3},
         },
+        "budget": {
+            "id": "bud_1",
+            "name": "llama <lora> & co",
+            "spent_usd": "4195.50",
+            "ceiling_usd": "4200.00",
+            "remaining_usd": "-12.345",
+        },
+        "link": "https://governor.example.test/status/budgets/bud_1",
     }
 
 
-def test_the_slack_body_is_one_escaped_line_of_text() -> None:
+def test_without_a_budget_or_a_public_url_the_json_body_says_so() -> None:
+    seen: list[httpx.Request] = []
+    sink("json", httpx.Response(204), seen, public_url=None).send(BARE)
+    body = json.loads(seen[0].content)
+    assert body["budget"] is None and body["link"] is None
+
+
+def test_the_slack_body_names_the_budget_its_money_the_reason_and_the_dashboard() -> None:
     seen: list[httpx.Request] = []
     sink("slack", httpx.Response(200, text="ok"), seen).send(NOTICE)
     body = json.loads(seen[0].content)
     assert body["text"] == (
-        ":rotating_light: *CRITICAL* [provider] pod:pod_1 (budget bud_1): The provider refused "
-        "to stop the pod &lt;pod-1&gt; &amp; it is still billing."
+        ":rotating_light: *CRITICAL* [provider] pod:pod_1 (budget *llama &lt;lora&gt; &amp; co* "
+        "(bud_1)): The provider refused to stop the pod &lt;pod-1&gt; &amp; it is still billing."
     )
+    head, money, link, context = body["blocks"]
+    assert head["text"]["text"] == (
+        ":rotating_light: *CRITICAL* · budget *llama &lt;lora&gt; &amp; co* (bud_1)\n"
+        "The provider refused to stop the pod &lt;pod-1&gt; &amp; it is still billing."
+    )
+    assert [f["text"] for f in money["fields"]] == [
+        "*Spent*\n$4,195.50",
+        "*Ceiling*\n$4,200.00",
+        "*Remaining*\nnone: $12.35 over",
+    ]
+    assert link["text"]["text"] == (
+        "<https://governor.example.test/status/budgets/bud_1|Open the dashboard>"
+    )
+    assert context["elements"][0]["text"] == (
+        "provider · pod:pod_1 · event 42 · 2026-01-01 12:00:00 UTC"
+    )
+
+
+def test_a_slack_notice_without_budget_or_public_url_has_no_money_and_no_link() -> None:
+    seen: list[httpx.Request] = []
+    sink("slack", httpx.Response(200, text="ok"), seen, public_url=None).send(BARE)
+    body = json.loads(seen[0].content)
+    assert body["text"].startswith(":rotating_light: *CRITICAL* [provider] pod:pod_1: The")
+    assert [b["type"] for b in body["blocks"]] == ["section", "context"]
+    assert "dashboard" not in json.dumps(body)
 
 
 @pytest.mark.parametrize(
@@ -86,7 +139,10 @@ def test_which_failures_are_worth_retrying(
     assert sink("json", answer, []).send(NOTICE).outcome is outcome
 
 
-def test_its_name_does_not_show_the_secret_path() -> None:
+def test_its_name_does_not_show_the_secret_path_but_its_place_in_the_list() -> None:
     named = sink("slack", httpx.Response(200), [])
-    assert named.name == "slack webhook at https://hooks.example.test"
+    assert named.name == "slack webhook 1 at https://hooks.example.test"
     named.close()
+    client = httpx.Client(transport=httpx.MockTransport(lambda _: httpx.Response(200)))
+    third = WebhookSink("https://hooks.example.test/T0/B0/other", "json", client, number=3)
+    assert third.name == "json webhook 3 at https://hooks.example.test"

@@ -1,18 +1,20 @@
 """The notifier: per-sink minimum severity, bounded retries with backoff, each event at most
-once per sink, identical messages collapsed within a window, and a caller never blocked."""
+once per sink, identical messages collapsed within a window, a caller never blocked, every
+attempt counted, and a notice given up on handed over (once, and not to the sink itself)."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from governor.domain.model import Category, Severity
 from governor.domain.notice import Delivery, Notice, Outcome
-from governor.services.notifications import Notifier, Retry, Subscription
+from governor.services.notifications import GaveUp, Notifier, Retry, Subscription
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 FAST = Retry(max_attempts=3, backoff_s=0.01)
@@ -22,7 +24,8 @@ Start = Callable[..., Notifier]
 class FakeSink:
     """Records every attempt; answers with `script` first, then delivers."""
 
-    def __init__(self, *script: Outcome | Exception) -> None:
+    def __init__(self, *script: Outcome | Exception, called: str = "fake sink") -> None:
+        self.called = called
         self.script = list(script)
         self.attempts: list[Notice] = []
         self.closed = False
@@ -30,7 +33,7 @@ class FakeSink:
 
     @property
     def name(self) -> str:
-        return "fake sink"
+        return self.called
 
     def send(self, notice: Notice) -> Delivery:
         with self._lock:
@@ -63,6 +66,11 @@ def notice(
         message=message or f"event {event_id}",
         budget_id="bud_1",
     )
+
+
+def about(event_id: int, sink: str) -> Notice:
+    """What the server records when `sink` gave up on a notice."""
+    return replace(notice(event_id), subject=f"webhook:{sink}")
 
 
 def eventually(check: Callable[[], bool], timeout_s: float = 5.0) -> None:
@@ -183,3 +191,58 @@ def test_stopping_delivers_what_is_queued_and_closing_closes_the_sinks() -> None
     assert sink.ids() == [0, 1, 2, 3, 4]
     notifier.close()
     assert sink.closed
+
+
+def test_every_attempt_is_counted_by_sink_and_outcome(started: Start) -> None:
+    flaky = FakeSink(Outcome.RETRYABLE, called="flaky")
+    down = FakeSink(*[Outcome.RETRYABLE] * 10, called="down")
+    notifier = started(Subscription(flaky), Subscription(down))
+    assert set(notifier.deliveries().values()) == {0}  # every series from the start
+    notifier.submit(notice(1))
+    eventually(lambda: notifier.deliveries()["down", "gave_up"] == 1)
+    assert notifier.deliveries() == {
+        ("flaky", "delivered"): 1,
+        ("flaky", "failed"): 1,
+        ("flaky", "gave_up"): 0,
+        ("down", "delivered"): 0,
+        ("down", "failed"): FAST.max_attempts - 1,
+        ("down", "gave_up"): 1,
+    }
+
+
+def test_a_notice_given_up_on_is_handed_over_once_and_never_back_to_its_sink(
+    started: Start,
+) -> None:
+    up, down = FakeSink(called="up"), FakeSink(*[Outcome.PERMANENT] * 10, called="down")
+    given_up: list[GaveUp] = []
+    notifier = started(Subscription(up), Subscription(down), gave_up=given_up.append)
+    notifier.submit(notice(1))
+    eventually(lambda: len(given_up) == 1)
+    assert (given_up[0].sink, given_up[0].notice.event_id) == ("down", 1)
+    assert (given_up[0].attempts, given_up[0].detail) == (1, "scripted")
+    notifier.submit(about(2, "down"))  # the server's event about it: told to the others only
+    notifier.submit(about(3, "up"))  # "down" refuses this one too, but it is not recorded again
+    notifier.stop()
+    assert up.ids() == [1, 2] and down.ids() == [1, 3]
+    assert len(given_up) == 1
+
+
+def test_a_hook_that_fails_does_not_stop_the_worker(started: Start) -> None:
+    def broken(_: GaveUp) -> None:
+        raise RuntimeError("database down")
+
+    sink = FakeSink(Outcome.PERMANENT)
+    notifier = started(Subscription(sink), gave_up=broken)
+    notifier.submit(notice(1))
+    notifier.submit(notice(2))
+    notifier.stop()
+    assert sink.ids() == [1, 2]
+
+
+def test_a_notice_for_every_sink_reaches_each_whatever_its_minimum(started: Start) -> None:
+    criticals = FakeSink()
+    notifier = started(Subscription(criticals, Severity.CRITICAL))
+    notifier.submit(notice(1, Severity.INFO))
+    notifier.submit(replace(notice(2, Severity.INFO), always=True))
+    notifier.stop()
+    assert criticals.ids() == [2]
