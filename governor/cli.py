@@ -234,13 +234,14 @@ def _plan_check_on_pod(args: argparse.Namespace, document: dict[str, object]) ->
     """The server's verdict on the plan, on the pod's budget and the pod's GPUs."""
     import json
 
-    from governor.operator import Api, OperatorError
+    from governor.operator import POD, Api, OperatorError, resolve
 
     api = Api(args.url.rstrip("/"), args.token)
     try:
-        budget_id = api.call("GET", f"/v1/pods/{args.pod}")["budget_id"]
+        pod_id = resolve(api, POD, args.pod)
+        budget_id = api.call("GET", f"/v1/pods/{pod_id}")["budget_id"]
         verdict = api.call(
-            "POST", f"/v1/budgets/{budget_id}/plans", body=document, params={"pod_id": args.pod}
+            "POST", f"/v1/budgets/{budget_id}/plans", body=document, params={"pod_id": pod_id}
         )
     except OperatorError as exc:
         print(f"governor plan check: {exc}", file=sys.stderr)
@@ -434,9 +435,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--json", action="store_true", help="print the verdict as JSON")
     check.add_argument(
         "--pod",
-        metavar="POD_ID",
+        metavar="POD",
         help="ask the server instead, judging the plan against this pod's budget and the free "
-        "memory its GPUs report (the verdict is kept; exit 4 if the server cannot be asked)",
+        "memory its GPUs report (POD: its name or id; the verdict is kept; exit 4 if the "
+        "server cannot be asked)",
     )
     check.add_argument(
         "--url",

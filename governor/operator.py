@@ -1,9 +1,11 @@
-"""Operator verbs over HTTP: `budget`, `pod`, `run`, `ext`, `events` and `report`.
+"""Operator verbs over HTTP: `budget`, `pod`, `run`, `ext`, `token`, `events` and `report`.
 
-Each verb is one API call made with the operator token (GOVERNOR_URL, GOVERNOR_TOKEN or
---url, --token). Output is a readable table by default and the server's JSON with --json.
-Any failure exits 1 with one line that says what to do: the server is not reachable, the
-token is missing or refused, or the server's own error message.
+Each verb is an API call made with the operator token (GOVERNOR_URL, GOVERNOR_TOKEN or
+--url, --token). A budget, pod or run is named by its id or by its name: a name is looked up
+first (one more call), and a name that matches none or several is refused with the
+candidates. Output is a readable table by default, money right-aligned, and the server's
+JSON with --json. Any failure exits 1 with one line that says what to do: the server is not
+reachable, the token is missing or refused, no such name, or the server's own error message.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -18,6 +21,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from governor.domain.model import RunStatus, Severity
 from governor.domain.money import dollars
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -84,12 +88,22 @@ def _refusal(status: int, text: str, token: str | None) -> str:
 # --- what the verbs print ---------------------------------------------------------------
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+def table(
+    headers: Sequence[str], rows: Iterable[Sequence[object]], right: Sequence[int] = ()
+) -> str:
+    """Columns padded to their widest cell; those numbered in `right` (money, figures) are
+    right-aligned, so that their digits line up."""
     cells = [[str(c) for c in headers], *([_text(c) for c in row] for row in rows)]
     if len(cells) == 1:
         return "(none)"
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    lines = [
+        "  ".join(
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in cells
+    ]
     return "\n".join(line.rstrip() for line in lines)
 
 
@@ -104,6 +118,20 @@ def _text(value: object) -> str:
 
 def usd(text: str | None) -> str:
     return "-" if text is None else dollars(Decimal(text))
+
+
+GIB = 1024**3
+
+
+def pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} %"
+
+
+def gib(used: int | None, total: int | None) -> str:
+    """Memory as people read it: `12.3 / 80.0 GiB`."""
+    if used is None:
+        return "-"
+    return f"{used / GIB:.1f} GiB" if total is None else f"{used / GIB:.1f} / {total / GIB:.1f} GiB"
 
 
 def _budget_row(b: dict[str, Any]) -> tuple[object, ...]:
@@ -123,7 +151,7 @@ BUDGET_HEADERS = ("id", "name", "state", "ceiling", "spent", "committed", "remai
 
 
 def show_budgets(budgets: list[dict[str, Any]]) -> str:
-    return table(BUDGET_HEADERS, (_budget_row(b) for b in budgets))
+    return table(BUDGET_HEADERS, (_budget_row(b) for b in budgets), right=range(3, 8))
 
 
 def show_budget(b: dict[str, Any]) -> str:
@@ -153,6 +181,7 @@ def show_pod(p: dict[str, Any]) -> str:
     text = fields(
         [
             ("id", p["id"]),
+            ("name", p["name"]),
             ("budget", p["budget_id"]),
             ("provider", f"{p['provider']} {p['provider_ref']}"),
             ("GPUs", f"{p['gpu_count'] or '?'} x {p['gpu_type']}" if p["gpu_type"] else None),
@@ -167,10 +196,38 @@ def show_pod(p: dict[str, Any]) -> str:
     if not gpus:
         return text
     rows = [
-        (g["index"], g["uuid"], g["name"], g["utilization_pct"], g["memory_used_bytes"], g["at"])
+        (
+            g["index"],
+            g["uuid"],
+            g["name"],
+            pct(g["utilization_pct"]),
+            gib(g["memory_used_bytes"], g["memory_total_bytes"]),
+            g["at"],
+        )
         for g in gpus
     ]
-    return text + "\n\n" + table(("gpu", "uuid", "name", "util %", "used bytes", "at"), rows)
+    headers = ("gpu", "uuid", "name", "util", "memory", "at")
+    return text + "\n\n" + table(headers, rows, right=(3, 4))
+
+
+POD_HEADERS = ("id", "name", "budget", "provider", "GPUs", "state", "rate", "spent")
+
+
+def show_pods(pods: list[dict[str, Any]], budgets: dict[str, str]) -> str:
+    rows = [
+        (
+            p["id"],
+            p["name"],
+            budgets.get(p["budget_id"], p["budget_id"]),
+            f"{p['provider']} {p['provider_ref']}",
+            f"{p['gpu_count'] or '?'} x {p['gpu_type']}" if p["gpu_type"] else None,
+            p["state"],
+            usd(p["hourly_rate_usd"]) + "/h",
+            usd(p["spent_usd"]),
+        )
+        for p in pods
+    ]
+    return table(POD_HEADERS, rows, right=(6, 7))
 
 
 def show_stop(o: dict[str, Any]) -> str:
@@ -185,18 +242,57 @@ def show_stop(o: dict[str, Any]) -> str:
     )
 
 
+def _steps(r: dict[str, Any]) -> str:
+    return f"{r['step']:,}" + ("" if r["total_steps"] is None else f" / {r['total_steps']:,}")
+
+
 def show_run(r: dict[str, Any]) -> str:
+    directive = r["directive"]
+    checkpoint = r["checkpoint"]
     text = fields(
         [
             ("id", r["id"]),
             ("name", r["name"]),
+            ("budget", r["budget_id"]),
             ("pod", r["pod_id"]),
             ("status", r["status"]),
+            ("attempt", r["attempt"]),
+            ("phase", r["phase"]),
+            ("step", _steps(r)),
+            ("last heartbeat", r["last_heartbeat_at"]),
+            (
+                "checkpoint",
+                f"step {checkpoint['step']:,}, {checkpoint['path']}" if checkpoint else None,
+            ),
+            ("directive", " ".join(filter(None, (directive["action"], directive["reason"])))),
             ("heartbeat timeout", f"{r['heartbeat_timeout_s']:g} s"),
             ("checkpoint grace", f"{r['checkpoint_grace_s']:g} s"),
+            ("ended at", r["ended_at"]),
         ]
     )
+    if "token" not in r:
+        return text
     return f"{text}\n\nThe job's token (shown once; give it to the job):\n  {r['token']}"
+
+
+RUN_HEADERS = ("id", "name", "budget", "pod", "status", "phase", "step", "last heartbeat")
+
+
+def show_runs(runs: list[dict[str, Any]], budgets: dict[str, str], pods: dict[str, str]) -> str:
+    rows = [
+        (
+            r["id"],
+            r["name"],
+            budgets.get(r["budget_id"], r["budget_id"]),
+            pods.get(r["pod_id"], r["pod_id"]),
+            r["status"],
+            r["phase"],
+            _steps(r),
+            r["last_heartbeat_at"],
+        )
+        for r in runs
+    ]
+    return table(RUN_HEADERS, rows, right=(6,))
 
 
 def show_resumed(r: dict[str, Any]) -> str:
@@ -251,11 +347,11 @@ def show_token(t: dict[str, Any]) -> str:
 EXTENSION_HEADERS = ("id", "budget", "amount", "state", "by", "reason", "decided", "note")
 
 
-def show_extensions(exts: list[dict[str, Any]]) -> str:
+def show_extensions(exts: list[dict[str, Any]], budgets: dict[str, str]) -> str:
     rows = [
         (
             e["id"],
-            e["budget_id"],
+            budgets.get(e["budget_id"], e["budget_id"]),
             usd(e["amount_usd"]),
             e["state"],
             e["requested_by"],
@@ -265,7 +361,7 @@ def show_extensions(exts: list[dict[str, Any]]) -> str:
         )
         for e in exts
     ]
-    return table(EXTENSION_HEADERS, rows)
+    return table(EXTENSION_HEADERS, rows, right=(2,))
 
 
 def show_events(events: list[dict[str, Any]]) -> str:
@@ -274,6 +370,64 @@ def show_events(events: list[dict[str, Any]]) -> str:
         for e in reversed(events)  # oldest first, the newest at the bottom
     ]
     return table(("id", "at", "severity", "category", "subject", "message"), rows)
+
+
+# --- names -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What a name or an id may name: its word, its ids' prefix, its list and its state."""
+
+    noun: str
+    prefix: str
+    path: str
+    state: str
+
+    def is_id(self, given: str) -> bool:
+        return re.fullmatch(rf"{self.prefix}_[0-9a-f]{{16}}", given) is not None
+
+    def candidate(self, found: dict[str, Any]) -> str:
+        """One of several that share a name, told apart: where it is, and its state."""
+        where = (
+            f"budget {found['budget_id']}"
+            if "budget_id" in found
+            else f"declared {found['created_at'][:10]}"
+        )
+        return f"{found['id']} ({where}, {found[self.state]})"
+
+
+BUDGET = Kind("budget", "bud", "/v1/budgets", "state")
+POD = Kind("pod", "pod", "/v1/pods", "state")
+RUN = Kind("run", "run", "/v1/runs", "status")
+
+
+def resolve(api: Api, kind: Kind, given: str, budget_id: str | None = None) -> str:
+    """The id of the budget, pod or run that `given` names: an id as it is; a name looked
+    up (within `budget_id`, if given), which must match exactly one."""
+    if kind.is_id(given):
+        return given
+    found = api.call("GET", kind.path, params={"name": given, "budget_id": budget_id})
+    within = "" if budget_id is None else f" in budget {budget_id}"
+    if not found:
+        raise OperatorError(
+            f"no {kind.noun} named {given!r}{within}; 'governor {kind.noun} list' shows them"
+        )
+    if len(found) > 1:
+        candidates = ", ".join(kind.candidate(f) for f in found)
+        raise OperatorError(
+            f"{len(found)} {kind.noun}s are named {given!r}{within}: {candidates}; give the id"
+        )
+    return str(found[0]["id"])
+
+
+def _budget(api: Api, given: str | None) -> str | None:
+    return None if given is None else resolve(api, BUDGET, given)
+
+
+def _names(api: Api, kind: Kind, **params: Any) -> dict[str, str]:
+    """Each id of that kind, mapped to its name (for tables that would show bare ids)."""
+    return {f["id"]: f["name"] for f in api.call("GET", kind.path, params=params)}
 
 
 # --- the verbs ---------------------------------------------------------------------------
@@ -299,13 +453,15 @@ def budget_list(api: Api, a: argparse.Namespace) -> Shown:
 
 
 def budget_show(api: Api, a: argparse.Namespace) -> Shown:
-    return api.call("GET", f"/v1/budgets/{a.budget_id}"), show_budget
+    return api.call("GET", f"/v1/budgets/{resolve(api, BUDGET, a.budget)}"), show_budget
 
 
 def pod_add(api: Api, a: argparse.Namespace) -> Shown:
+    budget_id = resolve(api, BUDGET, a.budget)
     body = _given(
         provider=a.provider,
         provider_ref=a.ref,
+        name=a.name,
         hourly_rate_usd=a.rate,
         gpu_type=a.gpu_type,
         gpu_count=a.gpu_count,
@@ -316,30 +472,39 @@ def pod_add(api: Api, a: argparse.Namespace) -> Shown:
         node=a.node,
         persistent_filesystem=a.persistent_filesystem,
     )
-    return api.call("POST", f"/v1/budgets/{a.budget_id}/pods", body=body), show_pod
+    return api.call("POST", f"/v1/budgets/{budget_id}/pods", body=body), show_pod
+
+
+def pod_list(api: Api, a: argparse.Namespace) -> Shown:
+    pods = api.call("GET", "/v1/pods", params={"budget_id": _budget(api, a.budget)})
+    budgets = _names(api, BUDGET)
+    return pods, lambda p: show_pods(p, budgets)
 
 
 def pod_show(api: Api, a: argparse.Namespace) -> Shown:
-    return api.call("GET", f"/v1/pods/{a.pod_id}"), show_pod
+    return api.call("GET", f"/v1/pods/{resolve(api, POD, a.pod)}"), show_pod
 
 
 def pod_stop(api: Api, a: argparse.Namespace) -> Shown:
     body = _given(reason=a.reason)
-    return api.call("POST", f"/v1/pods/{a.pod_id}/stop", body=body), show_stop
+    return api.call("POST", f"/v1/pods/{resolve(api, POD, a.pod)}/stop", body=body), show_stop
 
 
 def pod_resume(api: Api, a: argparse.Namespace) -> Shown:
     body = _given(reason=a.reason)
-    return api.call("POST", f"/v1/pods/{a.pod_id}/resume", body=body), show_resumed
+    path = f"/v1/pods/{resolve(api, POD, a.pod)}/resume"
+    return api.call("POST", path, body=body), show_resumed
 
 
 def budget_close(api: Api, a: argparse.Namespace) -> Shown:
     body = _given(reason=a.reason, storage_deleted=a.storage_deleted or None)
-    return api.call("POST", f"/v1/budgets/{a.budget_id}/close", body=body), show_budget
+    path = f"/v1/budgets/{resolve(api, BUDGET, a.budget)}/close"
+    return api.call("POST", path, body=body), show_budget
 
 
 def token_create(api: Api, a: argparse.Namespace) -> Shown:
-    body = _given(role=a.role, label=a.label, pod_id=a.pod, node=a.node, expires_at=a.expires_at)
+    pod_id = None if a.pod is None else resolve(api, POD, a.pod)
+    body = _given(role=a.role, label=a.label, pod_id=pod_id, node=a.node, expires_at=a.expires_at)
     return api.call("POST", "/v1/tokens", body=body), show_token
 
 
@@ -352,31 +517,56 @@ def token_revoke(api: Api, a: argparse.Namespace) -> Shown:
 
 
 def run_create(api: Api, a: argparse.Namespace) -> Shown:
+    budget_id = resolve(api, BUDGET, a.budget)
     body = _given(
         name=a.name,
-        pod_id=a.pod,
+        pod_id=resolve(api, POD, a.pod, budget_id),
         total_steps=a.total_steps,
         heartbeat_timeout_s=a.heartbeat_timeout_s,
         checkpoint_grace_s=a.checkpoint_grace_s,
     )
-    return api.call("POST", f"/v1/budgets/{a.budget_id}/runs", body=body), show_run
+    return api.call("POST", f"/v1/budgets/{budget_id}/runs", body=body), show_run
+
+
+def run_list(api: Api, a: argparse.Namespace) -> Shown:
+    budget_id = _budget(api, a.budget)
+    runs = api.call("GET", "/v1/runs", params={"budget_id": budget_id, "status": a.state})
+    budgets, pods = _names(api, BUDGET), _names(api, POD, budget_id=budget_id)
+    return runs, lambda r: show_runs(r, budgets, pods)
+
+
+def run_show(api: Api, a: argparse.Namespace) -> Shown:
+    return api.call("GET", f"/v1/runs/{resolve(api, RUN, a.run)}"), show_run
 
 
 def ext_list(api: Api, a: argparse.Namespace) -> Shown:
-    params = {"budget_id": a.budget, "state": a.state}
-    return api.call("GET", "/v1/extensions", params=params), show_extensions
+    params = {"budget_id": _budget(api, a.budget), "state": a.state}
+    exts = api.call("GET", "/v1/extensions", params=params)
+    budgets = _names(api, BUDGET)
+    return exts, lambda e: show_extensions(e, budgets)
+
+
+def ext_request(api: Api, a: argparse.Namespace) -> Shown:
+    body = {"amount_usd": a.amount, "reason": a.reason}
+    path = f"/v1/budgets/{resolve(api, BUDGET, a.budget)}/extensions"
+    return _one_extension(api, api.call("POST", path, body=body))
 
 
 def ext_decide(api: Api, a: argparse.Namespace) -> Shown:
     body = _given(note=a.note)
     path = f"/v1/extensions/{a.extension_id}/{a.decision}"
-    return api.call("POST", path, body=body), lambda e: show_extensions([e])
+    return _one_extension(api, api.call("POST", path, body=body))
+
+
+def _one_extension(api: Api, extension: dict[str, Any]) -> Shown:
+    budgets = _names(api, BUDGET)
+    return extension, lambda e: show_extensions([e], budgets)
 
 
 def events(api: Api, a: argparse.Namespace) -> Shown:
     params = {
-        "budget_id": a.budget,
-        "severity": a.severity,
+        "budget_id": _budget(api, a.budget),
+        "min_severity": a.severity,
         "category": a.category,
         "subject": a.subject,
         "since": a.since,
@@ -387,7 +577,8 @@ def events(api: Api, a: argparse.Namespace) -> Shown:
 
 def report(api: Api, a: argparse.Namespace) -> Shown:
     params = {"format": "json" if a.json else "md"}
-    return api.call("GET", f"/v1/budgets/{a.budget_id}/report", params=params), str
+    path = f"/v1/budgets/{resolve(api, BUDGET, a.budget)}/report"
+    return api.call("GET", path, params=params), str
 
 
 def _given(**values: Any) -> dict[str, Any]:
@@ -434,6 +625,18 @@ def _thresholds(text: str) -> list[int]:
         raise argparse.ArgumentTypeError("a comma-separated list of percentages") from None
 
 
+RUN_STATES = tuple(s.value for s in RunStatus)
+SEVERITIES = tuple(s.value for s in Severity)
+
+
+def _budget_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("budget", metavar="BUDGET", help="the budget's name or id")
+
+
+def _pod_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("pod", metavar="POD", help="the pod's name or id")
+
+
 def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> dict[str, Any]:
     """Register the operator verbs as subcommands of `governor`; returns each group's verbs,
     for the commands that work on the database directly to join them."""
@@ -452,7 +655,7 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 
     budgets = group("budget", "declare, list, show and close budgets (over HTTP)")
     declare = verb(budgets, "declare", "declare a budget and its hard ceiling", budget_declare)
-    declare.add_argument("name", help="the budget's name")
+    declare.add_argument("name", help="the budget's name (unique among budgets not closed)")
     declare.add_argument("--ceiling", required=True, metavar="USD", help="the hard ceiling")
     declare.add_argument("--reserve", metavar="USD", help="held back for post-stop work")
     declare.add_argument(
@@ -463,11 +666,11 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     )
     declare.add_argument("--note", help="what the budget covers")
     verb(budgets, "list", "every budget with its figures", budget_list)
-    verb(budgets, "show", "one budget with its figures", budget_show).add_argument("budget_id")
+    _budget_arg(verb(budgets, "show", "one budget with its figures", budget_show))
     closing = verb(
         budgets, "close", "close a budget whose pods have stopped; its runs end", budget_close
     )
-    closing.add_argument("budget_id")
+    _budget_arg(closing)
     closing.add_argument("--reason", help="why (recorded)")
     closing.add_argument(
         "--storage-deleted",
@@ -476,11 +679,14 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "deleted for you)",
     )
 
-    pods = group("pod", "add, show, stop and resume pods (over HTTP)")
+    pods = group("pod", "add, list, show, stop and resume pods (over HTTP)")
     add = verb(pods, "add", "put a pod under a budget", pod_add)
-    add.add_argument("budget_id")
+    _budget_arg(add)
     add.add_argument("--provider", required=True, help="e.g. fake")
     add.add_argument("--ref", required=True, help="the provider's id of the pod")
+    add.add_argument(
+        "--name", help="what to call it, unique within the budget (default: the --ref)"
+    )
     add.add_argument("--rate", metavar="USD", help="hourly rate, if the provider reports none")
     add.add_argument("--gpu-type")
     add.add_argument("--gpu-count", type=int)
@@ -494,9 +700,11 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         metavar="NAME",
         help="terminate-only providers (lambda): the filesystem checkpoints must be saved on",
     )
-    verb(pods, "show", "a pod with its spend, stop order and GPUs", pod_show).add_argument("pod_id")
+    listing = verb(pods, "list", "pods with their state, rate and spend", pod_list)
+    listing.add_argument("--budget", metavar="BUDGET", help="only this budget's (name or id)")
+    _pod_arg(verb(pods, "show", "a pod with its spend, stop order and GPUs", pod_show))
     stop = verb(pods, "stop", "stop a pod, keeping its workspace, after its job saves", pod_stop)
-    stop.add_argument("pod_id")
+    _pod_arg(stop)
     stop.add_argument("--reason", help="why (recorded)")
     again = verb(
         pods,
@@ -504,23 +712,35 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "start a stopped pod again once its budget is open; prints its run's new job token",
         pod_resume,
     )
-    again.add_argument("pod_id")
+    _pod_arg(again)
     again.add_argument("--reason", help="why (recorded)")
 
-    runs = group("run", "create runs (over HTTP)")
+    runs = group("run", "create, list and show runs (over HTTP)")
     create = verb(runs, "create", "create a run; prints its job token once", run_create)
-    create.add_argument("budget_id")
-    create.add_argument("--pod", required=True, help="the pod it runs on")
+    _budget_arg(create)
+    create.add_argument(
+        "--pod", required=True, metavar="POD", help="the pod it runs on (name or id)"
+    )
     create.add_argument("--name", required=True)
     create.add_argument("--total-steps", type=int)
     create.add_argument("--heartbeat-timeout-s", type=float)
     create.add_argument("--checkpoint-grace-s", type=float)
+    listing = verb(runs, "list", "runs with their status, phase and step", run_list)
+    listing.add_argument("--budget", metavar="BUDGET", help="only this budget's (name or id)")
+    listing.add_argument(
+        "--state",
+        choices=RUN_STATES,
+        metavar="STATE",
+        help=f"only runs in this state: {', '.join(RUN_STATES)}",
+    )
+    shown = verb(runs, "show", "a run with its step, checkpoint and directive", run_show)
+    shown.add_argument("run", metavar="RUN", help="the run's name or id")
 
     tokens = group("token", "create, list and revoke tokens")
     token = verb(tokens, "create", "create a token; prints it once", token_create)
     token.add_argument("--role", required=True, choices=["operator", "viewer", "agent"])
     whom = token.add_mutually_exclusive_group()
-    whom.add_argument("--pod", help="an agent token for this pod")
+    whom.add_argument("--pod", metavar="POD", help="an agent token for this pod (name or id)")
     whom.add_argument("--node", help="a node agent's token for this machine")
     token.add_argument("--label", help="who or what it is for (recorded)")
     token.add_argument(
@@ -530,9 +750,18 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     revoking = verb(tokens, "revoke", "end a token now", token_revoke)
     revoking.add_argument("token_id")
 
-    exts = group("ext", "list, approve and deny budget extensions (over HTTP)")
+    exts = group("ext", "request, list, approve and deny budget extensions (over HTTP)")
+    asking = verb(
+        exts,
+        "request",
+        "ask for more budget; it changes nothing until an operator approves it",
+        ext_request,
+    )
+    _budget_arg(asking)
+    asking.add_argument("--amount", required=True, metavar="USD", help="how much more")
+    asking.add_argument("--reason", required=True, help="what it is for (recorded)")
     listing = verb(exts, "list", "extension requests", ext_list)
-    listing.add_argument("--budget", help="only this budget's")
+    listing.add_argument("--budget", metavar="BUDGET", help="only this budget's (name or id)")
     listing.add_argument("--state", help="pending, approved, denied or expired")
     for decision in ("approve", "deny"):
         decide = verb(exts, decision, f"{decision} a pending extension (once)", ext_decide)
@@ -541,13 +770,17 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         decide.set_defaults(decision=decision)
 
     log = verb(commands, "events", "the event log, oldest first (over HTTP)", events)
-    log.add_argument("--budget", help="only this budget's")
-    log.add_argument("--severity", help="info, warning or critical")
+    log.add_argument("--budget", metavar="BUDGET", help="only this budget's (name or id)")
+    log.add_argument(
+        "--severity",
+        choices=SEVERITIES,
+        help="this severity or worse: warning brings warning and critical events",
+    )
     log.add_argument("--category", help="budget, telemetry, provider, harness, model, ...")
     log.add_argument("--subject", help="e.g. pod:pod_123")
     log.add_argument("--since", help="ISO 8601 time")
     log.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
 
     record = verb(commands, "report", "a budget's run report, as Markdown (over HTTP)", report)
-    record.add_argument("budget_id")
+    _budget_arg(record)
     return {"token": tokens}

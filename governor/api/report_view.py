@@ -32,6 +32,7 @@ class PhaseSpendOut(BaseModel):
 
 class PodSpendOut(BaseModel):
     pod_id: str
+    name: str
     provider: str
     provider_ref: str
     gpu_type: str | None
@@ -148,6 +149,7 @@ def _pod(spend: PodSpend) -> PodSpendOut:
     pod = spend.pod
     return PodSpendOut(
         pod_id=pod.id,
+        name=pod.name,
         provider=pod.provider,
         provider_ref=pod.provider_ref,
         gpu_type=pod.gpu_type,

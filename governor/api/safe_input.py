@@ -15,7 +15,7 @@ import re
 from datetime import UTC, date, datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, AwareDatetime, BeforeValidator, Field
+from pydantic import AfterValidator, AwareDatetime, BeforeValidator, Field, StringConstraints
 from pydantic_core import PydanticCustomError
 
 MAX_INT64 = 2**63 - 1
@@ -143,6 +143,8 @@ def _day_in_window(value: date) -> date:
 
 # An instant a client reports: with its zone, within 2000..2100, handed on in UTC.
 ClientTime = Annotated[AwareDatetime, AfterValidator(_in_window)]
+# A name a client looks things up by (budget, pod, run): any text a name may be.
+QueryName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 # An instant a client filters by: without a zone it is taken as UTC.
 QueryTime = Annotated[datetime, AfterValidator(_assume_utc), AfterValidator(_in_window)]
 ClientDate = Annotated[date, AfterValidator(_day_in_window)]

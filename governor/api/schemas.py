@@ -168,6 +168,10 @@ class CloseIn(Strict):
 class PodIn(Strict):
     provider: line(40, min_length=1)
     provider_ref: line(200, min_length=1)
+    name: Name | None = Field(
+        None,
+        description="what people call it, unique within its budget; unset: its provider_ref",
+    )
     hourly_rate_usd: PositiveUsd | None = None
     gpu_type: line(100) | None = None
     gpu_count: Annotated[int, Field(ge=1, le=1024)] | None = None
@@ -253,6 +257,7 @@ class PodOut(BaseModel):
     id: str
     gpu_uuids: list[str] | None = Field(description="the pod's own GPUs; null: all it reports")
     budget_id: str
+    name: str = Field(description="unique within its budget; the provider_ref unless named")
     provider: str
     provider_ref: str
     gpu_type: str | None

@@ -90,6 +90,7 @@ def pod(session: Session, row: PodRow, book: Book, order: StopOrderRow | None) -
         id=row.id,
         gpu_uuids=row.gpu_uuids,
         budget_id=row.budget_id,
+        name=row.name,
         provider=row.provider,
         provider_ref=row.provider_ref,
         gpu_type=row.gpu_type,

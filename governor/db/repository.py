@@ -26,14 +26,17 @@ from governor.db.tables import (
 from governor.domain.errors import NotFound
 from governor.domain.model import (
     BILLS_COMPUTE,
+    BudgetState,
     Category,
     EntryKind,
     ExtensionState,
     PodState,
     Role,
+    RunStatus,
     Severity,
 )
 from governor.domain.money import ZERO
+from governor.domain.notice import at_least
 from governor.domain.stop_order import ACTIVE_STATES
 
 
@@ -86,8 +89,19 @@ def list_budgets(session: Session) -> Sequence[BudgetRow]:
     return session.scalars(select(BudgetRow).order_by(BudgetRow.created_at)).all()
 
 
-def budget_ids(session: Session) -> Sequence[str]:
-    return session.scalars(select(BudgetRow.id).order_by(BudgetRow.created_at)).all()
+def budget_ids(session: Session, *, name: str | None = None) -> Sequence[str]:
+    """Every budget's id, oldest first; with `name`, those of the budgets so named."""
+    query = select(BudgetRow.id).order_by(BudgetRow.created_at)
+    if name is not None:
+        query = query.where(BudgetRow.name == name)
+    return session.scalars(query).all()
+
+
+def open_budget_named(session: Session, name: str) -> BudgetRow | None:
+    """The budget not closed that has this name (there is at most one)."""
+    return session.scalars(
+        select(BudgetRow).where(BudgetRow.name == name, BudgetRow.state != BudgetState.CLOSED)
+    ).first()
 
 
 def _get(session: Session, model: type, key: str, what: str):  # type: ignore[no-untyped-def]
@@ -161,6 +175,24 @@ def get_extension(session: Session, extension_id: str) -> ExtensionRow:
     return row
 
 
+def pods(
+    session: Session, *, budget_id: str | None = None, name: str | None = None
+) -> Sequence[PodRow]:
+    """Pods, oldest first; with `budget_id` those of that budget, with `name` those so named."""
+    query = select(PodRow).order_by(PodRow.created_at, PodRow.id)
+    if budget_id is not None:
+        query = query.where(PodRow.budget_id == budget_id)
+    if name is not None:
+        query = query.where(PodRow.name == name)
+    return session.scalars(query).all()
+
+
+def pod_named(session: Session, budget_id: str, name: str) -> PodRow | None:
+    return session.scalars(
+        select(PodRow).where(PodRow.budget_id == budget_id, PodRow.name == name)
+    ).one_or_none()
+
+
 def pod_by_ref(session: Session, provider: str, ref: str) -> PodRow | None:
     return session.scalars(
         select(PodRow).where(PodRow.provider == provider, PodRow.provider_ref == ref)
@@ -215,6 +247,24 @@ def pod_total(session: Session, pod_id: str, kind: EntryKind) -> Decimal:
         )
     )
     return total or ZERO
+
+
+def runs(
+    session: Session,
+    *,
+    budget_id: str | None = None,
+    name: str | None = None,
+    status: RunStatus | None = None,
+) -> Sequence[RunRow]:
+    """Runs, oldest first, narrowed by budget, name and status where given."""
+    query = select(RunRow).order_by(RunRow.created_at, RunRow.id)
+    if budget_id is not None:
+        query = query.where(RunRow.budget_id == budget_id)
+    if name is not None:
+        query = query.where(RunRow.name == name)
+    if status is not None:
+        query = query.where(RunRow.status == status)
+    return session.scalars(query).all()
 
 
 def runs_of(session: Session, budget_id: str) -> Sequence[RunRow]:
@@ -371,16 +421,23 @@ def events(
     *,
     budget_id: str | None = None,
     severity: Severity | None = None,
+    min_severity: Severity | None = None,
     category: Category | None = None,
     subject: str | None = None,
     since: datetime | None = None,
     limit: int = 100,
 ) -> Sequence[EventRow]:
+    """The latest events, newest first: `severity` is that one alone, `min_severity` it or
+    worse."""
     query = select(EventRow)
     if budget_id is not None:
         query = query.where(EventRow.budget_id == budget_id)
     if severity is not None:
         query = query.where(EventRow.severity == severity)
+    if min_severity is not None:
+        query = query.where(
+            EventRow.severity.in_([s for s in Severity if at_least(s, min_severity)])
+        )
     if category is not None:
         query = query.where(EventRow.category == category)
     if subject is not None:

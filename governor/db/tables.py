@@ -95,6 +95,17 @@ class BudgetRow(Base):
     # pods (and their runs) only under an admitted plan
     require_plan: Mapped[bool] = mapped_column(default=False, server_default=false())
 
+    # a name names one budget among those not closed: a closed budget's name may be used again
+    __table_args__ = (
+        Index(
+            "uq_budgets_open_name",
+            "name",
+            unique=True,
+            sqlite_where=text("state <> 'closed'"),
+            postgresql_where=text("state <> 'closed'"),
+        ),
+    )
+
 
 class PodRow(Base):
     __tablename__ = "pods"
@@ -103,6 +114,7 @@ class PodRow(Base):
     budget_id: Mapped[str] = mapped_column(ForeignKey("budgets.id"), index=True)
     provider: Mapped[str] = mapped_column(String(40))
     provider_ref: Mapped[str] = mapped_column(String(200))
+    name: Mapped[str] = mapped_column(String(200))  # unique within its budget
     gpu_type: Mapped[str | None] = mapped_column(String(100))
     gpu_count: Mapped[int | None]
     hourly_rate_usd: Mapped[Decimal] = mapped_column(MicroUSD)
@@ -140,6 +152,7 @@ class PodRow(Base):
 
     __table_args__ = (
         Index("uq_pods_provider_ref", "provider", "provider_ref", unique=True),
+        Index("uq_pods_budget_id_name", "budget_id", "name", unique=True),
         Index("ix_pods_state_budget_id", "state", "budget_id"),
     )
 

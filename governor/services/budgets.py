@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
@@ -36,7 +37,10 @@ class Declaration:
 
 
 def declare(session: Session, declaration: Declaration, now: datetime) -> BudgetRow:
-    """Write the ceiling down before any pod is registered. It never changes afterwards."""
+    """Write the ceiling down before any pod is registered. It never changes afterwards.
+    Its name is one people type (`governor pod add NAME`): no other budget that is not
+    closed may have it."""
+    _refuse_a_taken_name(session, declaration.name)
     budget = BudgetRow(
         id=new_id("bud"),
         name=declaration.name,
@@ -50,8 +54,12 @@ def declare(session: Session, declaration: Declaration, now: datetime) -> Budget
         alerted_pct=0,
         created_at=now,
     )
-    session.add(budget)
-    session.flush()
+    try:
+        with session.begin_nested():  # a declaration of the same name may have just committed
+            session.add(budget)
+    except IntegrityError:
+        _refuse_a_taken_name(session, declaration.name)
+        raise
     events.record(
         session,
         now,
@@ -70,6 +78,15 @@ def declare(session: Session, declaration: Declaration, now: datetime) -> Budget
         },
     )
     return budget
+
+
+def _refuse_a_taken_name(session: Session, name: str) -> None:
+    taken = repo.open_budget_named(session, name)
+    if taken is not None:
+        raise Conflict(
+            f"budget {taken.id} is already named {name!r} ({taken.state.value}): choose another "
+            "name, or close that budget first"
+        )
 
 
 def close(
@@ -139,5 +156,7 @@ def book(session: Session, config: GovernorConfig, budget_id: str, now: datetime
     return open_book(session, budget_id, now, config)
 
 
-def books(session: Session, config: GovernorConfig, now: datetime) -> list[Book]:
-    return open_books(session, repo.budget_ids(session), now, config)
+def books(
+    session: Session, config: GovernorConfig, now: datetime, *, name: str | None = None
+) -> list[Book]:
+    return open_books(session, repo.budget_ids(session, name=name), now, config)

@@ -49,6 +49,7 @@ class Registration:
     gpu_uuids: list[str] | None = None  # its own GPUs on a shared machine; None: all
     persistent_filesystem: str | None = None  # terminate-only: where checkpoints must land
     plan_id: str | None = None  # the admitted plan it runs under
+    name: str | None = None  # what people call it within its budget; None: the provider's ref
 
 
 def register(
@@ -73,6 +74,12 @@ def register(
     plan = admission.bind(session, budget, reg.plan_id, ceiling)
     if repo.pod_by_ref(session, reg.provider, reg.provider_ref) is not None:
         raise Conflict(f"{reg.provider} pod {reg.provider_ref!r} is already registered")
+    name = reg.provider_ref if reg.name is None else reg.name
+    if (named := repo.pod_named(session, budget.id, name)) is not None:
+        raise Conflict(
+            f"budget {budget.id} already has a pod named {name!r} ({named.id}): give this one "
+            "another name"
+        )
     if described.cannot_preserve and not isinstance(provider, TerminateOnly):
         raise Invalid(
             f"{reg.provider} pod {reg.provider_ref!r} cannot be stopped without losing its "
@@ -100,6 +107,7 @@ def register(
         budget_id=budget.id,
         provider=reg.provider,
         provider_ref=reg.provider_ref,
+        name=name,
         gpu_type=reg.gpu_type,
         gpu_count=reg.gpu_count,
         hourly_rate_usd=rate,
@@ -131,7 +139,9 @@ def register(
         Severity.WARNING if declared_differs else Severity.INFO,
         Category.OPERATOR,
         f"pod:{pod.id}",
-        f"Pod {reg.provider}:{reg.provider_ref} registered at {dollars(rate)}/h "
+        f"Pod {reg.provider}:{reg.provider_ref}"
+        + ("" if name == reg.provider_ref else f" ({name})")
+        + f" registered at {dollars(rate)}/h "
         f"({source.value} rate)"
         + (
             f"; the declared {dollars(reg.hourly_rate_usd)}/h was overridden."
@@ -140,6 +150,7 @@ def register(
         ),
         budget_id=budget.id,
         evidence={
+            "name": name,
             "hourly_rate_usd": format_usd(rate),
             "rate_source": source.value,
             "declared_rate_usd": None

@@ -124,6 +124,7 @@ class StopInfo:
 @dataclass(frozen=True)
 class PodStatus:
     id: str
+    name: str  # unique within its budget
     provider: str
     provider_ref: str
     gpu_type: str | None
@@ -403,6 +404,7 @@ def pod_status(session: Session, book: Book, pod: PodRow) -> PodStatus:
         )
     return PodStatus(
         id=pod.id,
+        name=pod.name,
         provider=pod.provider,
         provider_ref=pod.provider_ref,
         gpu_type=pod.gpu_type,

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -75,46 +76,84 @@ def cli_server(
 def test_an_operator_runs_a_pilot_from_the_command_line(cli_server: GovernorServer) -> None:
     url = cli_server.url
     budget = as_json(url, "budget", "declare", "pilot", "--ceiling", "100000", "--note", "cli")
-    listed = succeeds(url, "budget", "list")
-    assert listed.splitlines()[0].split() == list(BUDGET_HEADERS)
-    assert budget["id"] in listed and "$100,000.00" in listed
-    shown = succeeds(url, "budget", "show", budget["id"])
+    as_json(url, "budget", "declare", "side", "--ceiling", "2500")
+    listed = succeeds(url, "budget", "list").splitlines()
+    assert listed[0].split() == list(BUDGET_HEADERS)
+    assert budget["id"] in listed[1] and "$100,000.00" in listed[1]
+    ceiling = listed[0].index("ceiling") + len("ceiling")  # money right-aligned: ends line up
+    assert {line[:ceiling].rstrip()[-3:] for line in listed[1:]} == {".00"}, listed
+    shown = succeeds(url, "budget", "show", "pilot")  # by name
+    assert f"id                   {budget['id']}" in shown
     assert "effective ceiling    $100,000.00" in shown and "note                 cli" in shown
 
-    add = ("pod", "add", budget["id"], "--provider", "fake", "--ref", "cli-1")
+    add = ("pod", "add", "pilot", "--provider", "fake", "--ref", "cli-1", "--name", "gpu-a")
     pod = as_json(url, *add, "--gpu-type", "H100", "--gpu-count", "1")
-    shown = succeeds(url, "pod", "show", pod["id"])
+    assert (pod["budget_id"], pod["name"]) == (budget["id"], "gpu-a")
+    at = datetime.now(UTC).isoformat()
+    gpu = {
+        "uuid": "GPU-cli",
+        "index": 0,
+        "name": "H100",
+        "utilization_pct": 94.93333333333334,
+        "memory_total_bytes": 80 * 1024**3,
+        "memory_used_bytes": 13_207_024_435,
+        "memory_free_bytes": 80 * 1024**3 - 13_207_024_435,
+    }
+    with cli_server.client() as operator:
+        readings = {"readings": [{"at": at, "gpus": [gpu]}]}
+        ok(operator.post(f"/v1/pods/{pod['id']}/telemetry", json=readings), 202)
+    shown = succeeds(url, "pod", "show", "gpu-a")
     assert "1 x H100" in shown and "$3,600.00/h (provider)" in shown and "running" in shown
+    assert "94.9 %" in shown and "12.3 / 80.0 GiB" in shown, shown
+    assert "94.933" not in shown and "13207024435" not in shown
+    pods = succeeds(url, "pod", "list", "--budget", "pilot").splitlines()
+    assert len(pods) == 2 and pods[1].split()[:3] == [pod["id"], "gpu-a", "pilot"]
 
-    run = ("run", "create", budget["id"], "--pod", pod["id"], "--name", "sft")
+    run = ("run", "create", "pilot", "--pod", "gpu-a", "--name", "sft")  # names throughout
     created = succeeds(url, *run, "--checkpoint-grace-s", "0.5")  # a job that never calls
     assert "checkpoint grace   0.5 s" in created
-    assert created.rstrip().splitlines()[-1].strip().startswith("gov_job_")  # shown once
+    job_token = created.rstrip().splitlines()[-1].strip()
+    assert job_token.startswith("gov_job_")  # shown once
+    [sft] = as_json(url, "run", "list", "--budget", "pilot", "--state", "running")
+    assert (sft["name"], sft["pod_id"]) == ("sft", pod["id"])
+    runs = succeeds(url, "run", "list").splitlines()
+    assert runs[1].split()[:5] == [sft["id"], "sft", "pilot", "gpu-a", "running"]
+    assert "directive          continue" in succeeds(url, "run", "show", "sft")
+    with cli_server.client(token=job_token) as job:
+        event = {"category": "model", "severity": "critical", "message": "loss is NaN"}
+        ok(job.post(f"/v1/runs/{sft['id']}/events", json=event), 201)
 
-    with cli_server.client() as operator:
-        body = {"amount_usd": "50", "reason": "one more eval"}
-        ext = ok(operator.post(f"/v1/budgets/{budget['id']}/extensions", json=body), 201)
-    pending = succeeds(url, "ext", "list", "--state", "pending")
-    assert ext["id"] in pending and "$50.00" in pending
+    asked = succeeds(url, "ext", "request", "pilot", "--amount", "50", "--reason", "one more eval")
+    [ext] = as_json(url, "ext", "list", "--budget", "pilot", "--state", "pending")
+    assert ext["id"] in asked and "$50.00" in asked and "pilot" in asked
     approved = succeeds(url, "ext", "approve", ext["id"], "--note", "fine")
     assert "approved" in approved and "fine" in approved
     assert "already approved" in fails(url, "ext", "deny", ext["id"])
-    assert as_json(url, "budget", "show", budget["id"])["effective_ceiling_usd"] == "100050.00"
+    assert as_json(url, "budget", "show", "pilot")["effective_ceiling_usd"] == "100050.00"
 
-    stop = succeeds(url, "pod", "stop", pod["id"], "--reason", "done for today")
+    stop = succeeds(url, "pod", "stop", "gpu-a", "--reason", "done for today")
     assert "manual" in stop
     with cli_server.client() as operator:
         wait_pod_stopped(operator, pod["id"])
 
-    log = succeeds(url, "events", "--budget", budget["id"])
+    log = succeeds(url, "events", "--budget", "pilot")
     ids = [int(line.split()[0]) for line in log.splitlines()[1:]]
     assert ids == sorted(ids) and "Stop ordered (manual)" in log
-    assert as_json(url, "events", "--budget", budget["id"], "--severity", "warning")
+    severe = as_json(url, "events", "--budget", "pilot", "--severity", "warning")
+    assert {e["severity"] for e in severe} == {"warning", "critical"}  # warning or worse
 
-    report = succeeds(url, "report", budget["id"])
+    report = succeeds(url, "report", "pilot")
     assert report.startswith(f"# Run report: pilot ({budget['id']})")
     assert "## Stops" in report and "`manual`" in report
-    assert as_json(url, "report", budget["id"])["stops"][0]["reason"] == "manual"
+    assert as_json(url, "report", "pilot")["stops"][0]["reason"] == "manual"
+
+    # a pod is named after its reference unless named; a name two pods share is refused
+    side = as_json(url, "pod", "add", "side", "--provider", "fake", "--ref", "gpu-a")
+    assert side["name"] == "gpu-a"
+    ambiguous = fails(url, "pod", "show", "gpu-a")
+    assert "2 pods are named 'gpu-a'" in ambiguous and "give the id" in ambiguous
+    assert f"{pod['id']} (budget {budget['id']}, stopped)" in ambiguous
+    assert f"{side['id']} (budget {side['budget_id']}, running)" in ambiguous
 
 
 def test_errors_say_what_to_do_and_exit_non_zero(cli_server: GovernorServer) -> None:
@@ -124,7 +163,11 @@ def test_errors_say_what_to_do_and_exit_non_zero(cli_server: GovernorServer) -> 
     assert "no token was sent. Set GOVERNOR_TOKEN" in fails(url, "budget", "list", token=None)
     refused = fails(url, "budget", "list", token="gov_op_wrong")
     assert "the token was refused" in refused and "GOVERNOR_TOKEN" in refused
-    assert "404: no budget 'bud_nope'" in fails(url, "budget", "show", "bud_nope")
+    assert "no budget named 'nope'; 'governor budget list' shows them" in fails(
+        url, "budget", "show", "nope"
+    )
+    an_id = "bud_0123456789abcdef"  # used as it is, not looked up as a name
+    assert f"404: no budget '{an_id}'" in fails(url, "budget", "show", an_id)
     invalid = fails(url, "budget", "declare", "x", "--ceiling", "-5")
     assert "422" in invalid and "ceiling_usd" in invalid
 
@@ -136,9 +179,14 @@ def test_errors_say_what_to_do_and_exit_non_zero(cli_server: GovernorServer) -> 
         "budget list",
         "budget show",
         "pod add",
+        "pod list",
         "pod show",
         "pod stop",
+        "pod resume",
         "run create",
+        "run list",
+        "run show",
+        "ext request",
         "ext list",
         "ext approve",
         "ext deny",

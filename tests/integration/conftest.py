@@ -39,6 +39,7 @@ class Governor:
     ctx: ServiceContext
     clock: FrozenClock
     cloud: FakeProvider
+    budgets_declared: int = 0
 
     def session(self) -> AbstractContextManager[Session]:
         return unit_of_work(self.ctx.sessions)
@@ -49,8 +50,11 @@ class Governor:
         tasks.run_all(self.ctx)
 
     def budget(self, ceiling: str = "100", reserve: str = "0", tail_hours: float = 0.0) -> str:
+        """A budget named "pilot", then "pilot-2", ...: names are unique among open budgets."""
+        self.budgets_declared += 1
+        name = "pilot" if self.budgets_declared == 1 else f"pilot-{self.budgets_declared}"
         declaration = budgets.Declaration(
-            "pilot", Decimal(ceiling), reserve_usd=Decimal(reserve), storage_tail_hours=tail_hours
+            name, Decimal(ceiling), reserve_usd=Decimal(reserve), storage_tail_hours=tail_hours
         )
         with self.session() as s:
             return budgets.declare(s, declaration, self.clock.now()).id

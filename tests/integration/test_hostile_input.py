@@ -145,6 +145,12 @@ UNSTORABLE_TEXT: dict[str, tuple[str, Any, str, str | None]] = {
         "provider_ref",
         OPERATOR,
     ),
+    "pod-name": (
+        "/v1/budgets/{budget}/pods",
+        {"provider": "fake", "provider_ref": "pod-2", "name": "n{c}"},
+        "name",
+        OPERATOR,
+    ),
     "pod-gpu-type": (
         "/v1/budgets/{budget}/pods",
         {"provider": "fake", "provider_ref": "pod-2", "gpu_type": "H{c}"},
@@ -447,7 +453,7 @@ def test_a_number_field_given_no_number_is_refused(
 
 
 def test_a_number_field_takes_a_numeric_string(world: World) -> None:
-    body = {"name": "b", "ceiling_usd": "5", "storage_tail_hours": "2.5"}
+    body = {"name": "numbers", "ceiling_usd": "5", "storage_tail_hours": "2.5"}
     assert ok(world.send("/v1/budgets", body), 201)["storage_tail_hours"] == 2.5
 
 

@@ -2,7 +2,8 @@ import json
 import os
 import subprocess
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,8 @@ from sqlalchemy import insert, inspect, select
 
 from governor.db import schema
 from governor.db.engine import build_engine
-from governor.db.tables import Base, EventRow
-from governor.domain.model import Category, Severity
+from governor.db.tables import Base, BudgetRow, EventRow, PodRow
+from governor.domain.model import BudgetState, Category, PodState, RateSource, Severity
 from tests.conftest import reset_postgres
 
 TABLES = {
@@ -157,3 +158,64 @@ def test_without_the_migrations_the_command_says_what_to_do_in_one_line(
         f"governor: no database migrations at {tmp_path}: set GOVERNOR_MIGRATIONS_DIR to the "
         "migrations/ folder of the gpu-governor source, or run from a checkout of it\n"
     )
+
+
+BEFORE_NAMES = "f4a5b6c7d8e9"
+
+
+def test_the_upgrade_names_stored_pods_and_keeps_open_budget_names_apart(
+    database_url: str,
+) -> None:
+    """Pods stored before they had names are named after their reference (with the provider
+    where two providers' references meet in one budget); of open budgets that shared a name,
+    the first keeps it and the others get their id added; a closed budget keeps its own."""
+    schema.upgrade(database_url, BEFORE_NAMES)
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    budget = {
+        "ceiling_usd": Decimal(100),
+        "reserve_usd": Decimal(0),
+        "storage_tail_hours": 0.0,
+        "alert_thresholds": [50],
+        "state": BudgetState.OPEN,
+    }
+    budgets = [
+        {**budget, "id": "bud_1", "name": "pilot", "created_at": at},
+        {**budget, "id": "bud_2", "name": "pilot", "created_at": at + timedelta(hours=1)},
+        {**budget, "id": "bud_3", "name": "pilot", "state": BudgetState.CLOSED, "created_at": at},
+    ]
+    pod = {
+        "budget_id": "bud_1",
+        "hourly_rate_usd": Decimal(1),
+        "rate_source": RateSource.DECLARED,
+        "storage_gb": 0.0,
+        "storage_usd_per_gb_month": Decimal(0),
+        "stopped_storage_usd_per_gb_month": Decimal(0),
+        "stop_latency_s": 0.0,
+        "state": PodState.RUNNING,
+        "accrued_until": at,
+        "created_at": at,
+    }
+    pods = [
+        {**pod, "id": "pod_1", "provider": "fake", "provider_ref": "h100-a"},
+        {**pod, "id": "pod_2", "provider": "runpod", "provider_ref": "h100-a"},
+        {**pod, "id": "pod_3", "provider": "fake", "provider_ref": "h100-b"},
+        {**pod, "id": "pod_4", "provider": "vast", "provider_ref": "h100-b", "budget_id": "bud_2"},
+    ]
+    engine = build_engine(database_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(insert(BudgetRow), budgets)
+            connection.execute(insert(PodRow), pods)
+        schema.upgrade(database_url)
+        with engine.connect() as connection:
+            budget_names = dict(connection.execute(select(BudgetRow.id, BudgetRow.name)).all())
+            pod_names = dict(connection.execute(select(PodRow.id, PodRow.name)).all())
+    finally:
+        engine.dispose()
+    assert budget_names == {"bud_1": "pilot", "bud_2": "pilot (bud_2)", "bud_3": "pilot"}
+    assert pod_names == {
+        "pod_1": "fake:h100-a",
+        "pod_2": "runpod:h100-a",
+        "pod_3": "h100-b",
+        "pod_4": "h100-b",
+    }

@@ -4,15 +4,17 @@ from governor.api import views
 from governor.api.deps import Context, Now, Operator, Tx, Viewer
 from governor.api.error_responses import errors
 from governor.api.route import api_router
+from governor.api.safe_input import QueryName
 from governor.api.schemas import BudgetIn, BudgetOut, CloseIn
 from governor.services import budgets
 
 router = api_router(prefix="/v1/budgets", tags=["budgets"])
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, responses=errors(409))
 def declare(body: BudgetIn, _: Operator, ctx: Context, tx: Tx, now: Now) -> BudgetOut:
-    """Declare a budget and its hard ceiling, in writing, before any pod is registered."""
+    """Declare a budget and its hard ceiling, in writing, before any pod is registered. Its
+    name is unique among the budgets not closed (409 otherwise)."""
     declaration = budgets.Declaration(
         name=body.name.strip(),
         ceiling_usd=body.ceiling_usd,
@@ -28,9 +30,12 @@ def declare(body: BudgetIn, _: Operator, ctx: Context, tx: Tx, now: Now) -> Budg
 
 
 @router.get("")
-def list_budgets(_: Viewer, ctx: Context, tx: Tx, now: Now) -> list[BudgetOut]:
+def list_budgets(
+    _: Viewer, ctx: Context, tx: Tx, now: Now, name: QueryName | None = None
+) -> list[BudgetOut]:
+    """Every budget, oldest first; `name`: those so named (one open, any number closed)."""
     with tx.read() as session:
-        return [views.budget(b) for b in budgets.books(session, ctx.config, now)]
+        return [views.budget(b) for b in budgets.books(session, ctx.config, now, name=name)]
 
 
 @router.get("/{budget_id}")

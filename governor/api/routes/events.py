@@ -21,17 +21,21 @@ def list_events(
     tx: Tx,
     budget_id: str | None = None,
     severity: Severity | None = None,
+    min_severity: Severity | None = None,
     category: Category | None = None,
     subject: str | None = None,
     since: QueryTime | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[EventOut]:
-    """The event log, newest first. `since` without a zone is taken as UTC."""
+    """The event log, newest first. `severity`: that severity alone; `min_severity`: that
+    or worse (`warning` brings warnings and critical events). `since` without a zone is
+    taken as UTC."""
     with tx.read() as session:
         rows = repo.events(
             session,
             budget_id=budget_id,
             severity=severity,
+            min_severity=min_severity,
             category=category,
             subject=subject,
             since=since,

@@ -4,9 +4,11 @@ from governor.api import views
 from governor.api.deps import Context, Now, Operator, Tx, Viewer
 from governor.api.error_responses import errors
 from governor.api.route import api_router
+from governor.api.safe_input import QueryName
 from governor.api.schemas import PodIn, PodOut, ResumedOut, ResumeIn, StopIn, StopOrderOut
 from governor.db import repository as repo
 from governor.services import budgets, pods, resumes
+from governor.services.book import open_books
 
 router = api_router(tags=["pods"])
 
@@ -18,6 +20,27 @@ def register(budget_id: str, body: PodIn, _: Operator, ctx: Context, tx: Tx, now
     with tx() as session:
         row = pods.register(session, ctx, budget_id, registration, now)
         return views.pod(session, row, budgets.book(session, ctx.config, budget_id, now), None)
+
+
+@router.get("/v1/pods")
+def list_pods(
+    _: Viewer,
+    ctx: Context,
+    tx: Tx,
+    now: Now,
+    budget_id: QueryName | None = None,
+    name: QueryName | None = None,
+) -> list[PodOut]:
+    """Pods, oldest first, each as `GET /v1/pods/{id}` shows it; `budget_id`: that budget's,
+    `name`: those so named (a name is unique within a budget, not across budgets)."""
+    with tx.read() as session:
+        rows = repo.pods(session, budget_id=budget_id, name=name)
+        ids = sorted({row.budget_id for row in rows})
+        books = {b.budget.id: b for b in open_books(session, ids, now, ctx.config)}
+        return [
+            views.pod(session, row, books[row.budget_id], repo.latest_stop_order(session, row.id))
+            for row in rows
+        ]
 
 
 @router.get("/v1/pods/{pod_id}")

@@ -8,7 +8,7 @@ from governor.api import views
 from governor.api.deps import Context, EventWriter, HeartbeatWriter, Now, Operator, Tx, Viewer
 from governor.api.error_responses import errors
 from governor.api.route import api_router
-from governor.api.safe_input import QueryTime
+from governor.api.safe_input import QueryName, QueryTime
 from governor.api.schemas import (
     DirectiveOut,
     EventOut,
@@ -21,6 +21,7 @@ from governor.api.schemas import (
 )
 from governor.db import repository as repo
 from governor.domain.health import HealthRule
+from governor.domain.model import RunStatus
 from governor.services import checkins, events, metric_history, runs
 
 router = api_router(tags=["runs"])
@@ -39,6 +40,21 @@ def create(budget_id: str, body: RunIn, _: Operator, ctx: Context, tx: Tx, now: 
     with tx() as session:
         row, token = runs.create(session, ctx.config, budget_id, spec, now)
         return RunCreated(**views.run(session, row).model_dump(), token=token)
+
+
+@router.get("/v1/runs")
+def list_runs(
+    _: Viewer,
+    tx: Tx,
+    budget_id: QueryName | None = None,
+    name: QueryName | None = None,
+    status: RunStatus | None = None,
+) -> list[RunOut]:
+    """Runs, oldest first, each as `GET /v1/runs/{id}` shows it; narrowed to a budget's, to
+    those so named (names need not be unique), or to one status."""
+    with tx.read() as session:
+        rows = repo.runs(session, budget_id=budget_id, name=name, status=status)
+        return [views.run(session, row) for row in rows]
 
 
 @router.get("/v1/runs/{run_id}")
