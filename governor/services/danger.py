@@ -95,7 +95,7 @@ def problems(
                 Problem(
                     Severity.CRITICAL,
                     "stop-held",
-                    pod.provider_ref,
+                    pod.name,
                     "stop held: the provider can only terminate it and no checkpoint is on its "
                     "persistent filesystem; an operator must decide",
                 )
@@ -107,7 +107,7 @@ def problems(
                 Problem(
                     Severity.CRITICAL,
                     "stop-failing",
-                    pod.provider_ref,
+                    pod.name,
                     f"stop order {stop.state.replace('_', ' ')}: "
                     f"{stop.last_error or 'the provider did not stop it'}",
                 )
@@ -137,7 +137,7 @@ def _full_gpus(pod: PodStatus) -> list[Problem]:
                 Problem(
                     Severity.WARNING,
                     "gpu-memory",
-                    pod.provider_ref,
+                    pod.name,
                     f"GPU memory nearly full: GPU {gpu.index} at {used:.0f}%",
                 )
             )
@@ -157,13 +157,13 @@ def next_step(
         return NextStep("nothing: the budget is closed")
     stopping = [p for p in pods if p.state is PodState.STOPPING and p.stop is not None]
     if stopping:
-        names = _names(p.provider_ref for p in stopping)
+        names = _names(p.name for p in stopping)
         reasons = ", ".join(sorted({str(p.stop.reason.value) for p in stopping if p.stop}))
         deadline = min(p.stop.deadline for p in stopping if p.stop)
         return NextStep(f"stopping {names} ({reasons}); the job's save deadline", deadline)
     if state is BudgetState.EXHAUSTED:
         return NextStep("nothing runs: the ceiling was reached", unless="an extension is approved")
-    running = [p.provider_ref for p in pods if p.state.bills_compute]
+    running = [p.name for p in pods if p.state.bills_compute]
     if seconds_to_ceiling is not None and running:
         return NextStep(f"stops {_names(running)}", at_ceiling, "unless extended")
     if seconds_to_ceiling is not None:
