@@ -40,11 +40,17 @@ class Transaction:
 
     @contextmanager
     def __call__(self) -> Iterator[Session]:
+        with self.watched(), unit_of_work(self._context.sessions) as session:
+            yield session
+
+    @contextmanager
+    def watched(self) -> Iterator[None]:
+        """Around a service call that opens its own units of work (the heartbeat's): if the
+        database refuses, readiness says so at once; a commit ends an outage."""
         writes, clock = self._context.writes, self._context.clock
         try:
-            with unit_of_work(self._context.sessions) as session:
-                yield session
-        except OperationalError as exc:  # the database refused: readiness says so at once
+            yield
+        except OperationalError as exc:
             writes.failed("api", exc, clock.now())
             raise
         writes.succeeded(clock.now())

@@ -81,7 +81,7 @@ def metrics(
 
 @router.post("/v1/runs/{run_id}/heartbeat", responses=errors(409))
 def heartbeat(
-    run_id: str, body: HeartbeatIn, _: HeartbeatWriter, ctx: Context, now: Now
+    run_id: str, body: HeartbeatIn, _: HeartbeatWriter, ctx: Context, tx: Tx, now: Now
 ) -> DirectiveOut:
     """Check in. The answer says continue, checkpoint, or stop (with a deadline)."""
     beat = checkins.Heartbeat(
@@ -96,7 +96,8 @@ def heartbeat(
         ),
         metrics=body.metrics,
     )
-    directive = checkins.check_in(ctx.sessions, ctx.config, run_id, beat, now)
+    with tx.watched():
+        directive = checkins.check_in(ctx.sessions, ctx.config, run_id, beat, now)
     return DirectiveOut(
         action=directive.action,
         reason=directive.reason,
