@@ -19,6 +19,7 @@ from markupsafe import Markup
 from governor.domain.attribution import STOPPED_STORAGE, UNPHASED
 from governor.domain.model import EntryKind
 from governor.domain.money import ZERO, dollars
+from governor.services import templating
 from governor.services.report import Report
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -49,13 +50,7 @@ def _evidence(evidence: dict[str, Any]) -> str:
 
 @cache
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
+    env = templating.environment(TEMPLATES)
     env.filters.update(usd=dollars, time=_time, share=_share, gib=_gib, evidence=_evidence)
     env.globals.update(line_label=lambda line: LINE_LABELS.get(line, line), ZERO=ZERO)
     return env

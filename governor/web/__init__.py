@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import jinja2
 from fastapi import APIRouter, Depends, Request
 from fastapi.templating import Jinja2Templates
 
+from governor.services import templating
 from governor.web import charts, routes
 from governor.web.deps import Kit
 from governor.web.format import FILTERS
@@ -16,13 +16,7 @@ TEMPLATES = Path(__file__).parent / "templates"
 
 
 def templates() -> Jinja2Templates:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
+    env = templating.environment(TEMPLATES)
     env.filters.update(FILTERS)
     env.globals.update(
         spend_plot=charts.spend_plot,
