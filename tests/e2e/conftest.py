@@ -9,6 +9,7 @@ gets the tail of each live server's and agent's log attached to its report.
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import socket
@@ -451,7 +452,15 @@ def ok(response: httpx.Response, status: int = 200) -> dict[str, Any]:
     return body
 
 
-def declare_budget(client: httpx.Client, ceiling_usd: str, name: str = "pilot") -> dict[str, Any]:
+_budget_numbers = itertools.count(1)
+
+
+def declare_budget(
+    client: httpx.Client, ceiling_usd: str, name: str | None = None
+) -> dict[str, Any]:
+    """A budget; by default named "pilot-N", as open budgets' names must differ on a server
+    that several tests share."""
+    name = name or f"pilot-{next(_budget_numbers)}"
     return ok(client.post("/v1/budgets", json={"name": name, "ceiling_usd": ceiling_usd}), 201)
 
 
