@@ -1,5 +1,6 @@
 """The run report as Markdown, for people: figures first, each run's last metric values, then
-stops, failures, extensions, memory, and the whole timeline of decisions with their evidence."""
+stops, failures, extensions, memory, and the whole timeline of decisions with their evidence.
+Pods are named as people call them, their provider's reference beside the name."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from decimal import Decimal
 
-from governor.db.tables import EventRow
+from governor.db.tables import EventRow, PodRow
 from governor.domain.attribution import STOPPED_STORAGE, UNPHASED
 from governor.domain.model import EntryKind
 from governor.domain.money import ZERO, dollars
@@ -29,7 +30,7 @@ def render(r: Report) -> str:
         _runs(r),
         _metrics(r),
         _spend(r),
-        _stops(r.stops),
+        _stops(r.stops, _pods(r)),
         _failures(r),
         _extensions(r),
         _memory(r),
@@ -61,7 +62,12 @@ def _summary(r: Report) -> str:
     )
 
 
+def _pods(r: Report) -> dict[str, PodRow]:
+    return {pod.id: pod for pod in r.book.pods}
+
+
 def _runs(r: Report) -> str:
+    pods = _pods(r)
     rows = []
     for run in r.book.runs:
         steps = f"{run.step}" + (f" / {run.total_steps}" if run.total_steps else "")
@@ -69,7 +75,8 @@ def _runs(r: Report) -> str:
             f"step {run.checkpoint_step} at {run.checkpoint_path}" if run.checkpoint_path else "—"
         )
         phase = run.phase.value if run.phase else "—"
-        rows.append((run.name, run.id, run.pod_id, run.status.value, phase, steps, checkpoint))
+        pod = pods[run.pod_id].name
+        rows.append((run.name, run.id, pod, run.status.value, phase, steps, checkpoint))
     headers = ("run", "id", "pod", "status", "last phase", "step", "last checkpoint")
     return "## Runs\n\n" + (_table(headers, rows) if rows else "No runs.")
 
@@ -101,6 +108,7 @@ def _spend(r: Report) -> str:
     phases.append(("**total**", f"**{dollars(spent)}**", _share(spent, spent)))
     pods = [
         (
+            s.pod.name,
             s.pod.id,
             f"{s.pod.provider} {s.pod.provider_ref}",
             f"{s.pod.gpu_count or '?'} x {s.pod.gpu_type}" if s.pod.gpu_type else "—",
@@ -116,21 +124,22 @@ def _spend(r: Report) -> str:
             "Each accrual is split over the phase the pod's run was in at the time.",
             _table(("phase", "spent", "share"), phases, right=(1, 2)),
             "## Spend by pod",
-            _table(("pod", "provider", "GPUs", "state", "rate", "spent"), pods, right=(4, 5))
+            _table(("pod", "id", "provider", "GPUs", "state", "rate", "spent"), pods, right=(5, 6))
             if pods
             else "No pods.",
         ]
     )
 
 
-def _stops(stops: Sequence[Stop]) -> str:
+def _stops(stops: Sequence[Stop], pods: dict[str, PodRow]) -> str:
     if not stops:
         return "## Stops\n\nNo stop was ordered."
     lines = ["## Stops", ""]
     for stop in stops:
-        o = stop.order
+        o, pod = stop.order, pods[stop.order.pod_id]
         lines.append(
-            f"- **{o.pod_id}**: `{o.reason.value}`, ordered {_time(o.created_at)}"
+            f"- **{pod.name}** ({pod.provider} {pod.provider_ref}, {pod.id}): "
+            f"`{o.reason.value}`, ordered {_time(o.created_at)}"
             f" (state `{o.state.value}`). Why: {stop.why or 'not recorded'}"
         )
         steps = [("save deadline", o.deadline), ("job notified", o.notified_at)]

@@ -3,8 +3,10 @@ orders, events and the latest sample of every GPU of a pod that still runs.
 
 Names follow Prometheus practice in the governor's own namespace: base units (dollars,
 seconds, bytes, watts, ratios 0-1; prices per hour, as clouds quote them), `_total` for
-counters, states as one 0/1 series per state. Labels: `budget` and `budget_name`, `pod`,
-`run`, and `uuid` for a GPU.
+counters, states as one 0/1 series per state. Labels: `budget`, `pod` and `run` (ids), each
+with its name beside it (`budget_name`, `pod_name`, `run_name`: what people read in a legend or
+an alert), and `uuid` for a GPU. A name labels the series of its id and adds none of its own:
+the count of series stays bounded by the budgets, pods, live runs and GPUs there are.
 """
 
 from __future__ import annotations
@@ -53,7 +55,8 @@ def _gauge(name: str, doc: str, *labels: str) -> Family:
 
 
 BUDGET = ("budget", "budget_name")
-POD = ("pod", "budget")
+POD = ("pod", "pod_name", *BUDGET)
+RUN = ("run", "run_name", *POD)
 
 
 def collect(
@@ -193,11 +196,12 @@ def _budgets(books: Iterable[Book]) -> list[Family]:
 
 
 def _extensions(session: Session, books: Iterable[Book]) -> Family:
-    family = _gauge("governor_extensions", "Extension requests by state.", "budget", "state")
+    family = _gauge("governor_extensions", "Extension requests by state.", *BUDGET, "state")
     counts = _counts(session, ExtensionRow.budget_id, ExtensionRow.state)
     for book in books:
         for s in ExtensionState:
-            family.add((book.budget.id, s.value), counts.get((book.budget.id, s), 0))
+            labels = (book.budget.id, book.budget.name, s.value)
+            family.add(labels, counts.get((book.budget.id, s), 0))
     return family
 
 
@@ -207,7 +211,7 @@ def _pods(books: Iterable[Book]) -> list[Family]:
     spent = _gauge("governor_pod_spent_dollars", "What the pod has cost so far.", *POD)
     for book in books:
         for pod in book.pods:
-            labels = (pod.id, pod.budget_id)
+            labels = (pod.id, pod.name, book.budget.id, book.budget.name)
             for s in PodState:
                 state.add((*labels, s.value), float(pod.state is s))
             rate.add(labels, float(pod.hourly_rate_usd))
@@ -219,34 +223,34 @@ def _heartbeats(books: Iterable[Book]) -> list[Family]:
     family = _gauge(
         "governor_run_heartbeat_age_seconds",
         "Seconds since a live run's job last checked in (since its attempt began if never).",
-        "run",
-        "pod",
-        "budget",
+        *RUN,
     )
     timeout = _gauge(
         "governor_run_heartbeat_timeout_seconds",
         "A live run's heartbeat timeout: past it the job is presumed dead and its pod stopped.",
-        "run",
-        "pod",
-        "budget",
+        *RUN,
     )
     for book in books:
+        pod_names = {pod.id: pod.name for pod in book.pods}
         for run in book.runs:
             if run.status.is_live:
                 last = run.last_heartbeat_at or run.started_at
                 # a beat that landed after this scrape read its clock is no older than that
                 age = max(0.0, (book.now - last).total_seconds())
-                family.add((run.id, run.pod_id, run.budget_id), age)
-                timeout.add((run.id, run.pod_id, run.budget_id), run.heartbeat_timeout_s)
+                pod_name = pod_names[run.pod_id]
+                labels = (run.id, run.name, run.pod_id, pod_name, book.budget.id, book.budget.name)
+                family.add(labels, age)
+                timeout.add(labels, run.heartbeat_timeout_s)
     return [family, timeout]
 
 
 def _stop_orders(session: Session, books: Iterable[Book]) -> Family:
-    family = _gauge("governor_stop_orders", "Stop orders by state.", "budget", "state")
+    family = _gauge("governor_stop_orders", "Stop orders by state.", *BUDGET, "state")
     counts = _counts(session, StopOrderRow.budget_id, StopOrderRow.state)
     for book in books:
         for s in StopState:
-            family.add((book.budget.id, s.value), counts.get((book.budget.id, s), 0))
+            labels = (book.budget.id, book.budget.name, s.value)
+            family.add(labels, counts.get((book.budget.id, s), 0))
     return family
 
 
@@ -308,7 +312,7 @@ def _counts(
     return {tuple(row[:-1]): int(row[-1]) for row in rows}
 
 
-GPU = ("uuid", "pod")
+GPU = ("uuid", "pod", "pod_name")
 GPU_VALUES = (
     ("governor_gpu_utilization_ratio", "GPU utilization, 0 to 1.", "utilization_pct", 0.01),
     ("governor_gpu_memory_used_bytes", "GPU memory in use.", "memory_used_bytes", 1.0),
@@ -326,7 +330,7 @@ def _gpus(session: Session, pods: Iterable[PodRow], now: datetime) -> list[Famil
         if not pod.state.bills_compute:
             continue
         for at, gpu in telemetry.latest(session, pod.id):
-            labels = (gpu.uuid, pod.id)
+            labels = (gpu.uuid, pod.id, pod.name)
             info.add((*labels, str(gpu.index), gpu.name), 1.0)
             age.add(labels, (now - at).total_seconds())
             for family, attr, scale in values:

@@ -58,7 +58,8 @@ def _environment() -> jinja2.Environment:
 
 def body(report: Report) -> Markup:
     """The report's sections, to stand inside a page."""
-    return Markup(_environment().get_template("report.html").render(r=report))
+    pods = {pod.id: pod for pod in report.book.pods}  # runs and stops name their pod
+    return Markup(_environment().get_template("report.html").render(r=report, pods=pods))
 
 
 def document(report: Report) -> str:

@@ -1,5 +1,5 @@
-"""The dashboard's routes: sign in and out, the status page, and an operator's decisions and
-resumes.
+"""The dashboard's routes: sign in and out, the status page, an operator's decisions and
+resumes, and the operator's list of tokens with their revocation.
 
 Thin: each reads its inputs, calls one service and renders or redirects. A viewer may look;
 only an operator may decide, and only with the session's CSRF token in the form.
@@ -31,6 +31,18 @@ NOTICES = {
     "already-decided": ("warning", "That request had already been decided by someone else."),
     "not-found": ("warning", "That request no longer exists."),
     "note-required": ("warning", "Nothing decided: a decision needs a note saying why."),
+    "revoked": ("ok", "Token revoked: it is refused from now on, and its sessions have ended."),
+    "revoke-self": (
+        "warning",
+        "Not revoked: you are signed in with that token. Sign in with another operator token "
+        "to revoke it.",
+    ),
+    "revoke-bootstrap": (
+        "warning",
+        "Not revoked: that is the bootstrap operator token from GOVERNOR_OPERATOR_TOKEN. Set a "
+        "new value and run 'governor token rotate-bootstrap' to end it.",
+    ),
+    "token-not-found": ("warning", "That token no longer exists."),
 }
 HEADERS = {
     "Cache-Control": "no-store",
@@ -264,6 +276,50 @@ def resume(pod_id: str, page: SignedIn, kit: WebKit, form: Form, ctx: Context, t
         "with this token (shown once; the previous one has ended):",
         token=resumed.token,
     )
+
+
+@router.get("/status/tokens")
+def tokens_page(request: Request, kit: WebKit, page: SignedIn, tx: Tx, now: Now) -> Response:
+    """Every token on file, for operators: whom each is for, when it ends, and Revoke."""
+    if page is None:
+        return _signed_out(request)
+    if not page.can_decide:
+        return _refused("Tokens are for operators: sign in with an operator token to see them.")
+    with tx() as session:
+        rows = tokens.listing(session)
+    context = {
+        "tokens": rows,
+        "at": now,
+        "page": page,
+        "notice": NOTICES.get(request.query_params.get("notice", "")),
+        "refresh_s": REFRESH_S,
+    }
+    return _render(kit, request, "tokens.html", context)
+
+
+@router.post("/status/tokens/{token_id}/revoke")
+def revoke_token(
+    token_id: str, page: SignedIn, kit: WebKit, form: Form, ctx: Context, tx: Tx, now: Now
+) -> Response:
+    """An operator revokes a token from the page: refused for the one they are signed in
+    with (they would lock themselves out mid-click) and for the bootstrap token."""
+    if page is None:
+        return _to("/login")
+    if not kit.keys.csrf_ok(page, form.get("csrf")):
+        return _refused("The form had expired; reload the page and try again.")
+    if not page.can_decide:
+        return _refused("A viewer token can look but not revoke: sign in as an operator.")
+    if token_id == page.token_id:
+        return _to("/status/tokens?notice=revoke-self")
+    try:
+        with tx() as session:
+            tokens.revoke(session, token_id, now, by=tokens.holder(session, page.token_id))
+    except Conflict:
+        return _to("/status/tokens?notice=revoke-bootstrap")
+    except NotFound:
+        return _to("/status/tokens?notice=token-not-found")
+    ctx.tokens.forget(lambda p: p.token_id == token_id)  # the API refuses it at once here too
+    return _to("/status/tokens?notice=revoked")
 
 
 def _signed_out(request: Request) -> RedirectResponse:

@@ -25,15 +25,16 @@ from tests.clock import FrozenClock
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "alerts.yml"
-PROMETHEUS_OWN = {"up"}
+PROMETHEUS_OWN = {"up": {"job", "instance"}}
 DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
 OPERATOR = "gov_op_alert-rules"
 
 
 @pytest.fixture(scope="module")
-def exposed(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
-    """The metric names a real governor's /metrics declares: a budget with a running pod and
-    run, and a webhook configured (its delivery counter comes with one)."""
+def labelled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
+    """The metric names a real governor's /metrics declares, each with its labels: a budget
+    with a running pod and run, and a webhook configured (its delivery counter comes with
+    one)."""
     url = f"sqlite:///{tmp_path_factory.mktemp('metrics') / 'governor.db'}"
     schema.upgrade(url)
     engine = build_engine(url)
@@ -51,9 +52,18 @@ def exposed(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
         ).json()
         client.post(f"/v1/budgets/{budget['id']}/runs", json={"name": "r", "pod_id": pod["id"]})
         text = client.get("/metrics").text
-    families = {f.name for f in text_string_to_metric_families(text)}
     # the parser names a counter without its _total
-    return {f"{n}_total" if f"{n}_total" in text else n for n in families}
+    return {
+        f"{f.name}_total" if f"{f.name}_total" in text else f.name: {
+            label for sample in f.samples for label in sample.labels
+        }
+        for f in text_string_to_metric_families(text)
+    }
+
+
+@pytest.fixture(scope="module")
+def exposed(labelled: dict[str, set[str]]) -> set[str]:
+    return set(labelled)
 
 
 def _rules() -> list[dict[str, Any]]:
@@ -103,8 +113,23 @@ def test_each_expression_reads_only_exposed_series(rule: dict[str, Any], exposed
     names = _metric_names(rule["expr"])
     assert names, "the expression reads some series"
     assert None not in names, "every selector names its metric"
-    unknown = set(names) - exposed - PROMETHEUS_OWN
+    unknown = set(names) - exposed - set(PROMETHEUS_OWN)
     assert not unknown, f"not exposed by the governor's /metrics: {sorted(unknown)}"
+
+
+@pytest.mark.parametrize("rule", _rules(), ids=lambda rule: rule["alert"])
+def test_each_annotation_reads_labels_its_series_have(
+    rule: dict[str, Any], labelled: dict[str, set[str]]
+) -> None:
+    """A page names what people call things: `$labels.x` is a label of a series the alert
+    reads (a run and a pod by name, beside the ids), never one that renders empty."""
+    known = {**labelled, **PROMETHEUS_OWN}
+    read = [known[name] for name in _metric_names(rule["expr"]) if name]
+    if not any(read):  # none of its series has a sample in this scene (the leader's passes)
+        return
+    have = set().union(*read)
+    used = set(re.findall(r"\$labels\.(\w+)", json.dumps(rule["annotations"])))
+    assert used <= have, f"labels no series of {rule['alert']} has: {sorted(used - have)}"
 
 
 def _promtool(*args: str) -> str:
@@ -122,7 +147,7 @@ def test_promtool_accepts_the_rules() -> None:
 
 BUDGET_A = {"budget": "bud_a", "budget_name": "h100-sft"}
 BUDGET_B = {"budget": "bud_b", "budget_name": "eval"}
-RUN = {"run": "run_1", "pod": "pod_1", "budget": "bud_a"}
+RUN = {"run": "run_1", "run_name": "sft", "pod": "pod_1", "pod_name": "h100-sft", **BUDGET_A}
 SINK = "json webhook 1 at http://hooks.example.test"
 
 

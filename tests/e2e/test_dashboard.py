@@ -15,6 +15,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import httpx
 import pytest
@@ -137,9 +138,12 @@ def shoot(page: Any, tmp_path: Path, name: str) -> Path:
 
 
 def viewer_token(operator: httpx.Client) -> str:
-    body = {"role": "viewer", "label": "dashboard test"}
-    token: str = ok(operator.post("/v1/tokens", json=body), 201)["token"]
-    return token
+    return new_token(operator, "viewer", "dashboard test")["token"]
+
+
+def new_token(operator: httpx.Client, role: str, label: str) -> dict[str, str]:
+    made: dict[str, str] = ok(operator.post("/v1/tokens", json={"role": role, "label": label}), 201)
+    return made
 
 
 def request_extension(client: httpx.Client, budget_id: str, amount: str, reason: str) -> str:
@@ -242,9 +246,10 @@ def test_an_operator_sees_the_chart_and_approves_an_extension_from_the_page(
     made = spending_budget(server, operator, "pilot-operator")
     budget_id, extension_id = made["budget"]["id"], made["extension"]
 
+    on_call = new_token(operator, "operator", "on-call pilot-operator")
     page = new_page(browser, server)
     page.clock.install()  # the page's own reload timer waits until the test lets it run
-    sign_in(page, server.env["GOVERNOR_OPERATOR_TOKEN"])
+    sign_in(page, on_call["token"])
     section = page.locator(f"#budget-{budget_id}")
     expect(section.locator("h2")).to_have_text("pilot-operator")
     expect(page.locator(".top [data-role=operator]")).to_be_visible()
@@ -313,6 +318,23 @@ def test_an_operator_sees_the_chart_and_approves_an_extension_from_the_page(
     assert decided["decision_note"] == "two more epochs, agreed with ML"
     budget = ok(operator.get(f"/v1/budgets/{budget_id}"))
     assert budget["effective_ceiling_usd"] == "18.00"
+    # The decision's event names the token that took it, as the API's events show it.
+    events = ok_list(operator.get("/v1/events", params={"budget_id": budget_id}))
+    [approval] = [
+        e
+        for e in events
+        if e["subject"] == f"extension:{extension_id}" and " approved by " in e["message"]
+    ]
+    assert approval["message"].startswith(
+        f"Extension of $10.00 approved by operator token 'on-call pilot-operator' "
+        f"({on_call['id']}): two more epochs, agreed with ML"
+    ), approval["message"]
+    assert approval["evidence"]["by"] == {
+        "token_id": on_call["id"],
+        "role": "operator",
+        "label": "on-call pilot-operator",
+        "bootstrap": False,
+    }
     shoot(page, tmp_path, "dashboard-approved.png")
 
     # Open again: the stopped pod can be resumed from the page; the run's new token shows once.
@@ -457,6 +479,86 @@ def test_a_run_shows_its_latest_metrics_and_a_shared_machines_gpus_say_whose_the
         (uuid_for(0), False),
         (uuid_for(1), True),
     ]
+
+
+def test_an_operator_lists_tokens_and_revokes_one_which_is_refused_at_once(
+    server: GovernorServer, operator: httpx.Client, browser: Any, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    me = new_token(operator, "operator", "on-call tokens")
+    grafana = new_token(operator, "viewer", "grafana wallboard")
+    bootstrap = next(t for t in ok_list(operator.get("/v1/tokens")) if t["bootstrap"])
+
+    wallboard = new_page(browser, server)  # the viewer is signed in elsewhere, and sees no list
+    wallboard.clock.install()
+    sign_in(wallboard, grafana["token"])
+    expect(wallboard.locator(".top a[href='/status/tokens']")).to_have_count(0)
+    refused = wallboard.request.get("/status/tokens", max_redirects=0)
+    assert refused.status == 403 and "for operators" in refused.text(), refused.text()
+    viewer_csrf = wallboard.locator("form[action='/logout'] input[name=csrf]").get_attribute(
+        "value"
+    )
+    refused = wallboard.request.post(
+        f"/status/tokens/{me['id']}/revoke", form={"csrf": viewer_csrf or ""}, max_redirects=0
+    )
+    assert refused.status == 403 and "viewer" in refused.text(), refused.text()
+
+    page = new_page(browser, server)
+    page.clock.install()
+    sign_in(page, me["token"])
+    page.locator(".top a[href='/status/tokens']").click()
+    page.wait_for_url(re.compile(r"/status/tokens$"))
+    row = page.locator(f"tr[data-token-id='{grafana['id']}']")
+    expect(row).to_contain_text("grafana wallboard")
+    expect(row).to_contain_text("viewer")
+    expect(row).to_contain_text("never")  # no expiry
+    expect(row.locator("[data-field=state]")).to_have_text("in force")
+    mine = page.locator(f"tr[data-token-id='{me['id']}']")
+    expect(mine.locator("[data-field=yours]")).to_be_visible()
+    expect(mine.locator("summary")).to_have_count(0)  # no Revoke on your own token
+    root = page.locator(f"tr[data-token-id='{bootstrap['id']}']")
+    expect(root.locator("[data-field=bootstrap]")).to_be_visible()
+    expect(root.locator("summary")).to_have_count(0)
+    expect(root).to_contain_text("rotate-bootstrap")
+
+    # Forged posts for those two are refused too, and say why.
+    csrf = page.locator("form[action='/logout'] input[name=csrf]").get_attribute("value") or ""
+    forged = page.request.post(f"/status/tokens/{grafana['id']}/revoke", max_redirects=0)
+    assert forged.status == 403, forged.text()  # no CSRF token, nothing revoked
+    for token_id, notice in ((me["id"], "revoke-self"), (bootstrap["id"], "revoke-bootstrap")):
+        answer = page.request.post(
+            f"/status/tokens/{token_id}/revoke", form={"csrf": csrf}, max_redirects=0
+        )
+        assert answer.headers["location"] == f"/status/tokens?notice={notice}"
+    untouched = {me["id"], grafana["id"], bootstrap["id"]}
+    listed = ok_list(operator.get("/v1/tokens"))
+    assert not any(t["revoked_at"] for t in listed if t["id"] in untouched)
+
+    row.locator("summary.deny").click()  # asks first
+    confirm = row.locator("details.confirm-revoke")
+    expect(confirm).to_contain_text("grafana wallboard")
+    shoot(page, tmp_path, "dashboard-tokens.png")
+    confirm.locator("button.deny").click()
+    # back on the list (the page drops the notice from its address as it loads)
+    expect(page.locator(".notice[role=status]")).to_contain_text("Token revoked")
+    assert urlparse(page.url).path == "/status/tokens", page.url
+    expect(row.locator("[data-field=state]")).to_contain_text("revoked")
+    expect(row.locator("summary")).to_have_count(0)
+
+    # Refused at once: the wallboard's session has ended, and the API says no.
+    wallboard.goto("/status")
+    assert wallboard.url.endswith("/login?ended"), wallboard.url
+    expect(wallboard.locator("body")).to_contain_text("Your session has ended")
+    with server.client(grafana["token"]) as gone:
+        assert_error(gone.get("/v1/status"), 401)
+    events = ok_list(operator.get("/v1/events", params={"category": "operator"}))
+    [said] = [
+        e for e in events if e["subject"] == f"token:{grafana['id']}" and "revoked" in e["message"]
+    ]
+    assert f"revoked by operator token 'on-call tokens' ({me['id']})" in said["message"]
+    page.context.close()
+    wallboard.context.close()
 
 
 # --- sessions and CSRF over plain HTTP -------------------------------------------------------

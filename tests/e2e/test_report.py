@@ -52,12 +52,12 @@ def test_the_report_keeps_the_stop_the_extension_and_the_failure(server: Governo
         f"| Effective ceiling | {dollars(effective)} |",
         f"| training | {dollars(phases['training'])} |",
         f"| **total** | **{dollars(spent)}** | 100.0% |",
-        f"| {p.pod_id} | fake pod-1 | — | stopped | $3,600.00/h | {dollars(spent)} |",
+        f"| pod-1 | {p.pod_id} | fake pod-1 | — | stopped | $3,600.00/h | {dollars(spent)} |",
         "| $250.00 | operator | one more evaluation pass | approved |",
     ):
         assert row in text, row
     stops = text[text.index("## Stops") : text.index("## Failures")]
-    assert f"**{p.pod_id}**: `manual`" in stops
+    assert f"**pod-1** (fake pod-1, {p.pod_id}): `manual`" in stops  # by name, as people do
     assert "stop confirmed" in stops and "job acknowledged" in stops
     failures_md = text[text.index("## Failures") : text.index("## Extensions")]
     assert "- harness: 1" in failures_md and FAILURE in failures_md

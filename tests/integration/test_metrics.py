@@ -29,8 +29,10 @@ def scrape(gov: Governor) -> dict[str, dict[tuple[str, ...], float]]:
 
 def test_a_running_pilot_is_measured_exactly(gov: Governor) -> None:
     budget = gov.budget(ceiling="100", reserve="5")
-    pod = gov.pod(budget)
-    run = gov.run(budget, pod)  # 300 s of checkpoint grace
+    with gov.session() as s:
+        named = pods.Registration("fake", "pod-1", name="h100-sft")
+        pod = pods.register(s, gov.ctx, budget, named, gov.clock.now()).id
+    run = gov.run(budget, pod)  # named "job"; 300 s of checkpoint grace
     gov.beat(run)
     with gov.session() as s:
         ext = extensions.request(
@@ -52,16 +54,18 @@ def test_a_running_pilot_is_measured_exactly(gov: Governor) -> None:
     assert m["governor_budget_burn_rate_dollars_per_hour"] == {b: 3.6}
     assert m["governor_budget_state"][(*b, "open")] == 1.0
     assert sum(m["governor_budget_state"].values()) == 1.0
-    assert m["governor_extensions"][(budget, "approved")] == 1
-    assert m["governor_pod_state"][(pod, budget, "running")] == 1.0
-    assert m["governor_pod_rate_dollars_per_hour"] == {(pod, budget): 3.6}
-    assert m["governor_pod_spent_dollars"] == {(pod, budget): 0.01}
-    assert m["governor_run_heartbeat_age_seconds"] == {(run, pod, budget): 10.0}
-    assert m["governor_run_heartbeat_timeout_seconds"] == {(run, pod, budget): 120.0}
+    assert m["governor_extensions"][(*b, "approved")] == 1
+    # pods and runs carry their names beside their ids (and their budget's)
+    p = (pod, "h100-sft", *b)
+    assert m["governor_pod_state"][(*p, "running")] == 1.0
+    assert m["governor_pod_rate_dollars_per_hour"] == {p: 3.6}
+    assert m["governor_pod_spent_dollars"] == {p: 0.01}
+    assert m["governor_run_heartbeat_age_seconds"] == {(run, "job", *p): 10.0}
+    assert m["governor_run_heartbeat_timeout_seconds"] == {(run, "job", *p): 120.0}
     # $114.64 left at $3.60/h
     assert m["governor_budget_seconds_to_ceiling"] == {b: 114.64 / 3.6 * 3600}
     assert m["governor_stop_orders_failing"] == {b: 0}
-    g = ("GPU-0", pod)
+    g = ("GPU-0", pod, "h100-sft")
     assert m["governor_gpu_info"] == {(*g, "0", "H100"): 1.0}
     assert m["governor_gpu_utilization_ratio"] == {g: 0.875}
     assert m["governor_gpu_memory_used_bytes"] == {g: 60.0 * GIB}
@@ -78,13 +82,13 @@ def test_stop_orders_and_events_are_counted(gov: Governor) -> None:
     gov.report(pod, gpu_sample())
     with gov.session() as s:
         pods.stop_manually(s, gov.ctx, pod, "done", gov.clock.now(), by=BY)
-    assert scrape(gov)["governor_stop_orders"][(budget, "requested")] == 1
+    assert scrape(gov)["governor_stop_orders"][(budget, "pilot", "requested")] == 1
     gov.tick(1)
     gov.tick(60)
     m = scrape(gov)
-    assert m["governor_stop_orders"][(budget, "stopped")] == 1
+    assert m["governor_stop_orders"][(budget, "pilot", "stopped")] == 1
     assert sum(m["governor_stop_orders"].values()) == 1
-    assert m["governor_pod_state"][(pod, budget, "stopped")] == 1.0
+    assert m["governor_pod_state"][(pod, "pod-1", budget, "pilot", "stopped")] == 1.0
     assert m["governor_gpu_info"] == {}  # a stopped pod's GPUs are no longer its own
     with gov.session() as s:
         recorded = Counter(
@@ -113,7 +117,7 @@ def test_a_failing_stop_is_counted_until_the_pod_stops(
         for _ in range(10):
             gov.tick(60)
         m = scrape(gov)
-        assert m["governor_pod_state"][(pod, budget, "stopped")] == 1.0
+        assert m["governor_pod_state"][(pod, "pod-1", budget, "pilot", "stopped")] == 1.0
         assert m["governor_stop_orders_failing"] == {(budget, "pilot"): 0}
     finally:
         gov.ctx.engine.dispose()
@@ -142,3 +146,49 @@ def test_the_dashboard_queries_only_exported_series(gov: Governor) -> None:
     per_replica = {f.name for f in metrics.this_replica({}, {}, False, {})}  # from memory
     assert queried <= exported | per_replica, queried - exported - per_replica
     assert exported <= queried, f"not on the dashboard: {exported - queried}"
+
+
+NAMED = {"budget": "budget_name", "pod": "pod_name", "run": "run_name"}
+
+
+def test_every_id_label_has_its_name_beside_it_and_no_series_of_its_own(gov: Governor) -> None:
+    """A name labels the series of its id: dropping the names leaves every series distinct, so
+    they add no series (bounded cardinality)."""
+    for ref in ("pod-a", "pod-b"):
+        budget = gov.budget()
+        with gov.session() as s:
+            named = pods.Registration("fake", ref, name="trainer")  # the same name in each
+            pod = pods.register(s, gov.ctx, budget, named, gov.clock.now()).id
+        gov.run(budget, pod)
+        gov.report(pod, gpu_sample())
+    gov.tick(1)
+    with gov.session() as s:
+        families = metrics.collect(s, gov.ctx.config, gov.clock.now(), "r", True)
+    named = 0
+    for family in families:
+        for id_label, name_label in NAMED.items():
+            if id_label in family.labels:
+                assert name_label in family.labels, (family.name, name_label)
+                named += 1
+        kept = [i for i, label in enumerate(family.labels) if label not in NAMED.values()]
+        without_names = {tuple(labels[i] for i in kept) for labels, _ in family.samples}
+        assert len(without_names) == len(family.samples), family.name
+    assert named >= 20  # budgets, pods, runs and GPUs all have them
+    pods_by_name = {
+        labels[:2]
+        for labels, _ in dict((f.name, f) for f in families)["governor_pod_state"].samples
+    }
+    assert {name for _, name in pods_by_name} == {"trainer"}
+    assert len(pods_by_name) == 2
+
+
+def test_the_dashboards_legends_name_budgets_pods_and_runs_by_name() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    legends = [
+        target.get("legendFormat", "")
+        for panel in dashboard["panels"]
+        for target in panel.get("targets", [])
+    ]
+    shown = {label for legend in legends for label in re.findall(r"\{\{(\w+)\}\}", legend)}
+    assert {"budget_name", "pod_name", "run_name"} <= shown
+    assert not shown & set(NAMED), f"a legend shows a bare id: {sorted(shown & set(NAMED))}"

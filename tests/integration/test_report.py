@@ -277,3 +277,26 @@ def test_a_stop_that_took_attempts_without_an_error_says_no_error(gov: Governor)
     text = render(build(gov, budget))
     assert f"  - provider attempts: {stop.order.attempts}\n" in text
     assert "None" not in text
+
+
+def test_the_markdown_report_names_pods_with_their_providers_reference_beside(
+    gov: Governor,
+) -> None:
+    budget = gov.budget(ceiling="100")
+    with gov.session() as s:
+        named = pods.Registration("fake", "pod-1", name="h100-sft")
+        pod = pods.register(s, gov.ctx, budget, named, gov.clock.now()).id
+    run = gov.run(budget, pod)
+    gov.tick(10)
+    with gov.session() as s:
+        pods.stop_manually(s, gov.ctx, pod, "end of day", gov.clock.now(), by=BY)
+    text = render(build(gov, budget))
+    runs_md = text[text.index("## Runs") : text.index("## Training metrics")]
+    assert f"| job | {run} | h100-sft | running |" in runs_md
+    by_pod = text[text.index("## Spend by pod") : text.index("## Stops")]
+    assert f"| h100-sft | {pod} | fake pod-1 | — | stopping |" in by_pod
+    stops = text[text.index("## Stops") : text.index("## Failures")]
+    assert f"- **h100-sft** (fake pod-1, {pod}): `manual`" in stops
+    page = report_html.document(build(gov, budget))  # the same names on the HTML report
+    assert "<td>h100-sft</td>" in page
+    assert f'<b>h100-sft</b> (fake pod-1, <span class="mono">{pod}</span>)' in page
