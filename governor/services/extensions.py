@@ -115,7 +115,7 @@ def decide(
         Category.OPERATOR,
         f"extension:{row.id}",
         f"Extension of {dollars(row.amount_usd)} {state.value} by {by.said}"
-        + (f": {note}" if note else ".")
+        + (f": {_sentence(note)}" if note else ".")
         + (f" Effective ceiling now {dollars(book.figures.effective_ceiling)}." if approve else ""),
         budget_id=budget_id,
         evidence=evidence,
@@ -136,3 +136,8 @@ def decide(
             evidence=evidence,
         )
     return row
+
+
+def _sentence(note: str) -> str:
+    """The operator's note, ending as a sentence does (a sentence may follow it)."""
+    return note if note[-1] in ".!?" else f"{note}."
