@@ -1,8 +1,10 @@
 """`governor demo`: a simulated pilot nears its ceiling, saves, and stops with its workspace kept.
 
 Everything is real except the cloud: the server, its SQLite database, the scheduler and the
-HTTP API. The pod belongs to the fake provider and bills $1800/h, so a $10 ceiling arrives in
-seconds; the training job is a thread that checks in over HTTP like a real one would.
+HTTP API. The budget requires a plan, so the demo checks one (governor.demo_plan) before it
+registers the pod under it. The pod belongs to the fake provider and bills $18,000/h, so a $100
+ceiling arrives in seconds; the training job is a thread that checks in over HTTP like a real
+one would.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 import httpx
 import uvicorn
 
+from governor import demo_plan
 from governor.app import create_app
 from governor.bootstrap import bootstrap_operator, build_context, prepare_database
 from governor.db.schema import MigrationsMissing
@@ -33,8 +36,8 @@ from governor.fakes.cloud import FakeProvider
 from governor.settings import load_settings
 
 HOST = "127.0.0.1"
-RATE_USD_PER_HOUR = Decimal(1800)
-CEILING_USD = "10.00"
+RATE_USD_PER_HOUR = Decimal(18000)
+CEILING_USD = "100.00"
 POD_REF = "demo-pod-1"
 TOTAL_STEPS = 400
 STEPS_PER_BEAT = 4
@@ -130,14 +133,28 @@ def _pilot(url: str, token: str, fake: FakeProvider, home: Path, halt: threading
             {
                 "name": "demo pilot",
                 "ceiling_usd": CEILING_USD,
+                "require_plan": True,
                 "note": "governor demo: a simulated pod on the fake provider",
             },
+        )
+        today = datetime.now(UTC).date()
+        plan = _call(
+            api,
+            "POST",
+            f"/v1/budgets/{budget['id']}/plans",
+            demo_plan.plan("demo-fine-tune", RATE_USD_PER_HOUR, today),
         )
         pod = _call(
             api,
             "POST",
             f"/v1/budgets/{budget['id']}/pods",
-            {"provider": "fake", "provider_ref": POD_REF, "gpu_type": "H100", "gpu_count": 1},
+            {
+                "provider": "fake",
+                "provider_ref": POD_REF,
+                "gpu_type": "H100",
+                "gpu_count": 1,
+                "plan_id": plan["id"],
+            },
         )
         run = _call(
             api,
@@ -151,7 +168,7 @@ def _pilot(url: str, token: str, fake: FakeProvider, home: Path, halt: threading
                 "checkpoint_grace_s": 2,
             },
         )
-        _header(url, token, budget, pod)
+        _header(url, token, budget, plan, pod)
         workspace = home / "workspace"
         workspace.mkdir()
         job = threading.Thread(
@@ -163,7 +180,9 @@ def _pilot(url: str, token: str, fake: FakeProvider, home: Path, halt: threading
     return _summary(budget, pod, fake, home, time.time() - started)
 
 
-def _header(url: str, token: str, budget: dict[str, Any], pod: dict[str, Any]) -> None:
+def _header(
+    url: str, token: str, budget: dict[str, Any], plan: dict[str, Any], pod: dict[str, Any]
+) -> None:
     rate = Decimal(pod["hourly_rate_usd"])
     auth = '-H "Authorization: Bearer $TOKEN"'
     say(f"gpu-governor demo: a real governor server at {url}, with a simulated cloud.")
@@ -175,7 +194,13 @@ def _header(url: str, token: str, budget: dict[str, Any], pod: dict[str, Any]) -
     say(f"    curl -s {auth} {url}/v1/pods/{pod['id']}")
     say(f'    curl -s {auth} "{url}/v1/events?limit=20"')
     say()
-    say(f"Budget  a hard ceiling of {_dollars(budget['ceiling_usd'])}")
+    say(f"Budget  a hard ceiling of {_dollars(budget['ceiling_usd'])}; no pod without a plan")
+    say(
+        f"Plan    {plan['job_id']}: {plan['verdict']}, worst case "
+        f"{_dollars(plan['cost']['worst_case_usd'])} ({plan['id']})"
+    )
+    for reason in plan["reasons"]:
+        say(f"          {reason['verdict']:<6} {reason['message']}")
     say(f"Pod     one simulated {pod['gpu_type']} at ${rate:.2f}/h (${rate / 3600:.2f} a second)")
     say(f"Job     a {TOTAL_STEPS}-step training run that checks in every {HEARTBEAT_S:g} s")
     say(

@@ -209,6 +209,18 @@ def _memory(r: Report) -> str:
     ]
     plan_headers = ("plan", "verdict", "GPU", "modeled GiB/GPU", "usable GiB")
     plan_headers += ("worst case", "available", "checked")
+    admitted = [
+        (
+            p.job_id,
+            p.verdict.value + (" (overridden)" if p.overridden else ""),
+            dollars(p.worst_case),
+            dollars(p.spent),
+            dollars(p.reserved),
+            "yes" if p.released else "no",
+        )
+        for p in r.admitted
+    ]
+    admitted_headers = ("plan", "verdict", "worst case", "spent", "reserved", "released")
     return "\n\n".join(
         [
             "## Memory: measured peaks and preflight verdicts",
@@ -218,6 +230,10 @@ def _memory(r: Report) -> str:
             else "No GPU telemetry was recorded while a run was live.",
             "### Preflight verdicts",
             _table(plan_headers, plans, right=(3, 4, 5, 6)) if plans else "No plan was checked.",
+            "### Admitted plans: reserved vs actually spent",
+            _table(admitted_headers, admitted, right=(2, 3, 4))
+            if admitted
+            else "No plan is admitted.",
         ]
     )
 

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
 from governor.api import views
+from governor.api.read_models import api_model
 from governor.api.schemas import (
     BudgetOut,
     EventOut,
@@ -23,6 +24,7 @@ from governor.domain.model import Category, PodState
 from governor.domain.money import format_usd
 from governor.domain.preflight.rules import Verdict
 from governor.services.report import Peak, PodSpend, Report, Stop
+from governor.services.status import PlanLine
 
 
 class PhaseSpendOut(BaseModel):
@@ -93,9 +95,15 @@ class VerdictOut(BaseModel):
     withdrawn_at: datetime | None
 
 
+PlanLineOut = api_model(PlanLine)
+
+
 class MemoryOut(BaseModel):
     peaks: list[PeakOut]
     plans: list[VerdictOut]
+    admitted: list[PlanLineOut] = Field(  # type: ignore[valid-type]
+        description="each admitted plan: its worst case, what it spent, what it still reserves"
+    )
 
 
 class ReportOut(BaseModel):
@@ -136,7 +144,11 @@ def report(session: Session, r: Report) -> ReportOut:
             for c, rows in r.failures.items()
         ],
         extensions=[views.extension(e) for e in r.extensions],
-        memory=MemoryOut(peaks=[_peak(p) for p in r.peaks], plans=[_verdict(p) for p in r.plans]),
+        memory=MemoryOut(
+            peaks=[_peak(p) for p in r.peaks],
+            plans=[_verdict(p) for p in r.plans],
+            admitted=[PlanLineOut.model_validate(p) for p in r.admitted],
+        ),
         timeline=[views.event(e) for e in r.timeline],
     )
 

@@ -1,7 +1,8 @@
 """The run record of a budget: what was spent, on which pod and in which phase, every decision
 with its evidence, why and when each stop happened, failures by category (a training-health
 finding is a model failure), extensions, each run's last metric values, and the measured
-memory peaks next to the preflight verdicts. A negative result stays useful.
+memory peaks next to the preflight verdicts, and what each admitted plan reserved against what
+it actually spent. A negative result stays useful.
 
 Spend by phase splits every ledger accrual (and what has accrued since the last one) over
 the phase history of the pod's runs; true-ups and adjustments are shown as themselves. The
@@ -39,6 +40,7 @@ from governor.domain.money import ZERO
 from governor.services import metric_history
 from governor.services.book import Book, meter, open_book
 from governor.services.context import GovernorConfig
+from governor.services.status import PlanLine, admitted_plans
 
 SPEND_LINES = (*BUCKETS, EntryKind.TRUE_UP.value, EntryKind.ADJUSTMENT.value)
 FAILURE_CATEGORIES = (Category.HARNESS, Category.MODEL, Category.PROVIDER)
@@ -73,7 +75,8 @@ class Report:
     extensions: Sequence[ExtensionRow]
     metrics: dict[str, list[RunMetricRow]]  # per run: the last point of each metric, by name
     peaks: list[Peak]
-    plans: Sequence[PlanCheckRow]
+    plans: Sequence[PlanCheckRow]  # every verdict given, oldest first
+    admitted: tuple[PlanLine, ...]  # the admitted plans: reserved vs actually spent
 
     @property
     def by_phase(self) -> dict[str, Decimal]:
@@ -104,6 +107,7 @@ def build(session: Session, config: GovernorConfig, budget_id: str, now: datetim
         metrics=metric_history.latest(session, [r.id for r in book.runs]),
         peaks=_peaks(session, book.runs),
         plans=repo.plan_checks_of(session, budget_id),
+        admitted=admitted_plans(session, book),
     )
 
 

@@ -39,8 +39,9 @@ from governor.domain.model import (
     Severity,
 )
 from governor.domain.money import ZERO
+from governor.domain.preflight.rules import Verdict
 from governor.domain.telemetry import owns
-from governor.services import danger, leadership, metric_history
+from governor.services import admission, danger, leadership, metric_history
 from governor.services.book import Book, heard_from, meter, open_books
 from governor.services.context import GovernorConfig
 from governor.services.danger import NextStep, Problem
@@ -180,6 +181,38 @@ class PendingExtension:
 
 
 @dataclass(frozen=True)
+class PlanLine:
+    """An admitted plan of the budget: its worst case, what its pods have spent, and what it
+    still reserves for admission (never part of committed spend)."""
+
+    plan_id: str  # its latest check
+    job_id: str
+    verdict: Verdict
+    overridden: bool  # a no_go an operator let through
+    worst_case: Decimal
+    spent: Decimal
+    reserved: Decimal  # its worst case less that spend, held back when another plan is judged
+    released: bool  # its runs have all ended: it reserves nothing
+
+
+def admitted_plans(session: Session, book: Book) -> tuple[PlanLine, ...]:
+    """The budget's admitted plans, as `GET /v1/budgets/{id}/plans/admitted` gives them."""
+    return tuple(
+        PlanLine(
+            plan_id=r.plan.id,
+            job_id=r.plan.job_id,
+            verdict=r.plan.verdict,
+            overridden=r.plan.override_reason is not None,
+            worst_case=r.plan.worst_case_usd,
+            spent=r.spent,
+            reserved=r.reserved,
+            released=r.released,
+        )
+        for r in admission.reservations(session, book)
+    )
+
+
+@dataclass(frozen=True)
 class BudgetStatus:
     id: str
     name: str
@@ -204,6 +237,7 @@ class BudgetStatus:
     pods: tuple[PodStatus, ...]
     runs: tuple[RunLine, ...]
     pending_extensions: tuple[PendingExtension, ...]
+    plans: tuple[PlanLine, ...]  # its admitted plans: reserved vs actually spent
 
 
 @dataclass(frozen=True)
@@ -321,6 +355,7 @@ def budget_status(session: Session, book: Book) -> BudgetStatus:
         pods=pods,
         runs=runs,
         pending_extensions=pending,
+        plans=admitted_plans(session, book),
     )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import shutil
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -20,6 +21,7 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
+from governor.domain.money import dollars
 from governor.fakes.nvml import uuid_for
 from tests.conftest import reset_postgres
 from tests.e2e.conftest import (
@@ -36,6 +38,7 @@ from tests.e2e.conftest import (
     wait_for,
     wait_pod_stopped,
 )
+from tests.e2e.test_plans import fresh, submit
 
 pytestmark = pytest.mark.e2e
 
@@ -365,11 +368,19 @@ def test_a_viewer_sees_no_buttons_and_a_post_from_a_viewer_is_refused(
 ) -> None:
     from playwright.sync_api import expect
 
-    budget = declare_budget(operator, "50", name="pilot-viewer")
+    budget = declare_budget(operator, "100", name="pilot-viewer")
     extension_id = request_extension(operator, budget["id"], "5", "a longer eval")
+    plan = ok(submit(operator, budget["id"], fresh({"job_id": "viewer-arm"})), 201)
     page = new_page(browser, server)
     sign_in(page, viewer_token(operator))
     expect(page.locator(".top [data-role=viewer]")).to_be_visible()
+    # Its admitted plan: nothing spent yet, so it reserves its whole worst case.
+    admitted = page.locator(f"tr[data-plan-id='{plan['id']}']")
+    expect(admitted).to_contain_text("viewer-arm")
+    expect(admitted.locator("[data-field=plan-spent]")).to_have_text("$0.00")
+    worst_case = dollars(Decimal(plan["cost"]["worst_case_usd"]))
+    expect(admitted.locator("[data-field=plan-reserved]")).to_have_text(worst_case)
+    expect(admitted.locator("[data-field=plan-released]")).to_have_text("no")
     pending = page.locator(f"li[data-extension-id='{extension_id}']")
     expect(pending).to_contain_text("+$5.00")
     expect(pending).to_contain_text("An operator can approve or deny this.")

@@ -1,4 +1,5 @@
-"""`governor demo --exit`: the whole pilot on a simulated cloud, start to finish, exit 0."""
+"""`governor demo --exit`: the whole pilot on a simulated cloud, start to finish, exit 0: a
+plan checked before the pod, the ceiling reached, the pod stopped keeping its volume."""
 
 from __future__ import annotations
 
@@ -36,6 +37,9 @@ def test_demo_ends_ok_with_the_pod_stopped_keeping_its_volume(tmp_path: Path) ->
     assert result.returncode == 0, output
     assert re.search(r"^Result after \d+ s: OK$", result.stdout, re.MULTILINE), output
     assert "NOT OK" not in result.stdout
+    # Its budget requires a plan: one is checked, and admitted, before the pod is registered.
+    assert re.search(r"^Plan\s+demo-fine-tune: go, worst case \$\d+\.\d\d", result.stdout, re.M)
+    assert result.stdout.index("preflight: go") < result.stdout.index("registered at")
     assert re.search(r"^\s+pod\s+stopped; workspace kept: yes$", result.stdout, re.MULTILINE), (
         output
     )

@@ -43,9 +43,11 @@ EXACT = {
     "provider_ref",
     "rate_source",
     "reason",
+    "rule",
     "severity",
     "state",
     "status",
+    "verdict",
 }
 ID = re.compile(r"^[a-z]+_[0-9a-f]{8,}$")
 MONEY = re.compile(r"^-?\d+\.\d+$")
@@ -135,9 +137,12 @@ def test_the_readme_tour_runs_top_to_bottom_and_shows_what_comes_back(
 
 
 def run_tour(script: str, server: GovernorServer, workdir: Path) -> dict[int, Any]:
-    """Run the tour with bash, stopping at the first failure; each line's last response."""
+    """Run the tour with bash from a copy of the repository's example files, as from its root,
+    stopping at the first failure; each line's last response."""
     recorded = workdir / "responses"
     recorded.mkdir()
+    examples = Path("docs", "examples")  # the tour runs from the repository's root
+    shutil.copytree(README.parent / examples, workdir / examples)
     prelude = f"PRELUDE={RECORDER.count(chr(10)) + 1}\n{RECORDER}"
     env = {
         **clean_environ(),

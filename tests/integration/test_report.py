@@ -1,6 +1,7 @@
 """The run report on the real schema: spend split by phase from the ledger and the phase
 history (adding up to spent exactly), stops with why and when, failures by category,
-extensions, and measured peaks next to the preflight verdicts (SQLite and PostgreSQL)."""
+extensions, measured peaks next to the preflight verdicts, and each admitted plan's
+reservation against its spend (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from governor.domain.model import (
     RunStatus,
     Severity,
 )
-from governor.domain.money import ZERO
+from governor.domain.money import ZERO, dollars, format_usd
 from governor.services import (
     admission,
     checkins,
@@ -35,6 +36,7 @@ from governor.services import (
     runs,
 )
 from tests.integration.conftest import BY, Governor, gpu_sample
+from tests.integration.test_binding_plans import WORST_CASE, check, plan, register
 from tests.plans import variant
 
 D = Decimal
@@ -300,3 +302,33 @@ def test_the_markdown_report_names_pods_with_their_providers_reference_beside(
     page = report_html.document(build(gov, budget))  # the same names on the HTML report
     assert "<td>h100-sft</td>" in page
     assert f'<b>h100-sft</b> (fake pod-1, <span class="mono">{pod}</span>)' in page
+
+
+def test_each_admitted_plan_shows_what_it_reserved_against_what_it_spent(gov: Governor) -> None:
+    budget = gov.budget(ceiling="300")
+    first = check(gov, budget, plan(gov, "arm-a"))
+    check(gov, budget, plan(gov, "arm-b"))
+    run = gov.run(budget, register(gov, budget, first.id), timeout_s=10**6)
+    gov.beat(run, step=1)
+    gov.tick(3600)  # an hour at $3.60 on arm a's pod
+    gov.beat(run, step=2, status=RunStatus.FINISHED)
+
+    r = build(gov, budget)
+    spent = r.book.figures.spent
+    assert spent > 0
+    lines = sorted((p.job_id, p.spent, p.reserved, p.released) for p in r.admitted)
+    assert lines == [("arm-a", spent, D(0), True), ("arm-b", D(0), WORST_CASE, False)]
+
+    with gov.session() as s:
+        out = report_view.report(s, r).model_dump(mode="json")["memory"]["admitted"]
+    assert sorted((p["job_id"], p["spent_usd"], p["reserved_usd"]) for p in out) == [
+        ("arm-a", format_usd(spent), "0.00"),
+        ("arm-b", "0.00", format_usd(WORST_CASE)),
+    ]
+    text = render(r)
+    admitted = text[text.index("### Admitted plans") : text.index("## Timeline")]
+    assert f"| arm-a | go | $65.20 | {dollars(spent)} | $0.00 | yes |" in admitted
+    assert "| arm-b | go | $65.20 | $0.00 | $65.20 | no |" in admitted
+    page = report_html.document(r)
+    row = page[page.index(f'data-plan-id="{first.id}"') :]
+    assert row.index("$0.00") < row.index("yes") < row.index("</tr>")

@@ -1,9 +1,11 @@
-"""The dashboard's read model on both databases: figures, the spend series, stops, GPUs, runs."""
+"""The dashboard's read model on both databases: figures, the spend series, stops, GPUs, runs,
+admitted plans."""
 
 from __future__ import annotations
 
 from decimal import Decimal
 
+from governor.api.routes.status import StatusOut
 from governor.domain.health import Goal, HealthRule, Kind
 from governor.domain.model import (
     Action,
@@ -14,10 +16,13 @@ from governor.domain.model import (
     RunStatus,
     Severity,
 )
+from governor.domain.money import format_usd
+from governor.domain.preflight.rules import Verdict
 from governor.domain.telemetry import GIB
-from governor.services import checkins, extensions, pods, runs, status
+from governor.services import admission, checkins, extensions, pods, runs, status
 from governor.services.status import Dashboard, MetricValue, thin
 from tests.integration.conftest import BY, Governor, gpu_sample
+from tests.integration.test_binding_plans import WORST_CASE, check, plan, register
 
 D = Decimal
 
@@ -99,6 +104,43 @@ def test_a_pending_extension_is_listed_until_approved_then_counted(gov: Governor
     assert (b.ceiling, b.approved_extensions, b.effective_ceiling) == (D(10), D(5), D(15))
     assert [t.amount for t in b.chart.thresholds] == [D("7.5"), D(12), D("13.5")]
     assert b.chart.effective_ceiling == D(15) and b.chart.ceiling == D(10)
+
+
+def test_each_admitted_plan_shows_what_it_reserves_against_what_it_spent(gov: Governor) -> None:
+    budget = gov.budget(ceiling="300")
+    first = check(gov, budget, plan(gov, "arm-a"))
+    second = check(gov, budget, plan(gov, "arm-b"))
+    withdrawn = check(gov, budget, plan(gov, "arm-c"))
+    with gov.session() as s:
+        admission.withdraw(s, budget, withdrawn.id, gov.clock.now(), by=BY)
+    run = gov.run(budget, register(gov, budget, first.id), timeout_s=10**6)
+    gov.beat(run, step=1)
+    gov.tick(3600)  # an hour at $3.60 on arm a's pod
+
+    [b] = read(gov).budgets
+    spent = gov.book(budget).figures.spent
+    assert spent > 0
+    lines = [(p.plan_id, p.job_id, p.verdict, p.worst_case, p.spent, p.reserved) for p in b.plans]
+    assert sorted(lines, key=lambda line: line[1]) == [
+        (first.id, "arm-a", Verdict.GO, WORST_CASE, spent, WORST_CASE - spent),
+        (second.id, "arm-b", Verdict.GO, WORST_CASE, D(0), WORST_CASE),
+    ]
+    assert not any(p.released or p.overridden for p in b.plans)
+    assert b.committed < WORST_CASE  # a reservation is never committed spend
+    out = StatusOut.model_validate(read(gov)).model_dump(mode="json")["budgets"][0]["plans"]
+    [arm_a] = [p for p in out if p["job_id"] == "arm-a"]
+    assert (arm_a["spent_usd"], arm_a["reserved_usd"], arm_a["worst_case_usd"]) == (
+        format_usd(spent),
+        format_usd(WORST_CASE - spent),
+        format_usd(WORST_CASE),
+    )
+
+    gov.beat(run, step=2, status=RunStatus.FINISHED)
+    [b] = read(gov).budgets
+    assert sorted((p.job_id, p.released, p.reserved) for p in b.plans) == [
+        ("arm-a", True, D(0)),
+        ("arm-b", False, WORST_CASE),
+    ]
 
 
 def test_runs_show_phase_progress_heartbeat_age_and_directive(gov: Governor) -> None:
