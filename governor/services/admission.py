@@ -41,7 +41,7 @@ from governor.domain.preflight.rules import (
     Verdict,
     admit,
 )
-from governor.domain.telemetry import GIB
+from governor.domain.telemetry import GIB, owns
 from governor.services import events, telemetry
 from governor.services.book import Book, open_book
 from governor.services.context import GovernorConfig, ReadPlan
@@ -68,9 +68,10 @@ def check(
         pod = repo.get_pod(session, pod_id)
         if pod.budget_id != budget_id:
             raise Invalid(f"pod {pod.id} belongs to budget {pod.budget_id}, not {budget_id}")
-        gpus = [
+        gpus = [  # its own GPUs alone: a neighbour's on a shared machine is shown, not judged
             FreeGpu(g.uuid, g.index, g.name, g.memory_free_bytes, at)
             for at, g in telemetry.latest(session, pod.id)
+            if owns(pod.gpu_uuids, g.uuid)
         ]
         modeled = admission.assessment.memory.modeled_gib
         admission = admission.with_finding(placement(modeled, plan.hardware.gpu_count, gpus))

@@ -16,7 +16,7 @@ from governor.db.tables import PlanCheckRow
 from governor.domain.errors import Conflict
 from governor.domain.model import Action, Phase, Reason, Requester, RunStatus
 from governor.domain.preflight.rules import Verdict
-from governor.services import admission, budgets, extensions, pods
+from governor.services import admission, budgets, extensions, pods, telemetry
 from tests.integration.conftest import BY, Governor, gpu_sample
 from tests.plans import variant
 
@@ -152,6 +152,16 @@ def test_a_check_on_a_pod_names_the_gpu_with_room_for_the_plan(gov: Governor) ->
         )
     assert row.verdict is Verdict.NO_GO
     assert any("Only 1 of the pod's 2 GPUs" in r["message"] for r in row.reasons)
+
+    # On a shared machine the pod names its own GPUs: the neighbour's is no longer judged.
+    with gov.session() as s:
+        telemetry.claim(s, repo.get_pod(s, pod), ["GPU-1"], gov.clock.now())
+        row = admission.check(
+            s, gov.ctx.config, budget, read_plan(document), document, gov.clock.now(), pod_id=pod
+        )
+        placed = next(r for r in row.reasons if r["rule"] == "placement")
+    assert [g["uuid"] for g in placed["evidence"]["gpus"]] == ["GPU-1"]
+    assert "1 of the pod's 1 GPUs have room" in placed["message"], placed["message"]
 
 
 CANARY_ONLY = {"memory_per_gpu_gib.logits_peak": 98}  # 130.7 of 140.4 GiB: the canary must prove it
