@@ -6,7 +6,7 @@ budgets that share a name, the first declared keeps it and the others get their 
 
 Revision ID: 0a1b2c3d4e5f
 Revises: f4a5b6c7d8e9
-Create Date: 2026-12-03 10:00:00.000000
+Create Date: 2026-12-01 20:30:00.000000
 """
 
 from collections.abc import Sequence
