@@ -78,7 +78,7 @@ def test_metrics_carry_the_pilot_as_it_runs_and_after_its_stop(server: GovernorS
         p.finish(operator)
         m = scrape(anyone)
         figures = get_budget(operator, budget)  # the pod bills nothing now: figures hold still
-        b = {"budget": budget, "budget_name": "pilot"}
+        b = {"budget": budget, "budget_name": figures["name"]}
         assert one(m, "governor_budget_ceiling_dollars", **b) == float(CEILING_USD)
         effective = Decimal(CEILING_USD) + Decimal(EXTENSION_USD)
         assert one(m, "governor_budget_effective_ceiling_dollars", **b) == float(effective)
