@@ -6,16 +6,18 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from statistics import fmean
+from typing import Any
 
-from sqlalchemy import and_, delete, func, insert, select
+from sqlalchemy import and_, func, insert, select
 from sqlalchemy.orm import Session
 
 from governor.db.tables import RunMetricRow
 from governor.domain.health import number
+from governor.services import minutes
+from governor.services.minutes import MINUTE, RAW
 
-RAW, MINUTE = "raw", "minute"
 SERIES_LIMIT = 10_000  # points one read returns
 _INSERT = insert(RunMetricRow.__table__)  # built once: the heartbeat's hot path
 
@@ -87,36 +89,26 @@ def latest(session: Session, run_ids: Sequence[str]) -> dict[str, list[RunMetric
 def fold(session: Session, now: datetime, raw_keep_s: float, minute_keep_s: float) -> int:
     """Fold raw points older than `raw_keep_s` into one row per run, metric and minute (the
     mean, the least, the most, the last step); drop minute rows older than `minute_keep_s`."""
-    old = session.scalars(
-        select(RunMetricRow)
-        .where(
-            RunMetricRow.resolution == RAW, RunMetricRow.at < now - timedelta(seconds=raw_keep_s)
-        )
-        .order_by(RunMetricRow.id)
-        .limit(50_000)
-    ).all()
-    groups: dict[tuple[str, str, datetime], list[RunMetricRow]] = defaultdict(list)
-    for row in old:
-        groups[(row.run_id, row.name, row.at.replace(second=0, microsecond=0))].append(row)
-    for (run_id, name, minute), rows in groups.items():
-        session.add(
-            RunMetricRow(
-                run_id=run_id,
-                name=name,
-                at=minute,
-                step=rows[-1].step,
-                resolution=MINUTE,
-                value=fmean(r.value for r in rows),
-                least=min(r.least for r in rows),
-                most=max(r.most for r in rows),
-            )
-        )
-    if old:
-        session.execute(delete(RunMetricRow).where(RunMetricRow.id.in_([r.id for r in old])))
-    session.execute(
-        delete(RunMetricRow).where(
-            RunMetricRow.resolution == MINUTE,
-            RunMetricRow.at < now - timedelta(seconds=minute_keep_s),
-        )
+    return minutes.fold(
+        session,
+        RunMetricRow,
+        lambda row: (row.run_id, row.name),
+        _folded,
+        now,
+        raw_keep_s,
+        minute_keep_s,
     )
-    return len(old)
+
+
+def _folded(series: Any, minute: datetime, rows: list[RunMetricRow]) -> RunMetricRow:
+    run_id, name = series
+    return RunMetricRow(
+        run_id=run_id,
+        name=name,
+        at=minute,
+        step=rows[-1].step,
+        resolution=MINUTE,
+        value=fmean(r.value for r in rows),
+        least=min(r.least for r in rows),
+        most=max(r.most for r in rows),
+    )

@@ -45,7 +45,7 @@ from governor.services import admission, danger, leadership, metric_history
 from governor.services.book import Book, heard_from, meter, open_books
 from governor.services.context import GovernorConfig
 from governor.services.danger import NextStep, Problem
-from governor.services.telemetry import MINUTE, RAW
+from governor.services.minutes import MINUTE, RAW
 
 CHART_POINTS = 240  # the most points of a spend series; older detail is thinned, never the end
 BURN = {"api": "burn_rate_usd_per_hour"}  # what the API calls a burn rate

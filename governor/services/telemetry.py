@@ -10,7 +10,7 @@ from dataclasses import asdict, replace
 from datetime import datetime, timedelta
 from statistics import fmean
 
-from sqlalchemy import delete, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
@@ -18,9 +18,9 @@ from governor.db.tables import GpuPeakRow, GpuSampleRow, PodRow
 from governor.domain.model import Category, Severity
 from governor.domain.policy import HELD_MEMORY_BYTES, GpuView, Watch
 from governor.domain.telemetry import GpuProcess, GpuSample, Reading, idle_since, owns
-from governor.services import events
+from governor.services import events, minutes
+from governor.services.minutes import MINUTE, RAW
 
-RAW, MINUTE = "raw", "minute"
 FRESH_FOR_S = 120.0  # a GPU not heard from for longer says nothing about now
 
 
@@ -346,27 +346,15 @@ def latest(session: Session, pod_id: str) -> list[tuple[datetime, GpuSample]]:
 def fold(session: Session, now: datetime, raw_keep_s: float, minute_keep_s: float) -> int:
     """Fold raw samples older than `raw_keep_s` into one row per GPU-minute; drop minute rows
     older than `minute_keep_s`. Storage stays bounded by the number of GPUs, not by uptime."""
-    cutoff = now - timedelta(seconds=raw_keep_s)
-    old = session.scalars(
-        select(GpuSampleRow)
-        .where(GpuSampleRow.resolution == RAW, GpuSampleRow.at < cutoff)
-        .order_by(GpuSampleRow.id)
-        .limit(50_000)
-    ).all()
-    groups: dict[tuple[str, str, datetime], list[GpuSampleRow]] = defaultdict(list)
-    for row in old:
-        groups[(row.pod_id, row.gpu_uuid, row.at.replace(second=0, microsecond=0))].append(row)
-    for (pod_id, _, minute), rows in groups.items():
-        session.add(_folded(pod_id, minute, rows))
-    if old:
-        session.execute(delete(GpuSampleRow).where(GpuSampleRow.id.in_([r.id for r in old])))
-    session.execute(
-        delete(GpuSampleRow).where(
-            GpuSampleRow.resolution == MINUTE,
-            GpuSampleRow.at < now - timedelta(seconds=minute_keep_s),
-        )
+    return minutes.fold(
+        session,
+        GpuSampleRow,
+        lambda row: (row.pod_id, row.gpu_uuid),
+        lambda series, minute, rows: _folded(series[0], minute, rows),
+        now,
+        raw_keep_s,
+        minute_keep_s,
     )
-    return len(old)
 
 
 def _folded(pod_id: str, minute: datetime, rows: Sequence[GpuSampleRow]) -> GpuSampleRow:
