@@ -8,12 +8,16 @@ instead. POST /_fake/answers {"answers": [...]} queues them, one per provider re
     ""               answer normally
     "429"            rate limited, no Retry-After      "429:<s>"  with Retry-After: <s>
     "500"            the provider's own 5xx            "status:<code>"  its error with that code
-    "malformed"      a 200 whose body is an HTML page  "slow:<s>"  answer normally after <s> s
+    "malformed"      a 200 whose body is an HTML page  "hold"  no answer until released
 
 and whatever else a provider's fake adds in `canned` (e.g. GraphQL errors inside a 200, or
 "no-capacity": the provider's own refusal to start a stopped pod again for lack of capacity).
-GET /_fake/state returns the state, which is also written to the state file after every
-request. Every provider request is logged, so a test can prove what was never sent.
+A held request is answered normally once `FakeCloud.release` lets it (or HOLD_MAX_S after it
+came, should no one); when the server shuts down first, it gets the provider's 503 and is
+never handled. Meanwhile the server answers every other request, so a client's timeout is
+what ends a held call. GET /_fake/state returns the state, which is also written to the
+state file after every request. Every provider request is logged, so a test can prove what
+was never sent.
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ import json
 import os
 import sys
 import threading
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +38,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from governor.domain.money import charge
+
+HOLD = "hold"
+HOLD_MAX_S = 120.0  # a held request no one releases is answered after this, all the same
 
 
 def now() -> datetime:
@@ -107,6 +113,11 @@ class FakeCloud(ABC):
         saved = json.loads(state_file.read_text()) if state_file.exists() else {}
         self.requests: list[dict[str, str]] = saved.get("requests", [])
         self.saved: dict[str, Any] = saved  # what the state file held: a subclass restores it
+        self._holds = threading.Condition()
+        self._holding = 0  # requests held now
+        self._held_before = 0  # requests held earlier and answered since
+        self._releases = 0  # a held request waits for the next release
+        self._closed = False
 
     # What a subclass provides ------------------------------------------------------------
 
@@ -145,8 +156,8 @@ class FakeCloud(ABC):
         with self.lock:
             canned = self.answers.pop(0) if self.answers else ""
         kind, _, arg = canned.partition(":")
-        if kind == "slow":
-            time.sleep(float(arg))
+        if kind == HOLD:
+            return self._answer_held(request)
         elif kind == "429":
             return self._logged(request, self.rate_limited(arg))
         elif kind == "500":
@@ -163,6 +174,48 @@ class FakeCloud(ABC):
             return self._logged(request, reply)
         with self.lock:
             return self._logged(request, self.handle(request))
+
+    def _answer_held(self, request: FakeRequest) -> Reply:
+        """`request`'s answer once a release lets it go: normal, or a 503 if the fake closed."""
+        with self._holds:
+            self._holding += 1
+            self._holds.notify_all()
+            releases = self._releases
+            self._holds.wait_for(lambda: self._releases > releases or self._closed, HOLD_MAX_S)
+            closed = self._closed
+        try:
+            if closed:
+                return self._logged(request, self.error(503, "the fake cloud is shutting down"))
+            with self.lock:
+                return self._logged(request, self.handle(request))
+        finally:
+            with self._holds:
+                self._holding -= 1
+                self._held_before += 1
+                self._holds.notify_all()
+
+    def held(self, count: int, within_s: float) -> bool:
+        """Whether `count` requests have been held since the fake started, waiting up to
+        `within_s` for them to arrive."""
+        with self._holds:
+            return self._holds.wait_for(
+                lambda: self._holding + self._held_before >= count, within_s
+            )
+
+    def release(self) -> None:
+        """Let every request held now be answered normally; returns once they have been."""
+        with self._holds:
+            answered = self._held_before + self._holding
+            self._releases += 1
+            self._holds.notify_all()
+            self._holds.wait_for(lambda: self._held_before >= answered, HOLD_MAX_S)
+
+    def close(self) -> None:
+        """Shutting down: every request held now, or from now on, gets a 503 at once and is
+        never handled."""
+        with self._holds:
+            self._closed = True
+            self._holds.notify_all()
 
     def _logged(self, request: FakeRequest, reply: Reply) -> Reply:
         with self.lock:
@@ -253,8 +306,13 @@ class FakeServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", port), _Handler)
         self.cloud = cloud
 
+    def shutdown(self) -> None:
+        """Stop serving, answering held requests at once rather than keeping them waiting."""
+        self.cloud.close()
+        super().shutdown()
+
     def handle_error(self, request: Any, client_address: Any) -> None:
-        """Quiet about clients that hung up (a canned slow answer outlives their timeout)."""
+        """Quiet about clients that hung up (a held answer outlives their timeout)."""
         if not isinstance(sys.exc_info()[1], BrokenPipeError | ConnectionResetError):
             super().handle_error(request, client_address)
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -37,7 +37,6 @@ HARNESSES: list[Harness] = [
     for path in sorted(Path(__file__).parent.glob("harness_*.py"))
 ]
 SECRET = "sk_CONTRACT_SUITE_SECRET_4b1d"
-TIMEOUT_S = 3.0  # generous for a busy machine; a canned slow answer takes three of it
 # A stand-in for `systemctl stop|start train@<ref>`: each unit is a file in a folder, saying
 # "running" or "stopped"; a "no-capacity" file there makes the next start fail.
 UNITS = """
@@ -89,7 +88,7 @@ class Governed(Served[FakeCloud]):
     """An adapter talking to a running fake of its cloud."""
 
     harness: Harness
-    adapter: AnyProvider
+    adapter: AnyProvider = field(init=False)
 
     @property
     def cloud(self) -> FakeCloud:
@@ -111,15 +110,17 @@ class Governed(Served[FakeCloud]):
         )
 
     def adapter_with(self, secret: str, client: httpx.Client) -> AnyProvider:
-        return self.harness.adapter(self.url, secret, client)
+        return self.harness.adapter(self, secret, client)
 
 
 @contextmanager
 def govern(harness: Harness, tmp_path: Path) -> Iterator[Governed]:
     cloud = harness.cloud(tmp_path / f"{harness.name}.json", SECRET)
-    with running(cloud) as server, httpx.Client(timeout=TIMEOUT_S) as client:
-        adapter = harness.adapter(server.url, SECRET, client)
-        yield Governed(cloud, server.url, harness, adapter)
+    with running(cloud) as server:
+        governed = Governed(cloud, server.url, harness)
+        with governed.client() as client:
+            governed.adapter = harness.adapter(governed, SECRET, client)
+            yield governed
     assert harness.destructive_calls(cloud) == [] or harness.keep is not None
 
 

@@ -14,6 +14,7 @@ import httpx
 
 from governor.domain.ports import AnyProvider
 from governor.fakes.http_cloud import FakeCloud
+from tests.fake_clouds import Served
 
 
 class Harness(ABC):
@@ -33,8 +34,9 @@ class Harness(ABC):
         """A fake of the provider's cloud accepting `secret`, with `running` in it."""
 
     @abstractmethod
-    def adapter(self, url: str, secret: str, client: httpx.Client) -> AnyProvider:
-        """The real adapter, configured to reach the fake at `url` with `secret`."""
+    def adapter(self, cloud: Served[FakeCloud], secret: str, client: httpx.Client) -> AnyProvider:
+        """The real adapter, configured to reach the fake at `cloud.url` with `secret` over
+        `client` (made by `cloud`, which times out the requests the fake holds)."""
 
     @abstractmethod
     def stopped(self, cloud: FakeCloud, ref: str) -> bool:

@@ -10,6 +10,7 @@ from governor.adapters.providers.aws import Ec2Provider
 from governor.fakes.aws import FAKE_ACCESS_KEY_ID, FakeEc2
 from governor.fakes.http_cloud import FakeCloud
 from tests.contract.harness import Harness
+from tests.fake_clouds import Served
 
 SESSION = boto3.session.Session()  # shared, so EC2's API model is loaded once
 
@@ -26,11 +27,12 @@ class AwsHarness(Harness):
         fake.add_instance(self.running, "1.006", instance_type="g5.xlarge")
         return fake
 
-    def adapter(self, url: str, secret: str, client: httpx.Client) -> Ec2Provider:
-        """boto3 brings its own HTTP client: only the suite's timeout is taken from `client`."""
-        return Ec2Provider.connect(
+    def adapter(self, cloud: Served[FakeCloud], secret: str, client: httpx.Client) -> Ec2Provider:
+        """boto3 brings its own HTTP client: only the suite's timeout is taken from `client`,
+        and `cloud` shortens it for the requests the fake holds, as for `client`."""
+        adapter = Ec2Provider.connect(
             "us-east-1",
-            endpoint_url=url,
+            endpoint_url=cloud.url,
             access_key_id=FAKE_ACCESS_KEY_ID,
             secret_access_key=secret,
             timeout_s=client.timeout.read or 10.0,
@@ -38,6 +40,7 @@ class AwsHarness(Harness):
             rates={"g5.xlarge": Decimal("1.006")},
             stop_latency_s=0.0,
         )
+        return cloud.ec2(adapter)
 
     def stopped(self, cloud: FakeCloud, ref: str) -> bool:
         assert isinstance(cloud, FakeEc2)

@@ -9,6 +9,7 @@ from governor.adapters.providers.gcp import GcpProvider, StaticToken
 from governor.fakes.gcp import FakeGcp
 from governor.fakes.http_cloud import FakeCloud, now
 from tests.contract.harness import Harness
+from tests.fake_clouds import Served
 
 MACHINE_TYPE = "a2-highgpu-1g"
 RATE = "3.67"
@@ -25,12 +26,12 @@ class GcpHarness(Harness):
         fake.add_pod(self.running, RATE, machine_type=MACHINE_TYPE)
         return fake
 
-    def adapter(self, url: str, secret: str, client: httpx.Client) -> GcpProvider:
+    def adapter(self, cloud: Served[FakeCloud], secret: str, client: httpx.Client) -> GcpProvider:
         return GcpProvider(
             client,
             StaticToken(secret),
             "contract-project",
-            f"{url}/compute/v1",
+            f"{cloud.url}/compute/v1",
             rates={MACHINE_TYPE: Decimal(RATE)},
             stop_latency_s=0.0,
         )

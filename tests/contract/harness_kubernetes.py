@@ -8,6 +8,7 @@ from governor.adapters.providers.kubernetes import BearerToken, KubernetesProvid
 from governor.fakes.http_cloud import FakeCloud, now
 from governor.fakes.kubernetes import FakeKubernetes
 from tests.contract.harness import Harness
+from tests.fake_clouds import Served
 
 
 class KubernetesHarness(Harness):
@@ -21,8 +22,10 @@ class KubernetesHarness(Harness):
         fake.add_pod(self.running, "2.50")
         return fake
 
-    def adapter(self, url: str, secret: str, client: httpx.Client) -> KubernetesProvider:
-        return KubernetesProvider(BearerToken(client, secret, url), stop_latency_s=0.0)
+    def adapter(
+        self, cloud: Served[FakeCloud], secret: str, client: httpx.Client
+    ) -> KubernetesProvider:
+        return KubernetesProvider(BearerToken(client, secret, cloud.url), stop_latency_s=0.0)
 
     def stopped(self, cloud: FakeCloud, ref: str) -> bool:
         assert isinstance(cloud, FakeKubernetes)

@@ -8,6 +8,7 @@ from governor.adapters.providers.lambda_cloud import LambdaProvider
 from governor.fakes.http_cloud import FakeCloud
 from governor.fakes.lambda_cloud import FakeLambda
 from tests.contract.harness import Harness
+from tests.fake_clouds import Served
 
 
 class LambdaHarness(Harness):
@@ -21,8 +22,10 @@ class LambdaHarness(Harness):
         fake.add_pod(self.running, "0.44")
         return fake
 
-    def adapter(self, url: str, secret: str, client: httpx.Client) -> LambdaProvider:
-        return LambdaProvider(client, secret, f"{url}/api/v1", stop_latency_s=0.0)
+    def adapter(
+        self, cloud: Served[FakeCloud], secret: str, client: httpx.Client
+    ) -> LambdaProvider:
+        return LambdaProvider(client, secret, f"{cloud.url}/api/v1", stop_latency_s=0.0)
 
     def stopped(self, cloud: FakeCloud, ref: str) -> bool:
         assert isinstance(cloud, FakeLambda)

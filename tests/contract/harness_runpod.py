@@ -8,6 +8,7 @@ from governor.adapters.providers.runpod import RunPodProvider
 from governor.fakes.http_cloud import FakeCloud
 from governor.fakes.runpod import FakeRunPod
 from tests.contract.harness import Harness
+from tests.fake_clouds import Served
 
 
 class RunPodHarness(Harness):
@@ -19,8 +20,10 @@ class RunPodHarness(Harness):
         fake.add_pod(self.running, "0.44")
         return fake
 
-    def adapter(self, url: str, secret: str, client: httpx.Client) -> RunPodProvider:
-        return RunPodProvider(client, secret, f"{url}/graphql", stop_latency_s=0.0)
+    def adapter(
+        self, cloud: Served[FakeCloud], secret: str, client: httpx.Client
+    ) -> RunPodProvider:
+        return RunPodProvider(client, secret, f"{cloud.url}/graphql", stop_latency_s=0.0)
 
     def stopped(self, cloud: FakeCloud, ref: str) -> bool:
         assert isinstance(cloud, FakeRunPod)

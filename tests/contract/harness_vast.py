@@ -8,6 +8,7 @@ from governor.adapters.providers.vast import VastProvider
 from governor.fakes.http_cloud import FakeCloud
 from governor.fakes.vast import FakeVast
 from tests.contract.harness import Harness
+from tests.fake_clouds import Served
 
 
 class VastHarness(Harness):
@@ -21,8 +22,8 @@ class VastHarness(Harness):
         fake.add_pod(self.running, "0.44")
         return fake
 
-    def adapter(self, url: str, secret: str, client: httpx.Client) -> VastProvider:
-        return VastProvider(client, secret, url, stop_latency_s=0.0)
+    def adapter(self, cloud: Served[FakeCloud], secret: str, client: httpx.Client) -> VastProvider:
+        return VastProvider(client, secret, cloud.url, stop_latency_s=0.0)
 
     def stopped(self, cloud: FakeCloud, ref: str) -> bool:
         assert isinstance(cloud, FakeVast)

@@ -16,7 +16,6 @@ import logging
 import time
 from decimal import Decimal
 
-import httpx
 import pytest
 
 from governor.domain.model import PodState
@@ -27,12 +26,13 @@ from governor.domain.ports import (
     StopsPreserving,
     TerminateOnly,
 )
-from tests.contract.conftest import SECRET, TIMEOUT_S, Governed, Subject
+from governor.fakes.http_cloud import HOLD
+from tests.contract.conftest import SECRET, Governed, Subject
 
 FAILURES = [
     ("429", "rate limited"),
     ("500", ""),
-    (f"slow:{TIMEOUT_S * 3}", "timed out"),
+    (HOLD, "timed out"),
     ("malformed", "body that is not"),  # not JSON, not EC2's XML: what the API speaks
 ]
 
@@ -101,7 +101,7 @@ def test_retry_after_is_carried(honours_retry_after: Governed) -> None:
 
 def test_a_refused_key_is_permanent_and_never_echoed(governed: Governed) -> None:
     wrong = "sk_WRONG_KEY_never_echoed_77"
-    with httpx.Client(timeout=TIMEOUT_S) as client:
+    with governed.client() as client:
         adapter = governed.adapter_with(wrong, client)
         if isinstance(adapter, StopsPreserving):
             result = adapter.stop(governed.harness.running)
@@ -204,7 +204,7 @@ def test_a_resume_with_a_refused_key_is_permanent_and_never_echoed(resuming: Gov
     ref = resuming.harness.running
     halt_until_done(resuming.subject, ref)
     wrong = "sk_WRONG_KEY_never_echoed_77"
-    with httpx.Client(timeout=TIMEOUT_S) as client:
+    with resuming.client() as client:
         adapter = resuming.adapter_with(wrong, client)
         assert isinstance(adapter, Resumes)
         result = adapter.resume(ref)

@@ -20,7 +20,7 @@ from governor.fakes.lambda_cloud import FakeLambda
 from governor.services import pods
 from governor.services.checkins import Checkpoint
 from tests.clock import FrozenClock
-from tests.fake_clouds import running
+from tests.fake_clouds import TIMEOUT_S, running
 from tests.integration.conftest import BY, Governor, make_governor
 
 KEY = "lambda-integration-key"
@@ -68,7 +68,7 @@ def lam(migrated_url: str, clock: FrozenClock, tmp_path: Path) -> Iterator[Lambd
     cloud = FakeLambda(tmp_path / "lambda.json", KEY)
     for ref in ("inst-1", "inst-2"):
         cloud.add_pod(ref, "3.29")
-    with running(cloud) as server, httpx.Client(timeout=2.0) as client:
+    with running(cloud) as server, httpx.Client(timeout=TIMEOUT_S) as client:
         adapter = LambdaProvider(client, KEY, f"{server.url}/api/v1", stop_latency_s=0)
         gov = make_governor(migrated_url, clock, others={"lambda": adapter})
         yield Lambda(gov, cloud)

@@ -24,12 +24,11 @@ from governor.adapters.providers.aws import CANNOT_PRESERVE, STOP_LATENCY_S, Ec2
 from governor.domain.model import PodState
 from governor.domain.ports import CallOutcome, ProviderError, Resumes, StopsPreserving
 from governor.fakes.aws import FakeEc2
-from governor.fakes.http_cloud import FakeRequest, Reply
-from tests.fake_clouds import Served, running
+from governor.fakes.http_cloud import HOLD, FakeRequest, Reply
+from tests.fake_clouds import TIMEOUT_S, Served, running
 
 KEY_ID = "AKIAUNITTESTKEYID0001"
 SECRET = "wJalrUNITTEST/SECRET+ACCESSKEY0123456789"
-TIMEOUT_S = 3.0  # generous for a busy machine; a canned slow answer takes three of it
 ON_DEMAND = "i-0123456789abcdef0"
 SPOT = "i-0aaaaaaaaaaaaaaa1"
 STORE_ROOT = "i-0bbbbbbbbbbbbbbb2"
@@ -51,7 +50,7 @@ class Cloud(Served[FakeEc2]):
         rates: dict[str, Decimal] = RATES,
         session: boto3.session.Session | None = SESSION,
     ) -> Ec2Provider:
-        return Ec2Provider.connect(
+        adapter = Ec2Provider.connect(
             "us-east-1",
             endpoint_url=self.url,
             access_key_id=key_id,
@@ -60,6 +59,7 @@ class Cloud(Served[FakeEc2]):
             session=session,
             rates=rates,
         )
+        return self.ec2(adapter)
 
 
 def start(tmp_path: Path, stop_delay_s: float = 0.0) -> Iterator[Cloud]:
@@ -237,7 +237,7 @@ def test_incorrect_instance_state_after_a_race_rereads_the_state(
         ("500", CallOutcome.RETRYABLE, "HTTP 500 InternalError"),
         ("status:502", CallOutcome.RETRYABLE, "HTTP 502"),
         ("ec2:Unavailable", CallOutcome.RETRYABLE, "on its side"),
-        (f"slow:{TIMEOUT_S * 3}", CallOutcome.RETRYABLE, "timed out"),
+        (HOLD, CallOutcome.RETRYABLE, "timed out"),
         ("malformed", CallOutcome.RETRYABLE, "not EC2's XML"),
         ("truncated", CallOutcome.RETRYABLE, "not EC2's XML"),
         ("ec2:UnauthorizedOperation", CallOutcome.PERMANENT, "HTTP 403 UnauthorizedOperation"),
@@ -477,7 +477,7 @@ def test_no_log_line_or_error_carries_a_key(
     ec2: Ec2Provider, cloud: Cloud, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    cloud.answer_next("429", "500", "malformed", "truncated", f"slow:{TIMEOUT_S * 3}")
+    cloud.answer_next("429", "500", "malformed", "truncated", HOLD)
     details = [ec2.stop(ON_DEMAND).detail for _ in range(6)]
     details.append(cloud.adapter("wrong/SECRET+KEY").stop(ON_DEMAND).detail)
     ec2.describe(ON_DEMAND)

@@ -29,12 +29,11 @@ from governor.adapters.providers.gcp import (
 from governor.domain.model import PodState
 from governor.domain.ports import CallOutcome, ProviderError, Resumes
 from governor.fakes.gcp import TOKEN_PATH, FakeGcp
-from governor.fakes.http_cloud import FakeRequest, now
-from tests.fake_clouds import Served, running
+from governor.fakes.http_cloud import HOLD, FakeRequest, now
+from tests.fake_clouds import TIMEOUT_S, Served, running
 
 TOKEN = "ya29.UNIT_TEST_SECRET_0123456789"
 PROJECT = "unit-project"
-TIMEOUT_S = 3.0  # generous for a busy machine; a canned slow answer takes three of it
 RATES = {
     "a2-highgpu-1g": Decimal("3.67"),
     "a2-highgpu-1g:spot": Decimal("1.47"),
@@ -79,8 +78,8 @@ def cloud(tmp_path: Path) -> Iterator[Cloud]:
 
 
 @pytest.fixture
-def client() -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=TIMEOUT_S) as client:
+def client(cloud: Cloud) -> Iterator[httpx.Client]:
+    with cloud.client() as client:
         yield client
 
 
@@ -191,11 +190,13 @@ def test_the_operation_is_done_once_the_vm_is_terminated(cloud: Cloud) -> None:
     cloud.fake.stop_delay_s = 3600
     headers = {"Authorization": f"Bearer {TOKEN}"}
     url = f"{cloud.url}/compute/v1/projects/{PROJECT}/zones/us-central1-a/instances/pod-1/stop"
-    operation = httpx.post(url, params={"discardLocalSsd": "false"}, headers=headers).json()
+    operation = cloud.post(url, params={"discardLocalSsd": "false"}, headers=headers).json()
     assert operation["kind"] == "compute#operation" and operation["status"] == "RUNNING"
     cloud.fake.state.instances[POD].stopped_at = now().isoformat()
     read = httpx.get(
-        operation["selfLink"].replace("https://www.googleapis.com", cloud.url), headers=headers
+        operation["selfLink"].replace("https://www.googleapis.com", cloud.url),
+        headers=headers,
+        timeout=TIMEOUT_S,
     ).json()
     assert read["status"] == "DONE" and read["name"] == operation["name"]
 
@@ -204,7 +205,7 @@ def test_the_fake_refuses_a_stop_that_does_not_say_what_to_do_with_local_ssds(
     cloud: Cloud,
 ) -> None:
     url = f"{cloud.url}/compute/v1/projects/{PROJECT}/zones/us-central1-a/instances/pod-1/stop"
-    answer = httpx.post(url, headers={"Authorization": f"Bearer {TOKEN}"})
+    answer = cloud.post(url, headers={"Authorization": f"Bearer {TOKEN}"})
     assert answer.status_code == 400 and answer.json()["error"]["errors"][0]["reason"]
     assert cloud.status() == "RUNNING"
 
@@ -240,7 +241,7 @@ def test_an_instance_deleted_before_the_stop_arrives_is_done(cloud: Cloud, tmp_p
         if request.url.path.endswith("/stop"):
             del cloud.fake.state.instances[POD]
 
-    with httpx.Client(timeout=TIMEOUT_S, event_hooks={"request": [delete_on_stop]}) as client:
+    with cloud.client(event_hooks={"request": [delete_on_stop]}) as client:
         gcp = GcpProvider(client, StaticToken(TOKEN), PROJECT, f"{cloud.url}/compute/v1")
         result = gcp.stop(POD)
     assert result.outcome is CallOutcome.DONE and "gone" in result.detail
@@ -262,7 +263,7 @@ def test_a_conflict_after_the_vm_stopped_meanwhile_is_done(cloud: Cloud) -> None
             cloud.fake.state.instances[POD].stopped_at = now().isoformat()
 
     cloud.answer_next("", "status:409")
-    with httpx.Client(timeout=TIMEOUT_S, event_hooks={"request": [stopped_meanwhile]}) as client:
+    with cloud.client(event_hooks={"request": [stopped_meanwhile]}) as client:
         gcp = GcpProvider(client, StaticToken(TOKEN), PROJECT, f"{cloud.url}/compute/v1")
         result = gcp.stop(POD)
     assert result.outcome is CallOutcome.DONE and "already stopped" in result.detail
@@ -306,7 +307,7 @@ def test_a_failed_operation_is_classified(
         ("status:401", CallOutcome.PERMANENT, "invalid authentication credentials"),
         ("500", CallOutcome.RETRYABLE, "HTTP 500"),
         ("status:503", CallOutcome.RETRYABLE, "HTTP 503"),
-        (f"slow:{TIMEOUT_S * 3}", CallOutcome.RETRYABLE, "timed out"),
+        (HOLD, CallOutcome.RETRYABLE, "timed out"),
         ("malformed", CallOutcome.RETRYABLE, "not JSON"),
     ],
 )
@@ -478,7 +479,7 @@ def test_listing_with_a_wrong_token_is_permanent_and_never_echoed(
 
 
 def test_the_metadata_server_wants_its_header(cloud: Cloud) -> None:
-    answer = httpx.get(f"{cloud.url}{TOKEN_PATH}")
+    answer = httpx.get(f"{cloud.url}{TOKEN_PATH}", timeout=TIMEOUT_S)
     assert answer.status_code == 403 and "Metadata-Flavor" in answer.text
 
 
@@ -489,9 +490,7 @@ def test_no_log_line_carries_the_token(
     gcp: GcpProvider, cloud: Cloud, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    cloud.answer_next(
-        "429", "500", "malformed", "reason:403:forbidden", f"slow:{TIMEOUT_S * 3}", "status:401"
-    )
+    cloud.answer_next("429", "500", "malformed", "reason:403:forbidden", HOLD, "status:401")
     for _ in range(7):
         gcp.stop(POD)
     gcp.describe(POD)

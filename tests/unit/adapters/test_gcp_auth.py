@@ -44,8 +44,8 @@ def cloud(tmp_path: Path) -> Iterator[Cloud]:
 
 
 @pytest.fixture
-def client() -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=3.0) as client:
+def client(cloud: Cloud) -> Iterator[httpx.Client]:
+    with cloud.client() as client:
         yield client
 
 

@@ -37,12 +37,11 @@ from governor.domain.ports import (
     Resumes,
     StopsPreserving,
 )
-from governor.fakes.http_cloud import FakeRequest, now
+from governor.fakes.http_cloud import HOLD, FakeRequest, now
 from governor.fakes.kubernetes import FakeKubernetes
-from tests.fake_clouds import Served, running
+from tests.fake_clouds import TIMEOUT_S, Served, running
 
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.UNIT_TEST_SECRET_TOKEN.c2lnbmF0dXJl"
-TIMEOUT_S = 3.0  # generous for a busy machine; a canned slow answer takes three of it
 JOB = "ml/job/train-llama"
 DEPLOYMENT = "ml/deployment/notebook"
 STATEFULSET = "ml/statefulset/trainer"
@@ -67,7 +66,7 @@ class Cluster(Served[FakeKubernetes]):
     def patch(self, path: str, body: dict[str, Any], content_type: str) -> httpx.Response:
         """A change made by someone else (kubectl, a GitOps controller)."""
         headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": content_type}
-        return httpx.patch(f"{self.url}{path}", json=body, headers=headers)
+        return httpx.patch(f"{self.url}{path}", json=body, headers=headers, timeout=TIMEOUT_S)
 
 
 def _serve(fake: FakeKubernetes) -> Iterator[Cluster]:
@@ -92,7 +91,7 @@ def slow_cluster(tmp_path: Path) -> Iterator[Cluster]:
 
 @pytest.fixture
 def kubernetes(cluster: Cluster) -> Iterator[KubernetesProvider]:
-    with httpx.Client(timeout=TIMEOUT_S) as client:
+    with cluster.client() as client:
         yield KubernetesProvider(BearerToken(client, TOKEN, cluster.url))
 
 
@@ -140,7 +139,7 @@ def test_stopping_a_deployment_or_statefulset_scales_it_to_zero(
 def test_pods_still_exiting_are_pending_and_not_asked_again(
     slow_cluster: Cluster, ref: str, patches: int
 ) -> None:
-    with httpx.Client(timeout=TIMEOUT_S) as client:
+    with slow_cluster.client() as client:
         kubernetes = KubernetesProvider(BearerToken(client, TOKEN, slow_cluster.url))
         assert kubernetes.stop(ref).outcome is CallOutcome.PENDING
         assert kubernetes.describe(ref).state is PodState.STOPPING
@@ -210,7 +209,7 @@ def test_a_workload_that_is_not_there(
 
 def test_a_404_that_names_no_object_is_not_taken_for_gone(cluster: Cluster) -> None:
     """A wrong URL answers 404 too: the pod is not stopped, so that must not read as done."""
-    with httpx.Client(timeout=TIMEOUT_S) as client:
+    with cluster.client() as client:
         result = KubernetesProvider(BearerToken(client, TOKEN, f"{cluster.url}/wrong")).stop(JOB)
     assert result.outcome is CallOutcome.PERMANENT and "HTTP 404" in result.detail
 
@@ -239,7 +238,7 @@ def test_a_conflict_whose_cause_stopped_the_workload_is_done(cluster: Cluster) -
             body = {"spec": {"replicas": 0}}
             assert cluster.patch(scale, body, "application/merge-patch+json").status_code == 200
 
-    with httpx.Client(timeout=TIMEOUT_S, event_hooks={"request": [meanwhile]}) as client:
+    with cluster.client(event_hooks={"request": [meanwhile]}) as client:
         result = KubernetesProvider(BearerToken(client, TOKEN, cluster.url)).stop(DEPLOYMENT)
     assert result.outcome is CallOutcome.DONE, result
     assert "annotations" not in cluster.fake.workloads[DEPLOYMENT].manifest["metadata"]
@@ -262,7 +261,7 @@ def test_a_conflict_on_a_workload_still_running_is_retryable(
         ("throttled:5", CallOutcome.RETRYABLE, "retry after 5 s", 5.0),
         ("500", CallOutcome.RETRYABLE, "HTTP 500 InternalError", None),
         ("status:503", CallOutcome.RETRYABLE, "HTTP 503 ServiceUnavailable", None),
-        (f"slow:{TIMEOUT_S * 3}", CallOutcome.RETRYABLE, "timed out", None),
+        (HOLD, CallOutcome.RETRYABLE, "timed out", None),
         ("malformed", CallOutcome.RETRYABLE, "not JSON", None),
         ("status:403", CallOutcome.PERMANENT, "HTTP 403 Forbidden: canned HTTP 403", None),
         ("status:401", CallOutcome.PERMANENT, "HTTP 401 Unauthorized", None),
@@ -399,7 +398,7 @@ def test_429_on_describe_carries_the_delay(
 
 def test_a_wrong_token_is_permanent_and_never_echoed(cluster: Cluster) -> None:
     wrong = "eyJ_WRONG_TOKEN_987"
-    with httpx.Client(timeout=TIMEOUT_S) as client:
+    with cluster.client() as client:
         result = KubernetesProvider(BearerToken(client, wrong, cluster.url)).stop(JOB)
     assert result.outcome is CallOutcome.PERMANENT and "HTTP 401 Unauthorized" in result.detail
     assert wrong not in result.detail
@@ -429,7 +428,7 @@ def test_no_log_line_carries_the_token(
     kubernetes: KubernetesProvider, cluster: Cluster, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    cluster.answer_next("429", "500", "malformed", "status:403", f"slow:{TIMEOUT_S * 3}")
+    cluster.answer_next("429", "500", "malformed", "status:403", HOLD)
     for _ in range(6):
         kubernetes.stop(DEPLOYMENT)
     kubernetes.describe(DEPLOYMENT)
@@ -516,7 +515,7 @@ def test_a_listed_workload_without_a_namespace_is_malformed(
 def test_listing_with_a_wrong_token_is_permanent_and_never_echoed(cluster: Cluster) -> None:
     wrong = "eyJ_WRONG_TOKEN_987"
     with (
-        httpx.Client(timeout=TIMEOUT_S) as client,
+        cluster.client() as client,
         pytest.raises(ProviderError, match="HTTP 401 Unauthorized") as caught,
     ):
         KubernetesProvider(BearerToken(client, wrong, cluster.url)).pods()

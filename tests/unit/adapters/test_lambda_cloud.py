@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -30,12 +29,11 @@ from governor.domain.ports import (
     StopsPreserving,
     TerminateOnly,
 )
-from governor.fakes.http_cloud import FakeRequest, Reply, now
+from governor.fakes.http_cloud import HOLD, FakeRequest, Reply, now
 from governor.fakes.lambda_cloud import FakeLambda
-from tests.fake_clouds import Served, running
+from tests.fake_clouds import TIMEOUT_S, Served, running
 
 KEY = "secret_UNIT_TEST_LAMBDA_KEY_0123456789"
-TIMEOUT_S = 3.0  # generous for a busy machine; a canned slow answer takes three of it
 TERMINATE = "POST /api/v1/instance-operations/terminate"
 
 
@@ -68,7 +66,7 @@ def cloud(tmp_path: Path) -> Iterator[Cloud]:
 
 @pytest.fixture
 def lam(cloud: Cloud) -> Iterator[LambdaProvider]:
-    with httpx.Client(timeout=TIMEOUT_S) as client:
+    with cloud.client() as client:
         yield cloud.adapter(client)
 
 
@@ -97,7 +95,7 @@ def test_describe_turns_whole_cents_into_exact_dollars(lam: LambdaProvider) -> N
 
 def test_describe_maps_filesystems_to_their_mounts_and_sizes(cloud: Cloud) -> None:
     cloud.fake.state.filesystems["data"].bytes_used = 3 * 2**29  # 1.5 GiB
-    with httpx.Client(timeout=TIMEOUT_S) as client:
+    with cloud.client() as client:
         lam = LambdaProvider(
             client, KEY, f"{cloud.url}/api/v1", filesystem_usd_per_gib_month=Decimal("0.07")
         )
@@ -220,7 +218,7 @@ def test_terminate_refuses_unless_the_named_filesystem_is_attached(
 def test_a_terminating_instance_is_pending_without_a_second_terminate(tmp_path: Path) -> None:
     with (
         served(FakeLambda(tmp_path / "lambda.json", KEY, terminate_delay_s=3600)) as cloud,
-        httpx.Client(timeout=TIMEOUT_S) as client,
+        cloud.client() as client,
     ):
         lam = cloud.adapter(client)
         assert lam.terminate("inst-1", keep="ckpts").outcome is CallOutcome.PENDING
@@ -268,7 +266,7 @@ def test_a_conflict_reads_the_instance_again(
 ) -> None:
     with (
         served(Racing(tmp_path / "lambda.json", KEY, terminate_delay_s=delay_s)) as cloud,
-        httpx.Client(timeout=TIMEOUT_S) as client,
+        cloud.client() as client,
     ):
         result = cloud.adapter(client).terminate("inst-1", keep="ckpts")
         assert result.outcome is outcome, result
@@ -294,7 +292,7 @@ def test_a_conflict_on_a_running_instance_is_retryable(lam: LambdaProvider, clou
         ("429", CallOutcome.RETRYABLE, "rate limited"),
         ("429:9", CallOutcome.RETRYABLE, "retry after 9 s"),
         ("500", CallOutcome.RETRYABLE, "HTTP 500"),
-        (f"slow:{TIMEOUT_S * 3:g}", CallOutcome.RETRYABLE, "timed out"),
+        (HOLD, CallOutcome.RETRYABLE, "timed out"),
         ("malformed", CallOutcome.RETRYABLE, "not JSON"),
         # Lambda's code decides, whatever the status says:
         ("code:400:global/quota-exceeded", CallOutcome.RETRYABLE, "global/quota-exceeded"),
@@ -318,8 +316,8 @@ def test_failures_are_classified(
     assert result.outcome is outcome, result
     assert says in result.detail
     assert KEY not in result.detail
-    if on_terminate and answer.startswith("slow:"):
-        time.sleep(TIMEOUT_S * 3)  # the late answer lands before the next try
+    if on_terminate and answer == HOLD:
+        cloud.release()  # the late answer lands before the next try
     terminate_until_done(lam, "inst-1")  # the next tries go through
     assert len(cloud.fake.state.terminate_calls) == 1  # one terminate reached the instance
 
@@ -332,7 +330,7 @@ def test_429_on_describe_carries_the_delay(lam: LambdaProvider, cloud: Cloud) ->
 
 
 def test_a_wrong_path_is_not_a_gone_instance(cloud: Cloud) -> None:
-    with httpx.Client(timeout=TIMEOUT_S) as client:
+    with cloud.client() as client:
         lam = LambdaProvider(client, KEY, f"{cloud.url}/api/v2")
         result = lam.terminate("inst-1", keep="ckpts")
     assert result.outcome is CallOutcome.PERMANENT and "global/not-found" in result.detail
@@ -340,7 +338,7 @@ def test_a_wrong_path_is_not_a_gone_instance(cloud: Cloud) -> None:
 
 def test_a_wrong_key_is_permanent_and_never_echoed(cloud: Cloud) -> None:
     wrong = "secret_WRONG_LAMBDA_KEY_987"
-    with httpx.Client(timeout=TIMEOUT_S) as client:
+    with cloud.client() as client:
         result = cloud.adapter(client, wrong).terminate("inst-1", keep="ckpts")
     assert result.outcome is CallOutcome.PERMANENT and "global/invalid-api-key" in result.detail
     assert wrong not in result.detail
@@ -348,7 +346,7 @@ def test_a_wrong_key_is_permanent_and_never_echoed(cloud: Cloud) -> None:
 
 
 def test_the_fake_takes_the_key_as_a_basic_username_too(cloud: Cloud) -> None:
-    answer = httpx.get(f"{cloud.url}/api/v1/instances/inst-1", auth=(KEY, ""))
+    answer = httpx.get(f"{cloud.url}/api/v1/instances/inst-1", auth=(KEY, ""), timeout=TIMEOUT_S)
     assert answer.status_code == 200
     assert answer.json()["data"]["instance_type"]["price_cents_per_hour"] == 44
 
@@ -429,7 +427,7 @@ def test_a_malformed_list_is_retryable_and_never_echoed(lam: LambdaProvider, clo
 def test_listing_with_a_wrong_key_is_permanent_and_never_echoed(cloud: Cloud) -> None:
     wrong = "secret_WRONG_LAMBDA_KEY_987"
     with (
-        httpx.Client(timeout=TIMEOUT_S) as client,
+        cloud.client() as client,
         pytest.raises(ProviderError, match="global/invalid-api-key") as caught,
     ):
         cloud.adapter(client, wrong).pods()

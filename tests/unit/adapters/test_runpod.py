@@ -22,11 +22,11 @@ import pytest
 from governor.adapters.providers.runpod import STOP_LATENCY_S, RunPodProvider
 from governor.domain.model import PodState
 from governor.domain.ports import CallOutcome, ProviderError, Resumes
+from governor.fakes.http_cloud import HOLD
 from governor.fakes.runpod import FakeRunPod
 from tests.fake_clouds import Served, running
 
 KEY = "rpa_UNIT_TEST_SECRET_0123456789"
-TIMEOUT_S = 3.0  # generous for a busy machine; a canned slow answer takes three of it
 
 
 class Cloud(Served[FakeRunPod]):
@@ -46,7 +46,7 @@ def cloud(tmp_path: Path) -> Iterator[Cloud]:
 
 @pytest.fixture
 def runpod(cloud: Cloud) -> Iterator[RunPodProvider]:
-    with httpx.Client(timeout=TIMEOUT_S) as client:
+    with cloud.client() as client:
         yield RunPodProvider(client, KEY, f"{cloud.url}/graphql")
 
 
@@ -100,7 +100,7 @@ def test_pod_stop_answering_not_found_is_done(runpod: RunPodProvider, cloud: Clo
         ("429", CallOutcome.RETRYABLE, "rate limited"),
         ("429:9", CallOutcome.RETRYABLE, "retry after 9 s"),
         ("500", CallOutcome.RETRYABLE, "HTTP 500"),
-        (f"slow:{TIMEOUT_S * 3}", CallOutcome.RETRYABLE, "timed out"),
+        (HOLD, CallOutcome.RETRYABLE, "timed out"),
         ("malformed", CallOutcome.RETRYABLE, "not JSON"),
         ("graphql:Rate limit exceeded", CallOutcome.RETRYABLE, "Rate limit exceeded"),
         ("graphql:This pod is locked", CallOutcome.PERMANENT, "locked"),
@@ -126,7 +126,7 @@ def test_429_on_describe_carries_the_delay(runpod: RunPodProvider, cloud: Cloud)
 
 def test_a_wrong_key_is_permanent_and_never_echoed(cloud: Cloud) -> None:
     wrong = "rpa_WRONG_KEY_987"
-    with httpx.Client(timeout=TIMEOUT_S) as client:
+    with cloud.client() as client:
         result = RunPodProvider(client, wrong, f"{cloud.url}/graphql").stop("pod-1")
     assert result.outcome is CallOutcome.PERMANENT and "HTTP 401" in result.detail
     assert wrong not in result.detail
@@ -134,7 +134,7 @@ def test_a_wrong_key_is_permanent_and_never_echoed(cloud: Cloud) -> None:
 
 def test_the_legacy_api_key_parameter_is_accepted_by_the_fake(cloud: Cloud) -> None:
     body = {"query": 'query { pod(input: {podId: "pod-1"}) { id costPerHr } }'}
-    answer = httpx.post(f"{cloud.url}/graphql", params={"api_key": KEY}, json=body).json()
+    answer = cloud.post(f"{cloud.url}/graphql", params={"api_key": KEY}, json=body).json()
     assert answer["data"]["pod"]["costPerHr"] == 0.44
 
 
@@ -142,7 +142,7 @@ def test_no_log_line_carries_the_key(
     runpod: RunPodProvider, cloud: Cloud, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    cloud.answer_next("429", "500", "malformed", "graphql:bad", f"slow:{TIMEOUT_S * 3}")
+    cloud.answer_next("429", "500", "malformed", "graphql:bad", HOLD)
     for _ in range(6):
         runpod.stop("pod-1")
     runpod.describe("pod-1")
@@ -183,7 +183,7 @@ def test_pods_lists_every_pod_of_the_account(runpod: RunPodProvider) -> None:
 def test_resume_sends_pod_resume_with_the_pods_gpu_count(cloud: Cloud) -> None:
     cloud.fake.state.pods["pod-1"].gpu_count = 2
     sent: list[httpx.Request] = []
-    with httpx.Client(timeout=TIMEOUT_S, event_hooks={"request": [sent.append]}) as client:
+    with cloud.client(event_hooks={"request": [sent.append]}) as client:
         runpod = RunPodProvider(client, KEY, f"{cloud.url}/graphql")
         assert isinstance(runpod, Resumes)
         runpod.stop("pod-1")

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-import httpx
 import pytest
 
 from governor.domain.money import HOURS_PER_MONTH, per_hour_from_month
@@ -31,7 +30,7 @@ from tests.contract.harness_kubernetes import HARNESS as KUBERNETES
 from tests.contract.harness_lambda import HARNESS as LAMBDA
 from tests.contract.harness_runpod import HARNESS as RUNPOD
 from tests.contract.harness_vast import HARNESS as VAST
-from tests.fake_clouds import running
+from tests.fake_clouds import Served, running
 
 SECRET = "sk_STORAGE_UNITS_SECRET_0000"
 GIB = 2**30
@@ -103,8 +102,10 @@ def test_storage_comes_to_what_the_provider_bills(example: Example, tmp_path: Pa
     harness = example.harness
     cloud = harness.cloud(tmp_path / "cloud.json", SECRET)
     example.shape(cloud, harness.running)
-    with running(cloud) as server, httpx.Client(timeout=3.0) as client:
-        storage = harness.adapter(server.url, SECRET, client).describe(harness.running).storage
+    with running(cloud) as server:
+        served = Served(cloud, server.url)
+        with served.client() as client:
+            storage = harness.adapter(served, SECRET, client).describe(harness.running).storage
     if example.running_usd_month is None:
         assert storage is None
         return

@@ -35,11 +35,11 @@ from governor.domain.ports import (
     Resumes,
     StopsPreserving,
 )
+from governor.fakes.http_cloud import HOLD
 from governor.fakes.vast import FakeVast
-from tests.fake_clouds import Served, running
+from tests.fake_clouds import TIMEOUT_S, Served, running
 
 KEY = "vast_UNIT_TEST_SECRET_0123456789abcdef"
-TIMEOUT_S = 3.0  # generous for a busy machine; a canned slow answer takes three of it
 TLS = ssl.create_default_context()  # built once: every client building its own is slow
 # The fake cloud's clock, pinned; recent enough to lie within billed()'s lookback.
 T = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
@@ -67,7 +67,7 @@ def cloud(tmp_path: Path) -> Iterator[Cloud]:
     fake.clock = lambda: T
     fake.add_pod("1001", "0.44")
     fake.add_pod("1002", "3600", storage_total_cost="0.01", disk_space=73.0)
-    with running(fake) as server, httpx.Client(verify=TLS) as control:
+    with running(fake) as server, httpx.Client(timeout=TIMEOUT_S, verify=TLS) as control:
         cloud = Cloud(fake, server.url, control)
         yield cloud
     assert cloud.deletes_expected or fake.calls("DELETE") == []
@@ -80,9 +80,7 @@ def sent() -> list[httpx.Request]:
 
 @pytest.fixture
 def vast(cloud: Cloud, sent: list[httpx.Request]) -> Iterator[VastProvider]:
-    with httpx.Client(
-        timeout=TIMEOUT_S, verify=TLS, event_hooks={"request": [sent.append]}
-    ) as client:
+    with cloud.client(verify=TLS, event_hooks={"request": [sent.append]}) as client:
         yield VastProvider(client, KEY, cloud.url)
 
 
@@ -232,7 +230,7 @@ def test_the_put_answering_no_such_instance_is_done(
 
 def test_a_404_without_vast_code_is_not_gone(cloud: Cloud) -> None:
     """A wrong URL must never read as "already stopped" while the instance bills on."""
-    with httpx.Client(timeout=TIMEOUT_S, verify=TLS) as client:
+    with cloud.client(verify=TLS) as client:
         result = VastProvider(client, KEY, f"{cloud.url}/wrong").stop("1001")
     assert result.outcome is CallOutcome.PERMANENT and "HTTP 404" in result.detail
 
@@ -252,7 +250,7 @@ def test_a_wrong_state_is_decided_by_a_fresh_read(vast: VastProvider, cloud: Clo
         ("429", CallOutcome.RETRYABLE, "API requests too frequent"),
         ("429:9", CallOutcome.RETRYABLE, "retry after 9 s"),
         ("500", CallOutcome.RETRYABLE, "HTTP 500"),
-        (f"slow:{TIMEOUT_S * 3}", CallOutcome.RETRYABLE, "timed out"),
+        (HOLD, CallOutcome.RETRYABLE, "timed out"),
         ("malformed", CallOutcome.RETRYABLE, "not JSON"),
         ("refused:rate_limit_exceeded", CallOutcome.RETRYABLE, "rate_limit_exceeded"),
         ("error:400:rate_limit_exceeded", CallOutcome.RETRYABLE, "rate_limit_exceeded"),
@@ -371,7 +369,7 @@ def test_vast_plain_text_429_has_no_delay(vast: VastProvider, cloud: Cloud) -> N
 
 def test_a_wrong_key_is_permanent_and_never_echoed(cloud: Cloud) -> None:
     wrong = "vast_WRONG_KEY_987"
-    with httpx.Client(timeout=TIMEOUT_S, verify=TLS) as client:
+    with cloud.client(verify=TLS) as client:
         result = VastProvider(client, wrong, cloud.url).stop("1001")
     assert result.outcome is CallOutcome.PERMANENT and "invalid_token" in result.detail
     assert wrong not in result.detail
@@ -494,7 +492,7 @@ def test_failed_lists_are_classified(
 def test_listing_with_a_wrong_key_is_permanent_and_never_echoed(cloud: Cloud) -> None:
     wrong = "vast_WRONG_KEY_987"
     with (
-        httpx.Client(timeout=TIMEOUT_S, verify=TLS) as client,
+        cloud.client(verify=TLS) as client,
         pytest.raises(ProviderError, match="invalid_token") as caught,
     ):
         VastProvider(client, wrong, cloud.url).pods()
@@ -518,9 +516,7 @@ def test_no_log_line_carries_the_key(
     vast: VastProvider, cloud: Cloud, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    cloud.answer_next(
-        "429", "500", "malformed", "refused:invalid_token", f"slow:{TIMEOUT_S * 3}", "status:401"
-    )
+    cloud.answer_next("429", "500", "malformed", "refused:invalid_token", HOLD, "status:401")
     for _ in range(7):
         vast.stop("1001")
     vast.describe("1001")
