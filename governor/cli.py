@@ -449,7 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
         "check",
         help="go, canary_only or no_go, with every reason; exit 0, 1 or 2 (3: invalid plan)",
     )
-    check.add_argument("file", help="the plan, as JSON (schema preflight-plan/0.1)")
+    check.add_argument("file", help="the plan, as JSON (schema preflight-plan/0.1 or 0.2)")
     check.add_argument(
         "--remaining-usd",
         type=_usd_arg,

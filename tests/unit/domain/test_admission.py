@@ -6,6 +6,7 @@ variants of it), validated the way the API and the CLI validate them.
 
 from __future__ import annotations
 
+import json
 from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
@@ -17,7 +18,7 @@ from governor.api.schemas import PlanIn
 from governor.domain.preflight.cost import billed_hours, reserve
 from governor.domain.preflight.plan import Plan
 from governor.domain.preflight.rules import RULES, Admission, Verdict, admit
-from tests.plans import EXAMPLE, GATHER, gpu_groups, variant
+from tests.plans import EXAMPLE, EXAMPLE_FILE, GATHER, gpu_groups, variant
 
 D = Decimal
 FRESH = date(2026, 10, 8)  # the day after the reference plan's rate was quoted
@@ -582,3 +583,12 @@ def test_each_gpu_model_is_billed_at_its_own_rate() -> None:
     quote = stale.finding("quote_age")
     assert quote is not None
     assert "to $5.74/GPU-hour for the H200 and $3.36/GPU-hour for the H100" in quote.message
+
+
+def test_the_02_example_plan_checks_go_on_its_smaller_gpus() -> None:
+    doc = json.loads(EXAMPLE_FILE.with_name("plan-0.2.json").read_text())
+    admission = check(doc, remaining="1000")
+    assert admission.verdict is GO, [f.message for f in admission.findings]
+    tightest = admission.finding("memory_fit")
+    assert tightest is not None and tightest.gpu_type == "H100"
+    assert "it fits by 12.7 GiB" in tightest.message
