@@ -9,14 +9,13 @@ import sys
 from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from governor import __version__
 from governor.operator import add_verbs
 from governor.settings import load_settings
 
 if TYPE_CHECKING:
-    from governor.domain.preflight.rules import Admission
     from governor.services.context import ServiceContext
 
 log = logging.getLogger("governor")
@@ -223,7 +222,11 @@ def _plan_check(args: argparse.Namespace) -> int:
     if args.pod is not None:
         return _plan_check_on_pod(args, json.loads(Path(args.file).read_bytes()))
     admission = admit(plan, datetime.now(UTC).date(), args.remaining_usd)
-    print(json.dumps(admission.as_json(), indent=2) if args.json else _verdict_text(admission))
+    verdict = admission.as_json()
+    if args.json:
+        print(json.dumps(verdict, indent=2))
+    else:
+        print(_verdict_text(verdict, f"{plan.job_id} on {_gpus(verdict)}"))
     return PLAN_EXIT[admission.verdict.value]
 
 
@@ -249,36 +252,57 @@ def _plan_check_on_pod(args: argparse.Namespace, document: dict[str, object]) ->
     if args.json:
         print(json.dumps(verdict, indent=2))
     else:
-        memory = verdict["memory"]
-        print(
-            f"{verdict['verdict'].upper()}: {verdict['job_id']} on pod {args.pod} "
-            f"(plan {verdict['id']}, kept with budget {budget_id})\n"
-            f"memory: {memory['modeled_gib']:.1f} GiB modeled per GPU of "
-            f"{memory['usable_gib']:.1f} GiB usable\nreasons:"
-        )
-        for reason in verdict["reasons"]:
-            print(f"  [{reason['verdict']}] {reason['rule']}: {reason['message']}")
+        where = f"{verdict['job_id']} on pod {args.pod} (plan {verdict['id']}, kept with budget "
+        print(_verdict_text(verdict, f"{where}{budget_id}), {_gpus(verdict)}"))
     return PLAN_EXIT[verdict["verdict"]]
 
 
-def _verdict_text(admission: Admission) -> str:
+def _gpus(verdict: dict[str, Any]) -> str:
+    """The plan's GPUs as its verdict counts them: "1 x H200", "4 x H100 + 4 x H200"."""
+    return " + ".join(f"{g['gpus']} x {g['gpu_type']}" for g in verdict["memory"]["groups"])
+
+
+def _verdict_text(verdict: dict[str, Any], what: str) -> str:
+    """A verdict as the API or `admit` gives it in JSON, for people; where the plan has
+    several GPU models, a memory line and a cost line per model (the tightest first)."""
     from governor.domain.money import dollars
 
-    a = admission.assessment
-    hw, memory, cost = a.plan.hardware, a.memory, a.cost
-    money = (
-        "not checked against a budget"
-        if a.available is None
-        else (f"{dollars(a.available)} available")
+    def usd(text: str) -> str:
+        return dollars(Decimal(text))
+
+    memory, cost = verdict["memory"], verdict["cost"]
+    available = cost["available_usd"]
+    money = "not checked against a budget" if available is None else f"{usd(available)} available"
+    mixed = len(memory["groups"]) > 1
+
+    def fit(g: dict[str, Any]) -> str:
+        return (
+            f"{g['modeled_gib']:.1f} GiB modeled per GPU of {g['usable_gib']:.1f} GiB usable "
+            f"({g['ratio']:.0%})"
+        )
+
+    lines = [f"{verdict['verdict'].upper()}: {what}"]
+    if mixed:
+        lines.append("memory, per GPU model (the tightest first):")
+        lines += [
+            f"  {g['gpus']} x {g['gpu_type']}: {fit(g)}: {g['verdict']}" for g in memory["groups"]
+        ]
+    else:
+        lines.append(f"memory: {fit(memory)}")
+    lines.append(
+        f"cost:   worst case {usd(cost['worst_case_usd'])}, expected {usd(cost['expected_usd'])}; "
+        f"{money}"
     )
-    lines = [
-        f"{admission.verdict.value.upper()}: {a.plan.job_id} on {hw.gpus} x {hw.gpu_type}",
-        f"memory: {memory.modeled_gib:.1f} GiB modeled per GPU of {memory.usable_gib:.1f} GiB "
-        f"usable ({memory.ratio:.0%})",
-        f"cost:   worst case {dollars(cost.worst)}, expected {dollars(cost.expected)}; {money}",
-        "reasons:",
-        *(f"  [{f.verdict.value}] {f.rule}: {f.message}" for f in admission.findings),
-    ]
+    if mixed:
+        lines += [
+            f"  {g['gpus']} x {g['gpu_type']} at {usd(g['rate_usd_per_gpu_hour'])}/GPU-hour: "
+            f"{usd(g['compute_usd'])} at max hours"
+            for g in cost["groups"]
+        ]
+    lines.append("reasons:")
+    for r in verdict["reasons"]:
+        group = f" ({r['gpu_type']})" if mixed and r.get("gpu_type") else ""
+        lines.append(f"  [{r['verdict']}] {r['rule']}{group}: {r['message']}")
     return "\n".join(lines)
 
 
@@ -425,7 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
         "check",
         help="go, canary_only or no_go, with every reason; exit 0, 1 or 2 (3: invalid plan)",
     )
-    check.add_argument("file", help="the plan, as JSON (schema preflight-plan/0.1)")
+    check.add_argument("file", help="the plan, as JSON (schema preflight-plan/0.1 or 0.2)")
     check.add_argument(
         "--remaining-usd",
         type=_usd_arg,

@@ -4,6 +4,8 @@ EXAMPLE is the worked example plan, docs/examples/plan.json: a dense 27B-class Q
 8,192 tokens with a 262,144 vocabulary on one H200. `variant` changes it by dotted paths
 ("hardware.gpu_type", "phases.1.min_optimizer_steps") and, unless told otherwise, sets
 modeled_total to the sum of the declared components so that only the change is judged.
+`gpu_groups` makes the changes that turn a plan into a preflight-plan/0.2 one of several
+GPU models.
 """
 
 from __future__ import annotations
@@ -52,6 +54,15 @@ def variant(
     if total:
         doc["memory_per_gpu_gib"]["modeled_total"] = round(declared_sum(doc), 2)
     return doc
+
+
+def gpu_groups(*gpus: dict[str, Any], base: dict[str, Any] = EXAMPLE) -> dict[str, Any]:
+    """Changes for `variant`: the plan as preflight-plan/0.2, its hardware these groups of
+    GPUs ({"gpu_type", "gpu_count", "rate_usd_per_gpu_hour", "usable_mib_per_gpu"?}), quoted
+    and billed as `base` is."""
+    shared = ("rate_quoted_at", "billing_increment_s", "interruptible")
+    hardware = {key: base["hardware"][key] for key in shared}
+    return {"schema": "preflight-plan/0.2", "hardware": {**hardware, "gpus": list(gpus)}}
 
 
 def write(doc: dict[str, Any], path: Path) -> Path:

@@ -3,8 +3,10 @@
 A read model is written once, in the services, as frozen dataclasses; its API schema follows
 from it field by field, so the two cannot drift. Money (a `Decimal`) travels as a decimal
 string named in dollars: `spent` becomes `spent_usd`, `compute_per_hour` becomes
-`compute_usd_per_hour`; a field's `metadata={"api": name}` names it otherwise. Tuples become
-lists and nested dataclasses their own models, named after them with `Out`.
+`compute_usd_per_hour`; a field's `metadata={"api": name}` names it otherwise, and
+`metadata={"doc": text}` describes it. A field's default is the model's (a stored read model
+written before the field was added still reads). Tuples become lists and nested dataclasses
+their own models, named after them with `Out`.
 """
 
 from __future__ import annotations
@@ -29,7 +31,10 @@ PER_HOUR = "_per_hour"
 
 
 class Out(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
+    # every field is in every response, defaults or not
+    model_config = ConfigDict(
+        from_attributes=True, json_schema_serialization_defaults_required=True
+    )
 
 
 def api_name(field: dataclasses.Field[Any], hint: Any) -> str:
@@ -49,7 +54,15 @@ def api_model(cls: type) -> type[BaseModel]:
     fields: dict[str, Any] = {}
     for field in dataclasses.fields(cls):
         hint = hints[field.name]
-        fields[api_name(field, hint)] = (_api_type(hint), Field(validation_alias=field.name))
+        given: dict[str, Any] = {"description": field.metadata.get("doc")}
+        if field.default is not dataclasses.MISSING:
+            given["default"] = field.default
+        elif field.default_factory is not dataclasses.MISSING:
+            given["default_factory"] = field.default_factory
+        fields[api_name(field, hint)] = (
+            _api_type(hint),
+            Field(validation_alias=field.name, **given),
+        )
     model: type[BaseModel] = create_model(f"{cls.__name__}Out", __base__=Out, **fields)
     return model
 

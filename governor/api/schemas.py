@@ -13,11 +13,14 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
     WithJsonSchema,
     field_validator,
     model_validator,
 )
 
+from governor.api.read_models import api_model
 from governor.api.safe_input import (
     MAX_INT64,
     ClientDate,
@@ -43,6 +46,7 @@ from governor.domain.model import (
     Severity,
 )
 from governor.domain.money import format_usd, parse_usd
+from governor.domain.preflight.gpus import gpu_class, same_model
 from governor.domain.preflight.plan import (
     Attention,
     Checkpointing,
@@ -50,6 +54,7 @@ from governor.domain.preflight.plan import (
     Dequantize,
     Evidence,
     ExpertStorage,
+    GpuGroup,
     Hardware,
     KernelFormat,
     MemoryModel,
@@ -62,7 +67,7 @@ from governor.domain.preflight.plan import (
     Training,
     WeightsBreakdown,
 )
-from governor.domain.preflight.rules import Verdict
+from governor.domain.preflight.rules import Finding, Verdict
 from governor.domain.stop_order import StopState
 
 _MONEY_SCHEMA = WithJsonSchema(
@@ -615,8 +620,9 @@ class NodeTelemetryAccepted(TelemetryAccepted):
 
 
 # --- plans (preflight admission) -------------------------------------------------------
-# The plan document follows the "preflight-plan/0.1" schema (docs/api.md, Preflight plans).
-# Fields marked "for the record" are stored with the verdict but decide nothing.
+# The plan document follows the "preflight-plan/0.1" schema, or "preflight-plan/0.2" for
+# several GPU models in one plan (docs/api.md, Preflight plans); the two differ only in
+# `hardware`. Fields marked "for the record" are stored with the verdict but decide nothing.
 
 Gib = Annotated[float, Field(ge=0, le=1_000_000, allow_inf_nan=False)]
 Params = Annotated[float, Field(ge=0, le=1e15, allow_inf_nan=False)]
@@ -628,18 +634,77 @@ PlanUsd = Annotated[Usd, _AS_TEXT]
 PlanRate = Annotated[PositiveUsd, _AS_TEXT]
 
 
-class PlanHardwareIn(Strict):
+PLAN_V1, PLAN_V2 = "preflight-plan/0.1", "preflight-plan/0.2"
+GpuCount = Annotated[int, Field(ge=1, le=1024)]
+
+
+class PlanHostIn(Strict):
+    """What every GPU of the plan shares: where it runs, and how its rates were read."""
+
     provider: Label | None = None  # for the record
     cloud_tier: Label | None = None  # for the record
-    gpu_type: Label
-    gpu_count: Annotated[int, Field(ge=1, le=1024)]
-    nodes: Annotated[int, Field(ge=1, le=1024)] = 1
-    usable_mib_per_gpu: Count
-    rate_usd_per_gpu_hour: PlanRate
+    nodes: GpuCount = 1
     rate_source: Note | None = None  # for the record
     rate_quoted_at: ClientDate = Field(description="the day the rate was read (YYYY-MM-DD)")
     billing_increment_s: Annotated[int, Field(ge=1, le=86_400)]
     interruptible: bool = Field(False, description="spot: exempt from the low-rate check")
+
+
+class PlanGpusIn(Strict):
+    """0.2: the plan's GPUs of one model."""
+
+    gpu_type: Label
+    gpu_count: GpuCount = Field(description="GPUs of this model per node")
+    usable_mib_per_gpu: Count | None = Field(
+        None,
+        description="MiB per GPU the driver reports; unset: the GPU table's figure (a model "
+        "not in the table needs it)",
+    )
+    rate_usd_per_gpu_hour: PlanRate
+
+    @model_validator(mode="after")
+    def _memory_known(self) -> PlanGpusIn:
+        if self.usable_mib_per_gpu is None and gpu_class(self.gpu_type) is None:
+            raise ValueError(
+                f"{self.gpu_type!r} is not in the GPU table: give its usable_mib_per_gpu (the "
+                "MiB per GPU its driver reports)"
+            )
+        return self
+
+    def group(self) -> GpuGroup:
+        return GpuGroup(
+            self.gpu_type, self.gpu_count, self.usable_mib_per_gpu, self.rate_usd_per_gpu_hour
+        )
+
+
+class PlanHardwareIn(PlanHostIn, PlanGpusIn):
+    """0.1: one GPU model, its usable memory declared."""
+
+    usable_mib_per_gpu: Count  # type: ignore[assignment]
+
+    def groups(self) -> tuple[GpuGroup, ...]:
+        return (self.group(),)
+
+
+class PlanMixedHardwareIn(PlanHostIn):
+    """0.2: one group per GPU model."""
+
+    gpus: Annotated[list[PlanGpusIn], Field(min_length=1, max_length=16)]
+
+    @field_validator("gpus")
+    @classmethod
+    def _one_group_per_model(cls, gpus: list[PlanGpusIn]) -> list[PlanGpusIn]:
+        for i, later in enumerate(gpus):
+            for earlier in gpus[:i]:
+                if same_model(earlier.gpu_type, later.gpu_type):
+                    raise ValueError(
+                        f"{earlier.gpu_type!r} and {later.gpu_type!r} are the same GPU model: "
+                        "give one group per model, its GPUs counted together"
+                    )
+        return gpus
+
+    def groups(self) -> tuple[GpuGroup, ...]:
+        return tuple(g.group() for g in self.gpus)
 
 
 class PlanPhaseIn(Strict):
@@ -777,9 +842,12 @@ class PlanEvidenceIn(Strict):
 
 
 class PlanIn(Strict):
-    schema_: Literal["preflight-plan/0.1"] = Field("preflight-plan/0.1", alias="schema")
+    schema_: Literal["preflight-plan/0.1", "preflight-plan/0.2"] = Field(PLAN_V1, alias="schema")
     job_id: Name
-    hardware: PlanHardwareIn
+    hardware: PlanHardwareIn | PlanMixedHardwareIn = Field(
+        description="0.1: one GPU model (gpu_type, gpu_count, usable_mib_per_gpu, "
+        "rate_usd_per_gpu_hour); 0.2: `gpus`, one group per GPU model"
+    )
     phases: Annotated[list[PlanPhaseIn], Field(min_length=1, max_length=50)]
     storage: Annotated[list[PlanStorageIn], Field(max_length=50)] = []
     other_costs_usd: PlanUsd = Decimal(0)
@@ -788,9 +856,18 @@ class PlanIn(Strict):
     memory_per_gpu_gib: PlanMemoryIn
     evidence: PlanEvidenceIn = PlanEvidenceIn()
 
+    @field_validator("hardware", mode="wrap")
+    @classmethod
+    def _hardware_of_its_schema(
+        cls, value: Any, _: ValidatorFunctionWrapHandler, info: ValidationInfo
+    ) -> PlanHardwareIn | PlanMixedHardwareIn:
+        """The hardware is read as the document's schema version writes it (0.1 by default)."""
+        shape = PlanMixedHardwareIn if info.data.get("schema_") == PLAN_V2 else PlanHardwareIn
+        return value if isinstance(value, shape) else shape.model_validate(value)
+
     @model_validator(mode="after")
     def _shards_within_gpus(self) -> PlanIn:
-        gpus = self.hardware.gpu_count * self.hardware.nodes
+        gpus = self.hardware.nodes * sum(g.gpu_count for g in self.hardware.groups())
         if self.training.sharding.shards > gpus:
             raise ValueError(f"training.sharding.shards must not exceed the plan's {gpus} GPUs")
         moe = self.model.moe
@@ -809,7 +886,13 @@ class PlanIn(Strict):
         hw, t, m, mem = self.hardware, self.training, self.model, self.memory_per_gpu_gib
         return Plan(
             job_id=self.job_id,
-            hardware=Hardware(**hw.model_dump(exclude={"provider", "cloud_tier", "rate_source"})),
+            hardware=Hardware(
+                groups=hw.groups(),
+                nodes=hw.nodes,
+                rate_quoted_at=hw.rate_quoted_at,
+                billing_increment_s=hw.billing_increment_s,
+                interruptible=hw.interruptible,
+            ),
             phases=tuple(PlanPhase(**p.model_dump()) for p in self.phases),
             storage=tuple(Storage(**s.model_dump(exclude={"kind"})) for s in self.storage),
             other_costs_usd=self.other_costs_usd,
@@ -853,11 +936,7 @@ def read_plan(document: dict[str, Any]) -> Plan:
     return PlanIn.model_validate(document).to_plan()
 
 
-class PlanReasonOut(BaseModel):
-    rule: str
-    verdict: Verdict = Field(description="the best verdict this reason allows")
-    message: str
-    evidence: dict[str, Any]
+PlanReasonOut = api_model(Finding)
 
 
 class PlanComponentOut(BaseModel):
@@ -868,8 +947,19 @@ class PlanComponentOut(BaseModel):
     basis: str
 
 
-class PlanMemoryOut(BaseModel):
+class PlanGroupFitOut(BaseModel):
     gpu_type: str
+    gpus: int = Field(description="GPUs of this model, over all nodes")
+    usable_gib: float
+    usable_memory: Literal["verified", "derived", "unchecked"]
+    usable_source: str | None
+    modeled_gib: float = Field(description="the modeled peak per GPU of this model")
+    ratio: float
+    verdict: Verdict = Field(description="the memory verdict on this model alone")
+
+
+class PlanMemoryOut(BaseModel):
+    gpu_type: str = Field(description="the GPU model that decides: the tightest group's")
     usable_gib: float
     usable_memory: Literal["verified", "derived", "unchecked"] | None = Field(
         None,
@@ -881,10 +971,22 @@ class PlanMemoryOut(BaseModel):
     modeled_gib: float
     ratio: float
     components: list[PlanComponentOut]
+    groups: list[PlanGroupFitOut] = Field(
+        [], description="each GPU model of the plan, the tightest first"
+    )
+
+
+class PlanGroupCostOut(BaseModel):
+    gpu_type: str
+    gpus: int
+    rate_usd_per_gpu_hour: UsdText = Field(description="after drift")
+    compute_usd: UsdText = Field(description="its GPUs at max hours")
 
 
 class PlanCostOut(BaseModel):
-    rate_usd_per_gpu_hour: UsdText
+    rate_usd_per_gpu_hour: UsdText = Field(
+        description="after drift; with several GPU models, their mean over the plan's GPUs"
+    )
     rate_drift: float
     compute_usd: UsdText
     storage_usd: UsdText
@@ -893,6 +995,7 @@ class PlanCostOut(BaseModel):
     worst_case_usd: UsdText
     canary_worst_case_usd: UsdText
     expected_usd: UsdText
+    groups: list[PlanGroupCostOut] = Field([], description="each GPU model's rate and compute")
     remaining_usd: UsdText | None
     reserved_for_plans_usd: UsdText = Field(
         "0.00", description="held back for the budget's other admitted plans"

@@ -32,7 +32,7 @@ from governor.domain.errors import Conflict, Invalid
 from governor.domain.model import Action, Category, Reason, Severity
 from governor.domain.money import MAX_USD, ZERO, dollars, format_usd
 from governor.domain.policy import CanaryHold
-from governor.domain.preflight.placement import FreeGpu, placement
+from governor.domain.preflight.placement import FreeGpu, Need, placement
 from governor.domain.preflight.plan import CANARY, Plan
 from governor.domain.preflight.rules import (
     MEASURED_SHARE,
@@ -60,7 +60,8 @@ def check(
     pod_id: str | None = None,
 ) -> PlanCheckRow:
     """Judge `plan` (stored as `document`) and record the verdict with the budget; with
-    `pod_id`, also on the free memory that pod's GPUs report (placement)."""
+    `pod_id`, also on the free memory that pod's GPUs report (placement), each GPU against
+    the per-GPU peak of the plan's GPU model it is."""
     book = open_book(session, budget_id, now, config)
     reserved = sum((r.reserved for r in reservations(session, book, plan.job_id)), ZERO)
     admission = admit(plan, now.date(), book.figures.remaining, reserved=reserved)
@@ -73,8 +74,11 @@ def check(
             for at, g in telemetry.latest(session, pod.id)
             if owns(pod.gpu_uuids, g.uuid)
         ]
-        modeled = admission.assessment.memory.modeled_gib
-        admission = admission.with_finding(placement(modeled, plan.hardware.gpu_count, gpus))
+        needs = [  # a pod is one machine: each group's GPUs per node
+            Need(g.group.gpu_type, g.memory.modeled_gib, g.group.gpu_count)
+            for g in admission.assessment.groups
+        ]
+        admission = admission.with_finding(placement(needs, gpus))
     a, result = admission.assessment, admission.as_json()
     if a.cost.worst > MAX_USD:
         raise Invalid(
@@ -88,7 +92,7 @@ def check(
         budget_id=budget_id,
         job_id=plan.job_id,
         verdict=admission.verdict,
-        gpu_type=plan.hardware.gpu_type,
+        gpu_type=a.tightest.group.gpu_type,  # the group that decides the memory verdict
         modeled_gib=round(a.memory.modeled_gib, 3),
         usable_gib=round(a.memory.usable_gib, 3),
         worst_case_usd=a.cost.worst,
@@ -410,7 +414,9 @@ def _summary(plan: Plan, admission: Admission, available: Decimal) -> str:
     deciding = admission.deciding
     if deciding is not None:
         return f"{head}. {deciding.message}"
+    g = a.tightest
+    tightest = "" if len(a.groups) == 1 else f" on the {g.gpus} x {g.group.gpu_type}, the tightest"
     return (
         f"{head}: modeled peak {a.memory.modeled_gib:.1f} of {a.memory.usable_gib:.1f} GiB "
-        f"per GPU, worst case {dollars(a.cost.worst)} of {dollars(available)} available."
+        f"per GPU{tightest}, worst case {dollars(a.cost.worst)} of {dollars(available)} available."
     )

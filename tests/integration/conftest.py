@@ -9,9 +9,11 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
 from governor.api.schemas import read_plan
+from governor.app import create_app
 from governor.db import repository as repo
 from governor.db import schema
 from governor.db.engine import build_engine, session_factory, unit_of_work
@@ -20,12 +22,13 @@ from governor.domain.ports import AnyProvider, SystemClock
 from governor.domain.telemetry import GIB, DeviceProblem, GpuProcess, GpuSample, Reading
 from governor.fakes.cloud import FakeProvider
 from governor.scheduler import tasks
-from governor.services import budgets, checkins, pods, runs, telemetry
+from governor.services import budgets, checkins, pods, runs, telemetry, tokens
 from governor.services.book import Book
 from governor.services.context import GovernorConfig, ServiceContext
 from governor.services.health import TickLog
 from governor.services.leadership import Lease
 from governor.services.tokens import Principal
+from governor.settings import load_settings
 from tests.clock import FrozenClock
 
 # who acts where these tests act as an operator without HTTP
@@ -193,3 +196,18 @@ def gov(migrated_url: str, clock: FrozenClock) -> Iterator[Governor]:
     governor = make_governor(migrated_url, clock)
     yield governor
     governor.ctx.engine.dispose()
+
+
+OPERATOR_TOKEN = "gov_op_integration-operator"
+
+
+@pytest.fixture
+def operator_api(gov: Governor, migrated_url: str) -> Iterator[TestClient]:
+    """The API in-process on the governor's own context, called as its operator."""
+    with gov.session() as session:
+        tokens.bootstrap_operator(session, OPERATOR_TOKEN, gov.clock.now())
+    settings = load_settings(database_url=migrated_url, scheduler_enabled=False)
+    with TestClient(
+        create_app(settings, gov.ctx), headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+    ) as client:
+        yield client

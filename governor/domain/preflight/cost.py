@@ -1,7 +1,8 @@
 """What a plan can cost, in Decimal dollars.
 
 Each phase holding GPUs is billed for its maximum hours rounded up to the provider's
-billing increment, at the quoted rate, raised by 25% when the quote is over a week old.
+billing increment, each GPU at its model's quoted rate, raised by 25% when the quote is over
+a week old.
 Storage and other costs are added, then a 15% contingency. The money that may be spent
 is what the budget has left minus a reserve kept back for teardown, storage and a retry.
 """
@@ -43,8 +44,18 @@ def reserve(remaining: Decimal) -> Decimal:
 
 
 @dataclass(frozen=True)
-class CostFigures:
+class GroupCost:
+    """One GPU group's share of the compute: its rate after drift, at max hours."""
+
+    gpu_type: str
+    gpus: int
     rate: Decimal  # per GPU-hour, after drift
+    compute: Decimal
+
+
+@dataclass(frozen=True)
+class CostFigures:
+    groups: tuple[GroupCost, ...]
     drift: Decimal
     compute: Decimal  # every phase at max hours
     storage: Decimal
@@ -53,14 +64,21 @@ class CostFigures:
     canary_worst: Decimal  # the same, for the phases up to and including the canary
     expected: Decimal  # expected hours, no contingency
 
+    @property
+    def rate(self) -> Decimal:
+        """Per GPU-hour after drift: with several GPU models, their mean over the GPUs."""
+        gpus = sum(g.gpus for g in self.groups)
+        return sum((g.rate * g.gpus for g in self.groups), ZERO) / gpus
+
 
 def plan_cost(plan: Plan, today: date) -> CostFigures:
     hw = plan.hardware
     drift = STALE_DRIFT if quote_is_stale(hw.rate_quoted_at, today) else ZERO
-    rate = hw.rate_usd_per_gpu_hour * (1 + drift)
+    rates = [(g, hw.gpus_of(g), g.rate_usd_per_gpu_hour * (1 + drift)) for g in hw.groups]
+    per_hour = sum((gpus * rate for _, gpus, rate in rates), ZERO)  # every GPU of the plan
 
-    def compute(phases: tuple[PlanPhase, ...], expected: bool = False) -> Decimal:
-        hours = sum(
+    def hours(phases: tuple[PlanPhase, ...], expected: bool = False) -> Decimal:
+        return sum(
             (
                 billed_hours(p.expected_hours if expected else p.max_hours, hw.billing_increment_s)
                 for p in phases
@@ -68,7 +86,9 @@ def plan_cost(plan: Plan, today: date) -> CostFigures:
             ),
             ZERO,
         )
-        return usd(hours * hw.gpus * rate)
+
+    def compute(phases: tuple[PlanPhase, ...], expected: bool = False) -> Decimal:
+        return usd(hours(phases, expected) * per_hour)
 
     storage = usd(
         sum(
@@ -82,8 +102,11 @@ def plan_cost(plan: Plan, today: date) -> CostFigures:
         return usd((compute(phases) + storage + other) * (1 + CONTINGENCY))
 
     canary = plan.index(CANARY)
+    held = hours(plan.phases)
     return CostFigures(
-        rate=rate,
+        groups=tuple(
+            GroupCost(g.gpu_type, gpus, rate, usd(held * gpus * rate)) for g, gpus, rate in rates
+        ),
         drift=drift,
         compute=compute(plan.phases),
         storage=storage,

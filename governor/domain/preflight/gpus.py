@@ -114,3 +114,12 @@ _NAMES = {key: gpu for gpu in GPUS for key in (normalize(gpu.name), *gpu.aliases
 def gpu_class(gpu_type: str) -> GpuClass | None:
     """The class for a GPU name, as a plan or nvidia-smi writes it; None for a card not on file."""
     return _NAMES.get(normalize(gpu_type))
+
+
+def same_model(a: str, b: str) -> bool:
+    """Two GPU names for the same model: the same class on file or, for cards not on file,
+    the same name once normalized ("NVIDIA H100 80GB HBM3" is an "H100")."""
+    known_a, known_b = gpu_class(a), gpu_class(b)
+    if known_a is None and known_b is None:
+        return normalize(a) == normalize(b)
+    return known_a is known_b

@@ -2,8 +2,10 @@
 
 A GPU shared with other services has less free than its card's usable memory, so a plan that
 fits the card can still not fit the GPU. Given each GPU's free memory as its latest sample
-says, the plan fits where free memory covers the modeled per-GPU peak; the plan needs as many
-such GPUs as it declares.
+says, a GPU fits where its free memory covers the modeled per-GPU peak of the plan's group of
+the same GPU model (its name as the GPU reports it); a GPU of a model the plan does not name
+is judged against the plan's largest per-GPU peak, and may stand in for any group. The plan
+fits when each group has as many fitting GPUs as it declares.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
+from governor.domain.preflight.gpus import same_model
 from governor.domain.preflight.rules import Finding, Verdict
 from governor.domain.telemetry import GIB
 
@@ -27,27 +31,32 @@ class FreeGpu:
     at: datetime
 
 
-def placement(modeled_gib: float, gpus_needed: int, gpus: Sequence[FreeGpu]) -> Finding:
-    """`go` naming the GPUs that fit (and by how much) when enough of them do, `no_go` with
-    each GPU's shortfall otherwise."""
-    rows = []
-    for gpu in gpus:
-        free = None if gpu.free_bytes is None else gpu.free_bytes / GIB
-        rows.append(
-            {
-                "uuid": gpu.uuid,
-                "index": gpu.index,
-                "name": gpu.name,
-                "free_gib": None if free is None else round(free, 2),
-                "fits": free is not None and free >= modeled_gib,
-                "margin_gib": None if free is None else round(free - modeled_gib, 2),
-                "sampled_at": gpu.at.isoformat(),
-            }
-        )
+@dataclass(frozen=True)
+class Need:
+    """One GPU group of the plan, on one machine: its model, per-GPU peak and GPU count."""
+
+    gpu_type: str
+    modeled_gib: float
+    gpus: int
+
+
+def placement(needs: Sequence[Need], gpus: Sequence[FreeGpu]) -> Finding:
+    """`go` naming the GPUs that fit (and by how much) when each group has enough of them,
+    `no_go` with each GPU's shortfall otherwise."""
+    largest = max(n.modeled_gib for n in needs)
+    rows = [
+        _row(gpu, next((n for n in needs if same_model(n.gpu_type, gpu.name)), None), largest)
+        for gpu in gpus
+    ]
     fitting = [r for r in rows if r["fits"]]
+    short = {
+        n.gpu_type: max(0, n.gpus - sum(r["judged_as"] == n.gpu_type for r in fitting))
+        for n in needs
+    }
+    spare = sum(r["judged_as"] is None for r in fitting)
     evidence: dict[str, object] = {
-        "modeled_gib": round(modeled_gib, 2),
-        "gpus_needed": gpus_needed,
+        "modeled_gib": round(largest, 2),
+        "gpus_needed": sum(n.gpus for n in needs),
         "gpus": rows,
     }
     if not rows:
@@ -57,23 +66,52 @@ def placement(modeled_gib: float, gpus_needed: int, gpus: Sequence[FreeGpu]) -> 
             "The pod has no GPU telemetry yet: its free memory cannot be checked.",
             evidence,
         )
-    said = ", ".join(
+    fits = sum(short.values()) <= spare
+    head = f"{len(fitting)} of the pod's {len(rows)} GPUs have room for the modeled"
+    if not fits:
+        head = f"Only {head}"
+    if len(needs) == 1:
+        [need] = needs
+        message = f"{head} {need.modeled_gib:.1f} GiB per GPU"
+        if not fits:
+            message += f", and the plan needs {need.gpus}"
+        message += f": {_said(fitting or rows)}."
+    else:
+        groups = "; ".join(
+            f"{n.gpus} x {n.gpu_type} at {n.modeled_gib:.1f} GiB: "
+            + _said([r for r in fitting if r["judged_as"] == n.gpu_type])
+            + (f" ({short[n.gpu_type]} short)" if short[n.gpu_type] else "")
+            for n in needs
+        )
+        others = [r for r in fitting if r["judged_as"] is None]
+        message = f"{head} per-GPU peak of their GPU model: {groups}"
+        if others:
+            message += f"; of models the plan does not name, at {largest:.1f} GiB: {_said(others)}"
+        message += "."
+    return Finding("placement", Verdict.GO if fits else Verdict.NO_GO, message, evidence)
+
+
+def _row(gpu: FreeGpu, need: Need | None, largest: float) -> dict[str, Any]:
+    free = None if gpu.free_bytes is None else gpu.free_bytes / GIB
+    modeled = largest if need is None else need.modeled_gib
+    return {
+        "uuid": gpu.uuid,
+        "index": gpu.index,
+        "name": gpu.name,
+        "judged_as": None if need is None else need.gpu_type,
+        "modeled_gib": round(modeled, 2),
+        "free_gib": None if free is None else round(free, 2),
+        "fits": free is not None and free >= modeled,
+        "margin_gib": None if free is None else round(free - modeled, 2),
+        "sampled_at": gpu.at.isoformat(),
+    }
+
+
+def _said(rows: Sequence[dict[str, Any]]) -> str:
+    if not rows:
+        return "none"
+    return ", ".join(
         f"GPU {r['index']} {r['uuid']} "
         + ("(free unknown)" if r["free_gib"] is None else f"({r['free_gib']:.1f} GiB free)")
-        for r in (fitting or rows)
-    )
-    if len(fitting) >= gpus_needed:
-        return Finding(
-            "placement",
-            Verdict.GO,
-            f"{len(fitting)} of the pod's {len(rows)} GPUs have room for the modeled "
-            f"{modeled_gib:.1f} GiB per GPU: {said}.",
-            evidence,
-        )
-    return Finding(
-        "placement",
-        Verdict.NO_GO,
-        f"Only {len(fitting)} of the pod's {len(rows)} GPUs have room for the modeled "
-        f"{modeled_gib:.1f} GiB per GPU, and the plan needs {gpus_needed}: {said}.",
-        evidence,
+        for r in rows
     )

@@ -1,7 +1,8 @@
 """The plan a job submits before renting: what the admission rules read, nothing more.
 
-Field names follow the preflight plan schema ("preflight-plan/0.1"). Memory figures are GiB
-per GPU at the plan's peak phase; parameter counts are plain numbers; money is Decimal.
+Field names follow the preflight plan schema ("preflight-plan/0.1", or "preflight-plan/0.2" for
+several GPU models in one plan). Memory figures are GiB per GPU at the plan's peak phase;
+parameter counts are plain numbers; money is Decimal.
 The API and the CLI validate a plan document at the edge and build these values from it.
 Fields with defaults are optional: at their defaults they add nothing to the memory model.
 """
@@ -67,19 +68,29 @@ LINEAR_ONLY_QUANTIZERS = ("none", "bnb_linear4bit")  # these leave fused 3-D exp
 
 
 @dataclass(frozen=True)
-class Hardware:
+class GpuGroup:
+    """The plan's GPUs of one model: a 0.1 plan has one group, a 0.2 plan one per model."""
+
     gpu_type: str
-    gpu_count: int
-    nodes: int
-    usable_mib_per_gpu: int
+    gpu_count: int  # per node
+    usable_mib_per_gpu: int | None  # None: the GPU table's figure for the model
     rate_usd_per_gpu_hour: Decimal
+
+
+@dataclass(frozen=True)
+class Hardware:
+    groups: tuple[GpuGroup, ...]
+    nodes: int
     rate_quoted_at: date
     billing_increment_s: int
     interruptible: bool
 
     @property
     def gpus(self) -> int:
-        return self.gpu_count * self.nodes
+        return self.nodes * sum(g.gpu_count for g in self.groups)
+
+    def gpus_of(self, group: GpuGroup) -> int:
+        return self.nodes * group.gpu_count
 
 
 @dataclass(frozen=True)

@@ -3,14 +3,16 @@
 Reading RULES top to bottom tells an operator how a plan is judged: the plan's structure,
 the governor's memory floors, the memory fit, then the money.
 Each rule returns a Finding (the best verdict it allows, a message, evidence) or None; the
-plan's verdict is the worst any finding allows, and every finding is reported.
+plan's verdict is the worst any finding allows, and every finding is reported. A rule about
+the GPUs (their usable memory, the memory fit, the rate) is judged on each GPU group of the
+plan, tightest first, and each of its findings names the group's GPU model and usable memory.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from decimal import Decimal
 from enum import StrEnum
@@ -26,7 +28,7 @@ from governor.domain.preflight.cost import (
 )
 from governor.domain.preflight.gpus import GpuClass, Provenance, gpu_class
 from governor.domain.preflight.memory import Component, MemoryFigures, count, model_memory
-from governor.domain.preflight.plan import CANARY, CHECKPOINT, TRAIN, Plan
+from governor.domain.preflight.plan import CANARY, CHECKPOINT, TRAIN, GpuGroup, Plan
 
 GO_SHARE = 0.90  # modeled peak up to 90% of usable memory: go
 FIT_SHARE = 1.00  # up to 100%: the canary must prove it
@@ -51,22 +53,66 @@ class Verdict(StrEnum):
 @dataclass(frozen=True)
 class Finding:
     rule: str
-    verdict: Verdict  # the best verdict this finding allows
+    verdict: Verdict = field(metadata={"doc": "the best verdict this finding allows"})
     message: str
     evidence: dict[str, object] = field(default_factory=dict)
+    gpu_type: str | None = field(
+        default=None, metadata={"doc": "the GPU model this finding is about, if it is one's"}
+    )
+    usable_gib: float | None = field(
+        default=None, metadata={"doc": "that model's usable memory per GPU, as judged"}
+    )
+
+
+@dataclass(frozen=True)
+class GroupFit:
+    """One GPU group of the plan: its card on file, and the per-GPU memory model on it."""
+
+    group: GpuGroup
+    gpus: int  # over all nodes
+    gpu: GpuClass | None
+    memory: MemoryFigures
+    measured_fit: bool  # a recent measured peak of the same configuration fit under 95%
+
+    @property
+    def usable_memory(self) -> str:
+        """Where the usable memory comes from: a card's report, a datasheet, or the plan."""
+        return "unchecked" if self.gpu is None else self.gpu.memory.value
+
+    @property
+    def usable_source(self) -> str | None:
+        return None if self.gpu is None else self.gpu.source
+
+    @property
+    def band(self) -> Verdict:
+        share = self.memory.ratio
+        if share <= GO_SHARE:
+            return Verdict.GO
+        if share <= FIT_SHARE or (share <= HARD_SHARE and self.measured_fit):
+            return Verdict.CANARY_ONLY
+        return Verdict.NO_GO
 
 
 @dataclass(frozen=True)
 class Assessment:
-    """A plan and everything the rules read: recomputed memory, cost, and the money left."""
+    """A plan and everything the rules read: recomputed memory per GPU group (the tightest
+    first), cost, and the money left."""
 
     plan: Plan
     today: date
-    gpu: GpuClass | None
-    memory: MemoryFigures
+    groups: tuple[GroupFit, ...]
     cost: CostFigures
     remaining: Decimal | None  # the budget's money left; None: not checked (offline)
     reserved: Decimal = Decimal(0)  # held back for the budget's other admitted plans
+
+    @property
+    def tightest(self) -> GroupFit:
+        """The group that decides the memory verdict: the worst band, then the highest share."""
+        return self.groups[0]
+
+    @property
+    def memory(self) -> MemoryFigures:
+        return self.tightest.memory
 
     @property
     def unreserved(self) -> Decimal | None:
@@ -83,45 +129,61 @@ class Assessment:
         return next(c for c in self.memory.components if c.name == name)
 
     @property
-    def usable_memory(self) -> str:
-        """Where the usable memory comes from: a card's report, a datasheet, or the plan."""
-        return "unchecked" if self.gpu is None else self.gpu.memory.value
-
-    @property
-    def usable_source(self) -> str | None:
-        return None if self.gpu is None else self.gpu.source
-
-    @property
-    def measured_fit(self) -> bool:
-        """A recent measured peak of the same configuration fit under 95%."""
-        e = self.plan.evidence
-        if not e.same_config or e.measured_peak_mib is None or e.measured_on is None:
-            return False
-        recent = 0 <= (self.today - e.measured_on).days <= EVIDENCE_DAYS
-        return recent and e.measured_peak_mib / 1024 <= MEASURED_SHARE * self.memory.usable_gib
-
-    @property
     def memory_band(self) -> Verdict:
-        share = self.memory.ratio
-        if share <= GO_SHARE:
-            return Verdict.GO
-        if share <= FIT_SHARE or (share <= HARD_SHARE and self.measured_fit):
-            return Verdict.CANARY_ONLY
-        return Verdict.NO_GO
+        return self.tightest.band
 
 
 def assess(
     plan: Plan, today: date, remaining: Decimal | None, reserved: Decimal = Decimal(0)
 ) -> Assessment:
-    gpu = gpu_class(plan.hardware.gpu_type)
-    usable_mib = plan.hardware.usable_mib_per_gpu
+    groups = sorted(
+        (_fit(plan, today, group) for group in plan.hardware.groups),
+        key=lambda g: (g.band.rank, g.memory.ratio),
+        reverse=True,
+    )
+    return Assessment(plan, today, tuple(groups), plan_cost(plan, today), remaining, reserved)
+
+
+def _fit(plan: Plan, today: date, group: GpuGroup) -> GroupFit:
+    """A group's usable memory is the plan's figure capped by the card's (or the card's)."""
+    gpu = gpu_class(group.gpu_type)
+    claimed = group.usable_mib_per_gpu
     if gpu is not None:
-        usable_mib = min(usable_mib, gpu.usable_mib)
-    memory = model_memory(plan, usable_mib / 1024)
-    return Assessment(plan, today, gpu, memory, plan_cost(plan, today), remaining, reserved)
+        claimed = gpu.usable_mib if claimed is None else min(claimed, gpu.usable_mib)
+    assert claimed is not None, "a GPU not on file comes with its usable memory"
+    memory = model_memory(plan, claimed / 1024)
+    e = plan.evidence
+    measured = (
+        e.same_config
+        and e.measured_peak_mib is not None
+        and e.measured_on is not None
+        and 0 <= (today - e.measured_on).days <= EVIDENCE_DAYS
+        and e.measured_peak_mib / 1024 <= MEASURED_SHARE * memory.usable_gib
+    )
+    return GroupFit(group, plan.hardware.gpus_of(group), gpu, memory, measured)
 
 
-Rule = Callable[[Assessment], "Finding | None"]
+Rule = Callable[[Assessment], "Finding | tuple[Finding, ...] | None"]
+GroupRule = Callable[[Assessment, GroupFit], "Finding | None"]
+
+
+def each_group(rule: GroupRule) -> Rule:
+    """A rule judged on each GPU group, tightest first; each finding names its group."""
+
+    def judged(a: Assessment) -> tuple[Finding, ...]:
+        return tuple(
+            replace(f, gpu_type=g.group.gpu_type, usable_gib=round(g.memory.usable_gib, 2))
+            for g in a.groups
+            if (f := rule(a, g)) is not None
+        )
+
+    judged.__name__ = rule.__name__
+    return judged
+
+
+def _on(g: GroupFit, a: Assessment) -> str:
+    """ " on the 4 x H100" where the plan has several GPU models; nothing where it has one."""
+    return "" if len(a.groups) == 1 else f" on the {g.gpus} x {g.group.gpu_type}"
 
 
 # --- the plan's structure -------------------------------------------------------------
@@ -201,11 +263,11 @@ def checkpoint_after_train(a: Assessment) -> Finding | None:
 # --- memory ---------------------------------------------------------------------------
 
 
-def floor_rule(name: str) -> Rule:
+def floor_rule(name: str) -> GroupRule:
     """A rule that says when the governor's floor for one component beat the plan's figure."""
 
-    def rule(a: Assessment) -> Finding | None:
-        c = a.component(name)
+    def rule(_: Assessment, g: GroupFit) -> Finding | None:
+        c = next(c for c in g.memory.components if c.name == name)
         if not c.raised:
             return None
         return Finding(
@@ -219,34 +281,48 @@ def floor_rule(name: str) -> Rule:
     return rule
 
 
-FLOORS = tuple(
-    floor_rule(name)
-    for name in (
-        "runtime_overhead",
-        "nccl",
-        "weights",
-        "dequantized_copy",
-        "kernel_layouts",
-        "adapters_grads_optimizer",
-        "activations",
-        "logits_peak",
-        "softcap_logits",
-        "fsdp_or_moe_gather",
-        "fragmentation_margin",
-    )
+def on_tightest(rule: GroupRule) -> Rule:
+    """A rule judged on the tightest GPU group alone: a term the same on every GPU."""
+
+    def judged(a: Assessment) -> Finding | None:
+        return rule(a, a.tightest)
+
+    judged.__name__ = rule.__name__
+    return judged
+
+
+FLOORS = (
+    *(
+        on_tightest(floor_rule(name))
+        for name in (
+            "runtime_overhead",
+            "nccl",
+            "weights",
+            "dequantized_copy",
+            "kernel_layouts",
+            "adapters_grads_optimizer",
+            "activations",
+            "logits_peak",
+            "softcap_logits",
+            "fsdp_or_moe_gather",
+        )
+    ),
+    each_group(floor_rule("fragmentation_margin")),  # a share of each model's usable memory
 )
 
 
-def usable_memory(a: Assessment) -> Finding | None:
-    hw, usable, gpu = a.plan.hardware, a.memory.usable_gib, a.gpu
-    claimed = hw.usable_mib_per_gpu / 1024
+def usable_memory(_: Assessment, g: GroupFit) -> Finding | None:
+    gpu_type, usable, gpu = g.group.gpu_type, g.memory.usable_gib, g.gpu
+    declared = g.group.usable_mib_per_gpu
     if gpu is None:
+        assert declared is not None
         message = (
-            f"No reported memory on file for {hw.gpu_type!r}: its memory was not checked. The "
-            f"plan's {claimed:.1f} GiB per GPU is used as given; the canary's measured total "
-            "is the check."
+            f"No reported memory on file for {gpu_type!r}: its memory was not checked. The "
+            f"plan's {declared / 1024:.1f} GiB per GPU is used as given; the canary's measured "
+            "total is the check."
         )
     else:
+        claimed = usable if declared is None else declared / 1024
         notes = []
         if usable < claimed:
             notes.append(
@@ -265,21 +341,21 @@ def usable_memory(a: Assessment) -> Finding | None:
         "usable_memory",
         Verdict.GO,
         message,
-        {"usable_gib": round(usable, 2), "usable_memory": a.usable_memory},
+        {"usable_gib": round(usable, 2), "usable_memory": g.usable_memory},
     )
 
 
-def memory_fit(a: Assessment) -> Finding:
-    m, c, share = a.memory.modeled_gib, a.memory.usable_gib, a.memory.ratio
-    band = a.memory_band
-    what = f"Modeled peak {m:.1f} GiB per GPU is {share:.0%} of the {c:.1f} GiB usable"
+def memory_fit(a: Assessment, g: GroupFit) -> Finding:
+    m, c, share = g.memory.modeled_gib, g.memory.usable_gib, g.memory.ratio
+    band = g.band
+    what = f"Modeled peak {m:.1f} GiB per GPU is {share:.0%} of the {c:.1f} GiB usable{_on(g, a)}"
     canary_gate = (
         f"training is released only if the canary's device-level peak after "
         f"{MIN_CANARY_STEPS} optimizer steps, one eval batch and one checkpoint save stays "
         f"under {MEASURED_SHARE:.0%} ({MEASURED_SHARE * c:.1f} GiB)"
     )
     if band is Verdict.GO:
-        message = f"{what} (go up to {GO_SHARE:.0%})."
+        message = f"{what} (go up to {GO_SHARE:.0%}): it fits by {c - m:.1f} GiB."
     elif share <= FIT_SHARE:
         message = f"{what}: too close to run unproven. Admit loading and the canary only; "
         message += f"{canary_gate}."
@@ -293,7 +369,7 @@ def memory_fit(a: Assessment) -> Finding:
         message = f"{what}: over {HARD_SHARE:.0%}, no pod is rented."
     raised = {  # largest first: what pushed the plan up
         x.name: round(x.floor_gib - x.declared_gib, 2)
-        for x in sorted(a.memory.components, key=lambda x: x.declared_gib - x.floor_gib)
+        for x in sorted(g.memory.components, key=lambda x: x.declared_gib - x.floor_gib)
         if x.raised
     }
     if raised:
@@ -307,8 +383,9 @@ def memory_fit(a: Assessment) -> Finding:
             "modeled_gib": round(m, 2),
             "usable_gib": round(c, 2),
             "ratio": round(share, 3),
-            "usable_memory": a.usable_memory,
-            "usable_source": a.usable_source,
+            "margin_gib": round(c - m, 2),
+            "usable_memory": g.usable_memory,
+            "usable_source": g.usable_source,
             "raised_gib": raised,
         },
     )
@@ -317,22 +394,21 @@ def memory_fit(a: Assessment) -> Finding:
 # --- money ----------------------------------------------------------------------------
 
 
-def rate_plausible(a: Assessment) -> Finding | None:
-    hw = a.plan.hardware
-    lowest = None if a.gpu is None else a.gpu.lowest_on_demand_usd
-    if a.gpu is None or lowest is None or hw.interruptible:
+def rate_plausible(a: Assessment, g: GroupFit) -> Finding | None:
+    rate = g.group.rate_usd_per_gpu_hour
+    lowest = None if g.gpu is None else g.gpu.lowest_on_demand_usd
+    if g.gpu is None or lowest is None or a.plan.hardware.interruptible:
         return None
-    floor = lowest * RATE_FLOOR_SHARE
-    if hw.rate_usd_per_gpu_hour >= floor:
+    if rate >= lowest * RATE_FLOOR_SHARE:
         return None
     return Finding(
         "rate_plausible",
         Verdict.NO_GO,
-        f"The quoted {dollars(hw.rate_usd_per_gpu_hour)}/GPU-hour is under half the lowest "
-        f"on-demand rate on file for {a.gpu.name} ({dollars(lowest)}): "
+        f"The quoted {dollars(rate)}/GPU-hour is under half the lowest "
+        f"on-demand rate on file for {g.gpu.name} ({dollars(lowest)}): "
         "a typo or a stale page. Re-quote, or mark the plan interruptible if it is spot.",
         {
-            "rate_usd_per_gpu_hour": format_usd(hw.rate_usd_per_gpu_hour),
+            "rate_usd_per_gpu_hour": format_usd(rate),
             "lowest_on_demand_usd": format_usd(lowest),
         },
     )
@@ -344,11 +420,18 @@ def quote_age(a: Assessment) -> Finding | None:
     quoted = a.plan.hardware.rate_quoted_at
     age = quote_age_days(quoted, a.today)
     when = f"{age} days ago" if age >= 0 else "in the future"
+    groups = a.cost.groups
+    rates = " and ".join(
+        f"{dollars(g.rate)}/GPU-hour" + ("" if len(groups) == 1 else f" for the {g.gpu_type}")
+        for g in groups
+    )
+    said = "rate was" if len(groups) == 1 else "rates were"
+    it = "it" if len(groups) == 1 else "they"
     return Finding(
         "quote_age",
         Verdict.GO,
-        f"The rate was quoted {when} ({quoted.isoformat()}): costs assume it rose "
-        f"{a.cost.drift:.0%}, to {dollars(a.cost.rate)}/GPU-hour. A fresh quote removes this.",
+        f"The {said} quoted {when} ({quoted.isoformat()}): costs assume {it} rose "
+        f"{a.cost.drift:.0%}, to {rates}. A fresh quote removes this.",
         {"rate_quoted_at": quoted.isoformat(), "drift": float(a.cost.drift)},
     )
 
@@ -404,9 +487,9 @@ RULES: tuple[Rule, ...] = (
     canary_steps,
     checkpoint_after_train,
     *FLOORS,
-    usable_memory,
-    memory_fit,
-    rate_plausible,
+    each_group(usable_memory),
+    each_group(memory_fit),
+    each_group(rate_plausible),
     quote_age,
     cost_fit,
 )
@@ -444,6 +527,8 @@ class Admission:
                     "verdict": f.verdict.value,
                     "message": f.message,
                     "evidence": f.evidence,
+                    **({} if f.gpu_type is None else {"gpu_type": f.gpu_type}),
+                    **({} if f.usable_gib is None else {"usable_gib": f.usable_gib}),
                 }
                 for f in self.findings
             ],
@@ -463,18 +548,25 @@ def admit(
     """Judge a plan: go, canary_only or no_go, with every finding in rule order. `reserved`:
     what the budget's other admitted plans hold back from `remaining`."""
     a = assess(plan, today, remaining, reserved)
-    findings = tuple(f for f in (rule(a) for rule in rules) if f is not None)
+    findings = tuple(f for rule in rules for f in _found(rule(a)))
     verdict = max((f.verdict for f in findings), key=lambda v: v.rank, default=Verdict.GO)
     return Admission(verdict, findings, a)
 
 
+def _found(result: Finding | tuple[Finding, ...] | None) -> tuple[Finding, ...]:
+    if result is None:
+        return ()
+    return (result,) if isinstance(result, Finding) else result
+
+
 def _memory_json(a: Assessment) -> dict[str, Any]:
-    m = a.memory
+    """The tightest group's memory table, and each group's fit beside it."""
+    m, g = a.memory, a.tightest
     return {
-        "gpu_type": a.plan.hardware.gpu_type,
+        "gpu_type": g.group.gpu_type,
         "usable_gib": round(m.usable_gib, 2),
-        "usable_memory": a.usable_memory,
-        "usable_source": a.usable_source,
+        "usable_memory": g.usable_memory,
+        "usable_source": g.usable_source,
         "declared_gib": round(m.declared_gib, 2),
         "modeled_gib": round(m.modeled_gib, 2),
         "ratio": round(m.ratio, 3),
@@ -487,6 +579,19 @@ def _memory_json(a: Assessment) -> dict[str, Any]:
                 "basis": c.basis,
             }
             for c in m.components
+        ],
+        "groups": [
+            {
+                "gpu_type": x.group.gpu_type,
+                "gpus": x.gpus,
+                "usable_gib": round(x.memory.usable_gib, 2),
+                "usable_memory": x.usable_memory,
+                "usable_source": x.usable_source,
+                "modeled_gib": round(x.memory.modeled_gib, 2),
+                "ratio": round(x.memory.ratio, 3),
+                "verdict": x.band.value,
+            }
+            for x in a.groups
         ],
     }
 
@@ -503,6 +608,15 @@ def _cost_json(a: Assessment) -> dict[str, Any]:
         "worst_case_usd": format_usd(c.worst),
         "canary_worst_case_usd": format_usd(c.canary_worst),
         "expected_usd": format_usd(c.expected),
+        "groups": [
+            {
+                "gpu_type": g.gpu_type,
+                "gpus": g.gpus,
+                "rate_usd_per_gpu_hour": format_usd(g.rate),
+                "compute_usd": format_usd(g.compute),
+            }
+            for g in c.groups
+        ],
         "remaining_usd": None if remaining is None else format_usd(remaining),
         "reserved_for_plans_usd": format_usd(a.reserved),
         "reserve_usd": None if a.unreserved is None else format_usd(reserve(a.unreserved)),

@@ -6,6 +6,7 @@ variants of it), validated the way the API and the CLI validate them.
 
 from __future__ import annotations
 
+import json
 from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
@@ -17,7 +18,7 @@ from governor.api.schemas import PlanIn
 from governor.domain.preflight.cost import billed_hours, reserve
 from governor.domain.preflight.plan import Plan
 from governor.domain.preflight.rules import RULES, Admission, Verdict, admit
-from tests.plans import EXAMPLE, GATHER, variant
+from tests.plans import EXAMPLE, EXAMPLE_FILE, GATHER, gpu_groups, variant
 
 D = Decimal
 FRESH = date(2026, 10, 8)  # the day after the reference plan's rate was quoted
@@ -114,6 +115,17 @@ def measured(days_ago: int, mib: int = 74_000, same: bool = True) -> dict[str, A
     on = (FRESH - timedelta(days=days_ago)).isoformat()
     return {"evidence": {"measured_peak_mib": mib, "measured_on": on, "same_config": same}}
 
+
+# preflight-plan/0.2: the reference plan on GPUs of two models, one group each
+H200 = {"gpu_type": "H200", "gpu_count": 1, "rate_usd_per_gpu_hour": 4.59}
+H100_GROUP = {"gpu_type": "H100", "gpu_count": 1, "rate_usd_per_gpu_hour": 2.69}
+A100_40_GROUP = {"gpu_type": "A100-40GB", "gpu_count": 1, "rate_usd_per_gpu_hour": 1.29}
+NEW_CARD = {  # a card not in the table, with the usable memory its driver reports
+    "gpu_type": "Acme X1",
+    "gpu_count": 1,
+    "usable_mib_per_gpu": 98_304,
+    "rate_usd_per_gpu_hour": 2.0,
+}
 
 PHASES: list[dict[str, Any]] = EXAMPLE["phases"]
 LOAD, CANARY, TRAIN, CKPT, *AFTER = PHASES
@@ -241,6 +253,31 @@ CASES = [
     (
         "rate under half the cheapest on-demand quote",
         variant({"hardware.rate_usd_per_gpu_hour": 1.5}),
+        "500",
+        FRESH,
+        NO_GO,
+        "rate_plausible",
+    ),
+    # preflight-plan/0.2: the tightest GPU model decides
+    (
+        "0.2: an H200 and an H100",
+        variant(gpu_groups(H200, H100_GROUP)),
+        "500",
+        FRESH,
+        GO,
+        "cost_fit",
+    ),
+    (
+        "0.2: an H200 and an A100 40GB, whose memory is too small",
+        variant(gpu_groups(H200, A100_40_GROUP)),
+        "500",
+        FRESH,
+        NO_GO,
+        "memory_fit",
+    ),
+    (
+        "0.2: one group's rate under half the cheapest on-demand quote",
+        variant(gpu_groups(H200, {**H100_GROUP, "rate_usd_per_gpu_hour": 1.0})),
         "500",
         FRESH,
         NO_GO,
@@ -436,3 +473,122 @@ def test_a_plan_missing_a_memory_component_is_refused_naming_it() -> None:
     [error] = caught.value.errors()
     assert error["loc"] == ("memory_per_gpu_gib", "nccl")
     assert error["type"] == "missing"
+
+
+# --- preflight-plan/0.2: several GPU models in one plan ---------------------------------
+
+
+def test_a_01_plan_is_one_group_of_its_declared_gpus() -> None:
+    for doc in (variant(), {k: v for k, v in variant().items() if k != "schema"}):
+        [group] = plan(doc).hardware.groups
+        assert (group.gpu_type, group.gpu_count, group.usable_mib_per_gpu) == ("H200", 1, 143_771)
+        assert group.rate_usd_per_gpu_hour == D("4.59")
+
+
+def test_a_02_plan_reads_a_group_per_gpu_model() -> None:
+    doc = variant(gpu_groups({**H200, "gpu_count": 4}, {**H100_GROUP, "gpu_count": 4}))
+    hardware = plan(doc).hardware
+    assert [(g.gpu_type, g.gpu_count, g.usable_mib_per_gpu) for g in hardware.groups] == [
+        ("H200", 4, None),  # unset: the GPU table's figure
+        ("H100", 4, None),
+    ]
+    assert hardware.gpus == 8
+    assert PlanIn.model_validate(doc).document()["hardware"]["gpus"][1]["gpu_type"] == "H100"
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "problem"),
+    [
+        (gpu_groups(H200, {**H100_GROUP, "gpu_count": 0}), "hardware.gpus.1.gpu_count", "greater"),
+        (gpu_groups(), "hardware.gpus", "at least 1 item"),
+        (
+            gpu_groups(H200, {**NEW_CARD, "usable_mib_per_gpu": None}),
+            "hardware.gpus.1",
+            "'Acme X1' is not in the GPU table: give its usable_mib_per_gpu",
+        ),
+        (
+            gpu_groups(H100_GROUP, H200, {**H100_GROUP, "gpu_type": "NVIDIA H100 80GB HBM3"}),
+            "hardware.gpus",
+            "'H100' and 'NVIDIA H100 80GB HBM3' are the same GPU model: give one group per model",
+        ),
+        (
+            {"schema": "preflight-plan/0.3"},
+            "schema",
+            "'preflight-plan/0.1' or 'preflight-plan/0.2'",
+        ),
+        # each version's hardware as that version writes it
+        ({"schema": "preflight-plan/0.2"}, "hardware.gpus", "Field required"),
+        ({"hardware.gpus": [H200]}, "hardware.gpus", "Extra inputs are not permitted"),
+    ],
+)
+def test_a_malformed_02_plan_is_refused_naming_the_field(
+    changes: dict[str, Any], field: str, problem: str
+) -> None:
+    with pytest.raises(ValidationError) as caught:
+        plan(variant(changes, total=False))
+    errors = {".".join(str(p) for p in e["loc"]): e["msg"] for e in caught.value.errors()}
+    assert problem in errors[field], errors
+
+
+def test_an_unknown_gpu_model_is_judged_on_its_declared_memory_with_a_warning() -> None:
+    admission = check(variant(gpu_groups(H200, NEW_CARD)))
+    warning = admission.finding("usable_memory")
+    assert warning is not None and warning.verdict is GO
+    assert (warning.gpu_type, warning.usable_gib) == ("Acme X1", 96.0)
+    assert "No reported memory on file for 'Acme X1': its memory was not checked" in (
+        warning.message
+    )
+    [acme] = [g for g in admission.as_json()["memory"]["groups"] if g["gpu_type"] == "Acme X1"]
+    assert (acme["usable_gib"], acme["usable_memory"], acme["verdict"]) == (96.0, "unchecked", "go")
+
+
+def test_each_gpu_model_is_judged_on_its_own_memory_and_the_tightest_decides() -> None:
+    admission = check(variant(gpu_groups(H200, A100_40_GROUP)))
+    fits = [f for f in admission.findings if f.rule == "memory_fit"]
+    # one row per model, the tightest first, each with its own arithmetic
+    assert [(f.gpu_type, f.usable_gib, f.verdict) for f in fits] == [
+        ("A100-40GB", 39.56, NO_GO),
+        ("H200", 140.4, GO),
+    ]
+    assert admission.deciding == fits[0]
+    # the plan's own 7.02 GiB margin and, on two GPUs, NCCL's 1 GiB on both
+    assert "Modeled peak 61.6 GiB per GPU is 156% of the 39.6 GiB usable on the 1 x A100-40GB" in (
+        fits[0].message
+    )
+    assert "on the 1 x H200 (go up to 90%): it fits by 78.7 GiB" in fits[1].message
+    memory = admission.as_json()["memory"]
+    assert (memory["gpu_type"], memory["usable_gib"]) == ("A100-40GB", 39.56)
+    assert [(g["gpu_type"], g["ratio"]) for g in memory["groups"]] == [
+        ("A100-40GB", 1.558),
+        ("H200", 0.439),
+    ]
+    # rows about the model as a whole name no GPU; a 5% margin is each model's own
+    floors = {(f.rule, f.gpu_type) for f in admission.findings if f.rule.endswith("_floor")}
+    assert ("adapters_grads_optimizer_floor", None) in floors
+    assert ("fragmentation_margin_floor", "H200") in floors
+
+
+def test_each_gpu_model_is_billed_at_its_own_rate() -> None:
+    doc = variant(gpu_groups({**H200, "gpu_count": 2}, H100_GROUP))
+    cost = check(doc).assessment.cost
+    # 11.3 GPU-held hours at max: 2 x $4.59 + 1 x $2.69 an hour
+    assert [(g.gpu_type, g.gpus, g.compute) for g in cost.groups] == [
+        ("H200", 2, D("103.734")),
+        ("H100", 1, D("30.397")),
+    ]
+    assert cost.compute == D("134.131")
+    assert cost.rate == D("11.87") / 3  # the mean over the plan's 3 GPUs
+    stale = check(doc, today=STALE)
+    assert [g.rate for g in stale.assessment.cost.groups] == [D("5.7375"), D("3.3625")]
+    quote = stale.finding("quote_age")
+    assert quote is not None
+    assert "to $5.74/GPU-hour for the H200 and $3.36/GPU-hour for the H100" in quote.message
+
+
+def test_the_02_example_plan_checks_go_on_its_smaller_gpus() -> None:
+    doc = json.loads(EXAMPLE_FILE.with_name("plan-0.2.json").read_text())
+    admission = check(doc, remaining="1000")
+    assert admission.verdict is GO, [f.message for f in admission.findings]
+    tightest = admission.finding("memory_fit")
+    assert tightest is not None and tightest.gpu_type == "H100"
+    assert "it fits by 12.7 GiB" in tightest.message

@@ -19,7 +19,7 @@ from governor.domain.preflight.memory import Component
 from governor.domain.preflight.plan import CrossEntropy, Dequantize, KernelFormat, Plan
 from governor.domain.preflight.rules import Admission, Verdict, admit
 from governor.domain.telemetry import GIB
-from tests.plans import GATHER, variant
+from tests.plans import GATHER, gpu_groups, variant
 
 FRESH = date(2026, 10, 8)
 GO, CANARY_ONLY, NO_GO = Verdict.GO, Verdict.CANARY_ONLY, Verdict.NO_GO
@@ -145,6 +145,16 @@ NVFP4_ON_H200 = {
     "hardware.usable_mib_per_gpu": 143_771,
     "memory_per_gpu_gib.fragmentation_margin": 7.02,
 }
+# The same base on 8 GPUs of two sizes (preflight-plan/0.2): 4 x H200 and 4 x H100, each GPU
+# holding the whole model, or the model sharded over all eight.
+NVFP4_MIXED = {
+    **NVFP4_70B,
+    **gpu_groups(
+        {"gpu_type": "H200", "gpu_count": 4, "rate_usd_per_gpu_hour": 3.59},
+        {"gpu_type": "H100", "gpu_count": 4, "rate_usd_per_gpu_hour": 2.69},
+    ),
+}
+NVFP4_MIXED_FSDP = {**NVFP4_MIXED, "training.sharding": {"kind": "fsdp", "shards": 8}}
 GEMM_WEIGHTS = 70.6e9 - 128_256 * 8192  # every weight but the embedding
 # The kernels keep a column-wise copy for the backward GEMM; the stored copy is row-wise.
 TWO_LAYOUTS = {"training": {"kernel_format": KernelFormat.NVFP4, "kernel_layouts": 1}}
@@ -182,6 +192,22 @@ EXAMPLES = [
         "kernel_layouts",
     ),
     ("NVFP4 70B in two layouts, H200", variant(NVFP4_ON_H200), TWO_LAYOUTS, GO, None, None),
+    (
+        "NVFP4 70B in two layouts, 4 x H200 + 4 x H100, unsharded",
+        variant(NVFP4_MIXED),
+        TWO_LAYOUTS,
+        NO_GO,
+        "memory_fit",
+        "kernel_layouts",
+    ),
+    (
+        "NVFP4 70B in two layouts, 4 x H200 + 4 x H100, FSDP over 8",
+        variant(NVFP4_MIXED_FSDP),
+        TWO_LAYOUTS,
+        GO,
+        None,
+        None,
+    ),
     (
         "262k vocab, 8k tokens, no softcap, naive loss",
         variant(ADA_48GB),
@@ -295,6 +321,24 @@ def test_the_nvfp4_base_in_two_layouts_shows_its_arithmetic() -> None:
     assert admission.assessment.memory.ratio == pytest.approx(1.22, abs=0.01)  # over 1.2
     on_h200 = check(variant(NVFP4_ON_H200), **TWO_LAYOUTS).assessment.memory
     assert on_h200.ratio == pytest.approx(0.71, abs=0.01)
+
+
+def test_on_gpus_of_two_sizes_the_smaller_ones_decide_and_are_named() -> None:
+    unsharded = check(variant(NVFP4_MIXED), **TWO_LAYOUTS)
+    deciding = unsharded.deciding
+    assert deciding is not None and (deciding.gpu_type, deciding.usable_gib) == ("H100", 79.65)
+    assert "Modeled peak 98.3 GiB per GPU is 123% of the 79.6 GiB usable on the 4 x H100" in (
+        deciding.message
+    )
+    h200 = next(f for f in unsharded.findings if f.rule == "memory_fit" and f.gpu_type == "H200")
+    assert h200.verdict is GO and "it fits by 39.0 GiB" in h200.message
+
+    sharded = check(variant(NVFP4_MIXED_FSDP), **TWO_LAYOUTS)
+    tightest = sharded.finding("memory_fit")  # the tightest model's comes first
+    assert tightest is not None and tightest.gpu_type == "H100"
+    assert "84% of the 79.6 GiB usable on the 4 x H100 (go up to 90%): it fits by 12.7 GiB" in (
+        tightest.message
+    )
 
 
 def test_a_softcapped_head_saves_one_more_logits_tensor_unless_the_loss_is_fused() -> None:
