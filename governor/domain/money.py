@@ -59,5 +59,6 @@ def format_usd(amount: Decimal) -> str:
 
 
 def dollars(amount: Decimal) -> str:
-    """Dollars for people to read, to the cent: "$1,234.57"."""
-    return f"${amount.quantize(Decimal('0.01'), rounding=ROUND_HALF_UP):,}"
+    """Dollars for people to read, to the cent: "$1,234.57", "-$3.20"."""
+    cents = amount.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+    return f"{'-' if cents < 0 else ''}${abs(cents):,}"

@@ -2,7 +2,14 @@ from decimal import Decimal
 
 import pytest
 
-from governor.domain.money import MoneyError, charge, format_usd, parse_usd, per_hour_from_month
+from governor.domain.money import (
+    MoneyError,
+    charge,
+    dollars,
+    format_usd,
+    parse_usd,
+    per_hour_from_month,
+)
 
 
 @pytest.mark.parametrize(
@@ -80,3 +87,18 @@ def test_storage_month_rate_is_spread_over_730_hours() -> None:
 )
 def test_format_keeps_cents_and_drops_noise(amount: str, text: str) -> None:
     assert format_usd(Decimal(amount)) == text
+
+
+@pytest.mark.parametrize(
+    ("amount", "shown"),
+    [
+        ("1234.567", "$1,234.57"),
+        ("0.005", "$0.01"),
+        ("0", "$0.00"),
+        ("-3.2", "-$3.20"),
+        ("-0.004", "$0.00"),
+        ("-1234.5", "-$1,234.50"),
+    ],
+)
+def test_dollars_put_the_sign_before_the_dollar(amount: str, shown: str) -> None:
+    assert dollars(Decimal(amount)) == shown
