@@ -82,17 +82,8 @@ class BillingExport:
                 while hour + HOUR <= until and (end is None or hour < end):
                     ran = min(hour + HOUR, end or until) - max(hour, start)
                     cost = charge(item.rate, max(0.0, ran.total_seconds())) * self.factor
-                    found.append(
-                        ExportRow(
-                            project,
-                            item.zone,
-                            item.resource,
-                            hour,
-                            hour + HOUR,
-                            cost,
-                            self.currency,
-                        )
-                    )
+                    row = ExportRow(project, item.zone, item.resource, hour, hour + HOUR, cost)
+                    found.append(row)
                     hour += HOUR
         return found
 
