@@ -142,9 +142,11 @@ class ProviderSettings(BaseModel):
         None, description="A Cost Explorer endpoint other than AWS's."
     )
     aws_billing_min_interval_s: float = Field(
-        6 * 3600.0,
+        86_400.0,
         ge=0,
-        description="The least time between two Cost Explorer requests for one instance.",
+        description="The least time between two Cost Explorer requests for one instance, "
+        "counted in settled days past the bill already booked (kept in the database, so a "
+        "restart or another replica does not ask again); at least a day whatever it says.",
     )
     aws_billing_settle_s: float = Field(
         24 * 3600.0,

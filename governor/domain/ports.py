@@ -163,10 +163,14 @@ class ReportsWindowedBilling(Protocol):
     """A provider whose bill is read a window at a time, each read costing time or money:
     what it billed for a pod from `since` (the pod's registration) on, as of `now`. The
     answer's `since` is where its window really starts (the bill's granularity and retention
-    may move it later); its `through` where the bill's data ends (it lags by hours). A
-    provider may answer a read it made recently again instead of asking anew."""
+    may move it later); its `through` where the bill's data ends (it lags by hours).
+    `read_through` is where the bill the governor already booked for the pod ends (None:
+    none yet); a provider whose reads cost money answers None while asking anew would not
+    tell anything new."""
 
-    def billed_since(self, ref: str, since: datetime, now: datetime) -> Billed: ...
+    def billed_since(
+        self, ref: str, since: datetime, now: datetime, read_through: datetime | None
+    ) -> Billed | None: ...
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ The export has one row per resource and hour: each VM's rate for the seconds of 
 it ran, and each of its persistent disks' price for the hour (disks bill whether the VM
 runs or not), times `factor` (a rate wrong somewhere); a row appears once its hour has
 ended and `lag_s` more have passed, as the real export lags. The query's SQL is not
-parsed: it must name the export's table, and its named parameters (`project`, `zone`,
+parsed: it must name the export's table (rows put in `extra` by hand join the export
+too, e.g. in another currency), and its named parameters (`project`, `zone`,
 `resources`, `since`) select the rows, summed by currency. Answers have BigQuery's shapes:
 a schema, rows of `{"f": [{"v": ...}]}` cells (TIMESTAMPs as int64 microseconds, as with
 `formatOptions.useInt64Timestamp`), `jobComplete` (false for the first `pending_polls`
@@ -69,6 +70,7 @@ class BillingExport:
     lag_s: float = 0.0
     page_size: int = 1000
     pending_polls: int = 0
+    extra: list[ExportRow] = field(default_factory=list)  # rows put in by hand (a currency)
     jobs: dict[str, list[list[Any]]] = field(default_factory=dict)
     polls: dict[str, int] = field(default_factory=dict)
 
@@ -85,7 +87,7 @@ class BillingExport:
                     row = ExportRow(project, item.zone, item.resource, hour, hour + HOUR, cost)
                     found.append(row)
                     hour += HOUR
-        return found
+        return found + [row for row in self.extra if row.end <= until]
 
     def query(self, body: Any, rows: Callable[[], list[ExportRow]]) -> tuple[int, dict[str, Any]]:
         """jobs.query: (status, answer)."""

@@ -6,7 +6,8 @@ Each day of the asked period (Start inclusive, End exclusive) is one ResultsByTi
 whose UnblendedCost is what the resources named by the RESOURCE_ID filter billed that day:
 an instance its rate for every second it ran, an EBS volume its GB-month price for every
 hour since its instance was created, times `factor` (a rate wrong somewhere) and only for
-usage `lag_s` old or older, as Cost Explorer lags. Resource-level data reaches back 14
+usage `lag_s` old or older, as Cost Explorer lags, in the account's `unit` (USD unless a
+test bills it in another currency). Resource-level data reaches back 14
 days; an older Start, another granularity or a missing filter is a ValidationException.
 Days come `page_size` to a page, each page but the last with a NextPageToken; every call
 is counted, since every real one costs $0.01.
@@ -40,6 +41,7 @@ class CostExplorer:
     factor: Decimal = Decimal(1)
     lag_s: float = 0.0
     page_size: int = 31
+    unit: str = "USD"  # the currency the account is billed in
     calls: int = 0
 
     def answer(self, target: str, body: Any, instances: Mapping[str, Any], now: datetime) -> Reply:
@@ -78,7 +80,7 @@ class CostExplorer:
                 "Total": {
                     "UnblendedCost": {
                         "Amount": str(self._day(d, wanted, instances, cutoff)),
-                        "Unit": "USD",
+                        "Unit": self.unit,
                     }
                 },
                 "Groups": [],

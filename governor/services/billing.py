@@ -40,21 +40,23 @@ def reconcile_all(ctx: ServiceContext) -> int:
     since = now - timedelta(seconds=ctx.config.billing_lag_window_s)
     with unit_of_work(ctx.sessions) as session:
         pods = [
-            (p.id, p.provider, p.provider_ref, p.created_at)
+            (p.id, p.provider, p.provider_ref, p.created_at, p.billed_through)
             for p in repo.pods_to_reconcile(session, since)
         ]
     answered = 0
-    for pod_id, name, ref, created_at in pods:
+    for pod_id, name, ref, created_at, read_through in pods:
         provider = ctx.providers.get(name)
         try:
             if isinstance(provider, ReportsBilling):
                 billed = provider.billed(ref)
             elif isinstance(provider, ReportsWindowedBilling):
-                billed = provider.billed_since(ref, created_at, now)
+                billed = provider.billed_since(ref, created_at, now, read_through)
             else:
                 continue
         except ProviderError as exc:
             log.warning("could not read what %s billed for %s: %s", name, ref, exc)
+            continue
+        if billed is None:  # nothing new to read yet
             continue
         with unit_of_work(ctx.sessions) as session:
             book_billed(session, pod_id, billed, ctx.clock.now())

@@ -1,13 +1,14 @@
 """AWS bills from Cost Explorer: `GetCostAndUsageWithResources`, daily, UnblendedCost,
 filtered by RESOURCE_ID to the instance and its EBS volumes, through boto3 (the aws extra).
 
-Every request costs $0.01 (each page a request), so an instance's bill is asked for at most
-once per `min_interval_s` (a read made more recently is answered again) and only while the
-governor still reconciles its budget. Resource-level data covers the last 14 days only and
-must be enabled in the account's Cost Explorer preferences. Cost Explorer refreshes a few
-times a day, so a day counts only once it ended `settle_s` ago: the bill runs to that
-midnight (UTC), from the first midnight after the pod's registration (or 14 days back),
-and the meter is compared over the same days.
+Every request costs $0.01 (each page a request). Cost Explorer refreshes a few times a day,
+so a day counts only once it ended `settle_s` ago: the bill runs to that midnight (UTC),
+from the first midnight after the pod's registration (or 14 days back, as far as
+resource-level data reaches), and the meter is compared over the same days. Settled days do
+not change, so an instance is asked again only once its settled days reach `min_interval_s`
+(and at least a whole day) past the end of the bill the governor already booked: that end
+is kept with the pod in the database, so a restart or another replica does not ask again.
+Resource-level data must be enabled in the account's Cost Explorer preferences.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from botocore.client import BaseClient
 from governor.adapters.providers.aws import Ec2Provider, _volume_ids, client_config
 from governor.domain.ports import Billed
 
-MIN_INTERVAL_S = 6 * 3600.0  # at most four paid requests a day per instance
+MIN_INTERVAL_S = 86400.0  # at most one paid request a day per instance
 SETTLE_S = 24 * 3600.0  # a day's costs are complete a day after it ends
 RETENTION_DAYS = 14  # how far back resource-level data reaches
 DAY = timedelta(days=1)
@@ -46,7 +47,6 @@ class BilledEc2Provider(Ec2Provider):
         self._cost_explorer = cost_explorer
         self._min_interval_s = min_interval_s
         self._settle_s = settle_s
-        self._read: dict[str, tuple[datetime, datetime, Billed]] = {}  # ref: asked, since, bill
 
     @classmethod
     def connect(
@@ -83,19 +83,19 @@ class BilledEc2Provider(Ec2Provider):
             **options,
         )
 
-    def billed_since(self, ref: str, since: datetime, now: datetime) -> Billed:
-        last = self._read.get(ref)
-        if last is not None and last[1] == since:
-            asked, _since, billed = last
-            if (now - asked).total_seconds() < self._min_interval_s:
-                return billed
+    def billed_since(
+        self, ref: str, since: datetime, now: datetime, read_through: datetime | None
+    ) -> Billed | None:
         end = _midnight(now - timedelta(seconds=self._settle_s))
+        interval = max(DAY, timedelta(seconds=self._min_interval_s))
+        if read_through is not None and end - read_through < interval:
+            return None  # too few days settled since the bill already booked
         start = _midnight(since)
         if start < since:  # the day of registration was partly someone else's spend
             start += DAY
         start = max(start, end - RETENTION_DAYS * DAY)
         if start >= end:  # no settled day since registration yet: nothing worth paying for
-            return Billed(Decimal(0), start, since=start)
+            return None
         resources = [ref, *_volume_ids(self._instance(ref))]
         params: dict[str, Any] = {
             "TimePeriod": {"Start": start.date().isoformat(), "End": end.date().isoformat()},
@@ -113,9 +113,7 @@ class BilledEc2Provider(Ec2Provider):
             if not answer.get("NextPageToken"):
                 break
             params["NextPageToken"] = answer["NextPageToken"]
-        billed = Billed(amount, end, since=start)
-        self._read[ref] = (now, since, billed)
-        return billed
+        return Billed(amount, end, since=start)
 
     def _cost(self, day: Any) -> Decimal:
         """A day's UnblendedCost in dollars; another unit is refused."""

@@ -65,8 +65,11 @@ class BilledGcpProvider(GcpProvider):
         self._table = checked_table(table)
         self._bigquery_url = bigquery_url.rstrip("/")
 
-    def billed_since(self, ref: str, since: datetime, now: datetime) -> Billed:
-        """The VM's and its disks' export rows from the first whole hour at or after `since`."""
+    def billed_since(
+        self, ref: str, since: datetime, now: datetime, read_through: datetime | None
+    ) -> Billed:
+        """The VM's and its disks' export rows from the first whole hour at or after `since`
+        (asked anew every time, whatever `read_through`: the export backfills for days)."""
         url, http = self._instance_url(ref), self._http()
         zone, _, name = ref.partition("/")
         instance = http.request("GET", url)
