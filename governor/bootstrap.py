@@ -9,6 +9,7 @@ import ssl
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import httpx
 from pydantic import SecretStr
@@ -18,6 +19,7 @@ from governor.adapters.notify.webhook import WebhookSink
 from governor.adapters.providers import kubernetes
 from governor.adapters.providers._http import provider_client
 from governor.adapters.providers.gcp import GcpProvider, StaticToken, TokenSource
+from governor.adapters.providers.gcp_billing import BilledGcpProvider
 from governor.adapters.providers.kubernetes import KubernetesProvider
 from governor.adapters.providers.lambda_cloud import LambdaProvider
 from governor.adapters.providers.local import LocalCommandProvider, LocalProvider
@@ -66,7 +68,7 @@ def _secret(value: SecretStr | None) -> str | None:
 
 
 def _fake(s: Settings, clock: Clock) -> FakeProvider:
-    options = {
+    options: dict[str, Any] = {
         "hourly_rate_usd": s.fake_hourly_rate_usd,
         "stop_latency_s": s.fake_stop_latency_s,
         "stop_failures": s.fake_stop_failures,
@@ -142,15 +144,25 @@ def _gcp(s: Settings, _clock: Clock) -> GcpProvider | None:
                 "federation config), run `gcloud auth application-default login`, or set "
                 "GOVERNOR_GCP_ACCESS_TOKEN"
             ) from None
-    return GcpProvider(
-        client,
-        source,
-        s.gcp_project,
-        s.gcp_url,
-        rates=s.gcp_rates,
-        disk_rates=s.gcp_disk_rates,
-        stop_latency_s=s.gcp_stop_latency_s,
-    )
+    options: dict[str, Any] = {
+        "rates": s.gcp_rates,
+        "disk_rates": s.gcp_disk_rates,
+        "stop_latency_s": s.gcp_stop_latency_s,
+    }
+    if s.gcp_billing_table is None:
+        return GcpProvider(client, source, s.gcp_project, s.gcp_url, **options)
+    try:
+        return BilledGcpProvider(
+            client,
+            source,
+            s.gcp_project,
+            s.gcp_url,
+            table=s.gcp_billing_table,
+            bigquery_url=s.gcp_bigquery_url,
+            **options,
+        )
+    except ValueError as exc:
+        raise ProviderSetupError(f"GOVERNOR_GCP_BILLING_TABLE: {exc}") from None
 
 
 def _aws(s: Settings, _clock: Clock) -> AnyProvider | None:
@@ -162,12 +174,22 @@ def _aws(s: Settings, _clock: Clock) -> AnyProvider | None:
         raise ProviderSetupError(
             "GOVERNOR_AWS_REGION is set but boto3 is not installed: pip install 'gpu-governor[aws]'"
         ) from None
-    return Ec2Provider.connect(
+    options: dict[str, Any] = {
+        "endpoint_url": s.aws_endpoint_url,
+        "rates": s.aws_rates,
+        "ebs_usd_per_gb_month": s.aws_ebs_usd_per_gb_month,
+        "stop_latency_s": s.aws_stop_latency_s,
+    }
+    if not s.aws_billing:
+        return Ec2Provider.connect(s.aws_region, **options)
+    from governor.adapters.providers.aws_billing import BilledEc2Provider  # boto3 too
+
+    return BilledEc2Provider.connect(
         s.aws_region,
-        endpoint_url=s.aws_endpoint_url,
-        rates=s.aws_rates,
-        ebs_usd_per_gb_month=s.aws_ebs_usd_per_gb_month,
-        stop_latency_s=s.aws_stop_latency_s,
+        cost_explorer_url=s.aws_cost_explorer_url,
+        min_interval_s=s.aws_billing_min_interval_s,
+        settle_s=s.aws_billing_settle_s,
+        **options,
     )
 
 
@@ -393,6 +415,7 @@ def build_context(settings: Settings, clock: Clock | None = None) -> ServiceCont
             ),
             telemetry_interval_s=settings.telemetry_interval_s,
             billing_interval_s=settings.billing_interval_s,
+            billing_lag_window_s=settings.billing_lag_window_s,
             telemetry_raw_keep_s=settings.telemetry_raw_keep_s,
             telemetry_minute_keep_s=settings.telemetry_minute_keep_s,
             metrics_require_token=settings.metrics_require_token,

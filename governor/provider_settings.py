@@ -107,6 +107,15 @@ class ProviderSettings(BaseModel):
     gcp_stop_latency_s: float = Field(
         90.0, ge=0, description="Seconds a GCP VM may bill after instances.stop."
     )
+    gcp_billing_table: str | None = Field(
+        None,
+        description="Read GCP bills from the Cloud Billing resource-level export in BigQuery: "
+        "its project.dataset.table (gcp_billing_export_resource_v1_<ACCOUNT>), queried from "
+        "GOVERNOR_GCP_PROJECT with the same credentials; unset: no GCP bills are read.",
+    )
+    gcp_bigquery_url: Url = Field(
+        "https://bigquery.googleapis.com/bigquery/v2", description="The BigQuery API base."
+    )
 
     aws_region: str | None = Field(
         None,
@@ -123,6 +132,26 @@ class ProviderSettings(BaseModel):
     )
     aws_stop_latency_s: float = Field(
         30.0, ge=0, description="Seconds an EC2 instance may bill after StopInstances."
+    )
+    aws_billing: bool = Field(
+        False,
+        description="Read AWS bills from Cost Explorer (GetCostAndUsageWithResources, $0.01 a "
+        "request; resource-level data enabled in the account's Cost Explorer preferences).",
+    )
+    aws_cost_explorer_url: Url | None = Field(
+        None, description="A Cost Explorer endpoint other than AWS's."
+    )
+    aws_billing_min_interval_s: float = Field(
+        86_400.0,
+        ge=0,
+        description="The least time between two Cost Explorer requests for one instance, "
+        "counted in settled days past the bill already booked (kept in the database, so a "
+        "restart or another replica does not ask again); at least a day whatever it says.",
+    )
+    aws_billing_settle_s: float = Field(
+        24 * 3600.0,
+        ge=0,
+        description="How long after a day ends its Cost Explorer costs count as complete.",
     )
 
     kubernetes_kubeconfig: Path | None = Field(

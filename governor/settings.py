@@ -142,7 +142,15 @@ class Settings(ProviderSettings, BaseSettings):
         300.0,
         gt=0,
         le=86_400,
-        description="Seconds between asking providers what they billed (RunPod, Vast.ai, fake).",
+        description="Seconds between asking providers what they billed (RunPod, Vast.ai, GCP "
+        "and AWS when their billing is enabled, fake).",
+    )
+    billing_lag_window_s: float = Field(
+        3 * 86_400.0,
+        gt=0,
+        description="Bills lag: every pod of a budget that had a pod running within this many "
+        "seconds is still asked what it was billed, whatever the budget's state, so the last "
+        "bill is reconciled after the budget is exhausted or closed.",
     )
     idle_util_pct: float = Field(
         5.0, gt=0, le=100, description="A GPU below this utilization counts as idle."

@@ -13,7 +13,7 @@ from governor.db.tables import EventRow, PodRow
 from governor.domain.attribution import STOPPED_STORAGE, UNPHASED
 from governor.domain.model import EntryKind
 from governor.domain.money import ZERO, dollars
-from governor.services.report import Report, Stop
+from governor.services.report import PodBill, Report, Stop
 
 LABEL = {
     STOPPED_STORAGE: "stopped storage",
@@ -22,6 +22,8 @@ LABEL = {
     EntryKind.ADJUSTMENT.value: "operator adjustment",
 }
 GIB = 1024**3
+POD_HEADERS = ("pod", "id", "provider", "GPUs", "state", "rate", "spent", "billed", "bill through")
+NO_BILL = "no bill read yet"
 
 
 def render(r: Report) -> str:
@@ -115,6 +117,7 @@ def _spend(r: Report) -> str:
             s.pod.state.value,
             f"{dollars(s.pod.hourly_rate_usd)}/h",
             dollars(s.spent),
+            *_bill(s.bill),
         )
         for s in r.spend
     ]
@@ -124,11 +127,16 @@ def _spend(r: Report) -> str:
             "Each accrual is split over the phase the pod's run was in at the time.",
             _table(("phase", "spent", "share"), phases, right=(1, 2)),
             "## Spend by pod",
-            _table(("pod", "id", "provider", "GPUs", "state", "rate", "spent"), pods, right=(5, 6))
-            if pods
-            else "No pods.",
+            _table(POD_HEADERS, pods, right=(5, 6, 7)) if pods else "No pods.",
         ]
     )
+
+
+def _bill(bill: PodBill) -> tuple[str, str]:
+    """What the provider billed and the instant that bill runs to, if it was read."""
+    if bill.billed is None or bill.through is None:
+        return "—", NO_BILL
+    return dollars(bill.billed), _time(bill.through)
 
 
 def _stops(stops: Sequence[Stop], pods: dict[str, PodRow]) -> str:

@@ -23,13 +23,16 @@ from governor.db.tables import PlanCheckRow
 from governor.domain.model import Category, PodState
 from governor.domain.money import format_usd
 from governor.domain.preflight.rules import Verdict
-from governor.services.report import Peak, PodSpend, Report, Stop
+from governor.services.report import Peak, PodBill, PodSpend, Report, Stop
 from governor.services.status import PlanLine
 
 
 class PhaseSpendOut(BaseModel):
     phase: str
     spent_usd: UsdText
+
+
+PodBillOut = api_model(PodBill)
 
 
 class PodSpendOut(BaseModel):
@@ -43,6 +46,10 @@ class PodSpendOut(BaseModel):
     hourly_rate_usd: UsdText
     spent_usd: UsdText
     by_phase: list[PhaseSpendOut]
+    bill: PodBillOut = Field(  # type: ignore[valid-type]
+        description="what the provider last billed and the instant that bill runs to "
+        "(null both: no bill read yet)"
+    )
 
 
 class SpendOut(BaseModel):
@@ -170,6 +177,7 @@ def _pod(spend: PodSpend) -> PodSpendOut:
         hourly_rate_usd=format_usd(pod.hourly_rate_usd),
         spent_usd=format_usd(spend.spent),
         by_phase=_lines(spend.by_phase),
+        bill=PodBillOut.model_validate(spend.bill),
     )
 
 

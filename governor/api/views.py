@@ -36,6 +36,7 @@ from governor.domain.money import format_usd
 from governor.domain.telemetry import owns
 from governor.services import telemetry
 from governor.services.book import Book
+from governor.services.report import bill_of
 
 
 def budget(book: Book) -> BudgetOut:
@@ -86,6 +87,7 @@ def pod_telemetry(session: Session, row: PodRow) -> PodTelemetryOut:
 
 
 def pod(session: Session, row: PodRow, book: Book, order: StopOrderRow | None) -> PodOut:
+    bill = bill_of(row)
     return PodOut(
         id=row.id,
         gpu_uuids=row.gpu_uuids,
@@ -112,10 +114,8 @@ def pod(session: Session, row: PodRow, book: Book, order: StopOrderRow | None) -
         persistent_filesystem=row.persistent_filesystem,
         persistent_mount=row.persistent_mount,
         plan_id=row.plan_id,
-        billed_usd=None
-        if row.billed_usd is None or row.billed_baseline_usd is None
-        else format_usd(row.billed_usd - row.billed_baseline_usd),
-        billed_through=row.billed_through,
+        billed_usd=None if bill.billed is None else format_usd(bill.billed),
+        billed_through=bill.through,
         billing_drift=row.billing_drift,
         telemetry=pod_telemetry(session, row),
     )

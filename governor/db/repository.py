@@ -8,7 +8,7 @@ from decimal import Decimal
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Row, Select, Update, bindparam, func, select, update
+from sqlalchemy import Row, Select, Update, bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from governor.db.tables import (
@@ -223,6 +223,26 @@ def pods_not_gone(session: Session) -> Sequence[PodRow]:
     """Every pod that may still be billed: running, stopping or stopped with its storage."""
     return session.scalars(
         select(PodRow).where(PodRow.state != PodState.GONE).order_by(PodRow.created_at)
+    ).all()
+
+
+def pods_to_reconcile(session: Session, since: datetime) -> Sequence[PodRow]:
+    """The pods whose bills may still change: every pod, not released before `since`, of a
+    budget that had a pod running at some instant since `since` (whatever its state now)."""
+    ran = select(PodRow.budget_id).where(
+        or_(
+            PodRow.state.in_((PodState.RUNNING, PodState.STOPPING)),
+            PodRow.stopped_at >= since,
+            PodRow.resumed_at >= since,
+        )
+    )
+    return session.scalars(
+        select(PodRow)
+        .where(
+            PodRow.budget_id.in_(ran),
+            or_(PodRow.state != PodState.GONE, PodRow.released_at >= since),
+        )
+        .order_by(PodRow.created_at)
     ).all()
 
 

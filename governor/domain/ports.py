@@ -50,10 +50,14 @@ class PodDescription:
 
 @dataclass(frozen=True)
 class Billed:
-    """What a provider has billed for one pod so far, and the instant that figure runs to."""
+    """What a provider has billed for one pod, and the instant that figure runs to.
+
+    `since` None: everything billed so far (compared from a baseline figure); otherwise the
+    amount is what was billed from `since` to `through` (a window of the provider's bill)."""
 
     amount_usd: Decimal
     through: datetime
+    since: datetime | None = None
 
 
 class CallOutcome(StrEnum):
@@ -152,6 +156,21 @@ class ReportsBilling(Protocol):
     """A provider that says what it has billed for a pod so far (it lags the meter)."""
 
     def billed(self, ref: str) -> Billed: ...
+
+
+@runtime_checkable
+class ReportsWindowedBilling(Protocol):
+    """A provider whose bill is read a window at a time, each read costing time or money:
+    what it billed for a pod from `since` (the pod's registration) on, as of `now`. The
+    answer's `since` is where its window really starts (the bill's granularity and retention
+    may move it later); its `through` where the bill's data ends (it lags by hours).
+    `read_through` is where the bill the governor already booked for the pod ends (None:
+    none yet); a provider whose reads cost money answers None while asking anew would not
+    tell anything new."""
+
+    def billed_since(
+        self, ref: str, since: datetime, now: datetime, read_through: datetime | None
+    ) -> Billed | None: ...
 
 
 @dataclass(frozen=True)

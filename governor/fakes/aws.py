@@ -4,8 +4,10 @@ POST / with a form body (`Action=DescribeInstances&Version=2016-11-15&InstanceId
 signed with AWS Signature Version 4. The signature is checked with botocore's own signer
 against this cloud's secret access key, so a wrong secret is refused with AuthFailure, as
 EC2 refuses it. It answers DescribeInstances, DescribeVolumes, StopInstances and
-StartInstances in EC2's XML; TerminateInstances is honoured (the instance's volumes are
-deleted with it) and recorded, as every action is, so a test can prove it never came.
+StartInstances in EC2's XML (and, once `explore_costs` is called, Cost Explorer's
+GetCostAndUsageWithResources in its JSON: see governor.fakes.cost_explorer);
+TerminateInstances is honoured (the instance's volumes are deleted with it) and recorded,
+as every action is, so a test can prove it never came.
 Errors have EC2's `<Response><Errors><Error>` shape; rate limiting is EC2's 503
 RequestLimitExceeded, which carries no Retry-After. Besides the canned answers every fake
 cloud has, "ec2:<Code>" or "ec2:<Code>:<message>" answers the next call with that EC2
@@ -45,7 +47,8 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from governor.fakes import http_cloud
-from governor.fakes.http_cloud import FakeCloud, FakeRequest, Reply, bill_runs, now
+from governor.fakes.cost_explorer import CostExplorer
+from governor.fakes.http_cloud import FakeCloud, FakeRequest, Reply, bill_runs
 
 FAKE_ACCESS_KEY_ID = "AKIAFAKEEC2ACCESSKEY"
 DEFAULT_SECRET_ACCESS_KEY = "fake-ec2-secret-access-key"
@@ -193,10 +196,17 @@ class FakeEc2(FakeCloud):
         self.access_key_id = access_key_id
         self.stop_delay_s = stop_delay_s
         self.page_size: int | None = None  # how many instances a DescribeInstances page holds
+        self.costs: CostExplorer | None = None  # Cost Explorer, once enabled
         self.state = CloudState.restore(self.saved)
 
     def add_pod(self, ref: str, hourly_rate_usd: str) -> None:
         self.add_instance(ref, hourly_rate_usd)
+
+    def explore_costs(self, factor: str = "1", lag_s: float = 0.0) -> CostExplorer:
+        """Answers Cost Explorer's GetCostAndUsageWithResources, billing `factor` times the
+        truth and `lag_s` late."""
+        self.costs = CostExplorer(Decimal(factor), lag_s)
+        return self.costs
 
     def add_instance(
         self,
@@ -219,7 +229,7 @@ class FakeEc2(FakeCloud):
                     ref,
                     instance_type,
                     hourly_rate_usd,
-                    now().isoformat(),
+                    self.clock().isoformat(),
                     volumes,
                     lifecycle=lifecycle,
                     root_device_type=root_device_type,
@@ -231,11 +241,10 @@ class FakeEc2(FakeCloud):
         signed = _AUTHORIZATION.fullmatch(request.headers.get("authorization", ""))
         if signed is None or signed["key"] != self.access_key_id:
             return False
-        body = request.body if isinstance(request.body, str) else ""
         aws_request = AWSRequest(
             method=request.method,
             url=f"http://{request.headers.get('host', '')}{request.path}",
-            data=body.encode(),
+            data=request.raw,
             headers={name: request.headers.get(name, "") for name in signed["signed"].split(";")},
         )
         aws_request.context["timestamp"] = request.headers.get("x-amz-date", "")
@@ -272,12 +281,18 @@ class FakeEc2(FakeCloud):
         return asdict(self.state)
 
     def handle(self, request: FakeRequest) -> Reply:
+        target = request.headers.get("x-amz-target", "")
+        if target and self.costs is not None:
+            self.state.actions.append({"action": target, "at": self.clock().isoformat()})
+            return self.costs.answer(target, request.body, self.state.instances, self.clock())
         if request.method != "POST" or request.path != "/":
             return _error_reply("InvalidRequest", "The request received was invalid.")
         body = request.body if isinstance(request.body, str) else ""
         params = {name: values[0] for name, values in parse_qs(body).items()}
         action = params.get("Action", "")
-        self.state.actions.append({"action": action, "params": params, "at": now().isoformat()})
+        self.state.actions.append(
+            {"action": action, "params": params, "at": self.clock().isoformat()}
+        )
         actions = {
             "DescribeInstances": self._describe_instances,
             "DescribeVolumes": self._describe_volumes,
@@ -288,7 +303,7 @@ class FakeEc2(FakeCloud):
         if action not in actions:
             return _error_reply("InvalidAction", f"The action {action} is not valid.")
         for instance in self.state.instances.values():
-            instance.settle(now())
+            instance.settle(self.clock())
         try:
             return _response(action, actions[action](params))
         except Ec2Error as exc:
@@ -339,7 +354,7 @@ class FakeEc2(FakeCloud):
                 )
             before = instance.state
             if before == "running":
-                instance.leave_running(now(), "stopping", self.stop_delay_s)
+                instance.leave_running(self.clock(), "stopping", self.stop_delay_s)
             changes.append(_change(instance, before))
         return {"instancesSet": changes}
 
@@ -353,7 +368,7 @@ class FakeEc2(FakeCloud):
                 )
             before = instance.state
             if before == "stopped":
-                instance.start(now())
+                instance.start(self.clock())
             changes.append(_change(instance, before))
         return {"instancesSet": changes}
 
@@ -361,7 +376,7 @@ class FakeEc2(FakeCloud):
         changes = []
         for instance in self._instances(_numbered(params, "InstanceId")):
             before = instance.state
-            instance.leave_running(now(), "terminated", 0.0)
+            instance.leave_running(self.clock(), "terminated", 0.0)
             instance.volumes = {}  # deleteOnTermination: the workspace is gone
             changes.append(_change(instance, before))
         return {"instancesSet": changes}

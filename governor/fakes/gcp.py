@@ -8,6 +8,7 @@ real HTTP.
     GET    /compute/v1/projects/{p}/zones/{z}/disks/{disk}
     GET    /compute/v1/projects/{p}/zones/{z}/operations/{operation}
     GET    /compute/v1/projects/{p}/aggregated/{instances|disks}?maxResults=&pageToken=
+    POST   /bigquery/v2/projects/{p}/queries   GET .../queries/{jobId}   (the billing export)
     GET    /computeMetadata/v1/instance/service-accounts/default/token  (Metadata-Flavor: Google)
     POST   /token   grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer&assertion=<JWT>
 
@@ -31,6 +32,9 @@ us-central1-a unless named). Aggregated lists come in pages of `page_size` items
 (Google's default maxResults, 500, unless a test lowers it), every zone of the project
 present on each page: with its items, or with Google's NO_RESULTS_ON_PAGE warning.
 
+Once `export_billing` is called, the project keeps its Cloud Billing export in a fake
+BigQuery (see governor.fakes.bigquery): every VM and disk billed hour by hour.
+
     python -m governor.fakes.gcp --port 8765 --state cloud.json \\
         --pods 'us-central1-a/pod-1=3.67' [--api-key TOKEN]
 
@@ -46,13 +50,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 from uuid import uuid4
 
 from governor.fakes import http_cloud
-from governor.fakes.http_cloud import FakeCloud, FakeRequest, Reply, bill_runs, now
+from governor.fakes.bigquery import BillingExport, Metered, disk_rate
+from governor.fakes.http_cloud import FakeCloud, FakeRequest, Reply, bill_runs
 
 DEFAULT_TOKEN = "fake-gcp-token"
 DEFAULT_PROJECT = "fake-project"
@@ -78,6 +84,7 @@ _COMPUTE_PATH = re.compile(
     r"/compute/v1/projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/"
     r"(?P<collection>instances|disks|operations)/(?P<name>[^/]+)(?:/(?P<verb>stop|start))?"
 )
+_BIGQUERY_PATH = re.compile(r"/bigquery/v2/projects/(?P<project>[^/]+)/queries(?:/(?P<job>[^/]+))?")
 _AGGREGATED_PATH = re.compile(
     r"/compute/v1/projects/(?P<project>[^/]+)/aggregated/(?P<collection>instances|disks)"
 )
@@ -163,7 +170,30 @@ class FakeGcp(FakeCloud):
         self.sa_token_expires_in_s = 3600  # what the token endpoint says of each token
         self.service_accounts: dict[str, str] = {}  # client_email -> public key (PEM)
         self.issued: dict[str, datetime] = {}  # token endpoint's tokens -> when they expire
+        self.export: BillingExport | None = None  # BigQuery's billing export, once enabled
         self.state = CloudState.restore(self.saved)
+
+    def export_billing(self, table: str, factor: str = "1", lag_s: float = 0.0) -> BillingExport:
+        """Keeps the project's Cloud Billing export in BigQuery, as table `table`, billing
+        `factor` times the truth and `lag_s` late."""
+        self.export = BillingExport(table, Decimal(factor), lag_s)
+        return self.export
+
+    def metered(self) -> list[Metered]:
+        """What each VM and each of its persistent disks bill, and while what runs."""
+        found = []
+        for instance in self.state.instances.values():
+            runs = [*instance.earlier_runs, [instance.started_at, instance.stopped_at]]
+            spans = [(_instant(a), None if b is None else _instant(b)) for a, b in runs]
+            rate = Decimal(instance.hourly_rate_usd)
+            found.append(Metered(instance.zone, instance.name, rate, spans))
+            for key in instance.disks:
+                disk = self.state.disks[key]
+                owned = [(spans[0][0], None)]  # from the VM's creation on, running or not
+                found.append(
+                    Metered(disk.zone, disk.name, disk_rate(disk.type, disk.size_gb), owned)
+                )
+        return found
 
     def add_service_account(self, email: str, public_key_pem: str) -> None:
         """A service account whose key (the private half of `public_key_pem`) signs JWTs
@@ -194,7 +224,7 @@ class FakeGcp(FakeCloud):
                     name,
                     machine_type,
                     hourly_rate_usd,
-                    started_at=now().isoformat(),
+                    started_at=self.clock().isoformat(),
                     disks=[f"{zone}/{n}" for n in names],
                     spot=spot,
                     accelerators=dict(accelerators or {}),
@@ -206,7 +236,7 @@ class FakeGcp(FakeCloud):
         if request.path in (TOKEN_PATH, SA_TOKEN_PATH) or request.bearer() == self.api_key:
             return True
         expires = self.issued.get(request.bearer())
-        return expires is not None and now() < expires
+        return expires is not None and self.clock() < expires
 
     def error(self, status: int, message: str) -> Reply:
         return _google_error(status, REASONS.get(status, "backendError"), message)
@@ -238,6 +268,8 @@ class FakeGcp(FakeCloud):
             return self._token(request)
         if request.path == SA_TOKEN_PATH and request.method == "POST":
             return self._mint(request)
+        if (query := _BIGQUERY_PATH.fullmatch(request.path)) and self.export is not None:
+            return self._bigquery(request, self.export, query["project"], query["job"])
         if request.method == "GET" and (listing := _AGGREGATED_PATH.fullmatch(request.path)):
             if listing["project"] != self.project:
                 return self._missing_project(listing["project"])
@@ -269,6 +301,18 @@ class FakeGcp(FakeCloud):
             return Reply(200, self._operation(operation))
         return self.error(400, f"{request.method} {request.path} is not supported by the fake")
 
+    def _bigquery(
+        self, request: FakeRequest, export: BillingExport, project: str, job: str | None
+    ) -> Reply:
+        if project != self.project:
+            return self._missing_project(project)
+        if request.method == "POST" and job is None:
+            rows = partial(export.rows, self.project, self.metered(), self.clock())
+            return Reply(*export.query(request.body, rows))
+        if request.method == "GET" and job is not None:
+            return Reply(*export.results(job, request.param("pageToken")))
+        return self.error(400, f"{request.method} {request.path} is not supported by the fake")
+
     def _token(self, request: FakeRequest) -> Reply:
         if request.headers.get("metadata-flavor") != "Google":
             page = "Missing Metadata-Flavor:Google header."
@@ -286,10 +330,10 @@ class FakeGcp(FakeCloud):
             return _oauth_error("invalid_grant", "Invalid JWT Signature.")
         if not (claims.get("aud", "").endswith(SA_TOKEN_PATH) and claims.get("scope")):
             return _oauth_error("invalid_scope", "Invalid audience or no scope.")
-        if float(claims.get("exp", 0)) <= now().timestamp():
+        if float(claims.get("exp", 0)) <= self.clock().timestamp():
             return _oauth_error("invalid_grant", "Invalid JWT: Token must be a short-lived token")
         token = f"ya29.fake-sa-{uuid4().hex}"
-        self.issued[token] = now() + timedelta(seconds=self.sa_token_expires_in_s)
+        self.issued[token] = self.clock() + timedelta(seconds=self.sa_token_expires_in_s)
         body = {"access_token": token, "expires_in": self.sa_token_expires_in_s}
         return Reply(200, {**body, "token_type": "Bearer"})
 
@@ -324,7 +368,7 @@ class FakeGcp(FakeCloud):
         if kind == "stop" and instance.local_ssds and discard not in ("true", "false"):
             message = "The instance has a local SSD attached: say whether to discard it"
             return self.error(400, f"Invalid value for field 'discardLocalSsd': {message}")
-        status = instance.status(now())
+        status = instance.status(self.clock())
         if kind == "start" and status == "STOPPING":
             resource = f"projects/{self.project}/zones/{instance.zone}/instances/{instance.name}"
             return _google_error(400, "resourceNotReady", f"The resource '{resource}' is not ready")
@@ -333,13 +377,13 @@ class FakeGcp(FakeCloud):
             for disk in instance.disks:
                 self.state.disks.pop(disk, None)
         elif kind == "stop" and instance.stopped_at is None:
-            instance.stopped_at = (now() + timedelta(seconds=self.stop_delay_s)).isoformat()
+            instance.stopped_at = (self.clock() + timedelta(seconds=self.stop_delay_s)).isoformat()
         elif kind == "start" and status == "TERMINATED":
             instance.earlier_runs.append([instance.started_at, str(instance.stopped_at)])
-            instance.started_at, instance.stopped_at = now().isoformat(), None
+            instance.started_at, instance.stopped_at = self.clock().isoformat(), None
         name = f"operation-{uuid4().hex[:16]}"
         operation = CloudOperation(
-            instance.zone, name, kind, key, request_id, discard, now().isoformat()
+            instance.zone, name, kind, key, request_id, discard, self.clock().isoformat()
         )
         self.state.operations[f"{instance.zone}/{name}"] = operation
         return Reply(200, self._operation(operation))
@@ -386,7 +430,7 @@ class FakeGcp(FakeCloud):
 
     def _instance(self, instance: CloudInstance) -> dict[str, Any]:
         zone_url = self._zone_url(instance.zone)
-        status = instance.status(now())
+        status = instance.status(self.clock())
         disks = [
             {
                 "type": "PERSISTENT",
@@ -442,7 +486,7 @@ class FakeGcp(FakeCloud):
         for a stop, gone for a delete); RUNNING until then."""
         instance = self.state.instances.get(operation.instance)
         reached = "RUNNING" if operation.type == "start" else "TERMINATED"
-        done = instance is None or instance.status(now()) == reached
+        done = instance is None or instance.status(self.clock()) == reached
         zone_url = self._zone_url(operation.zone)
         return {
             "kind": "compute#operation",
@@ -455,6 +499,10 @@ class FakeGcp(FakeCloud):
             "insertTime": operation.inserted_at,
             "selfLink": f"{zone_url}/operations/{operation.name}",
         }
+
+
+def _instant(text: str) -> datetime:
+    return datetime.fromisoformat(text)
 
 
 def _no_results(scope: str) -> dict[str, Any]:

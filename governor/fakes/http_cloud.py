@@ -28,7 +28,7 @@ import os
 import sys
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -81,6 +81,7 @@ class FakeRequest:
     query: dict[str, list[str]]
     headers: dict[str, str]
     body: Any  # decoded JSON; the raw text when it is not JSON; None when empty
+    raw: bytes = b""  # the body as sent (a signature covers it)
 
     def param(self, name: str) -> str | None:
         values = self.query.get(name)
@@ -110,6 +111,7 @@ class FakeCloud(ABC):
         self.api_key = api_key
         self.lock = threading.RLock()
         self.answers: list[str] = []
+        self.clock: Callable[[], datetime] = now  # the cloud's own time; tests may set theirs
         saved = json.loads(state_file.read_text()) if state_file.exists() else {}
         self.requests: list[dict[str, str]] = saved.get("requests", [])
         self.saved: dict[str, Any] = saved  # what the state file held: a subclass restores it
@@ -220,7 +222,7 @@ class FakeCloud(ABC):
     def _logged(self, request: FakeRequest, reply: Reply) -> Reply:
         with self.lock:
             self.requests.append(
-                {"method": request.method, "path": request.path, "at": now().isoformat()}
+                {"method": request.method, "path": request.path, "at": self.clock().isoformat()}
             )
             self.save()
         return reply
@@ -277,7 +279,7 @@ class _Handler(BaseHTTPRequestHandler):
         if url.path == "/_fake/state" and method == "GET":
             return self._send(Reply(200, cloud.dump()))
         headers = {k.lower(): v for k, v in self.headers.items()}
-        request = FakeRequest(method, url.path, parse_qs(url.query), headers, body)
+        request = FakeRequest(method, url.path, parse_qs(url.query), headers, body, raw)
         self._send(cloud.serve_request(request))
 
     def _send(self, reply: Reply) -> None:

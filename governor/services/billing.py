@@ -1,16 +1,21 @@
 """Reconciling the meter with the provider's own bill: true-ups and drift.
 
-Providers that say what they have billed (ReportsBilling) are asked every billing interval.
-The first figure that covers the pod's registration is the baseline; from then on the
-billed difference is compared with what the meter charged over the same window. When the
-provider billed more, a true-up entry brings spend up to it; when the two disagree by more
-than 5% either way, a drift event says so once (and again when they agree again).
+Providers that say what they have billed are asked every billing interval about every pod
+of a budget that had a pod running within the billing lag window, whatever the budget's
+state, so the bill that lands after a budget is exhausted or closed is still reconciled.
+A provider that says what it billed so far (ReportsBilling) is compared from a baseline:
+the first figure that covers the pod's registration; from then on the billed difference is
+compared with what the meter charged over the same window. A provider read a window at a
+time (ReportsWindowedBilling: the big clouds' lagging bills) is asked from the pod's
+registration on, and its window is compared with what the meter charged over that window.
+When the provider billed more, a true-up entry brings spend up to it; when the two disagree
+by more than 5% either way, a drift event says so once (and again when they agree again).
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from sqlalchemy.orm import Session
@@ -21,7 +26,7 @@ from governor.db.tables import PodRow
 from governor.domain.billing import Slice, metered_within, reconcile
 from governor.domain.model import Category, ChargeKind, EntryKind, Severity
 from governor.domain.money import ZERO, dollars, format_usd
-from governor.domain.ports import Billed, ProviderError, ReportsBilling
+from governor.domain.ports import Billed, ProviderError, ReportsBilling, ReportsWindowedBilling
 from governor.services import events, metering
 from governor.services.context import ServiceContext
 
@@ -29,18 +34,29 @@ log = logging.getLogger(__name__)
 
 
 def reconcile_all(ctx: ServiceContext) -> int:
-    """Ask every billing provider about each of its pods; returns how many answered."""
+    """Ask every billing provider about each of its pods whose bill may still change;
+    returns how many answered."""
+    now = ctx.clock.now()
+    since = now - timedelta(seconds=ctx.config.billing_lag_window_s)
     with unit_of_work(ctx.sessions) as session:
-        pods = [(p.id, p.provider, p.provider_ref) for p in repo.pods_not_gone(session)]
+        pods = [
+            (p.id, p.provider, p.provider_ref, p.created_at, p.billed_through)
+            for p in repo.pods_to_reconcile(session, since)
+        ]
     answered = 0
-    for pod_id, name, ref in pods:
+    for pod_id, name, ref, created_at, read_through in pods:
         provider = ctx.providers.get(name)
-        if not isinstance(provider, ReportsBilling):
-            continue
         try:
-            billed = provider.billed(ref)
+            if isinstance(provider, ReportsBilling):
+                billed = provider.billed(ref)
+            elif isinstance(provider, ReportsWindowedBilling):
+                billed = provider.billed_since(ref, created_at, now, read_through)
+            else:
+                continue
         except ProviderError as exc:
             log.warning("could not read what %s billed for %s: %s", name, ref, exc)
+            continue
+        if billed is None:  # nothing new to read yet
             continue
         with unit_of_work(ctx.sessions) as session:
             book_billed(session, pod_id, billed, ctx.clock.now())
@@ -54,22 +70,26 @@ def book_billed(session: Session, pod_id: str, billed: Billed, now: datetime) ->
     repo.get_budget(session, pod.budget_id, lock=True)
     session.refresh(pod)
     through = min(billed.through, now)
-    if pod.billed_baseline_through is None or pod.billed_baseline_usd is None:
+    if billed.since is not None:  # a window of the bill: compared over that window
+        start, billed_delta = max(billed.since, pod.created_at), billed.amount_usd
+        if through <= start:
+            return
+    elif pod.billed_baseline_through is None or pod.billed_baseline_usd is None:
         if through >= pod.created_at:  # a figure from before registration covers other spend
             pod.billed_baseline_usd, pod.billed_baseline_through = billed.amount_usd, through
             pod.billed_usd, pod.billed_through = billed.amount_usd, through
         return
+    else:
+        start = pod.billed_baseline_through
+        billed_delta = billed.amount_usd - pod.billed_baseline_usd
     if pod.billed_through is not None and through <= pod.billed_through:
         return
     metering.accrue_pod(session, pod, now)  # the meter must cover the window before it is compared
-    start = pod.billed_baseline_through
-    slices = [
-        Slice(e.amount_usd, e.period_start, e.period_end)
-        for e in repo.pod_entries(session, pod.id, EntryKind.ACCRUAL, start, through)
-    ]
-    metered = metered_within(slices, start, through)
-    billed_delta = billed.amount_usd - pod.billed_baseline_usd
-    result = reconcile(metered, repo.pod_total(session, pod.id, EntryKind.TRUE_UP), billed_delta)
+    metered = _booked_within(session, pod, EntryKind.ACCRUAL, start, through)
+    trued_up = _booked_within(session, pod, EntryKind.TRUE_UP, start, through)
+    result = reconcile(metered, trued_up, billed_delta)
+    if billed.since is not None:  # what the pod's view shows: this window of the bill
+        pod.billed_baseline_usd, pod.billed_baseline_through = ZERO, start
     if result.true_up > ZERO:
         metering.post(
             session,
@@ -77,13 +97,24 @@ def book_billed(session: Session, pod_id: str, billed: Billed, now: datetime) ->
             EntryKind.TRUE_UP,
             ChargeKind.COMPUTE,
             result.true_up,
-            (pod.billed_through or start, through),
+            (max(pod.billed_through or start, start), through),
             now,
             note=f"billed {format_usd(billed_delta)} vs metered {format_usd(metered)}",
         )
     if result.drifting != pod.billing_drift:
         _drift_changed(session, pod, metered, billed_delta, result.drifting, now)
     pod.billed_usd, pod.billed_through = billed.amount_usd, through
+
+
+def _booked_within(
+    session: Session, pod: PodRow, kind: EntryKind, start: datetime, end: datetime
+) -> Decimal:
+    """What the pod's entries of `kind` charged between `start` and `end`."""
+    slices = [
+        Slice(e.amount_usd, e.period_start, e.period_end)
+        for e in repo.pod_entries(session, pod.id, kind, start, end)
+    ]
+    return metered_within(slices, start, end)
 
 
 def _drift_changed(

@@ -39,6 +39,8 @@ class GovernorConfig:
     telemetry_minute_keep_s: float = 7 * 86400.0
     fold_interval_s: float = 60.0
     billing_interval_s: float = 300.0  # how often providers are asked what they billed
+    # how long after a budget's last running pod its bills are still read (they lag)
+    billing_lag_window_s: float = 3 * 86400.0
     metrics_require_token: bool = False  # /metrics for viewer and operator tokens only
     leader_probe_s: float = 2.0  # how often a replica renews or tries to take the lease
     failover_s: float = 0.0  # how long the passes may pause while another replica takes over

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
@@ -47,10 +47,27 @@ FAILURE_CATEGORIES = (Category.HARNESS, Category.MODEL, Category.PROVIDER)
 
 
 @dataclass(frozen=True)
+class PodBill:
+    """The pod's bill as its provider last gave it: what it billed since the pod's
+    registration (for a bill read a window at a time, over that window) and the instant the
+    bill runs to; both None while no bill was read (or the provider gives none)."""
+
+    billed: Decimal | None
+    through: datetime | None = field(metadata={"api": "billed_through"})
+
+
+def bill_of(pod: PodRow) -> PodBill:
+    if pod.billed_usd is None or pod.billed_baseline_usd is None:
+        return PodBill(None, None)
+    return PodBill(pod.billed_usd - pod.billed_baseline_usd, pod.billed_through)
+
+
+@dataclass(frozen=True)
 class PodSpend:
     pod: PodRow
     spent: Decimal
     by_phase: dict[str, Decimal]  # every line of SPEND_LINES
+    bill: PodBill
 
 
 @dataclass(frozen=True)
@@ -134,7 +151,7 @@ def _spend(session: Session, book: Book) -> list[PodSpend]:
         for entry in entries[pod.id]:
             if entry.kind is not EntryKind.ACCRUAL:
                 by_phase[entry.kind.value] += entry.amount_usd
-        result.append(PodSpend(pod, book.spent_on(pod), by_phase))
+        result.append(PodSpend(pod, book.spent_on(pod), by_phase, bill_of(pod)))
     return result
 
 

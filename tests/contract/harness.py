@@ -8,6 +8,8 @@ subclass; the suite runs every contract test against each of them.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -49,3 +51,26 @@ class Harness(ABC):
     @abstractmethod
     def destructive_calls(self, cloud: FakeCloud) -> list[str]:
         """Requests the fake received that destroy a workspace (terminate, delete)."""
+
+
+class BillingHarness(Harness):
+    """An adapter that also reads its provider's lagging bill a window at a time."""
+
+    tick_s: float  # how far the meter moves per pass while a bill builds up
+    settled_after_s: float  # how long the pod must run before a bill covers some of it
+
+    @abstractmethod
+    def billed_cloud(
+        self,
+        state_file: Path,
+        secret: str,
+        clock: Callable[[], datetime],
+        factor: str,
+        lag_s: float,
+    ) -> FakeCloud:
+        """The fake cloud on `clock`, with `running` in it and its bill `factor` times the
+        truth and `lag_s` late."""
+
+    @abstractmethod
+    def billed_adapter(self, url: str, secret: str, client: httpx.Client) -> AnyProvider:
+        """The adapter that reads the bill too, configured to reach the fake at `url`."""

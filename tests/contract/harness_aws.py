@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 
@@ -7,15 +9,16 @@ import boto3
 import httpx
 
 from governor.adapters.providers.aws import Ec2Provider
+from governor.adapters.providers.aws_billing import BilledEc2Provider
 from governor.fakes.aws import FAKE_ACCESS_KEY_ID, FakeEc2
 from governor.fakes.http_cloud import FakeCloud
-from tests.contract.harness import Harness
+from tests.contract.harness import BillingHarness
 from tests.fake_clouds import Served
 
 SESSION = boto3.session.Session()  # shared, so EC2's API model is loaded once
 
 
-class AwsHarness(Harness):
+class AwsHarness(BillingHarness):
     name = "aws"
     running = "i-0123456789abcdef0"
     missing = "i-0000000000000404f"
@@ -41,6 +44,36 @@ class AwsHarness(Harness):
             stop_latency_s=0.0,
         )
         return cloud.ec2(adapter)
+
+    tick_s = 3600.0  # Cost Explorer bills day by day
+    settled_after_s = 3 * 86400.0  # a whole day after registration, settled a day later
+
+    def billed_cloud(
+        self,
+        state_file: Path,
+        secret: str,
+        clock: Callable[[], datetime],
+        factor: str,
+        lag_s: float,
+    ) -> FakeEc2:
+        fake = FakeEc2(state_file, secret)
+        fake.clock = clock
+        fake.explore_costs(factor, lag_s)
+        fake.add_instance(self.running, "1.006", instance_type="g5.xlarge")
+        return fake
+
+    def billed_adapter(self, url: str, secret: str, client: httpx.Client) -> Ec2Provider:
+        return BilledEc2Provider.connect(
+            "us-east-1",
+            endpoint_url=url,
+            cost_explorer_url=url,
+            access_key_id=FAKE_ACCESS_KEY_ID,
+            secret_access_key=secret,
+            timeout_s=client.timeout.read or 10.0,
+            session=SESSION,
+            rates={"g5.xlarge": Decimal("1.006")},
+            stop_latency_s=0.0,
+        )
 
     def stopped(self, cloud: FakeCloud, ref: str) -> bool:
         assert isinstance(cloud, FakeEc2)

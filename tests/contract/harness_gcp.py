@@ -1,21 +1,25 @@
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 
 import httpx
 
 from governor.adapters.providers.gcp import GcpProvider, StaticToken
+from governor.adapters.providers.gcp_billing import BilledGcpProvider
 from governor.fakes.gcp import FakeGcp
 from governor.fakes.http_cloud import FakeCloud, now
-from tests.contract.harness import Harness
+from tests.contract.harness import BillingHarness
 from tests.fake_clouds import Served
 
 MACHINE_TYPE = "a2-highgpu-1g"
 RATE = "3.67"
+EXPORT = "billing-project.billing.gcp_billing_export_resource_v1_0123AB_4567CD_89EF01"
 
 
-class GcpHarness(Harness):
+class GcpHarness(BillingHarness):
     name = "gcp"
     running = "us-central1-a/pod-1"
     missing = "us-central1-a/pod-404"
@@ -34,6 +38,35 @@ class GcpHarness(Harness):
             f"{cloud.url}/compute/v1",
             rates={MACHINE_TYPE: Decimal(RATE)},
             stop_latency_s=0.0,
+        )
+
+    tick_s = 600.0  # the export bills hour by hour
+    settled_after_s = 4 * 3600.0
+
+    def billed_cloud(
+        self,
+        state_file: Path,
+        secret: str,
+        clock: Callable[[], datetime],
+        factor: str,
+        lag_s: float,
+    ) -> FakeGcp:
+        fake = FakeGcp(state_file, secret, project="contract-project")
+        fake.clock = clock
+        fake.export_billing(EXPORT, factor, lag_s)
+        fake.add_pod(self.running, RATE, machine_type=MACHINE_TYPE)
+        return fake
+
+    def billed_adapter(self, url: str, secret: str, client: httpx.Client) -> BilledGcpProvider:
+        return BilledGcpProvider(
+            client,
+            StaticToken(secret),
+            "contract-project",
+            f"{url}/compute/v1",
+            rates={MACHINE_TYPE: Decimal(RATE)},
+            stop_latency_s=0.0,
+            table=EXPORT,
+            bigquery_url=f"{url}/bigquery/v2",
         )
 
     def stopped(self, cloud: FakeCloud, ref: str) -> bool:

@@ -11,11 +11,11 @@ from sqlalchemy import select
 
 from governor.db import repository as repo
 from governor.db.tables import EventRow, LedgerEntryRow
-from governor.domain.model import EntryKind, Severity
+from governor.domain.model import BudgetState, EntryKind, PodState, Severity
 from governor.fakes.cloud import BillingFakeProvider
-from governor.services import billing
+from governor.services import billing, budgets, pods
 from tests.clock import FrozenClock
-from tests.integration.conftest import Governor, make_governor
+from tests.integration.conftest import BY, Governor, make_governor
 
 Govern = Callable[..., Governor]
 
@@ -141,4 +141,37 @@ def test_a_provider_that_does_not_bill_is_skipped(gov: Governor) -> None:
     budget = gov.budget("1000")
     gov.pod(budget)
     gov.tick(60)
+    assert billing.reconcile_all(gov.ctx) == 0
+
+
+def test_a_closed_budgets_late_bill_lands_within_the_lag_window_and_not_after(
+    governed: Govern, clock: FrozenClock
+) -> None:
+    gov = governed(factor="1.10", lag_s=600)
+    budget = gov.budget("1000")
+    pod = gov.pod(budget)
+    run_for(gov, 20)
+    with gov.session() as s:
+        pods.stop_manually(s, gov.ctx, pod, "done", clock.now(), by=BY)
+    gov.tick(1)
+    gov.tick(30)  # the fake's stop latency
+    with gov.session() as s:
+        assert repo.get_pod(s, pod).state is PodState.STOPPED
+        closed = budgets.close(s, budget, "done", False, clock.now(), by=BY)
+        assert closed.state is BudgetState.CLOSED
+        closed_at = closed.closed_at
+    before = sum((e.amount_usd for e in true_ups(gov, pod)), Decimal(0))
+    gov.tick(600)  # the bill catches up with the pod's last ten minutes
+    late = [e for e in true_ups(gov, pod) if e.created_at > closed_at]
+    assert late and late[-1].period_end > closed_at - timedelta(seconds=600)
+    assert sum((e.amount_usd for e in late), before) > before
+    with gov.session() as s:
+        stopped_at = repo.get_pod(s, pod).stopped_at
+        assert stopped_at is not None
+        window = timedelta(seconds=gov.ctx.config.billing_lag_window_s)
+        assert [p.id for p in repo.pods_to_reconcile(s, clock.now() - window)] == [pod]
+    clock.advance(window.total_seconds())  # its last running instant is now past the window
+    with gov.session() as s:
+        assert clock.now() - window > stopped_at
+        assert repo.pods_to_reconcile(s, clock.now() - window) == []
     assert billing.reconcile_all(gov.ctx) == 0

@@ -5,6 +5,7 @@ reservation against its spend (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 
 from governor.api import report_view
@@ -24,8 +25,10 @@ from governor.domain.model import (
     Severity,
 )
 from governor.domain.money import ZERO, dollars, format_usd
+from governor.domain.ports import Billed
 from governor.services import (
     admission,
+    billing,
     checkins,
     events,
     extensions,
@@ -332,3 +335,30 @@ def test_each_admitted_plan_shows_what_it_reserved_against_what_it_spent(gov: Go
     page = report_html.document(r)
     row = page[page.index(f'data-plan-id="{first.id}"') :]
     assert row.index("$0.00") < row.index("yes") < row.index("</tr>")
+
+
+def test_each_pod_shows_the_last_bill_read_and_the_instant_it_runs_to(gov: Governor) -> None:
+    budget = gov.budget(ceiling="100")
+    billed, unbilled = gov.pod(budget), gov.pod(budget, ref="pod-2")
+    registered = gov.clock.now()
+    gov.tick(7200)
+    through = registered + timedelta(hours=1)  # the bill lags an hour
+    with gov.session() as s:
+        bill = Billed(D("3.59"), through, since=registered)
+        billing.book_billed(s, billed, bill, gov.clock.now())
+    r = build(gov, budget)
+    with gov.session() as s:
+        shown = {p.pod_id: p.bill for p in report_view.report(s, r).spend.by_pod}
+    assert shown[billed].model_dump(mode="json") == {
+        "billed_usd": "3.59",
+        "billed_through": "2026-01-01T13:00:00Z",
+    }
+    assert shown[unbilled].model_dump() == {"billed_usd": None, "billed_through": None}
+    text = render(r)
+    by_pod = text[text.index("## Spend by pod") : text.index("## Stops")]
+    assert f"| {dollars(D('3.59'))} | 2026-01-01 13:00:00 UTC |" in by_pod
+    [row] = [line for line in by_pod.splitlines() if unbilled in line]
+    assert row.endswith("| — | no bill read yet |")
+    page = report_html.document(r)
+    assert "<td>2026-01-01 13:00:00 UTC</td>" in page
+    assert page.count("no bill read yet") == 1

@@ -11,7 +11,9 @@ import pytest
 from pydantic import ValidationError
 
 from governor.adapters.providers.aws import Ec2Provider
+from governor.adapters.providers.aws_billing import BilledEc2Provider
 from governor.adapters.providers.gcp import GcpProvider
+from governor.adapters.providers.gcp_billing import BilledGcpProvider
 from governor.adapters.providers.kubernetes import KubernetesProvider
 from governor.adapters.providers.lambda_cloud import LambdaProvider
 from governor.adapters.providers.local import LocalCommandProvider, LocalProvider
@@ -19,7 +21,7 @@ from governor.adapters.providers.runpod import RunPodProvider
 from governor.adapters.providers.vast import VastProvider
 from governor.bootstrap import ProviderSetupError, build_providers
 from governor.cli import main
-from governor.domain.ports import Resumes
+from governor.domain.ports import ReportsWindowedBilling, Resumes
 from governor.fakes.cloud import BillingFakeProvider, FakeProvider
 from governor.fakes.gcp import FakeGcp
 from governor.settings import load_settings
@@ -80,6 +82,41 @@ def test_each_provider_is_built_once_configured(
     providers = build_providers(load_settings(**settings), FrozenClock())
     assert isinstance(providers[name], kind)
     assert set(providers) == {"fake", name}
+
+
+@pytest.mark.parametrize(
+    ("settings", "name", "kind"),
+    [
+        (
+            {
+                "gcp_project": "p",
+                "gcp_access_token": "t",
+                "gcp_billing_table": "my-project.billing.export_1",
+            },
+            "gcp",
+            BilledGcpProvider,
+        ),
+        ({"aws_region": "us-east-1", "aws_billing": "true"}, "aws", BilledEc2Provider),
+    ],
+)
+def test_billing_settings_build_the_adapters_that_read_bills(
+    settings: dict[str, str], name: str, kind: type
+) -> None:
+    plain = build_providers(
+        load_settings(**{k: settings[k] for k in list(settings)[:-1]}), FrozenClock()
+    )
+    assert not isinstance(plain[name], ReportsWindowedBilling)  # off unless asked for
+    billed = build_providers(load_settings(**settings), FrozenClock())[name]
+    assert isinstance(billed, kind) and isinstance(billed, ReportsWindowedBilling)
+
+
+def test_a_billing_table_that_is_no_table_name_stops_the_start() -> None:
+    settings = load_settings(
+        gcp_project="p", gcp_access_token="t", gcp_billing_table="billing; DROP TABLE x"
+    )
+    with pytest.raises(ProviderSetupError, match="GOVERNOR_GCP_BILLING_TABLE") as caught:
+        build_providers(settings, FrozenClock())
+    assert "give the export's project.dataset.table" in str(caught.value)
 
 
 def test_the_plain_fake_does_not_report_billing() -> None:

@@ -54,7 +54,9 @@ STATES = {
     "stopped": PodState.STOPPED,
     "terminated": PodState.GONE,
 }
-THROTTLED = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException"})
+THROTTLED = frozenset(
+    {"RequestLimitExceeded", "Throttling", "ThrottlingException", "LimitExceededException"}
+)
 UNAVAILABLE = frozenset({"InternalError", "ServiceUnavailable", "Unavailable"})
 CREDENTIALS_REFUSED = frozenset(
     {"AuthFailure", "UnauthorizedOperation", "InvalidClientTokenId", "SignatureDoesNotMatch"}
@@ -65,6 +67,15 @@ CANNOT_PRESERVE = (
     "its root device is an instance store, which EC2 cannot stop; "
     "the data on it would be lost when the instance ends"
 )
+
+
+def client_config(timeout_s: float) -> Config:
+    """One attempt per call (the governor's scheduler retries), bounded by `timeout_s`."""
+    return Config(
+        retries={"mode": "standard", "total_max_attempts": 1},
+        connect_timeout=min(5.0, timeout_s),
+        read_timeout=timeout_s,
+    )
 
 
 class InstanceNotFound(ProviderError):
@@ -117,18 +128,13 @@ class Ec2Provider:
         to build the client from (default: a new one; sharing one spares reloading EC2's
         API model). `options` go to the adapter."""
         session = session or boto3.session.Session()
-        config = Config(
-            retries={"mode": "standard", "total_max_attempts": 1},
-            connect_timeout=min(5.0, timeout_s),
-            read_timeout=timeout_s,
-        )
         client = session.client(
             "ec2",
             region_name=region,
             endpoint_url=endpoint_url,
             aws_access_key_id=access_key_id,
             aws_secret_access_key=secret_access_key,
-            config=config,
+            config=client_config(timeout_s),
         )
         secrets: list[str | None] = [access_key_id, secret_access_key]
         if access_key_id is None and secret_access_key is None:
@@ -254,11 +260,13 @@ class Ec2Provider:
             raise self._unreadable("DescribeVolumes")
         return sizes
 
-    def _call(self, action: str, *, ref: str | None = None, **params: Any) -> dict[str, Any]:
-        """One EC2 action, with every failure as the ProviderError it amounts to; `ref` is
-        the instance it is about, if it is about one."""
+    def _call(
+        self, action: str, *, ref: str | None = None, via: BaseClient | None = None, **params: Any
+    ) -> dict[str, Any]:
+        """One EC2 action (or one of `via`, another AWS service's client), with every failure
+        as the ProviderError it amounts to; `ref` is the instance it is about, if it is."""
         try:
-            answer = getattr(self._client, xform_name(action))(**params)
+            answer = getattr(via or self._client, xform_name(action))(**params)
         except boto.ClientError as exc:
             raise self._refused(action, ref, exc) from None
         except ResponseParserError as exc:

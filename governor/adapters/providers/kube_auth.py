@@ -8,13 +8,17 @@ server, CA bundle and client certificate the loader found and the Authorization 
 would send. That header is asked for at every call, through the loader's refresh hook,
 which runs an exec plugin again once its credential expires (the loader counts five minutes
 early) and re-reads a rotated service-account token. After a 401 the credentials are loaded
-afresh. No error or log line carries a token or a key.
+afresh. A cluster's `tls-server-name` is the name the API server's certificate is checked
+against (and sent as SNI) when it differs from the server URL's host. No error or log line
+carries a token or a key.
 """
 
 from __future__ import annotations
 
 import ssl
 import threading
+from collections.abc import Callable
+from functools import partial
 
 import httpx
 from kubernetes.client import Configuration
@@ -110,12 +114,14 @@ class LoadedCredentials:
 
 def _tls(configuration: Configuration) -> tuple[object, ...]:
     """What the httpx client is built from: the CA bundle, the client certificate and key,
-    whether the server is verified, and any proxy."""
+    whether the server is verified, the name its certificate is checked against, and any
+    proxy."""
     return (
         configuration.ssl_ca_cert,
         configuration.cert_file,
         configuration.key_file,
         configuration.verify_ssl,
+        configuration.tls_server_name,
         configuration.proxy,
     )
 
@@ -127,7 +133,17 @@ def _client(configuration: Configuration) -> httpx.Client:
         context.verify_mode = ssl.CERT_NONE
     if configuration.cert_file:
         context.load_cert_chain(configuration.cert_file, configuration.key_file)
-    return httpx.Client(timeout=TIMEOUT, verify=context, proxy=configuration.proxy)
+    hooks: dict[str, list[Callable[[httpx.Request], None]]] = {}
+    if configuration.tls_server_name:  # the certificate names the server otherwise than its URL
+        hooks["request"] = [partial(_server_name, str(configuration.tls_server_name))]
+    return httpx.Client(
+        timeout=TIMEOUT, verify=context, proxy=configuration.proxy, event_hooks=hooks
+    )
+
+
+def _server_name(name: str, request: httpx.Request) -> None:
+    """Has the TLS handshake send `name` as SNI and check the certificate against it."""
+    request.extensions["sni_hostname"] = name
 
 
 def _failed(credential: str, exc: Exception) -> ProviderError:

@@ -6,7 +6,8 @@ The plugin is a small script that prints an ExecCredential with the token and ex
 test wrote and counts its runs, so the tests see it run again once its credential expires
 (an expirationTimestamp in the past) and after a 401, without waiting. The fake accepts its
 bearer token, or a client certificate its client CA verifies. No token or key reaches an
-error or a log line.
+error or a log line. A cluster whose certificate names it otherwise than its URL's host is
+reached through the kubeconfig's `tls-server-name`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import ssl
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -46,18 +48,23 @@ print(json.dumps({"apiVersion": "client.authentication.k8s.io/v1", "kind": "Exec
 """
 
 
+SERVER_NAME = "api.cluster.internal"  # what the named server's certificate says, alone
+
+
 class Certificates:
-    """The cluster's CA and serving certificate, and a client CA with one user's certificate."""
+    """The cluster's CA and serving certificates (one for its address, one for SERVER_NAME
+    only), and a client CA with one user's certificate."""
 
     def __init__(self) -> None:
         self.ca = trustme.CA()
         self.server = self.ca.issue_cert("127.0.0.1")
+        self.named_server = self.ca.issue_cert(SERVER_NAME)
         self.client_ca = trustme.CA()
         self.user = self.client_ca.issue_cert("gpu-governor.example", common_name="gpu-governor")
 
-    def server_context(self) -> ssl.SSLContext:
+    def server_context(self, *, named: bool = False) -> ssl.SSLContext:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        self.server.configure_cert(context)
+        (self.named_server if named else self.server).configure_cert(context)
         self.client_ca.configure_trust(context)
         context.verify_mode = ssl.CERT_OPTIONAL  # a certificate, or else a bearer token
         return context
@@ -89,10 +96,13 @@ class Cluster:
     def __init__(self, fake: FakeKubernetes, url: str, certificates: Certificates) -> None:
         self.fake, self.url, self.certificates = fake, url, certificates
 
-    def kubeconfig(self, path: Path, users: dict[str, dict[str, Any]]) -> Path:
-        """A kubeconfig with one context per user, named as the user; the first is current."""
+    def kubeconfig(
+        self, path: Path, users: dict[str, dict[str, Any]], **cluster_fields: str
+    ) -> Path:
+        """A kubeconfig with one context per user, named as the user; the first is current.
+        `cluster_fields` go into the cluster entry (e.g. tls-server-name)."""
         ca = base64.b64encode(self.certificates.ca.cert_pem.bytes()).decode()
-        cluster = {"server": self.url, "certificate-authority-data": ca}
+        cluster = {"server": self.url, "certificate-authority-data": ca, **cluster_fields}
         config = {
             "apiVersion": "v1",
             "kind": "Config",
@@ -115,11 +125,13 @@ def certificates() -> Certificates:
     return Certificates()
 
 
-@pytest.fixture
-def cluster(tmp_path: Path, certificates: Certificates) -> Iterator[Cluster]:
+@contextmanager
+def serving(tmp_path: Path, certificates: Certificates, *, named: bool) -> Iterator[Cluster]:
+    """The fake cluster on 127.0.0.1 over TLS; `named`: its certificate names SERVER_NAME
+    only, not the address it is reached at."""
     fake = FakeKubernetes(tmp_path / "kubernetes.json", TOKEN)
     fake.add_pod(JOB, "2.50")
-    server = serve_tls(fake, certificates.server_context())
+    server = serve_tls(fake, certificates.server_context(named=named))
     threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
     try:
         yield Cluster(fake, f"https://127.0.0.1:{server.server_port}", certificates)
@@ -127,6 +139,18 @@ def cluster(tmp_path: Path, certificates: Certificates) -> Iterator[Cluster]:
         server.shutdown()
         server.server_close()
     assert fake.calls("DELETE") == []
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, certificates: Certificates) -> Iterator[Cluster]:
+    with serving(tmp_path, certificates, named=False) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def named_cluster(tmp_path: Path, certificates: Certificates) -> Iterator[Cluster]:
+    with serving(tmp_path, certificates, named=True) as cluster:
+        yield cluster
 
 
 @pytest.fixture
@@ -257,3 +281,19 @@ def test_a_missing_kubeconfig_or_context_is_refused_naming_it(
     with pytest.raises(ProviderError, match=r"kubeconfig .*missing"):
         LoadedCredentials.kubeconfig(str(tmp_path / "missing"))
     assert unknown.value.retryable is False and TOKEN not in str(unknown.value)
+
+
+def test_tls_server_name_is_the_name_the_certificate_is_checked_against(
+    named_cluster: Cluster, tmp_path: Path
+) -> None:
+    users = {"kubelet": certificate_user(named_cluster.certificates)}
+    plain = named_cluster.kubeconfig(tmp_path / "plain", users)
+    by_address = KubernetesProvider(LoadedCredentials.kubeconfig(str(plain)))
+    refused = by_address.stop(JOB)  # the certificate does not name 127.0.0.1
+    assert refused.outcome is CallOutcome.RETRYABLE and not named_cluster.suspended()
+    assert named_cluster.fake.calls() == []  # the handshake failed: no request reached it
+    named = named_cluster.kubeconfig(tmp_path / "named", users, **{"tls-server-name": SERVER_NAME})
+    kubernetes = KubernetesProvider(LoadedCredentials.kubeconfig(str(named)))
+    assert kubernetes.describe(JOB).state is PodState.RUNNING
+    assert kubernetes.stop(JOB).outcome is CallOutcome.PENDING
+    assert named_cluster.suspended()

@@ -1,0 +1,114 @@
+"""A fake AWS Cost Explorer, served by the fake EC2: `GetCostAndUsageWithResources` over the
+JSON 1.1 protocol (POST / with `X-Amz-Target: AWSInsightsIndexService.<Operation>`),
+signed with the same keys.
+
+Each day of the asked period (Start inclusive, End exclusive) is one ResultsByTime entry
+whose UnblendedCost is what the resources named by the RESOURCE_ID filter billed that day:
+an instance its rate for every second it ran, an EBS volume its GB-month price for every
+hour since its instance was created, times `factor` (a rate wrong somewhere) and only for
+usage `lag_s` old or older, as Cost Explorer lags, in the account's `unit` (USD unless a
+test bills it in another currency). Resource-level data reaches back 14
+days; an older Start, another granularity or a missing filter is a ValidationException.
+Days come `page_size` to a page, each page but the last with a NextPageToken; every call
+is counted, since every real one costs $0.01.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
+from typing import Any
+
+from governor.domain.money import HOURS_PER_MONTH
+from governor.fakes.http_cloud import Reply, bill, bill_runs
+
+OPERATION = "AWSInsightsIndexService.GetCostAndUsageWithResources"
+JSON = "application/x-amz-json-1.1"
+EBS_PRICE = Decimal("0.08")  # gp3's list price per GB-month, the fake's price sheet
+RETENTION_DAYS = 14
+
+
+class Refused(Exception):
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass
+class CostExplorer:
+    factor: Decimal = Decimal(1)
+    lag_s: float = 0.0
+    page_size: int = 31
+    unit: str = "USD"  # the currency the account is billed in
+    calls: int = 0
+
+    def answer(self, target: str, body: Any, instances: Mapping[str, Any], now: datetime) -> Reply:
+        """The answer to one Cost Explorer request; `instances` are the fake EC2's."""
+        self.calls += 1
+        try:
+            if target != OPERATION:
+                raise Refused("UnknownOperationException", f"{target} is not supported")
+            return Reply(200, self._costs(body, instances, now), content_type=JSON)
+        except (Refused, KeyError, TypeError, ValueError) as exc:
+            kind = exc.kind if isinstance(exc, Refused) else "ValidationException"
+            error = {"__type": f"com.amazonaws.ce#{kind}", "Message": str(exc)}
+            return Reply(400, error, content_type=JSON)
+
+    def _costs(self, body: Any, instances: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+        start = date.fromisoformat(body["TimePeriod"]["Start"])
+        end = date.fromisoformat(body["TimePeriod"]["End"])
+        if body.get("Granularity") != "DAILY" or body.get("Metrics") != ["UnblendedCost"]:
+            raise Refused("ValidationException", "the fake answers DAILY UnblendedCost only")
+        dimension = body["Filter"]["Dimensions"]
+        if dimension["Key"] != "RESOURCE_ID":
+            raise Refused("ValidationException", "Filter by RESOURCE_ID")
+        if start < now.date() - timedelta(days=RETENTION_DAYS) or start >= end:
+            raise Refused(
+                "ValidationException",
+                "Start must be within the last 14 days and before End for resource-level data",
+            )
+        wanted = set(dimension["Values"])
+        cutoff = now - timedelta(seconds=self.lag_s)
+        days = [start + timedelta(days=n) for n in range((end - start).days)]
+        offset = int(body.get("NextPageToken") or 0)
+        page = days[offset : offset + self.page_size]
+        results = [
+            {
+                "TimePeriod": {"Start": d.isoformat(), "End": (d + timedelta(days=1)).isoformat()},
+                "Total": {
+                    "UnblendedCost": {
+                        "Amount": str(self._day(d, wanted, instances, cutoff)),
+                        "Unit": self.unit,
+                    }
+                },
+                "Groups": [],
+                "Estimated": True,
+            }
+            for d in page
+        ]
+        more = offset + self.page_size < len(days)
+        return {
+            "ResultsByTime": results,
+            "DimensionValueAttributes": [],
+            **({"NextPageToken": str(offset + self.page_size)} if more else {}),
+        }
+
+    def _day(
+        self, day: date, wanted: set[str], instances: Mapping[str, Any], cutoff: datetime
+    ) -> Decimal:
+        since = datetime.combine(day, time(0), UTC)
+        until = min(since + timedelta(days=1), cutoff)
+        if until <= since:
+            return Decimal(0)
+        total = Decimal(0)
+        for instance in instances.values():
+            runs = [*instance.earlier_runs, [instance.started_at, instance.stop_requested_at]]
+            if instance.id in wanted:
+                total += bill_runs(Decimal(instance.hourly_rate_usd), runs, until, since)
+            for volume, gib in instance.volumes.items():
+                if volume in wanted:
+                    hourly = EBS_PRICE * gib / HOURS_PER_MONTH
+                    total += bill(hourly, str(runs[0][0]), None, until, since)
+        return total * self.factor

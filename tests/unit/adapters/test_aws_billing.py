@@ -1,0 +1,117 @@
+"""The AWS adapter's bill from Cost Explorer, against the fake Cost Explorer over real HTTP:
+every request costs money, so an instance is asked again only once a day (or
+GOVERNOR_AWS_BILLING_MIN_INTERVAL_S) more has settled past the bill already booked, which
+the governor keeps with the pod, so a restart does not ask again; a bill in another
+currency is refused."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import boto3
+import pytest
+
+from governor.adapters.providers.aws_billing import BilledEc2Provider
+from governor.domain.ports import Billed, ProviderError
+from governor.fakes.aws import FakeEc2
+from governor.fakes.cost_explorer import CostExplorer
+from tests.clock import FrozenClock
+from tests.fake_clouds import running
+
+KEY_ID = "AKIAUNITTESTKEYID0001"
+SECRET = "wJalrUNITTEST/SECRET+ACCESSKEY0123456789"
+INSTANCE = "i-0123456789abcdef0"
+DAY = 86400.0
+SESSION = boto3.session.Session()  # shared, so the API models are loaded once
+
+Adapter = Callable[..., BilledEc2Provider]
+
+
+@pytest.fixture
+def clock() -> FrozenClock:
+    return FrozenClock()  # noon: the day of registration is never billed, only whole days
+
+
+@pytest.fixture
+def costs(tmp_path: Path, clock: FrozenClock) -> Iterator[tuple[CostExplorer, Adapter]]:
+    fake = FakeEc2(tmp_path / "ec2.json", SECRET, access_key_id=KEY_ID)
+    fake.clock = clock.now
+    explorer = fake.explore_costs()
+    fake.add_instance(INSTANCE, "1.006", volumes={})  # the day billed: 24 h at its rate
+    with running(fake) as server:
+
+        def adapter(**options: float) -> BilledEc2Provider:
+            made = BilledEc2Provider.connect(
+                "us-east-1",
+                endpoint_url=server.url,
+                cost_explorer_url=server.url,
+                access_key_id=KEY_ID,
+                secret_access_key=SECRET,
+                timeout_s=10.0,
+                session=SESSION,
+                **options,
+            )
+            assert isinstance(made, BilledEc2Provider)
+            return made
+
+        yield explorer, adapter
+
+
+def read(
+    adapter: BilledEc2Provider, clock: FrozenClock, registered: datetime, booked: Billed | None
+) -> Billed | None:
+    """What the adapter answers, given the bill the governor booked before (if any)."""
+    return adapter.billed_since(INSTANCE, registered, clock.now(), booked and booked.through)
+
+
+def test_an_instance_is_asked_once_a_day_even_across_a_restart(
+    costs: tuple[CostExplorer, Adapter], clock: FrozenClock
+) -> None:
+    explorer, adapter = costs
+    ce, registered = adapter(), clock.now()
+    clock.advance(2 * DAY)  # the first whole day has ended, but not settled for a day yet
+    assert read(ce, clock, registered, None) is None
+    assert explorer.calls == 0
+    clock.advance(DAY)
+    booked = read(ce, clock, registered, None)
+    assert booked is not None and booked.amount_usd == Decimal("1.006") * 24
+    assert explorer.calls == 1
+    for _ in range(2):  # six hours later, and again: no other day has settled
+        clock.advance(DAY / 4 - 30)
+        assert read(ce, clock, registered, booked) is None
+    assert read(adapter(), clock, registered, booked) is None  # a restarted governor
+    assert explorer.calls == 1
+    clock.advance(60)  # another day has settled
+    again = read(adapter(), clock, registered, booked)
+    assert again is not None and again.through == booked.through + timedelta(days=1)
+    assert explorer.calls == 2
+
+
+def test_a_longer_interval_asks_less_often(
+    costs: tuple[CostExplorer, Adapter], clock: FrozenClock
+) -> None:
+    explorer, adapter = costs
+    ce, registered = adapter(min_interval_s=2 * DAY), clock.now()
+    clock.advance(3 * DAY)
+    booked = read(ce, clock, registered, None)
+    assert booked is not None and explorer.calls == 1
+    clock.advance(DAY)
+    assert read(ce, clock, registered, booked) is None
+    clock.advance(DAY)
+    assert read(ce, clock, registered, booked) is not None
+    assert explorer.calls == 2
+
+
+def test_a_bill_in_another_currency_is_refused(
+    costs: tuple[CostExplorer, Adapter], clock: FrozenClock
+) -> None:
+    explorer, adapter = costs
+    explorer.unit = "EUR"
+    registered = clock.now()
+    clock.advance(3 * DAY)
+    with pytest.raises(ProviderError, match="bills in EUR, not USD") as caught:
+        read(adapter(), clock, registered, None)
+    assert not caught.value.retryable
