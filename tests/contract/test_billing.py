@@ -24,9 +24,9 @@ from governor.db.tables import LedgerEntryRow
 from governor.domain.model import EntryKind, Severity
 from governor.services import pods
 from tests.clock import FrozenClock
-from tests.contract.conftest import HARNESSES, SECRET, TIMEOUT_S
+from tests.contract.conftest import HARNESSES, SECRET
 from tests.contract.harness import BillingHarness
-from tests.fake_clouds import running
+from tests.fake_clouds import TIMEOUT_S, running
 from tests.integration.conftest import Governor, make_governor
 
 BILLING = [h for h in HARNESSES if isinstance(h, BillingHarness)]
