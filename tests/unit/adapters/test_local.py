@@ -145,11 +145,10 @@ def test_a_process_that_is_not_there_is_done(
     assert signals == []
 
 
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 def test_a_zombie_is_not_running(spawn: Spawn, signals: list[tuple[int, int]]) -> None:
     process = spawn("pass")  # exits, and stays a zombie until it is reaped
     stat = Path(f"/proc/{process.pid}/stat")
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60  # a busy machine can be slow to start the child
     while stat.read_text().rsplit(")", 1)[-1].split()[0] != "Z":
         assert time.monotonic() < deadline, "the child never exited"
         time.sleep(0.01)
