@@ -104,7 +104,7 @@ def test_stop_signals_and_is_done_once_the_process_exited(
     provider = LocalProvider()
     first = provider.stop(ref)
     assert first.outcome is CallOutcome.PENDING and "sent SIGTERM" in first.detail
-    assert process.wait(timeout=5) == -signal.SIGTERM
+    assert process.wait(timeout=60) == -signal.SIGTERM
     assert provider.stop(ref).outcome is CallOutcome.DONE
     assert provider.describe(ref).state is PodState.STOPPED
     assert provider.stop(ref).outcome is CallOutcome.DONE
@@ -128,14 +128,14 @@ def test_the_signal_is_configurable(spawn: Spawn) -> None:
     process = spawn(SLEEP)
     result = LocalProvider(stop_signal=signal.SIGUSR1).stop(str(process.pid))
     assert result.outcome is CallOutcome.PENDING and "SIGUSR1" in result.detail
-    assert process.wait(timeout=5) == -signal.SIGUSR1
+    assert process.wait(timeout=60) == -signal.SIGUSR1
 
 
 def test_a_process_that_is_not_there_is_done(
     spawn: Spawn, tmp_path: Path, signals: list[tuple[int, int]]
 ) -> None:
     process = spawn("pass")
-    process.wait(timeout=5)
+    process.wait(timeout=60)
     removed = f"pidfile:{tmp_path / 'removed-on-exit.pid'}"
     provider = LocalProvider()
     for ref in (str(process.pid), removed):
