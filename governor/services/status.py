@@ -25,7 +25,7 @@ from governor.db.tables import (
     RunRow,
     StopOrderRow,
 )
-from governor.domain.health import json_number, number
+from governor.domain.health import json_number
 from governor.domain.model import (
     Action,
     BudgetState,
@@ -555,13 +555,8 @@ def run_line(run: RunRow, now: datetime, points: Sequence[RunMetricRow]) -> RunL
 
 def latest_metrics(run: RunRow, points: Sequence[RunMetricRow]) -> tuple[MetricValue, ...]:
     """The run's latest metric values, at most RUN_METRICS: those its health rules watch first,
-    then the rest by name. Its latest beat's own values stand over its series' last points: the
-    series keeps finite numbers only, and a NaN is what the line must show."""
-    values = {p.name: p.value for p in points}
-    for name, raw in (run.metrics or {}).items():
-        value = number(raw)
-        if value is not None:
-            values[name] = value
+    then the rest by name; a NaN its job sent last shows as NaN."""
+    values = metric_history.latest_values(run.metrics, points)
     watched = dict.fromkeys(rule["metric"] for rule in run.health_rules or ())
     rank = {name: i for i, name in enumerate(watched)}
     names = sorted(values, key=lambda name: (rank.get(name, len(rank)), name))

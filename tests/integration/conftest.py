@@ -7,6 +7,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy.orm import Session
@@ -101,8 +102,11 @@ class Governor:
         status: RunStatus = RunStatus.RUNNING,
         checkpoint: checkins.Checkpoint | None = None,
         phase: Phase | None = None,
+        metrics: dict[str, Any] | None = None,
     ) -> checkins.Directive:
-        beat = checkins.Heartbeat(step=step, status=status, checkpoint=checkpoint, phase=phase)
+        beat = checkins.Heartbeat(
+            step=step, status=status, checkpoint=checkpoint, phase=phase, metrics=metrics
+        )
         return checkins.check_in(self.ctx.sessions, self.ctx.config, run_id, beat, self.clock.now())
 
     def report(
