@@ -89,6 +89,37 @@ def latest(
     return {run_id: list(by_name.values()) for run_id, by_name in points.items()}
 
 
+def recent(
+    session: Session, run_ids: Sequence[str], names: Sequence[str], most: int
+) -> dict[tuple[str, str], list[float]]:
+    """The last `most` values of each of these runs' metrics of these names, oldest first, by
+    (run id, name), in one statement: what a sparkline draws."""
+    if not run_ids or not names:
+        return {}
+    order = (RunMetricRow.at.desc(), RunMetricRow.id.desc())
+    ranked = (
+        select(
+            RunMetricRow.run_id,
+            RunMetricRow.name,
+            RunMetricRow.value,
+            func.row_number()
+            .over(partition_by=(RunMetricRow.run_id, RunMetricRow.name), order_by=order)
+            .label("nth"),
+        )
+        .where(RunMetricRow.run_id.in_(run_ids), RunMetricRow.name.in_(names))
+        .subquery()
+    )
+    rows = session.execute(
+        select(ranked.c.run_id, ranked.c.name, ranked.c.value)
+        .where(ranked.c.nth <= most)
+        .order_by(ranked.c.nth.desc())
+    ).all()
+    values: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for run_id, name, value in rows:
+        values[(run_id, name)].append(value)
+    return dict(values)
+
+
 def latest_values(
     beat: Mapping[str, object] | None, points: Sequence[RunMetricRow]
 ) -> dict[str, float]:
