@@ -101,7 +101,7 @@ def enforce_budgets(
                 if pod.id in book.orders:
                     break
                 watch = config.watch if run is None else watches[run.id]
-                gpus = telemetry.views(samples.get(pod.id, {}), now, watch, pod.gpu_uuids)
+                gpus = telemetry.views(samples.get(pod.id, {}), now, watch, pod)
                 situation = _situation(
                     book, pod, run, config, watch, gpus, pod.id == manual_stop_pod, heard_since
                 )

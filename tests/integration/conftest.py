@@ -9,10 +9,13 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
 from governor.api.schemas import read_plan
+from governor.app import create_app
 from governor.db import repository as repo
 from governor.db import schema
 from governor.db.engine import build_engine, session_factory, unit_of_work
@@ -21,12 +24,13 @@ from governor.domain.ports import AnyProvider, SystemClock
 from governor.domain.telemetry import GIB, DeviceProblem, GpuProcess, GpuSample, Reading
 from governor.fakes.cloud import FakeProvider
 from governor.scheduler import tasks
-from governor.services import budgets, checkins, pods, runs, telemetry
+from governor.services import budgets, checkins, pods, runs, telemetry, tokens
 from governor.services.book import Book
 from governor.services.context import GovernorConfig, ServiceContext
 from governor.services.health import TickLog
 from governor.services.leadership import Lease
 from governor.services.tokens import Principal
+from governor.settings import load_settings
 from tests.clock import FrozenClock
 
 # who acts where these tests act as an operator without HTTP
@@ -197,3 +201,23 @@ def gov(migrated_url: str, clock: FrozenClock) -> Iterator[Governor]:
     governor = make_governor(migrated_url, clock)
     yield governor
     governor.ctx.engine.dispose()
+
+
+OPERATOR = "integration-operator"
+
+
+@pytest.fixture
+def client(gov: Governor, migrated_url: str) -> Iterator[TestClient]:
+    """The governor's API in-process over `gov`, as its operator."""
+    with gov.session() as session:
+        tokens.bootstrap_operator(session, OPERATOR, gov.clock.now())
+    settings = load_settings(database_url=migrated_url, scheduler_enabled=False)
+    with TestClient(
+        create_app(settings, gov.ctx), headers={"Authorization": f"Bearer {OPERATOR}"}
+    ) as client:
+        yield client
+
+
+def ok(response: httpx.Response, status: int = 200) -> Any:
+    assert response.status_code == status, response.text[:500]
+    return response.json()
