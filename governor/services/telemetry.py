@@ -10,7 +10,7 @@ from dataclasses import asdict, replace
 from datetime import datetime, timedelta
 from statistics import fmean
 
-from sqlalchemy import select
+from sqlalchemy import JSON, case, null, select, type_coerce
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
@@ -294,8 +294,9 @@ def _note_problems(session: Session, pod: PodRow, reading: Reading, at: datetime
 
 def gpu_views(session: Session, pod_id: str, now: datetime, watch: Watch) -> tuple[GpuView, ...]:
     """What each of the pod's own GPUs has been doing over the idle window."""
-    samples = recent_samples(session, [pod_id], now - lookback(watch))
-    return views(samples.get(pod_id, {}), now, watch, repo.get_pod(session, pod_id))
+    pod = repo.get_pod(session, pod_id)
+    samples = recent_samples(session, [pod], now - lookback(watch))
+    return views(samples.get(pod_id, {}), now, watch, pod)
 
 
 def lookback(watch: Watch) -> timedelta:
@@ -306,15 +307,20 @@ def lookback(watch: Watch) -> timedelta:
 Samples = dict[str, list[tuple[datetime, GpuSample]]]  # GPU uuid -> samples, newest first
 
 
-def recent_samples(session: Session, pod_ids: Sequence[str], since: datetime) -> dict[str, Samples]:
-    """The raw samples of every GPU of these pods since `since`, in one query."""
+def recent_samples(session: Session, pods: Sequence[PodRow], since: datetime) -> dict[str, Samples]:
+    """The raw samples of every GPU of these pods since `since`, in one query; their process
+    lists only for the pods that name their processes (no one else's rules read them)."""
     found: dict[str, Samples] = defaultdict(lambda: defaultdict(list))
-    if not pod_ids:
+    if not pods:
         return found
+    claimed = [pod.id for pod in pods if claim_of(pod) is not None]
+    listed = null()
+    if claimed:
+        listed = case((GpuSampleRow.pod_id.in_(claimed), GpuSampleRow.processes), else_=null())
     rows = session.execute(
-        select(GpuSampleRow.pod_id, GpuSampleRow.at, GpuSampleRow.processes, *_SAMPLE_COLUMNS)
+        select(GpuSampleRow.pod_id, GpuSampleRow.at, type_coerce(listed, JSON), *_SAMPLE_COLUMNS)
         .where(
-            GpuSampleRow.pod_id.in_(pod_ids),
+            GpuSampleRow.pod_id.in_([pod.id for pod in pods]),
             GpuSampleRow.at >= since,
             GpuSampleRow.resolution == RAW,
         )
