@@ -44,11 +44,19 @@ class Target:
     kind: Literal["pod", "node"]
     name: str
     gpus: tuple[str, ...] | None = None  # a pod's own GPUs by UUID on a shared machine
+    pids: tuple[int, ...] | None = None  # and its own processes there, by PID
+    process_pattern: str | None = None  # and/or by name (a glob)
 
     @property
     def body(self) -> dict[str, Any]:
-        """What every batch says besides its readings: a pod's own GPUs, when named."""
-        return {} if self.gpus is None else {"gpu_uuids": list(self.gpus)}
+        """What every batch says besides its readings: a pod's own GPUs and processes, when
+        named."""
+        named = {
+            "gpu_uuids": None if self.gpus is None else list(self.gpus),
+            "process_pids": None if self.pids is None else list(self.pids),
+            "process_pattern": self.process_pattern,
+        }
+        return {key: value for key, value in named.items() if value is not None}
 
     @property
     def path(self) -> str:

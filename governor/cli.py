@@ -109,10 +109,20 @@ def _agent(args: argparse.Namespace) -> int:
         )
         return 2
     gpus = tuple(g.strip() for g in (args.gpus or "").split(",") if g.strip()) or None
-    if gpus is not None and not args.pod:
-        print("governor agent: --gpus names a pod's own GPUs: give it with --pod", file=sys.stderr)
+    try:
+        pids = tuple(int(p) for p in (args.pids or "").split(",") if p.strip()) or None
+    except ValueError:
+        print(f"governor agent: --pids takes PIDs, as 123,456: not {args.pids!r}", file=sys.stderr)
         return 2
-    target = Target("pod", args.pod, gpus) if args.pod else Target("node", args.node)
+    pattern = args.process_pattern or None
+    if (gpus, pids, pattern) != (None, None, None) and not args.pod:
+        print(
+            "governor agent: --gpus, --pids and --process-pattern name a pod's own GPUs and "
+            "processes: give them with --pod",
+            file=sys.stderr,
+        )
+        return 2
+    target = Target("pod", args.pod, gpus, pids, pattern) if args.pod else Target("node", args.node)
     clock = SystemClock()
     try:
         source = telemetry_source(args.fake_nvml, clock)
@@ -415,6 +425,18 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="UUID,...",
         help="with --pod on a shared machine: the pod's own GPUs by UUID (nvidia-smi -L); "
         "the rules judge these alone, the others are shown as context",
+    )
+    agent.add_argument(
+        "--pids",
+        metavar="PID,...",
+        help="with --pod on a shared machine: the pod's own processes by PID, as NVML lists "
+        "them (host PIDs); the GPU rules judge the memory they hold",
+    )
+    agent.add_argument(
+        "--process-pattern",
+        metavar="GLOB",
+        help="with --pod on a shared machine: the pod's own processes by name, a glob matching "
+        "NVML's process name or its last part (e.g. 'python3*')",
     )
     agent.add_argument(
         "--interval", type=float, default=5.0, help="seconds between polls (default 5)"

@@ -17,6 +17,7 @@ from governor.provider_settings import ProviderSettings, json_setting
 DEFAULT_DATABASE_URL = "sqlite:///governor.db"
 MIN_LEASE_S = 2.0
 MAX_PROBE_S = 2.0
+MAX_EXPORTED_RUN_METRICS = 16  # each a series per live run on /metrics
 
 
 class Webhook(BaseModel):
@@ -173,6 +174,12 @@ class Settings(ProviderSettings, BaseSettings):
         'kind and metric: a JSON list of {"kind", "metric", "action", "window", ...} '
         "(docs/health.md); `non_finite` on `loss` is always on.",
     )
+    exported_run_metrics: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated heartbeat metric names (e.g. loss,reward_mean) whose "
+        "latest value /metrics exports for each live run; none by default, so the count of "
+        f"series stays bounded (at most {MAX_EXPORTED_RUN_METRICS} names).",
+    )
     telemetry_interval_s: float = Field(
         5.0, gt=0, le=3600, description="Seconds between polls of this machine's GPUs."
     )
@@ -235,6 +242,25 @@ class Settings(ProviderSettings, BaseSettings):
     @classmethod
     def _webhooks_json(cls, value: Any) -> Any:
         return json_setting(value, [], "a JSON list of webhooks")
+
+    @field_validator("exported_run_metrics", mode="before")
+    @classmethod
+    def _metric_names(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        return [name.strip() for name in value.split(",") if name.strip()]
+
+    @field_validator("exported_run_metrics")
+    @classmethod
+    def _metric_names_valid(cls, names: list[str]) -> list[str]:
+        if len(names) > MAX_EXPORTED_RUN_METRICS:
+            raise ValueError(
+                f"{len(names)} names: at most {MAX_EXPORTED_RUN_METRICS}, each a series per run"
+            )
+        for name in names:
+            if len(name) > 100 or not name.isprintable():
+                raise ValueError(f"not a metric name: {name!r} (printable, at most 100 characters)")
+        return list(dict.fromkeys(names))
 
     @field_validator("health_rules", mode="before")
     @classmethod

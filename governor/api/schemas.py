@@ -89,6 +89,9 @@ def _finite(value: Any) -> Any:
 
 Seconds = Annotated[float, Field(gt=0, le=86_400), BeforeValidator(_finite)]
 GpuUuids = Annotated[list[line(100, min_length=1)], Field(min_length=1, max_length=64)]
+Pid = Annotated[int, Field(ge=0, le=2**32)]
+ProcessPids = Annotated[list[Pid], Field(min_length=1, max_length=64)]
+ProcessPattern = line(200, min_length=1, pattern=r"\S")
 Name = line(200, min_length=1, pattern=r"\S")
 Text = free_text(2000, min_length=1, pattern=r"\S")
 Note = free_text(2000)
@@ -189,6 +192,16 @@ class PodIn(Strict):
         description="the GPUs that are the pod's, by UUID, on a machine it shares; unset: "
         "every GPU its telemetry reports",
     )
+    process_pids: ProcessPids | None = Field(
+        None,
+        description="the pod's processes by PID, as NVML reports them (host PIDs), on a machine "
+        "it shares: the GPU rules judge the memory they hold; unset: every process's",
+    )
+    process_pattern: ProcessPattern | None = Field(
+        None,
+        description="the pod's processes by name: a glob (`*`, `?`, `[...]`) matching NVML's "
+        "process name or its last part, e.g. `python3*`; with process_pids, either matches",
+    )
     node: Node | None = Field(
         None, description="the machine the pod runs on: that machine's node agent reports for it"
     )
@@ -229,6 +242,7 @@ class StopOrderOut(BaseModel):
 class GpuProcessOut(BaseModel):
     pid: int
     used_memory_bytes: int | None
+    name: str | None = Field(None, description="as NVML names it; null: unknown")
 
 
 class GpuOut(BaseModel):
@@ -261,6 +275,8 @@ class PodTelemetryOut(BaseModel):
 class PodOut(BaseModel):
     id: str
     gpu_uuids: list[str] | None = Field(description="the pod's own GPUs; null: all it reports")
+    process_pids: list[int] | None = Field(description="the pod's own processes by PID")
+    process_pattern: str | None = Field(description="the pod's own processes by name (a glob)")
     budget_id: str
     name: str = Field(description="unique within its budget; the provider_ref unless named")
     provider: str
@@ -566,8 +582,9 @@ Bytes = Annotated[int, Field(ge=0, le=MAX_INT64)]
 
 
 class GpuProcessIn(Strict):
-    pid: Annotated[int, Field(ge=0, le=2**32)]
+    pid: Pid
     used_memory_bytes: Bytes | None = None
+    name: line(200) | None = None
 
 
 class GpuSampleIn(Strict):
@@ -607,6 +624,14 @@ class TelemetryIn(Strict):
         None,
         description="a pod's agent: the GPUs that are the pod's (`governor agent --gpus`); "
         "the readings may show the machine's others, as context",
+    )
+    process_pids: ProcessPids | None = Field(
+        None, description="a pod's agent: the pod's processes by PID (`governor agent --pids`)"
+    )
+    process_pattern: ProcessPattern | None = Field(
+        None,
+        description="a pod's agent: the pod's processes by name, a glob "
+        "(`governor agent --process-pattern`)",
     )
 
 

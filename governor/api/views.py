@@ -91,6 +91,8 @@ def pod(session: Session, row: PodRow, book: Book, order: StopOrderRow | None) -
     return PodOut(
         id=row.id,
         gpu_uuids=row.gpu_uuids,
+        process_pids=row.process_pids,
+        process_pattern=row.process_pattern,
         budget_id=row.budget_id,
         name=row.name,
         provider=row.provider,

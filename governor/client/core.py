@@ -377,6 +377,14 @@ def _encoded(metrics: Mapping[str, Any]) -> dict[str, Any]:
     return sent
 
 
+def non_finite(metrics: Mapping[str, Any]) -> set[str]:
+    """The names of the metrics whose values are NaN or infinite (a tensor's included)."""
+    return {name for name, value in _encoded(metrics).items() if value in _NON_FINITE_TEXT}
+
+
+_NON_FINITE_TEXT = frozenset(NON_FINITE.values())
+
+
 def _fits(metrics: Mapping[str, Any]) -> bool:
     try:
         size = len(json.dumps(metrics, separators=(",", ":"), allow_nan=False).encode())

@@ -12,7 +12,15 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
-from governor.client.core import Category, Checkpoint, Directive, Governor, Phase, Status
+from governor.client.core import (
+    Category,
+    Checkpoint,
+    Directive,
+    Governor,
+    Phase,
+    Status,
+    non_finite,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +61,7 @@ class GovernorLoop:
         # Phases entered and not yet sent: each is sent, in order, from the first.
         self._entered: deque[Phase] = deque([phase] if phase else [])
         self._metrics: dict[str, Any] | None = None
+        self._non_finite: set[str] = set()  # the metrics whose latest value is NaN or infinite
         self._unsent: Checkpoint | None = None  # saved, not yet heard by the governor
         self._saves = 0
         self._stopping = False  # the loop has seen the stop: its next checkpoint acknowledges it
@@ -88,9 +97,15 @@ class GovernorLoop:
     def metrics(self, values: Mapping[str, Any]) -> None:
         """Record metrics (loss, learning rate, grad norm, eval scores, rewards): the next
         heartbeat sends the latest value of each, once. Never blocks, never raises for a value
-        (NaN and infinities are sent as the governor's "NaN", "Infinity", "-Infinity")."""
+        (NaN and infinities are sent as the governor's "NaN", "Infinity", "-Infinity"). A
+        metric that turns NaN or infinite is sent right away: the governor may stop the run."""
+        bad = non_finite(values)
         with self._lock:
             self._metrics = {**(self._metrics or {}), **values}
+            turned = bad - self._non_finite
+            self._non_finite = (self._non_finite - {str(name) for name in values}) | bad
+        if turned:
+            self._wake.set()
 
     def should_checkpoint(self) -> bool:
         """The governor asks for a checkpoint: save, then call checkpoint(path)."""

@@ -141,6 +141,9 @@ class PodRow(Base):
     lost_gpus: Mapped[list[str] | None] = mapped_column(JSON)
     # the GPUs that are the pod's, by UUID, on a machine it shares; None: all it reports
     gpu_uuids: Mapped[list[str] | None] = mapped_column(JSON)
+    # its processes there, by PID and/or a pattern of their names; None: every process
+    process_pids: Mapped[list[int] | None] = mapped_column(JSON)
+    process_pattern: Mapped[str | None] = mapped_column(String(200))
     state: Mapped[PodState] = mapped_column(_enum(PodState))
     accrued_until: Mapped[datetime] = mapped_column(UTCDateTime)
     # the running total of the pod's ledger entries, moved with every entry written

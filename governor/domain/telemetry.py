@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
+from fnmatch import fnmatchcase
+from posixpath import basename
 from typing import Protocol
 
 GIB = 1024**3
@@ -14,6 +16,7 @@ GIB = 1024**3
 class GpuProcess:
     pid: int
     used_memory_bytes: int | None  # None: the driver cannot say (WDDM, MIG, containers)
+    name: str | None = None  # as NVML names it (usually the executable's path); None: unknown
 
 
 @dataclass(frozen=True)
@@ -98,3 +101,49 @@ def idle_since(
             break
         since = at
     return since
+
+
+@dataclass(frozen=True)
+class ProcessClaim:
+    """The processes that are a pod's on a machine it shares: by PID and/or by a glob pattern
+    (`*`, `?`, `[...]`) that matches a process's whole name or its last part (`python3*`
+    matches `/usr/bin/python3.11`). A glob never backtracks for long, whoever wrote it."""
+
+    pids: tuple[int, ...] = ()
+    pattern: str | None = None
+
+    @classmethod
+    def of(cls, pids: Sequence[int] | None, pattern: str | None) -> ProcessClaim | None:
+        """A pod's claim; None for a pod that names no processes."""
+        if not pids and not pattern:
+            return None
+        return cls(tuple(pids or ()), pattern or None)
+
+    def claims(self, process: GpuProcess) -> bool:
+        if process.pid in self.pids:
+            return True
+        if not self.pattern or not process.name:
+            return False
+        name = process.name
+        return fnmatchcase(name, self.pattern) or fnmatchcase(basename(name), self.pattern)
+
+
+def hosts(sample: GpuSample, claim: ProcessClaim | None) -> bool:
+    """Whether one of a pod's processes is on the GPU: always, for a pod that names none or
+    where the driver cannot list the processes."""
+    if claim is None or sample.processes is None:
+        return True
+    return any(claim.claims(p) for p in sample.processes)
+
+
+def own_part(sample: GpuSample, claim: ProcessClaim | None) -> GpuSample:
+    """A GPU as a pod that names its processes sees it: the memory its own processes hold
+    (none when none of them is on it) stands for the GPU's. Unchanged for a pod that names
+    none, or where the driver cannot list the processes or say what one of the pod's holds
+    (the GPU's whole memory is then the best there is)."""
+    if claim is None or sample.processes is None:
+        return sample
+    held = [p.used_memory_bytes for p in sample.processes if claim.claims(p)]
+    if None in held:
+        return sample
+    return replace(sample, memory_used_bytes=sum(b for b in held if b is not None))

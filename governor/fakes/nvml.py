@@ -92,6 +92,7 @@ class Scenario:
     init_error: int | None = None  # nvmlInitWithFlags answers this code
     missing_symbols: frozenset[str] = frozenset()  # C symbols this "driver" lacks
     bytes_strings: bool = False  # wrappers return bytes, as bindings before 11.515 did
+    process_names: Mapping[int, str] = field(default_factory=dict)  # pid -> NVML's name
 
 
 # -- timelines ----------------------------------------------------------------------------------
@@ -175,18 +176,24 @@ def gpu_lost(lost_s: float = 10.0) -> Scenario:
     return Scenario("gpu-lost", (_h100(0, training), _h100(1, falls_off)))
 
 
+NEIGHBOUR_PID, HUNG_PID = 5200, 4101
+NEIGHBOUR_PROCESS, HUNG_PROCESS = "/opt/serving/bin/inference-server", "/usr/bin/python3.11"
+
+
 def shared() -> Scenario:
-    """A shared machine: GPU 0 busy with a neighbour's (~55 %), GPU 1 hung at 0 %, 19.5 GiB held."""
+    """A shared machine: GPU 0 busy with a neighbour's (~55 %), GPU 1 hung at 0 %, 19.5 GiB held.
+    The neighbour's process is an inference server (pid 5200), the job's Python (pid 4101)."""
     busy, held = 30 * GIB, int(19.5 * GIB)
 
     def neighbour(t: float) -> GpuState:
         wobble = math.sin(0.7 * t)
-        return GpuState(55 + 5 * wobble, busy, 310 + 20 * wobble, 58, ((5200, busy),))
+        return GpuState(55 + 5 * wobble, busy, 310 + 20 * wobble, 58, ((NEIGHBOUR_PID, busy),))
 
     def hung(t: float) -> GpuState:
-        return GpuState(0, held, 72, 41, ((4101, held),), GPU_IDLE)
+        return GpuState(0, held, 72, 41, ((HUNG_PID, held),), GPU_IDLE)
 
-    return Scenario("shared", (_h100(0, neighbour), _h100(1, hung)))
+    names = {NEIGHBOUR_PID: NEIGHBOUR_PROCESS, HUNG_PID: HUNG_PROCESS}
+    return Scenario("shared", (_h100(0, neighbour), _h100(1, hung)), process_names=names)
 
 
 def unsupported() -> Scenario:
@@ -364,6 +371,7 @@ class FakeNvml:
             "nvmlSystemGetDriverVersion": self._driver_version,
             "nvmlDeviceGetCount_v2": self._count,
             "nvmlDeviceGetHandleByIndex_v2": self._handle,
+            "nvmlSystemGetProcessName": self._process_name,
         }
         device = {
             "nvmlDeviceGetName": self._name,
@@ -415,6 +423,10 @@ class FakeNvml:
 
     def _driver_version(self, buffer: Any, size: Any) -> int:
         return _write_text(buffer, size, self.scenario.driver_version)
+
+    def _process_name(self, pid: Any, buffer: Any, size: Any) -> int:
+        name = self.scenario.process_names.get(pid.value)
+        return NOT_FOUND if name is None else _write_text(buffer, size, name)
 
     def _count(self, count: Any) -> int:
         count._obj.value = len(self.scenario.gpus)

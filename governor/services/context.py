@@ -46,6 +46,7 @@ class GovernorConfig:
     failover_s: float = 0.0  # how long the passes may pause while another replica takes over
     trusted_proxies: tuple[Network, ...] = ()  # whose X-Forwarded-For names the client
     health_rules: tuple[HealthRule, ...] = ()  # the server's defaults for every run
+    exported_run_metrics: tuple[str, ...] = ()  # the run metrics /metrics exports, by name
     require_plan: bool = False  # what a budget declared without saying requires
 
     def watch_for(self, overrides: dict[str, float] | None) -> Watch:

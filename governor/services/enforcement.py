@@ -86,7 +86,7 @@ def enforce_budgets(
     """
     books = open_books(session, budget_ids, now, config, lock=True, live=True)
     watches = {r.id: config.watch_for(r.policy) for b in books for r in b.runs}
-    deciding = [p.id for b in books for p in b.pods if p.state in BILLS_COMPUTE]
+    deciding = [p for b in books for p in b.pods if p.state in BILLS_COMPUTE]
     window = max(telemetry.lookback(w) for w in (config.watch, *watches.values()))
     samples = telemetry.recent_samples(session, deciding, now - window)
     held = admission.holds(session, books, now)
@@ -101,7 +101,7 @@ def enforce_budgets(
                 if pod.id in book.orders:
                     break
                 watch = config.watch if run is None else watches[run.id]
-                gpus = telemetry.views(samples.get(pod.id, {}), now, watch, pod.gpu_uuids)
+                gpus = telemetry.views(samples.get(pod.id, {}), now, watch, pod)
                 situation = _situation(
                     book, pod, run, config, watch, gpus, pod.id == manual_stop_pod, heard_since
                 )

@@ -58,16 +58,19 @@ def series(
     ).all()
 
 
-def latest(session: Session, run_ids: Sequence[str]) -> dict[str, list[RunMetricRow]]:
-    """Each run's latest point of each of its metrics, by name, in one statement."""
-    if not run_ids:
+def latest(
+    session: Session, run_ids: Sequence[str], names: Sequence[str] | None = None
+) -> dict[str, list[RunMetricRow]]:
+    """Each run's latest point of each of its metrics (of `names` alone, when given), by name,
+    in one statement."""
+    if not run_ids or names == ():
         return {}
-    newest = (
-        select(RunMetricRow.run_id, RunMetricRow.name, func.max(RunMetricRow.at).label("at"))
-        .where(RunMetricRow.run_id.in_(run_ids))
-        .group_by(RunMetricRow.run_id, RunMetricRow.name)
-        .subquery()
-    )
+    newest = select(
+        RunMetricRow.run_id, RunMetricRow.name, func.max(RunMetricRow.at).label("at")
+    ).where(RunMetricRow.run_id.in_(run_ids))
+    if names is not None:
+        newest = newest.where(RunMetricRow.name.in_(names))
+    newest = newest.group_by(RunMetricRow.run_id, RunMetricRow.name).subquery()
     rows = session.scalars(
         select(RunMetricRow)
         .join(
@@ -84,6 +87,51 @@ def latest(session: Session, run_ids: Sequence[str]) -> dict[str, list[RunMetric
     for row in rows:  # of two points at the same instant, the later written
         points[row.run_id][row.name] = row
     return {run_id: list(by_name.values()) for run_id, by_name in points.items()}
+
+
+def recent(
+    session: Session, run_ids: Sequence[str], names: Sequence[str], most: int
+) -> dict[tuple[str, str], list[float]]:
+    """The last `most` values of each of these runs' metrics of these names, oldest first, by
+    (run id, name), in one statement: what a sparkline draws."""
+    if not run_ids or not names:
+        return {}
+    order = (RunMetricRow.at.desc(), RunMetricRow.id.desc())
+    ranked = (
+        select(
+            RunMetricRow.run_id,
+            RunMetricRow.name,
+            RunMetricRow.value,
+            func.row_number()
+            .over(partition_by=(RunMetricRow.run_id, RunMetricRow.name), order_by=order)
+            .label("nth"),
+        )
+        .where(RunMetricRow.run_id.in_(run_ids), RunMetricRow.name.in_(names))
+        .subquery()
+    )
+    rows = session.execute(
+        select(ranked.c.run_id, ranked.c.name, ranked.c.value)
+        .where(ranked.c.nth <= most)
+        .order_by(ranked.c.nth.desc())
+    ).all()
+    values: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for run_id, name, value in rows:
+        values[(run_id, name)].append(value)
+    return dict(values)
+
+
+def latest_values(
+    beat: Mapping[str, object] | None, points: Sequence[RunMetricRow]
+) -> dict[str, float]:
+    """A run's latest value of each metric: its latest beat's own values (`runs.metrics`) over
+    its series' last points. The series keeps finite numbers only, and a NaN the job sent last
+    is what must show."""
+    values = {p.name: p.value for p in points}
+    for name, raw in (beat or {}).items():
+        value = number(raw)
+        if value is not None:
+            values[name] = value
+    return values
 
 
 def fold(session: Session, now: datetime, raw_keep_s: float, minute_keep_s: float) -> int:

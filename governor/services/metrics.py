@@ -6,12 +6,14 @@ seconds, bytes, watts, ratios 0-1; prices per hour, as clouds quote them), `_tot
 counters, states as one 0/1 series per state. Labels: `budget`, `pod` and `run` (ids), each
 with its name beside it (`budget_name`, `pod_name`, `run_name`: what people read in a legend or
 an alert), and `uuid` for a GPU. A name labels the series of its id and adds none of its own:
-the count of series stays bounded by the budgets, pods, live runs and GPUs there are.
+the count of series stays bounded by the budgets, pods, live runs and GPUs there are. A run's
+heartbeat metrics are exported only by the names an operator opts into
+(GOVERNOR_EXPORTED_RUN_METRICS), so they too add a bounded number of series per live run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -20,7 +22,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
-from governor.db.tables import EventRow, ExtensionRow, PodRow, StopOrderRow
+from governor.db.tables import EventRow, ExtensionRow, PodRow, RunRow, StopOrderRow
 from governor.domain.model import (
     BILLS_COMPUTE,
     BudgetState,
@@ -30,7 +32,7 @@ from governor.domain.model import (
     Severity,
 )
 from governor.domain.stop_order import ACTIVE_STATES, StopState
-from governor.services import leadership, telemetry
+from governor.services import leadership, metric_history, telemetry
 from governor.services.book import Book, open_books
 from governor.services.context import GovernorConfig
 from governor.services.leadership import Leader
@@ -76,6 +78,7 @@ def collect(
         _extensions(session, books),
         *_pods(books),
         *_heartbeats(books),
+        _run_metrics(session, books, config.exported_run_metrics),
         _stop_orders(session, books),
         _stop_orders_failing(session, books),
         _events(session, books),
@@ -219,6 +222,35 @@ def _pods(books: Iterable[Book]) -> list[Family]:
     return [state, rate, spent]
 
 
+def _live_runs(books: Iterable[Book]) -> Iterator[tuple[Book, RunRow, Labels]]:
+    """Each live run, with its book and its labels (RUN)."""
+    for book in books:
+        pod_names = {pod.id: pod.name for pod in book.pods}
+        for run in book.runs:
+            if run.status.is_live:
+                pod_name = pod_names[run.pod_id]
+                labels = (run.id, run.name, run.pod_id, pod_name, book.budget.id, book.budget.name)
+                yield book, run, labels
+
+
+def _run_metrics(session: Session, books: Iterable[Book], names: Sequence[str]) -> Family:
+    family = _gauge(
+        "governor_run_metric",
+        "The latest value a live run's job sent of each metric named in "
+        "GOVERNOR_EXPORTED_RUN_METRICS (NaN and infinities as sent).",
+        *RUN,
+        "metric",
+    )
+    runs = list(_live_runs(books)) if names else []
+    points = metric_history.latest(session, [run.id for _, run, _ in runs], names)
+    for _, run, labels in runs:
+        values = metric_history.latest_values(run.metrics, points.get(run.id, ()))
+        for name in names:
+            if name in values:  # a name this run never sent stays absent
+                family.add((*labels, name), values[name])
+    return family
+
+
 def _heartbeats(books: Iterable[Book]) -> list[Family]:
     family = _gauge(
         "governor_run_heartbeat_age_seconds",
@@ -230,17 +262,12 @@ def _heartbeats(books: Iterable[Book]) -> list[Family]:
         "A live run's heartbeat timeout: past it the job is presumed dead and its pod stopped.",
         *RUN,
     )
-    for book in books:
-        pod_names = {pod.id: pod.name for pod in book.pods}
-        for run in book.runs:
-            if run.status.is_live:
-                last = run.last_heartbeat_at or run.started_at
-                # a beat that landed after this scrape read its clock is no older than that
-                age = max(0.0, (book.now - last).total_seconds())
-                pod_name = pod_names[run.pod_id]
-                labels = (run.id, run.name, run.pod_id, pod_name, book.budget.id, book.budget.name)
-                family.add(labels, age)
-                timeout.add(labels, run.heartbeat_timeout_s)
+    for book, run, labels in _live_runs(books):
+        last = run.last_heartbeat_at or run.started_at
+        # a beat that landed after this scrape read its clock is no older than that
+        age = max(0.0, (book.now - last).total_seconds())
+        family.add(labels, age)
+        timeout.add(labels, run.heartbeat_timeout_s)
     return [family, timeout]
 
 

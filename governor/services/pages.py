@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from governor.db import repository as repo
 from governor.db.tables import EventRow, RunMetricRow, RunPhaseRow
 from governor.domain.model import Phase
-from governor.services import metric_history, report, status
+from governor.services import report, status
 from governor.services.book import open_book
 from governor.services.context import GovernorConfig
 from governor.services.metric_history import SERIES_LIMIT
@@ -94,8 +94,7 @@ def run_page(session: Session, config: GovernorConfig, run_id: str, now: datetim
     book = open_book(session, run.budget_id, now, config)
     [row] = [r for r in book.runs if r.id == run_id]
     [pod] = [p for p in book.pods if p.id == row.pod_id]
-    latest = metric_history.latest(session, [row.id])
-    line = status.run_line(row, now, latest.get(row.id, ()))
+    [line] = status.run_lines(session, [row], now)
     phases = session.execute(
         select(RunPhaseRow.phase, RunPhaseRow.at)
         .where(RunPhaseRow.run_id == row.id)

@@ -47,6 +47,8 @@ class Registration:
     local: bool = False  # this server samples the pod's GPUs itself
     node: str | None = None  # the machine it runs on: that machine's agent reports for it
     gpu_uuids: list[str] | None = None  # its own GPUs on a shared machine; None: all
+    process_pids: list[int] | None = None  # its own processes there, by PID
+    process_pattern: str | None = None  # and/or by name (a glob); neither: every process
     persistent_filesystem: str | None = None  # terminate-only: where checkpoints must land
     plan_id: str | None = None  # the admitted plan it runs under
     name: str | None = None  # what people call it within its budget; None: the provider's ref
@@ -119,6 +121,8 @@ def register(
         local=reg.local,
         node=reg.node,
         gpu_uuids=reg.gpu_uuids,
+        process_pids=reg.process_pids,
+        process_pattern=reg.process_pattern,
         persistent_filesystem=reg.persistent_filesystem,
         persistent_mount=mount,
         plan_id=None if plan is None else plan.id,

@@ -25,7 +25,7 @@ from governor.db.tables import (
     RunRow,
     StopOrderRow,
 )
-from governor.domain.health import json_number, number
+from governor.domain.health import json_number
 from governor.domain.model import (
     Action,
     BudgetState,
@@ -53,6 +53,7 @@ GPU_WINDOW = timedelta(minutes=15)  # how far back a GPU sparkline reaches from 
 GPU_POINTS = 90
 EVENTS = 25
 RUN_METRICS = 4  # the latest metric values a run line shows
+METRIC_POINTS = 60  # the most recent values of a run metric its sparkline draws
 PRE_STOP = Decimal("0.9")  # committed share at which the policy asks for a checkpoint
 WARN_SPENT = Decimal("0.8")  # spent share from which threshold alerts are warnings
 
@@ -146,6 +147,7 @@ class PodStatus:
 class MetricValue:
     name: str
     value: float | str  # a non-finite one as heartbeats carry it: "NaN", "Infinity", "-Infinity"
+    recent: tuple[float, ...]  # its last METRIC_POINTS finite values, oldest first: a sparkline
 
 
 @dataclass(frozen=True)
@@ -314,9 +316,8 @@ def event_line(e: EventRow, budget_name: str | None) -> EventLine:
 
 def budget_status(session: Session, book: Book) -> BudgetStatus:
     row, f = book.budget, book.figures
-    latest = metric_history.latest(session, [r.id for r in book.runs])
     pods = tuple(pod_status(session, book, p) for p in book.pods)
-    runs = tuple(run_line(r, book.now, latest.get(r.id, ())) for r in book.runs)
+    runs = run_lines(session, book.runs, book.now)
     pending = tuple(
         PendingExtension(
             e.id,
@@ -525,7 +526,28 @@ def _trace(
 # --- runs ----------------------------------------------------------------------------------
 
 
-def run_line(run: RunRow, now: datetime, points: Sequence[RunMetricRow]) -> RunLine:
+def run_lines(session: Session, runs: Sequence[RunRow], now: datetime) -> tuple[RunLine, ...]:
+    """The runs' lines, their metrics read in two statements whatever their number: the latest
+    values, then the recent values of those shown."""
+    ids = [r.id for r in runs]
+    latest = metric_history.latest(session, ids)
+    shown = {r.id: shown_metrics(r, latest.get(r.id, ())) for r in runs}
+    names = sorted({name for values in shown.values() for name in values})
+    recent = metric_history.recent(session, ids, names, METRIC_POINTS)
+    return tuple(
+        run_line(
+            r,
+            now,
+            tuple(
+                MetricValue(name, json_number(value), tuple(recent.get((r.id, name), ())))
+                for name, value in shown[r.id].items()
+            ),
+        )
+        for r in runs
+    )
+
+
+def run_line(run: RunRow, now: datetime, metrics: tuple[MetricValue, ...]) -> RunLine:
     age = None
     if run.last_heartbeat_at is not None:
         age = max(0.0, (now - run.last_heartbeat_at).total_seconds())
@@ -549,23 +571,18 @@ def run_line(run: RunRow, now: datetime, points: Sequence[RunMetricRow]) -> RunL
         directive=run.directive,
         directive_reason=run.directive_reason,
         directive_message=run.directive_message,
-        metrics=latest_metrics(run, points),
+        metrics=metrics,
     )
 
 
-def latest_metrics(run: RunRow, points: Sequence[RunMetricRow]) -> tuple[MetricValue, ...]:
+def shown_metrics(run: RunRow, points: Sequence[RunMetricRow]) -> dict[str, float]:
     """The run's latest metric values, at most RUN_METRICS: those its health rules watch first,
-    then the rest by name. Its latest beat's own values stand over its series' last points: the
-    series keeps finite numbers only, and a NaN is what the line must show."""
-    values = {p.name: p.value for p in points}
-    for name, raw in (run.metrics or {}).items():
-        value = number(raw)
-        if value is not None:
-            values[name] = value
+    then the rest by name; a NaN its job sent last shows as NaN."""
+    values = metric_history.latest_values(run.metrics, points)
     watched = dict.fromkeys(rule["metric"] for rule in run.health_rules or ())
     rank = {name: i for i, name in enumerate(watched)}
     names = sorted(values, key=lambda name: (rank.get(name, len(rank)), name))
-    return tuple(MetricValue(n, json_number(values[n])) for n in names[:RUN_METRICS])
+    return {name: values[name] for name in names[:RUN_METRICS]}
 
 
 def _pct(part: Decimal, whole: Decimal) -> float:

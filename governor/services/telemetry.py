@@ -10,14 +10,23 @@ from dataclasses import asdict, replace
 from datetime import datetime, timedelta
 from statistics import fmean
 
-from sqlalchemy import select
+from sqlalchemy import JSON, case, null, select, type_coerce
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
 from governor.db.tables import GpuPeakRow, GpuSampleRow, PodRow
 from governor.domain.model import Category, Severity
 from governor.domain.policy import HELD_MEMORY_BYTES, GpuView, Watch
-from governor.domain.telemetry import GpuProcess, GpuSample, Reading, idle_since, owns
+from governor.domain.telemetry import (
+    GpuProcess,
+    GpuSample,
+    ProcessClaim,
+    Reading,
+    hosts,
+    idle_since,
+    own_part,
+    owns,
+)
 from governor.services import events, minutes
 from governor.services.minutes import MINUTE, RAW
 
@@ -65,6 +74,33 @@ def claim(session: Session, pod: PodRow, gpu_uuids: Sequence[str], now: datetime
     )
 
 
+def claim_processes(session: Session, pod: PodRow, claim: ProcessClaim, now: datetime) -> None:
+    """The pod's agent names the processes that are the pod's: kept, with an event when that
+    changes."""
+    if claim_of(pod) == claim:
+        return
+    before = {"pids": pod.process_pids, "pattern": pod.process_pattern}
+    pod.process_pids, pod.process_pattern = list(claim.pids) or None, claim.pattern
+    named = [f"PIDs {', '.join(map(str, claim.pids))}"] if claim.pids else []
+    named += [f"those named {claim.pattern}"] if claim.pattern else []
+    events.record(
+        session,
+        now,
+        Severity.INFO,
+        Category.TELEMETRY,
+        f"pod:{pod.id}",
+        f"The pod's own processes are now {' and '.join(named)}: the GPU rules judge the "
+        "memory they hold.",
+        budget_id=pod.budget_id,
+        evidence={"from": before, "to": {"pids": list(claim.pids), "pattern": claim.pattern}},
+    )
+
+
+def claim_of(pod: PodRow) -> ProcessClaim | None:
+    """The processes a pod names as its own; None: every process on its GPUs."""
+    return ProcessClaim.of(pod.process_pids, pod.process_pattern)
+
+
 def ingest(session: Session, pod: PodRow, readings: Iterable[Reading], now: datetime) -> int:
     """Store a batch of readings for `pod`, oldest first. Returns how many GPU samples it held.
 
@@ -75,6 +111,7 @@ def ingest(session: Session, pod: PodRow, readings: Iterable[Reading], now: date
         return 0
     count = 0
     live_runs = [r for r in repo.runs_on_pod(session, pod.id) if r.status.is_live]
+    claim = claim_of(pod)
     peaks = {(p.run_id, p.gpu_uuid): p for p in repo.peaks_of(session, [r.id for r in live_runs])}
     for reading in sorted(readings, key=lambda r: r.at):
         at = min(reading.at, now)  # a clock ahead of ours must not write the future
@@ -84,10 +121,10 @@ def ingest(session: Session, pod: PodRow, readings: Iterable[Reading], now: date
         for gpu in reading.gpus:
             session.add(_row(pod.id, at, gpu))
             count += 1
-            if not owns(pod.gpu_uuids, gpu.uuid):
+            if not owns(pod.gpu_uuids, gpu.uuid) or not hosts(gpu, claim):
                 continue  # a neighbour's GPU: shown as context, no peak of the pod's runs
-            for run in live_runs:
-                _raise_peak(session, peaks, run.id, gpu, at)
+            for run in live_runs:  # what the pod's own processes hold, where it names them
+                _raise_peak(session, peaks, run.id, own_part(gpu, claim), at)
     return count
 
 
@@ -257,8 +294,9 @@ def _note_problems(session: Session, pod: PodRow, reading: Reading, at: datetime
 
 def gpu_views(session: Session, pod_id: str, now: datetime, watch: Watch) -> tuple[GpuView, ...]:
     """What each of the pod's own GPUs has been doing over the idle window."""
-    samples = recent_samples(session, [pod_id], now - lookback(watch))
-    return views(samples.get(pod_id, {}), now, watch, repo.get_pod(session, pod_id).gpu_uuids)
+    pod = repo.get_pod(session, pod_id)
+    samples = recent_samples(session, [pod], now - lookback(watch))
+    return views(samples.get(pod_id, {}), now, watch, pod)
 
 
 def lookback(watch: Watch) -> timedelta:
@@ -269,22 +307,28 @@ def lookback(watch: Watch) -> timedelta:
 Samples = dict[str, list[tuple[datetime, GpuSample]]]  # GPU uuid -> samples, newest first
 
 
-def recent_samples(session: Session, pod_ids: Sequence[str], since: datetime) -> dict[str, Samples]:
-    """The raw samples of every GPU of these pods since `since`, in one query."""
+def recent_samples(session: Session, pods: Sequence[PodRow], since: datetime) -> dict[str, Samples]:
+    """The raw samples of every GPU of these pods since `since`, in one query; their process
+    lists only for the pods that name their processes (no one else's rules read them)."""
     found: dict[str, Samples] = defaultdict(lambda: defaultdict(list))
-    if not pod_ids:
+    if not pods:
         return found
+    claimed = [pod.id for pod in pods if claim_of(pod) is not None]
+    listed = null()
+    if claimed:
+        listed = case((GpuSampleRow.pod_id.in_(claimed), GpuSampleRow.processes), else_=null())
     rows = session.execute(
-        select(GpuSampleRow.pod_id, GpuSampleRow.at, *_SAMPLE_COLUMNS)
+        select(GpuSampleRow.pod_id, GpuSampleRow.at, type_coerce(listed, JSON), *_SAMPLE_COLUMNS)
         .where(
-            GpuSampleRow.pod_id.in_(pod_ids),
+            GpuSampleRow.pod_id.in_([pod.id for pod in pods]),
             GpuSampleRow.at >= since,
             GpuSampleRow.resolution == RAW,
         )
         .order_by(GpuSampleRow.at.desc(), GpuSampleRow.id.desc())
     ).all()
-    for pod_id, at, *values in rows:
-        sample = GpuSample(*values, processes=None, clock_event_reasons=None)
+    for pod_id, at, processes, *values in rows:
+        listed = None if processes is None else tuple(GpuProcess(**p) for p in processes)
+        sample = GpuSample(*values, processes=listed, clock_event_reasons=None)
         found[pod_id][sample.uuid].append((at, sample))
     return found
 
@@ -303,18 +347,19 @@ _SAMPLE_COLUMNS = (
 )
 
 
-def views(
-    samples: Samples, now: datetime, watch: Watch, gpu_uuids: Sequence[str] | None = None
-) -> tuple[GpuView, ...]:
-    """Each of the pod's own GPUs (`gpu_uuids`; all when None) as the rules see it: fresh or
-    not, idle since when, what it holds. A neighbour's GPU on a shared machine is not judged."""
+def views(samples: Samples, now: datetime, watch: Watch, pod: PodRow) -> tuple[GpuView, ...]:
+    """Each of the pod's own GPUs (its `gpu_uuids`; all when None) as the rules see it: fresh
+    or not, idle since when, what it holds. A neighbour's GPU on a shared machine is not
+    judged. Where the pod names its processes, a GPU none of them is on is not judged either,
+    and a GPU holds what they hold."""
     since = now - lookback(watch)
+    claim = claim_of(pod)
     found = []
     for uuid, every in sorted(samples.items()):
-        if not owns(gpu_uuids, uuid):
+        if not owns(pod.gpu_uuids, uuid):
             continue
-        recent = [(at, sample) for at, sample in every if at >= since]
-        if not recent:
+        recent = [(at, own_part(sample, claim)) for at, sample in every if at >= since]
+        if not recent or not hosts(every[0][1], claim):
             continue
         latest_at, latest = recent[0]
         found.append(

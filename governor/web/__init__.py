@@ -22,6 +22,7 @@ def templates() -> Jinja2Templates:
         spend_plot=charts.spend_plot,
         utilization_spark=charts.utilization_spark,
         memory_spark=charts.memory_spark,
+        metric_spark=charts.metric_spark,
         metric_plot=charts.metric_plot,
         utilization_plot=charts.utilization_plot,
         memory_plot=charts.memory_plot,

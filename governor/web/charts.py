@@ -214,12 +214,17 @@ class Spark:
     height: int = SPARK_H
 
 
-def sparkline(values: Sequence[float | None], top: float | None) -> Spark | None:
-    """A small line of `values` between 0 and `top`; gaps where a value is unknown."""
+def sparkline(
+    values: Sequence[float | None], top: float | None, bottom: float = 0.0
+) -> Spark | None:
+    """A small line of `values` between `bottom` and `top` (their most when None or not above
+    `bottom`); gaps where a value is unknown. All at `bottom`: a line along the bottom."""
     known = [v for v in values if v is not None]
     if not known:
         return None
-    top = top or max(known) or 1.0
+    if top is None or top <= bottom:
+        top = max(known)
+    span = top - bottom if top > bottom else 1.0
     step = (SPARK_W - 2) / max(len(values) - 1, 1)
     parts: list[str] = []
     pen_up = True
@@ -228,12 +233,19 @@ def sparkline(values: Sequence[float | None], top: float | None) -> Spark | None
             pen_up = True
             continue
         px = round(1 + i * step, 1)
-        py = round(SPARK_H - 1 - (SPARK_H - 2) * min(value, top) / top, 1)
+        py = round(SPARK_H - 1 - (SPARK_H - 2) * (min(max(value, bottom), top) - bottom) / span, 1)
         parts.append(f"{'M' if pen_up else 'L'}{px},{py}")
         pen_up = False
     line = " ".join(parts)
     area = f"{line} L{SPARK_W - 1},{SPARK_H} L1,{SPARK_H} Z" if None not in values else ""
     return Spark(line, area, len(known))
+
+
+def metric_spark(values: Sequence[float]) -> Spark | None:
+    """A run metric's recent values, from their least (the bottom) to their most (the top)."""
+    if not values:
+        return None
+    return sparkline(values, max(values), min(values))
 
 
 def utilization_spark(points: Sequence[GpuPoint]) -> Spark | None:

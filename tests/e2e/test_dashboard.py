@@ -444,6 +444,11 @@ def test_a_run_shows_its_latest_metrics_and_a_shared_machines_gpus_say_whose_the
     # by name, four at most; the infinite grad norm as sent, not its last finite value.
     shown = section.locator(f"tr[data-run-id='{run['id']}'] .metric")
     expect(shown).to_have_text(["loss 2.25", "reward_mean 0.5", "grad_norm Infinity", "kl 0.01"])
+    # Each with a sparkline of its recent finite values.
+    sparks = shown.locator("svg.metric-spark path.spark-line")
+    expect(sparks).to_have_count(4)
+    expect(sparks.first).to_have_attribute("data-points", "2")
+    expect(sparks.nth(2)).to_have_attribute("data-points", "1")  # Infinity is not a point
     neighbour = section.locator(f".gpu[data-gpu='{uuid_for(0)}']")
     own = section.locator(f".gpu[data-gpu='{uuid_for(1)}']")
     expect(neighbour).to_have_class(re.compile(r"\bgpu-neighbour\b"))
@@ -481,10 +486,10 @@ def test_a_run_shows_its_latest_metrics_and_a_shared_machines_gpus_say_whose_the
         body = ok(viewer.get("/v1/status"))
     [b] = [b for b in body["budgets"] if b["id"] == budget["id"]]
     assert b["runs"][0]["metrics"] == [
-        {"name": "loss", "value": 2.25},
-        {"name": "reward_mean", "value": 0.5},
-        {"name": "grad_norm", "value": "Infinity"},
-        {"name": "kl", "value": 0.01},
+        {"name": "loss", "value": 2.25, "recent": [2.5, 2.25]},
+        {"name": "reward_mean", "value": 0.5, "recent": [0.5]},
+        {"name": "grad_norm", "value": "Infinity", "recent": [1.0]},
+        {"name": "kl", "value": 0.01, "recent": [0.01]},
     ]
     assert [(g["uuid"], g["own"]) for g in b["pods"][0]["gpus"]] == [
         (uuid_for(0), False),

@@ -1,5 +1,6 @@
 """Real trainers against the real server: at the ceiling a transformers Trainer and a Lightning
-Trainer save a checkpoint, acknowledge the stop with it, and stop; the pod is then stopped.
+Trainer save a checkpoint, acknowledge the stop with it, and stop; the pod is then stopped. A
+transformers Trainer whose loss goes NaN is stopped by the governor without saving.
 
 Tiny randomly initialised models on CPU, random data, nothing downloaded. A fake pod bills a
 dollar a second; with a $15.00 ceiling and a 10 s grace the stop comes about 4.4 s in (the
@@ -9,6 +10,7 @@ SQLite only: these tests are about the trainers, not the server's database.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 
@@ -24,7 +26,15 @@ import torch
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 from torch.utils.data import DataLoader, Dataset, TensorDataset
-from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+from transformers import (
+    GPT2Config,
+    GPT2LMHeadModel,
+    Trainer,
+    TrainerCallback,
+    TrainerControl,
+    TrainerState,
+    TrainingArguments,
+)
 
 from governor.client.hf import GovernorCallback
 from governor.client.lightning import GovernorLightningCallback
@@ -147,6 +157,78 @@ def test_a_transformers_trainer_saves_acknowledges_and_stops_at_the_ceiling(
     reloaded = GPT2LMHeadModel.from_pretrained(checkpoint["path"])
     for name, weight in model.state_dict().items():
         assert torch.equal(reloaded.state_dict()[name], weight), name
+
+
+NAN_AFTER = 3  # the step whose update leaves the weights NaN
+SAVE_STEPS = 2  # checkpoint-2 is the last good one; the Trainer would save at 4, 6, ... too
+NAN_MAX_STEPS = 3000  # a bound, should the governor never stop it; it stops within a few
+
+
+class BlowUp(TrainerCallback):
+    """Leaves the embedding NaN after step NAN_AFTER, as a diverged update does."""
+
+    def on_step_end(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        model: torch.nn.Module | None = None,
+        **_: Any,
+    ) -> None:
+        if state.global_step == NAN_AFTER and isinstance(model, GPT2LMHeadModel):
+            with torch.no_grad():
+                model.transformer.wte.weight.fill_(math.nan)
+
+
+def test_a_transformers_trainer_whose_loss_goes_nan_is_stopped_without_saving(
+    server: GovernorServer,
+    operator: httpx.Client,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    config = GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=1, n_head=2)
+    args = TrainingArguments(
+        output_dir=str(tmp_path),
+        max_steps=NAN_MAX_STEPS,
+        per_device_train_batch_size=4,
+        save_strategy="steps",
+        save_steps=SAVE_STEPS,
+        report_to="none",
+        use_cpu=True,
+        disable_tqdm=True,
+    )
+    assert args.logging_nan_inf_filter  # the default: the Trainer's logs never show the NaN
+    torch.optim.SGD([torch.zeros(1, requires_grad=True)])  # torch's one-time cost, paid first
+    budget = declare_budget(operator, "1000000.00")  # days away: not the reason for the stop
+    pod = register_pod(operator, budget["id"])
+    run = create_run(operator, budget["id"], pod["id"], heartbeat_timeout_s=30)
+    monkeypatch.setenv("GOVERNOR_URL", server.url)
+    monkeypatch.setenv("GOVERNOR_RUN_ID", run["id"])
+    monkeypatch.setenv("GOVERNOR_TOKEN", run["token"])
+
+    gov = GovernorCallback.from_env()
+    model = GPT2LMHeadModel(config)
+    trainer = Trainer(
+        model=model, args=args, train_dataset=RandomTokens(64), callbacks=[BlowUp(), gov]
+    )
+    with gov.guard():
+        trainer.train()
+
+    assert NAN_AFTER < trainer.state.global_step < NAN_MAX_STEPS, "the governor did not stop it"
+    # The Trainer saved the good weights at step 2 and nothing after the loss went NaN.
+    last_good = str(tmp_path / f"checkpoint-{SAVE_STEPS}")
+    assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == [f"checkpoint-{SAVE_STEPS}"]
+    order = wait_pod_stopped(operator, pod["id"])["stop_order"]
+    assert order["reason"] == "non-finite"
+    assert order["acked_at"] is not None and order["ack_checkpoint"] is None
+    run_now = ok(operator.get(f"/v1/runs/{run['id']}"))
+    assert run_now["status"] == "stopped"
+    assert (run_now["checkpoint"]["step"], run_now["checkpoint"]["path"]) == (SAVE_STEPS, last_good)
+    events = budget_events(operator, budget["id"])
+    [event] = [e for e in events if e["evidence"].get("rule") == "non_finite"]
+    assert event["severity"] == "critical" and event["evidence"]["metric"] == "loss"
+    assert event["evidence"]["step"] > NAN_AFTER
+    assert f"the last good checkpoint is step {SAVE_STEPS}, {last_good}" in event["message"]
 
 
 COMPILE_S = 7.0  # the first forward's stand-in for compilation: past the stall window

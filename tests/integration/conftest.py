@@ -7,7 +7,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
@@ -104,8 +106,11 @@ class Governor:
         status: RunStatus = RunStatus.RUNNING,
         checkpoint: checkins.Checkpoint | None = None,
         phase: Phase | None = None,
+        metrics: dict[str, Any] | None = None,
     ) -> checkins.Directive:
-        beat = checkins.Heartbeat(step=step, status=status, checkpoint=checkpoint, phase=phase)
+        beat = checkins.Heartbeat(
+            step=step, status=status, checkpoint=checkpoint, phase=phase, metrics=metrics
+        )
         return checkins.check_in(self.ctx.sessions, self.ctx.config, run_id, beat, self.clock.now())
 
     def report(
@@ -198,16 +203,21 @@ def gov(migrated_url: str, clock: FrozenClock) -> Iterator[Governor]:
     governor.ctx.engine.dispose()
 
 
-OPERATOR_TOKEN = "gov_op_integration-operator"
+OPERATOR = "integration-operator"
 
 
 @pytest.fixture
-def operator_api(gov: Governor, migrated_url: str) -> Iterator[TestClient]:
-    """The API in-process on the governor's own context, called as its operator."""
+def client(gov: Governor, migrated_url: str) -> Iterator[TestClient]:
+    """The governor's API in-process over `gov`, as its operator."""
     with gov.session() as session:
-        tokens.bootstrap_operator(session, OPERATOR_TOKEN, gov.clock.now())
+        tokens.bootstrap_operator(session, OPERATOR, gov.clock.now())
     settings = load_settings(database_url=migrated_url, scheduler_enabled=False)
     with TestClient(
-        create_app(settings, gov.ctx), headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+        create_app(settings, gov.ctx), headers={"Authorization": f"Bearer {OPERATOR}"}
     ) as client:
         yield client
+
+
+def ok(response: httpx.Response, status: int = 200) -> Any:
+    assert response.status_code == status, response.text[:500]
+    return response.json()

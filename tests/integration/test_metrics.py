@@ -4,8 +4,10 @@ PostgreSQL); and the Grafana dashboard asks only for series that exist."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 
@@ -74,6 +76,38 @@ def test_a_running_pilot_is_measured_exactly(gov: Governor) -> None:
     assert m["governor_gpu_temperature_celsius"] == {g: 60.0}
     assert m["governor_gpu_sample_age_seconds"] == {g: 10.0}
     assert set(m["governor_stop_orders"].values()) == {0}
+
+
+def test_only_the_run_metrics_an_operator_names_are_exported(gov: Governor) -> None:
+    budget = gov.budget()
+    with gov.session() as s:
+        named = pods.Registration("fake", "pod-1", name="h100-sft")
+        pod = pods.register(s, gov.ctx, budget, named, gov.clock.now()).id
+    run = gov.run(budget, pod)
+    gov.beat(run, 1, metrics={"loss": 2.5, "reward_mean": 0.25, "kl": 0.01})
+    gov.beat(run, 2, metrics={"lr": 1e-4})  # each value is sent once: loss stays 2.5
+    gov.beat(run, 3, metrics={"reward_mean": "NaN"})  # as sent, not the last finite one
+    gov.tick(1)
+    assert scrape(gov)["governor_run_metric"] == {}  # none by default
+
+    config = replace(gov.ctx.config, exported_run_metrics=("loss", "reward_mean", "unsent"))
+    with gov.session() as s:
+        families = metrics.collect(s, config, gov.clock.now(), "r", True)
+    [family] = [f for f in families if f.name == "governor_run_metric"]
+    labels = (run, "job", pod, "h100-sft", budget, "pilot")
+    assert family.labels == (
+        "run",
+        "run_name",
+        "pod",
+        "pod_name",
+        "budget",
+        "budget_name",
+        "metric",
+    )
+    values = {labels[-1]: value for labels, value in family.samples}
+    assert values.keys() == {"loss", "reward_mean"}  # kl and lr not named; "unsent" never sent
+    assert values["loss"] == 2.5 and math.isnan(values["reward_mean"])
+    assert {tuple(ls[:-1]) for ls, _ in family.samples} == {labels}
 
 
 def test_stop_orders_and_events_are_counted(gov: Governor) -> None:

@@ -5,26 +5,19 @@ GPUs are each judged against their own model's per-GPU peak."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
-import httpx
 from fastapi.testclient import TestClient
 
 from governor.domain.telemetry import GIB
-from tests.integration.conftest import Governor, gpu_sample
+from tests.integration.conftest import Governor, gpu_sample, ok
 from tests.plans import gpu_groups, variant
 
 H200 = {"gpu_type": "H200", "gpu_count": 1, "rate_usd_per_gpu_hour": 4.59}
 H100 = {"gpu_type": "H100", "gpu_count": 1, "rate_usd_per_gpu_hour": 2.69}
 
 
-def made(response: httpx.Response) -> Any:
-    assert response.status_code == 201, response.text[:500]
-    return response.json()
-
-
 def test_a_plan_of_two_gpu_models_is_judged_per_model_and_placed_per_gpu(
-    gov: Governor, operator_api: TestClient
+    gov: Governor, client: TestClient
 ) -> None:
     budget = gov.budget("500")
     today = gov.clock.now().date().isoformat()
@@ -38,7 +31,7 @@ def test_a_plan_of_two_gpu_models_is_judged_per_model_and_placed_per_gpu(
         }
     )
     plans = f"/v1/budgets/{budget}/plans"
-    verdict = made(operator_api.post(plans, json=doc))
+    verdict = ok(client.post(plans, json=doc), 201)
     assert verdict["verdict"] == "go"
     assert verdict["plan"]["schema"] == "preflight-plan/0.2"
     fits = [
@@ -53,7 +46,7 @@ def test_a_plan_of_two_gpu_models_is_judged_per_model_and_placed_per_gpu(
         ("H200", "51.867"),  # 11.3 hours at $4.59
         ("H100", "30.397"),  # at $2.69
     ]
-    [kept] = operator_api.get(plans).json()
+    [kept] = client.get(plans).json()
     assert kept["reasons"] == verdict["reasons"]
 
     # on a pod: the H100 has 60 GiB free, room for its own model's 58.6 but not the H200's 61.7
@@ -61,7 +54,7 @@ def test_a_plan_of_two_gpu_models_is_judged_per_model_and_placed_per_gpu(
     h200 = replace(gpu_sample(util=0, used_gib=2, index=0), name="NVIDIA H200")
     h200 = replace(h200, memory_total_bytes=141 * GIB, memory_free_bytes=139 * GIB)
     gov.report(pod, h200, gpu_sample(util=0, used_gib=20, index=1))
-    placed = made(operator_api.post(plans, json=doc, params={"pod_id": pod}))
+    placed = ok(client.post(plans, json=doc, params={"pod_id": pod}), 201)
     placement = next(r for r in placed["reasons"] if r["rule"] == "placement")
     assert placed["verdict"] == placement["verdict"] == "go", placement["message"]
     judged = {g["uuid"]: (g["judged_as"], g["fits"]) for g in placement["evidence"]["gpus"]}

@@ -5,38 +5,15 @@ filters by a minimum severity."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import httpx
-import pytest
 from fastapi.testclient import TestClient
 
-from governor.app import create_app
 from governor.domain.model import Category, Severity
-from governor.services import events, tokens
-from governor.settings import load_settings
+from governor.services import events
 from tests.integration.api_scene import pilot
-from tests.integration.conftest import Governor
-
-OPERATOR = "names-operator"
-
-
-@pytest.fixture
-def client(gov: Governor, migrated_url: str) -> Iterator[TestClient]:
-    with gov.session() as session:
-        tokens.bootstrap_operator(session, OPERATOR, gov.clock.now())
-    settings = load_settings(database_url=migrated_url, scheduler_enabled=False)
-    with TestClient(
-        create_app(settings, gov.ctx), headers={"Authorization": f"Bearer {OPERATOR}"}
-    ) as client:
-        yield client
-
-
-def ok(response: httpx.Response, status: int = 200) -> Any:
-    assert response.status_code == status, response.text[:500]
-    return response.json()
+from tests.integration.conftest import Governor, ok
 
 
 def conflict(response: httpx.Response) -> str:

@@ -19,7 +19,7 @@ from governor.domain.model import (
 from governor.domain.money import format_usd
 from governor.domain.preflight.rules import Verdict
 from governor.domain.telemetry import GIB
-from governor.services import admission, checkins, extensions, pods, runs, status
+from governor.services import admission, checkins, extensions, metric_history, pods, runs, status
 from governor.services.status import Dashboard, MetricValue, thin
 from tests.integration.conftest import BY, Governor, gpu_sample
 from tests.integration.test_binding_plans import WORST_CASE, check, plan, register
@@ -209,12 +209,18 @@ def test_a_run_line_shows_its_latest_metrics_the_watched_ones_first(gov: Governo
     [r] = read(gov).budgets[0].runs
     # loss (watched on every run), reward_mean (this run's rule), then the rest by name, four
     # at most (lr is left out); the infinite grad norm as it was sent, not its last finite value.
+    # Each with its recent finite values, oldest first, for its sparkline.
     assert r.metrics == (
-        MetricValue("loss", 2.25),
-        MetricValue("reward_mean", 0.5),
-        MetricValue("grad_norm", "Infinity"),
-        MetricValue("kl", 0.01),
+        MetricValue("loss", 2.25, (2.5, 2.25)),
+        MetricValue("reward_mean", 0.5, (0.5,)),
+        MetricValue("grad_norm", "Infinity", (1.0,)),
+        MetricValue("kl", 0.01, (0.01,)),
     )
+    with gov.session() as s:  # the last `most` of each series, of the names asked for alone
+        assert metric_history.recent(s, [run], ["loss", "lr"], 1) == {
+            (run, "loss"): [2.25],
+            (run, "lr"): [1e-4],
+        }
 
 
 def test_on_a_shared_machine_each_gpu_says_whether_it_is_the_pods_own(gov: Governor) -> None:

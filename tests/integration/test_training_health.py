@@ -1,17 +1,21 @@
 """Training health and metric history on a run's own heartbeat, and GPU ownership on a shared
 machine, against the real schema."""
 
+from dataclasses import replace
 from datetime import timedelta
 
+from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+from governor.adapters.telemetry.nvml import NvmlSource
 from governor.db import repository as repo
 from governor.db.tables import RunMetricRow
 from governor.domain.health import HealthRule, Kind, Response
 from governor.domain.model import Action, Category, PodState, Reason, Severity
-from governor.domain.telemetry import Reading
+from governor.domain.telemetry import GIB, GpuProcess, ProcessClaim, Reading, hosts, own_part
+from governor.fakes.nvml import HUNG_PID, HUNG_PROCESS, FakeNvml, uuid_for
 from governor.services import checkins, metric_history, pods, runs, telemetry
-from tests.integration.conftest import Governor, gpu_sample
+from tests.integration.conftest import Governor, gpu_sample, ok
 
 
 def health_run(gov: Governor, budget: str, pod: str, *rules: HealthRule) -> str:
@@ -195,3 +199,103 @@ def test_a_pods_agent_claims_its_gpus_and_the_rest_stay_context(gov: Governor) -
     assert [v.uuid for v in views] == ["GPU-1"]
     assert stored == {"GPU-0", "GPU-1"}  # the neighbour's GPU is shown, not judged
     assert len(claimed) == 1
+
+
+def test_a_pod_naming_its_process_is_judged_by_that_process_alone(gov: Governor) -> None:
+    """The fake driver's shared machine, read through NVML: GPU 0 busy with a neighbour's
+    inference server, GPU 1 holding the hung job's Python at 0%. A pod that names its
+    process (no GPU by UUID) is warned and stopped for idle-hang on GPU 1, and its run's peak
+    is its process's memory; one that names none keeps today's rule (GPU 0 is busy)."""
+    budget = gov.budget("1000")
+    named, unnamed = (
+        pods.Registration("fake", ref, node="box", **claim)
+        for ref, claim in (("named", {"process_pattern": "python3*"}), ("unnamed", {}))
+    )
+    with gov.session() as s:
+        pod = pods.register(s, gov.ctx, budget, named, gov.clock.now()).id
+        other = pods.register(s, gov.ctx, budget, unnamed, gov.clock.now()).id
+    run = gov.run(budget, pod, timeout_s=3600, grace_s=30)
+    other_run = gov.run(budget, other, timeout_s=3600, grace_s=30)
+    elapsed = [0.0]
+    with FakeNvml("shared", monotonic=lambda: 1000.0 + elapsed[0]):
+        source = NvmlSource(gov.clock)
+        for _ in range(40):  # a reading every 30 s: the stop comes after 600 s of idling
+            gov.clock.advance(30)
+            elapsed[0] += 30
+            with gov.session() as s:
+                telemetry.ingest_node(s, "box", [source.read()], gov.clock.now())
+            gov.tick()
+            directive, other_directive = gov.beat(run, step=100), gov.beat(other_run, step=100)
+            if directive.action is Action.STOP:
+                break
+        source.close()
+
+    assert (directive.action, directive.reason) == (Action.STOP, Reason.IDLE_HANG)
+    assert other_directive.reason is not Reason.IDLE_HANG
+    with gov.session() as s:
+        hung = [e for e in repo.events(s) if e.message.startswith("The job may be hung")]
+        peaks = {(p.run_id, p.gpu_uuid): p.peak_used_bytes for p in repo.peaks_of(s, [run])}
+        other_peaks = {p.gpu_uuid for p in repo.peaks_of(s, [other_run])}
+        [(_, hung_gpu)] = [(at, g) for at, g in telemetry.latest(s, pod) if g.uuid == uuid_for(1)]
+    assert [e.subject for e in hung] == [f"run:{run}"]  # the named pod's run alone
+    assert hung[0].evidence["gpus"] == [uuid_for(1)]
+    assert peaks == {(run, uuid_for(1)): int(19.5 * GIB)}  # the job's process, not the server
+    assert other_peaks == {uuid_for(0), uuid_for(1)}  # every GPU, as before
+    assert hung_gpu.processes == (GpuProcess(HUNG_PID, int(19.5 * GIB), HUNG_PROCESS),)
+
+
+def test_a_process_claim_matches_by_pid_or_a_glob_of_the_name_or_its_last_part() -> None:
+    job = GpuProcess(4101, GIB, "/usr/bin/python3.11")
+    server = GpuProcess(5200, GIB, "/opt/serving/bin/inference-server")
+    unnamed = GpuProcess(7000, GIB)
+    assert ProcessClaim.of(None, None) is None and ProcessClaim.of([], "") is None
+    by_name = ProcessClaim.of(None, "python3*")
+    assert by_name is not None and by_name.claims(job) and not by_name.claims(server)
+    assert not by_name.claims(unnamed)
+    whole = ProcessClaim.of(None, "/opt/*")
+    assert whole is not None and whole.claims(server) and not whole.claims(job)
+    by_pid = ProcessClaim.of([7000], None)
+    assert by_pid is not None and by_pid.claims(unnamed) and not by_pid.claims(job)
+    sample = gpu_sample(util=0, used_gib=2.0)
+    shared = replace(sample, processes=(job, server))
+    mine = own_part(shared, by_name)
+    assert hosts(shared, by_name) and mine.memory_used_bytes == GIB
+    assert not hosts(shared, by_pid) and own_part(shared, by_pid).memory_used_bytes == 0
+    unknown = replace(shared, processes=(replace(job, used_memory_bytes=None), server))
+    assert own_part(unknown, by_name) == unknown  # what it holds is unknown: the GPU's whole
+    assert hosts(replace(sample, processes=None), by_pid)  # no process list: as before
+
+
+def test_a_pod_names_its_processes_at_registration_or_through_its_agent(
+    client: TestClient, gov: Governor
+) -> None:
+    budget = ok(client.post("/v1/budgets", json={"name": "shared", "ceiling_usd": "1000"}), 201)
+    pods_path = f"/v1/budgets/{budget['id']}/pods"
+    body = {"provider": "fake", "provider_ref": "p-1", "process_pids": [HUNG_PID]}
+    registered = ok(client.post(pods_path, json={**body, "process_pattern": "python3*"}), 201)
+    assert (registered["process_pids"], registered["process_pattern"]) == ([HUNG_PID], "python3*")
+    for wrong in ({"process_pids": [-1]}, {"process_pids": []}, {"process_pattern": " "}):
+        refused = client.post(pods_path, json={**body, "provider_ref": "p-2", **wrong})
+        assert refused.status_code == 422, (wrong, refused.text)
+
+    pod = ok(client.post(pods_path, json={"provider": "fake", "provider_ref": "p-3"}), 201)
+    assert (pod["process_pids"], pod["process_pattern"]) == (None, None)
+    token = ok(client.post("/v1/tokens", json={"role": "agent", "pod_id": pod["id"]}), 201)
+    job = {"pid": HUNG_PID, "used_memory_bytes": GIB, "name": HUNG_PROCESS}
+    reading = {
+        "at": gov.clock.now().isoformat(),
+        "gpus": [{"uuid": uuid_for(1), "index": 1, "processes": [job]}],
+    }
+    batch = {"readings": [reading], "process_pattern": "python3*"}
+    agent = {"Authorization": f"Bearer {token['token']}"}
+    for _ in range(2):  # every batch names them; only a change is an event
+        ok(client.post(f"/v1/pods/{pod['id']}/telemetry", json=batch, headers=agent), 202)
+    pod = ok(client.get(f"/v1/pods/{pod['id']}"))
+    assert (pod["process_pids"], pod["process_pattern"]) == (None, "python3*")
+    assert pod["telemetry"]["gpus"][0]["processes"] == [job]
+    with gov.session() as s:
+        claimed = [e for e in repo.events(s) if e.message.startswith("The pod's own processes")]
+    assert [e.message for e in claimed] == [
+        "The pod's own processes are now those named python3*: the GPU rules judge the memory "
+        "they hold."
+    ]

@@ -7,6 +7,7 @@ import httpx
 import pytest
 
 from governor.agent import Agent, Rejected, Target
+from governor.cli import main
 from governor.domain.telemetry import Reading
 from tests.clock import FrozenClock
 
@@ -104,7 +105,24 @@ def test_a_pods_agent_names_the_pods_own_gpus_with_every_batch(clock: FrozenCloc
         return httpx.Response(202, json={})
 
     client = httpx.Client(base_url="http://governor", transport=httpx.MockTransport(keep))
-    agent = Agent(Ticking(clock), client, Target("pod", "pod-1", ("GPU-b",)), clock)
+    target = Target("pod", "pod-1", ("GPU-b",), (4101,), "python3*")
+    agent = Agent(Ticking(clock), client, target, clock)
     agent.poll()
     assert agent.flush()
     assert bodies[0]["gpu_uuids"] == ["GPU-b"] and len(bodies[0]["readings"]) == 1
+    assert (bodies[0]["process_pids"], bodies[0]["process_pattern"]) == ([4101], "python3*")
+    assert Target("pod", "pod-1").body == {}  # naming nothing: every GPU and process, as before
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--pod", "pod-1", "--pids", "4101,x"], "--pids takes PIDs"),
+        (["--node", "box", "--process-pattern", "python3*"], "give them with --pod"),
+    ],
+)
+def test_the_agent_refuses_processes_it_cannot_name(
+    args: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["agent", "--server", "http://governor", "--token", "t", *args]) == 2
+    assert said in capsys.readouterr().err

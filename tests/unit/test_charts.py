@@ -2,7 +2,7 @@
 
 from datetime import UTC, datetime, timedelta
 
-from governor.web.charts import WIDTH, bands, line_plot
+from governor.web.charts import SPARK_H, WIDTH, bands, line_plot, metric_spark
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -30,3 +30,12 @@ def test_a_line_breaks_where_a_value_is_unknown_and_a_lone_value_is_a_dot() -> N
         "03:04:15 UTC: 4",
     ]
     assert line_plot([(T0, None)], str) is None
+
+
+def test_a_metric_sparkline_spans_its_least_to_its_most_negative_values_included() -> None:
+    spark = metric_spark([-1.0, 3.0, 1.0])
+    assert spark is not None and spark.points == 3
+    assert spark.line == f"M1.0,{SPARK_H - 1}.0 L60.0,1.0 L119.0,14.0"
+    flat = metric_spark([0.0, 0.0])  # a flatline lies along the bottom
+    assert flat is not None and flat.line == f"M1.0,{SPARK_H - 1}.0 L119.0,{SPARK_H - 1}.0"
+    assert metric_spark([]) is None

@@ -91,6 +91,7 @@ class NvmlSource:
         self._driver_version: str | None = None
         self._devices: dict[str, _Device] = {}
         self._uuid_by_index: dict[int, str] = {}
+        self._process_names: dict[int, str | None] = {}  # pid -> NVML's name, while it runs
 
     def read(self) -> Reading:
         at = self._clock.now()
@@ -165,6 +166,8 @@ class NvmlSource:
                 problems.append(DeviceProblem(index, uuid, str(failed), failed.code in LOST))
             except UnicodeDecodeError as exc:  # a garbled string from the driver (nvitop too)
                 problems.append(DeviceProblem(index, uuid, f"undecodable text: {exc}", False))
+        running = {p.pid for g in gpus for p in g.processes or ()}
+        self._process_names = {k: v for k, v in self._process_names.items() if k in running}
         return Reading(at, tuple(gpus), tuple(problems), driver_version=self._driver_version)
 
     def _sample(self, index: int, uuid: str, handle: Any) -> GpuSample:
@@ -186,11 +189,25 @@ class NvmlSource:
             temperature_c=self._temperature(device, handle),
             processes=None
             if processes is None
-            else tuple(GpuProcess(int(p.pid), p.usedGpuMemory) for p in processes),
+            else tuple(
+                GpuProcess(int(p.pid), p.usedGpuMemory, self._process_name(int(p.pid)))
+                for p in processes
+            ),
             clock_event_reasons=self._query(
                 device, "nvmlDeviceGetCurrentClocksEventReasons", handle
             ),
         )
+
+    def _process_name(self, pid: int) -> str | None:
+        """NVML's name for a process (usually its executable's path), asked once while it runs;
+        None where the driver cannot say (a PID of another namespace, an older driver)."""
+        if pid not in self._process_names:
+            name = None
+            if hasattr(self._nvml, "nvmlSystemGetProcessName"):
+                with contextlib.suppress(_CallFailed, UnicodeDecodeError):
+                    name = _text(self._call("nvmlSystemGetProcessName", pid)) or None
+            self._process_names[pid] = name
+        return self._process_names[pid]
 
     def _utilization(self, device: _Device, handle: Any) -> tuple[float | None, float | None]:
         """Mean and max of the samples since the last poll; else the driver's last window."""

@@ -13,7 +13,13 @@ from governor.api.schemas import (
     TelemetryIn,
 )
 from governor.db import repository as repo
-from governor.domain.telemetry import DeviceProblem, GpuProcess, GpuSample, Reading
+from governor.domain.telemetry import (
+    DeviceProblem,
+    GpuProcess,
+    GpuSample,
+    ProcessClaim,
+    Reading,
+)
 from governor.services import telemetry
 
 router = api_router(tags=["telemetry"])
@@ -28,7 +34,7 @@ def _reading(body: ReadingIn) -> Reading:
                 processes=(
                     None
                     if g.processes is None
-                    else tuple(GpuProcess(p.pid, p.used_memory_bytes) for p in g.processes)
+                    else tuple(GpuProcess(**p.model_dump()) for p in g.processes)
                 ),
             )
             for g in body.gpus
@@ -48,6 +54,9 @@ def report(pod_id: str, body: TelemetryIn, _: AgentOfPod, tx: Tx, now: Now) -> T
         pod = repo.get_pod(session, pod_id)
         if body.gpu_uuids is not None:
             telemetry.claim(session, pod, body.gpu_uuids, now)
+        claim = ProcessClaim.of(body.process_pids, body.process_pattern)
+        if claim is not None:
+            telemetry.claim_processes(session, pod, claim, now)
         count = telemetry.ingest(session, pod, readings, now)
     return TelemetryAccepted(readings=len(readings), samples=count)
 

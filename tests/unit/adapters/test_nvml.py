@@ -18,7 +18,11 @@ from governor.fakes.nvml import (
     GPU_IDLE,
     H100_RESERVED,
     H100_TOTAL,
+    HUNG_PID,
+    HUNG_PROCESS,
     MIB,
+    NEIGHBOUR_PID,
+    NEIGHBOUR_PROCESS,
     SAMPLE_BUFFER,
     SCENARIOS,
     SW_POWER_CAP,
@@ -357,6 +361,24 @@ def test_every_process_comes_back_and_unknown_memory_stays_none(rig: Rig) -> Non
         GpuProcess(12, None),
         GpuProcess(13, 0),
     )
+
+
+@scenario("shared")
+def test_each_process_carries_nvmls_name_for_it_asked_once_while_it_runs(rig: Rig) -> None:
+    reading = rig.read_at(1.0)
+    rig.read_at(2.0)
+
+    [server], [job] = (gpu.processes for gpu in reading.gpus)
+    assert (server.pid, server.name) == (NEIGHBOUR_PID, NEIGHBOUR_PROCESS)
+    assert (job.pid, job.name) == (HUNG_PID, HUNG_PROCESS)
+    assert rig.fake.calls["nvmlSystemGetProcessName"] == 2  # not again on the second poll
+
+
+@scenario(one_gpu("three-processes-unnamed", lambda t: THREE_PROCESSES))
+def test_a_process_the_driver_cannot_name_has_no_name(rig: Rig) -> None:
+    gpu = only_gpu(rig.read_at(1.0))
+
+    assert [p.name for p in gpu.processes or ()] == [None, None, None]
 
 
 @scenario(one_gpu("no-processes", lambda t: GpuState(0, 0, 60, 30)))

@@ -72,6 +72,29 @@ def test_a_non_finite_stop_stops_both_trainers_without_saving(tmp_path: Path) ->
     assert trainer.should_stop and list(tmp_path.iterdir()) == []
 
 
+def hf_log(gov: GovernorCallback, logs: dict[str, Any], *, fp16: bool) -> TrainerControl:
+    control = TrainerControl(should_save=True)  # the Trainer would save after this log
+    gov.on_log(SimpleNamespace(fp16=fp16), TrainerState(global_step=7), control, logs=logs)
+    return control
+
+
+def test_hf_a_non_finite_grad_norm_is_a_nan_loss_and_cancels_the_save() -> None:
+    """The Trainer's default logging_nan_inf_filter logs a stand-in loss; the grad norm tells."""
+    server = ScriptedServer(directive())
+    gov = GovernorCallback(GovernorLoop(server.governor(), phase="training"))
+    try:
+        control = hf_log(gov, {"loss": 2.25, "grad_norm": float("nan")}, fp16=False)
+        assert not control.should_save
+        beat_with(server, step=7, metrics={"loss": "NaN", "grad_norm": "NaN"})
+
+        # fp16's loss scaling skips an overflowing step by design: no blow-up, the save stands.
+        control = hf_log(gov, {"loss": 2.0, "grad_norm": float("inf")}, fp16=True)
+        assert control.should_save
+        beat_with(server, step=7, metrics={"loss": 2.0, "grad_norm": "Infinity"})
+    finally:
+        gov.governor.finished()
+
+
 def test_lightning_saves_when_asked_and_reports_a_crash(tmp_path: Path) -> None:
     server = ScriptedServer(directive("checkpoint", reason="pre-stop"))
     gov = GovernorLightningCallback(GovernorLoop(server.governor()), tmp_path)

@@ -67,3 +67,16 @@ def test_the_loop_merges_metrics_and_sends_each_value_once() -> None:
         assert "metrics" not in later[-1]  # sent once: a stale value is no new observation
     finally:
         gov.finished()
+
+
+def test_a_metric_that_turns_non_finite_is_sent_at_once() -> None:
+    server = ScriptedServer(directive(next_heartbeat_s=3600))  # the next beat is an hour away
+    gov = GovernorLoop(server.governor(), phase="training")
+    try:
+        beat_with(server, step=0)
+        gov.step(7, metrics={"loss": 2.5})
+        gov.metrics({"loss": float("nan")})
+        body = beat_with(server, step=7, metrics={"loss": "NaN"})
+        assert body["status"] == "running"
+    finally:
+        gov.finished()
