@@ -34,5 +34,6 @@ lint: $(DEV)
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
+# Two workers even on two cores: most end-to-end tests wait on servers they started.
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadfile
