@@ -14,9 +14,10 @@ comes first; `settled` says which.
 --worst-input measures the worst a client may send instead: --jobs jobs under one budget each
 post --events-per-job run events (within the per-token write limit) whose message and evidence
 are as large as allowed, the evidence as many small keys as its size limit takes (what costs
-the server the most memory per byte); then the biggest readers read them back: every page of
-/v1/events at the largest page size, and the budget's report as JSON, Markdown and HTML. The
-server's peak (VmHWM) is read after each.
+the server the most memory per byte); then the biggest readers read them back: the budget's
+report as JSON, Markdown and HTML, then every page of /v1/events at the largest page size.
+The server's peak (VmHWM) is started again before each reader and read after it: each
+reader's own peak (on top of what the server holds by then; it gives little back).
 
 One JSON line per reading on stdout, then a summary table; progress on stderr. SQLite and
 PostgreSQL by default (--postgres-url is the admin connection: a database is created for
@@ -251,7 +252,7 @@ async def post_events(jobs: Sequence[Job], sizes: Sizes) -> tuple[Tally, float]:
 
 def read_back(server: Server, budget_id: str) -> list[dict[str, Any]]:
     """The biggest readers, one after the other: each one's size, time and the server's memory
-    after it (its peak so far)."""
+    after it (the peak while it was read)."""
     readers: list[tuple[str, str, dict[str, Any]]] = [
         ("report_json", f"/v1/budgets/{budget_id}/report", {}),
         ("report_md", f"/v1/budgets/{budget_id}/report", {"format": "md"}),
@@ -270,6 +271,12 @@ def read_back(server: Server, budget_id: str) -> list[dict[str, Any]]:
                 )
             return response
 
+        for measure, path, params in readers:
+            server.reset_peak()
+            started = time.perf_counter()
+            response = get(path, params)
+            results.append(_read(measure, server, len(response.content), started))
+        server.reset_peak()
         started, size, pages = time.perf_counter(), 0, 0
         query: dict[str, Any] = {"budget_id": budget_id, "limit": MAX_LIMIT}
         while True:  # every page of the event log at the largest page size
@@ -280,10 +287,6 @@ def read_back(server: Server, budget_id: str) -> list[dict[str, Any]]:
                 break
             query["cursor"] = cursor
         results.append(_read("events_pages", server, size, started, pages=pages))
-        for measure, path, params in readers:
-            started = time.perf_counter()
-            response = get(path, params)
-            results.append(_read(measure, server, len(response.content), started))
     return results
 
 
@@ -330,7 +333,10 @@ def bench_worst_input(kind: str, admin_url: str, sizes: Sizes) -> list[dict[str,
 
 
 def worst_summary(records: Sequence[dict[str, Any]]) -> None:
-    print("\nfootprint --worst-input: server memory in MiB after each step (peak: VmHWM so far)")
+    print(
+        "\nfootprint --worst-input: server memory in MiB after each step (peak: VmHWM so far; "
+        "a reader's: while it was read)"
+    )
     header = ("db", "measure", "rss", "peak", "response", "seconds")
     print("  ".join(f"{h:>13}" for h in header))
     for r in records:

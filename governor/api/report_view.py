@@ -58,7 +58,7 @@ class StopOut(StopOrderOut):
 class FailuresOut(BaseModel):
     category: Category
     count: int = Field(description="every occurrence, listed or not (folded ones included)")
-    events: list[EventOut] = Field(description="the latest, oldest first")
+    events: list[EventOut] = Field(description="the latest 10 at most, oldest first")
     events_left_out: int = Field(description="the earlier events not listed")
     earlier_events: str | None = Field(description="the API call that pages through them")
 

@@ -45,7 +45,7 @@ class GovernorConfig:
     trusted_proxies: tuple[Network, ...] = ()  # whose X-Forwarded-For names the client
     health_rules: tuple[HealthRule, ...] = ()  # the server's defaults for every run
     require_plan: bool = False  # what a budget declared without saying requires
-    report_timeline_events: int = 1000  # a report's timeline: the latest so many events
+    report_timeline_events: int = 200  # a report's timeline: the latest so many events
 
     def watch_for(self, overrides: dict[str, float] | None) -> Watch:
         """A run's GPU and progress thresholds: the defaults, with its own overrides on top."""

@@ -8,9 +8,10 @@ Spend by phase splits every ledger accrual (and what has accrued since the last 
 the phase history of the pod's runs; true-ups and adjustments are shown as themselves. The
 parts add up to the budget's spent figure exactly.
 
-A report lists at most `report_timeline_events` events in its timeline (the latest) and in
-each failure category; it says how many it left out and where to page through them. Its
-figures (spend, failure counts) always count everything.
+A report lists at most `report_timeline_events` events in its timeline (the latest), and only
+the latest few (FAILURES_LISTED) in each failure category, whose events the timeline lists
+too; it says how many it left out and where to page through them. Its figures (spend, failure
+counts) always count everything. What a report holds is bounded by those numbers of events.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from governor.services.status import PlanLine, admitted_plans
 
 SPEND_LINES = (*BUCKETS, EntryKind.TRUE_UP.value, EntryKind.ADJUSTMENT.value)
 FAILURE_CATEGORIES = (Category.HARNESS, Category.MODEL, Category.PROVIDER)
+FAILURES_LISTED = 10  # each failure category: its count, and the latest so many events
 
 
 @dataclass(frozen=True)
@@ -121,13 +123,14 @@ class Report:
 def build(session: Session, config: GovernorConfig, budget_id: str, now: datetime) -> Report:
     book = open_book(session, budget_id, now, config)
     cap = config.report_timeline_events
+    few = min(cap, FAILURES_LISTED)
     return Report(
         book=book,
         spend=_spend(session, book),
         timeline=_listed(session, cap, budget_id=budget_id),
         stops=_stops(session, budget_id),
         failures={
-            c: _listed(session, cap, budget_id=budget_id, category=c, min_severity=Severity.WARNING)
+            c: _listed(session, few, budget_id=budget_id, category=c, min_severity=Severity.WARNING)
             for c in FAILURE_CATEGORIES
         },
         extensions=repo.extensions(session, budget_id=budget_id),

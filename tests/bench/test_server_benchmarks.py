@@ -93,7 +93,7 @@ def test_footprint_worst_input_benchmark() -> None:
     records = run_script("footprint.py", "sqlite", "--worst-input", "--quick")
     assert {(r["bench"], r["db"]) for r in records} == {("footprint_worst_input", "sqlite")}
     measures = by_measure(records)
-    readers = ["events_pages", "report_json", "report_md", "report_html"]
+    readers = ["report_json", "report_md", "report_html", "events_pages"]
     assert list(measures) == ["idle", "filled", *readers]
     (filled,) = measures["filled"]
     assert filled["events"] == 10 * 5  # --quick: 10 jobs, 5 events each, none refused

@@ -9,6 +9,8 @@ from dataclasses import replace
 from decimal import Decimal
 from urllib.parse import parse_qs, urlsplit
 
+import pytest
+
 from governor.api import report_view
 from governor.api.report_markdown import render
 from governor.api.schemas import PlanIn
@@ -226,6 +228,37 @@ def test_a_capped_report_lists_the_latest_events_says_what_it_left_out_and_still
     assert f"GET {capped.timeline.earlier} pages through them" in text
     page = report_html.document(capped)
     assert 'data-field="left-out"' in page and "earlier ones are left out" in page
+
+
+def test_a_failure_category_lists_only_its_latest_few_and_counts_them_all(
+    gov: Governor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(report, "FAILURES_LISTED", 2)
+    budget, _, run = pilot(gov)
+    with gov.session() as s:
+        for n in range(5):
+            events.record(
+                s,
+                gov.clock.now(),
+                Severity.WARNING,
+                Category.HARNESS,
+                f"run:{run}",
+                f"worker {n} crashed",
+                budget_id=budget,
+            )
+    r = build(gov, budget)
+
+    harness = r.failures[Category.HARNESS]
+    assert [e.message for e in harness.events] == ["worker 3 crashed", "worker 4 crashed"]
+    every = [  # the timeline lists them all
+        e
+        for e in r.timeline.events
+        if e.category is Category.HARNESS and e.severity is not Severity.INFO
+    ]
+    assert r.timeline.left_out == 0 and len(every) >= 5
+    assert (harness.total, harness.left_out) == (len(every), len(every) - 2)
+    assert harness.occurrences == sum(e.count for e in every)
+    assert f"The latest 2 of {len(every)} events are listed" in (harness.note or "")
 
 
 def test_the_html_report_escapes_what_people_typed_and_keeps_every_section(
