@@ -174,6 +174,11 @@ class Server:
                 fields[key] = int(value.split()[0])
         return Memory(fields["VmRSS"], fields["VmHWM"])
 
+    def reset_peak(self) -> None:
+        """Start the peak (VmHWM) again from the resident set now, so the next reading's peak
+        is what came after."""
+        Path(f"/proc/{self.pid}/clear_refs").write_text("5")
+
     def cpu_s(self) -> float:
         """CPU seconds the server has used so far, user and system (its threads included)."""
         fields = Path(f"/proc/{self.pid}/stat").read_text().rpartition(")")[2].split()

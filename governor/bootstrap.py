@@ -422,6 +422,7 @@ def build_context(settings: Settings, clock: Clock | None = None) -> ServiceCont
             leader_probe_s=settings.probe_s,
             trusted_proxies=_trusted_proxies(settings.trusted_proxies),
             require_plan=settings.require_plan,
+            report_timeline_events=settings.report_timeline_events,
             health_rules=tuple(HealthRule.of(r) for r in settings.health_rules),
             exported_run_metrics=tuple(settings.exported_run_metrics),
             failover_s=0.0 if settings.embedded else settings.lease_s + settings.probe_s,

@@ -215,7 +215,7 @@ def _watch(api: httpx.Client, budget_id: str, pod_id: str, started: float) -> di
     """Print new events, and the meter every few seconds, until the pod is stopped."""
     seen, next_meter = 0, started
     while True:
-        events = _call(api, "GET", "/v1/events", params={"limit": 100})
+        events = _call(api, "GET", "/v1/events", params={"limit": 100})["items"]
         pod = _call(api, "GET", f"/v1/pods/{pod_id}")
         budget = (
             _call(api, "GET", f"/v1/budgets/{budget_id}") if time.time() >= next_meter else None

@@ -26,6 +26,8 @@ from governor.domain.money import dollars
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 TIMEOUT_S = 30.0
+PAGE = 100  # a list verb's items per page unless --limit says otherwise
+WHOLE_PAGE = 1000  # the server's largest page: what a lookup reads per call
 
 
 class OperatorError(Exception):
@@ -68,6 +70,17 @@ class Api:
             is_json = response.headers.get("content-type", "").startswith("application/json")
             return response.json() if is_json else response.text
         raise OperatorError(_refusal(response.status_code, response.text, self.token))
+
+    def items(self, path: str, params: dict[str, Any] | None = None) -> list[Any]:
+        """Every item of a list, page after page."""
+        found: list[Any] = []
+        query: dict[str, Any] = {**(params or {}), "limit": WHOLE_PAGE}
+        while True:
+            page = self.call("GET", path, params=query)
+            found.extend(page["items"])
+            if page["next_cursor"] is None:
+                return found
+            query["cursor"] = page["next_cursor"]
 
 
 def _refusal(status: int, text: str, token: str | None) -> str:
@@ -364,6 +377,21 @@ def show_extensions(exts: list[dict[str, Any]], budgets: dict[str, str]) -> str:
     return table(EXTENSION_HEADERS, rows, right=(2,))
 
 
+def paged(show: Callable[[list[Any]], str]) -> Callable[[dict[str, Any]], str]:
+    """A page shown as `show` shows its items, with how to read the next one if there is."""
+
+    def shown(page: dict[str, Any]) -> str:
+        text = show(page["items"])
+        if page["next_cursor"] is None:
+            return text
+        return (
+            f"{text}\n\n{len(page['items'])} shown; there are more: run the same command "
+            f"with --cursor {page['next_cursor']}"
+        )
+
+    return shown
+
+
 def show_events(events: list[dict[str, Any]]) -> str:
     rows = [
         (e["id"], e["at"], e["severity"], e["category"], e["subject"], e["message"])
@@ -407,7 +435,7 @@ def resolve(api: Api, kind: Kind, given: str, budget_id: str | None = None) -> s
     up (within `budget_id`, if given), which must match exactly one."""
     if kind.is_id(given):
         return given
-    found = api.call("GET", kind.path, params={"name": given, "budget_id": budget_id})
+    found = api.items(kind.path, {"name": given, "budget_id": budget_id})
     within = "" if budget_id is None else f" in budget {budget_id}"
     if not found:
         raise OperatorError(
@@ -427,7 +455,7 @@ def _budget(api: Api, given: str | None) -> str | None:
 
 def _names(api: Api, kind: Kind, **params: Any) -> dict[str, str]:
     """Each id of that kind, mapped to its name (for tables that would show bare ids)."""
-    return {f["id"]: f["name"] for f in api.call("GET", kind.path, params=params)}
+    return {f["id"]: f["name"] for f in api.items(kind.path, params)}
 
 
 # --- the verbs ---------------------------------------------------------------------------
@@ -449,7 +477,7 @@ def budget_declare(api: Api, a: argparse.Namespace) -> Shown:
 
 
 def budget_list(api: Api, a: argparse.Namespace) -> Shown:
-    return api.call("GET", "/v1/budgets"), show_budgets
+    return api.call("GET", "/v1/budgets", params=_page(a)), paged(show_budgets)
 
 
 def budget_show(api: Api, a: argparse.Namespace) -> Shown:
@@ -476,9 +504,9 @@ def pod_add(api: Api, a: argparse.Namespace) -> Shown:
 
 
 def pod_list(api: Api, a: argparse.Namespace) -> Shown:
-    pods = api.call("GET", "/v1/pods", params={"budget_id": _budget(api, a.budget)})
+    pods = api.call("GET", "/v1/pods", params={"budget_id": _budget(api, a.budget), **_page(a)})
     budgets = _names(api, BUDGET)
-    return pods, lambda p: show_pods(p, budgets)
+    return pods, paged(lambda p: show_pods(p, budgets))
 
 
 def pod_show(api: Api, a: argparse.Namespace) -> Shown:
@@ -508,8 +536,8 @@ def token_create(api: Api, a: argparse.Namespace) -> Shown:
     return api.call("POST", "/v1/tokens", body=body), show_token
 
 
-def token_list(api: Api, _: argparse.Namespace) -> Shown:
-    return api.call("GET", "/v1/tokens"), show_tokens
+def token_list(api: Api, a: argparse.Namespace) -> Shown:
+    return api.call("GET", "/v1/tokens", params=_page(a)), paged(show_tokens)
 
 
 def token_revoke(api: Api, a: argparse.Namespace) -> Shown:
@@ -530,9 +558,10 @@ def run_create(api: Api, a: argparse.Namespace) -> Shown:
 
 def run_list(api: Api, a: argparse.Namespace) -> Shown:
     budget_id = _budget(api, a.budget)
-    runs = api.call("GET", "/v1/runs", params={"budget_id": budget_id, "status": a.state})
+    params = {"budget_id": budget_id, "status": a.state, **_page(a)}
+    runs = api.call("GET", "/v1/runs", params=params)
     budgets, pods = _names(api, BUDGET), _names(api, POD, budget_id=budget_id)
-    return runs, lambda r: show_runs(r, budgets, pods)
+    return runs, paged(lambda r: show_runs(r, budgets, pods))
 
 
 def run_show(api: Api, a: argparse.Namespace) -> Shown:
@@ -540,10 +569,10 @@ def run_show(api: Api, a: argparse.Namespace) -> Shown:
 
 
 def ext_list(api: Api, a: argparse.Namespace) -> Shown:
-    params = {"budget_id": _budget(api, a.budget), "state": a.state}
+    params = {"budget_id": _budget(api, a.budget), "state": a.state, **_page(a)}
     exts = api.call("GET", "/v1/extensions", params=params)
     budgets = _names(api, BUDGET)
-    return exts, lambda e: show_extensions(e, budgets)
+    return exts, paged(lambda e: show_extensions(e, budgets))
 
 
 def ext_request(api: Api, a: argparse.Namespace) -> Shown:
@@ -570,15 +599,19 @@ def events(api: Api, a: argparse.Namespace) -> Shown:
         "category": a.category,
         "subject": a.subject,
         "since": a.since,
-        "limit": a.limit,
+        **_page(a),
     }
-    return api.call("GET", "/v1/events", params=params), show_events
+    return api.call("GET", "/v1/events", params=params), paged(show_events)
 
 
 def report(api: Api, a: argparse.Namespace) -> Shown:
     params = {"format": "json" if a.json else "md"}
     path = f"/v1/budgets/{resolve(api, BUDGET, a.budget)}/report"
     return api.call("GET", path, params=params), str
+
+
+def _page(a: argparse.Namespace) -> dict[str, Any]:
+    return {"limit": a.limit, "cursor": a.cursor}
 
 
 def _given(**values: Any) -> dict[str, Any]:
@@ -629,6 +662,15 @@ RUN_STATES = tuple(s.value for s in RunStatus)
 SEVERITIES = tuple(s.value for s in Severity)
 
 
+def _paging(parser: argparse.ArgumentParser, order: str) -> None:
+    parser.add_argument(
+        "--limit", type=int, default=PAGE, help=f"at most this many, {order} (default {PAGE})"
+    )
+    parser.add_argument(
+        "--cursor", help="the next page: the cursor the previous page's output ends with"
+    )
+
+
 def _budget_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("budget", metavar="BUDGET", help="the budget's name or id")
 
@@ -665,7 +707,7 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "--thresholds", type=_thresholds, metavar="PCTS", help="alert thresholds, e.g. 50,80,90"
     )
     declare.add_argument("--note", help="what the budget covers")
-    verb(budgets, "list", "every budget with its figures", budget_list)
+    _paging(verb(budgets, "list", "budgets with their figures", budget_list), "oldest first")
     _budget_arg(verb(budgets, "show", "one budget with its figures", budget_show))
     closing = verb(
         budgets, "close", "close a budget whose pods have stopped; its runs end", budget_close
@@ -702,6 +744,7 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     )
     listing = verb(pods, "list", "pods with their state, rate and spend", pod_list)
     listing.add_argument("--budget", metavar="BUDGET", help="only this budget's (name or id)")
+    _paging(listing, "oldest first")
     _pod_arg(verb(pods, "show", "a pod with its spend, stop order and GPUs", pod_show))
     stop = verb(pods, "stop", "stop a pod, keeping its workspace, after its job saves", pod_stop)
     _pod_arg(stop)
@@ -733,6 +776,7 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         metavar="STATE",
         help=f"only runs in this state: {', '.join(RUN_STATES)}",
     )
+    _paging(listing, "oldest first")
     shown = verb(runs, "show", "a run with its step, checkpoint and directive", run_show)
     shown.add_argument("run", metavar="RUN", help="the run's name or id")
 
@@ -746,7 +790,10 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     token.add_argument(
         "--expires-at", metavar="TIME", help="ISO 8601 time it stops working (default: never)"
     )
-    verb(tokens, "list", "every token: whom it is for, whether it still works", token_list)
+    _paging(
+        verb(tokens, "list", "tokens: whom each is for, whether it still works", token_list),
+        "newest first",
+    )
     revoking = verb(tokens, "revoke", "end a token now", token_revoke)
     revoking.add_argument("token_id")
 
@@ -763,13 +810,16 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     listing = verb(exts, "list", "extension requests", ext_list)
     listing.add_argument("--budget", metavar="BUDGET", help="only this budget's (name or id)")
     listing.add_argument("--state", help="pending, approved, denied or expired")
+    _paging(listing, "oldest first")
     for decision in ("approve", "deny"):
         decide = verb(exts, decision, f"{decision} a pending extension (once)", ext_decide)
         decide.add_argument("extension_id")
         decide.add_argument("--note", help="recorded with the decision")
         decide.set_defaults(decision=decision)
 
-    log = verb(commands, "events", "the event log, oldest first (over HTTP)", events)
+    log = verb(
+        commands, "events", "the event log's latest events, shown oldest first (over HTTP)", events
+    )
     log.add_argument("--budget", metavar="BUDGET", help="only this budget's (name or id)")
     log.add_argument(
         "--severity",
@@ -779,7 +829,7 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     log.add_argument("--category", help="budget, telemetry, provider, harness, model, ...")
     log.add_argument("--subject", help="e.g. pod:pod_123")
     log.add_argument("--since", help="ISO 8601 time")
-    log.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
+    _paging(log, "the latest (the next page: those before)")
 
     record = verb(commands, "report", "a budget's run report, as Markdown (over HTTP)", report)
     _budget_arg(record)

@@ -201,6 +201,14 @@ class Settings(ProviderSettings, BaseSettings):
     metrics_require_token: bool = Field(
         False, description="Serve /metrics to viewer and operator tokens only (open otherwise)."
     )
+    report_timeline_events: int = Field(
+        200,
+        ge=1,
+        le=100_000,
+        description="The most events a budget report lists in its timeline, the latest (each "
+        "failure category lists its latest 10 at most); it says how many it left out. Its "
+        "figures count all.",
+    )
     max_body_bytes: int = Field(
         1_048_576,
         ge=1024,

@@ -7,13 +7,14 @@ from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from governor.db.engine import read_only, unit_of_work
+from governor.db.keyset import DEFAULT_LIMIT, MAX_CURSOR_CHARS, MAX_LIMIT, PageRequest
 from governor.domain.errors import Unauthenticated
 from governor.domain.model import Role
 from governor.services.auth_limits import client_address
@@ -72,6 +73,25 @@ async def _now(context: Context) -> datetime:
 
 
 Now = Annotated[datetime, Depends(_now)]
+
+
+def _page_request(
+    limit: Annotated[
+        int, Query(ge=1, le=MAX_LIMIT, description=f"items per page, at most {MAX_LIMIT}")
+    ] = DEFAULT_LIMIT,
+    cursor: Annotated[
+        str | None,
+        Query(
+            max_length=MAX_CURSOR_CHARS,
+            pattern=r"^[A-Za-z0-9_-]+$",
+            description="the `next_cursor` of the page before; left out, the first page",
+        ),
+    ] = None,
+) -> PageRequest:
+    return PageRequest(limit, cursor)
+
+
+Paging = Annotated[PageRequest, Depends(_page_request)]
 
 
 _BOUND: dict[str, Callable[[Principal, str], None]] = {

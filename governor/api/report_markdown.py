@@ -13,7 +13,7 @@ from governor.db.tables import EventRow, PodRow
 from governor.domain.attribution import STOPPED_STORAGE, UNPHASED
 from governor.domain.model import EntryKind
 from governor.domain.money import ZERO, dollars
-from governor.services.report import PodBill, Report, Stop
+from governor.services.report import Listed, PodBill, Report, Stop
 
 LABEL = {
     STOPPED_STORAGE: "stopped storage",
@@ -165,10 +165,10 @@ def _stops(stops: Sequence[Stop], pods: dict[str, PodRow]) -> str:
 
 def _failures(r: Report) -> str:
     lines = ["## Failures by category", ""]
-    lines += [f"- {c.value}: {len(rows)}" for c, rows in r.failures.items()]
-    for category, rows in r.failures.items():
-        if rows:
-            lines += ["", f"### {category.value}", "", *_events(rows)]
+    lines += [f"- {c.value}: {listed.total}" for c, listed in r.failures.items()]
+    for category, listed in r.failures.items():
+        if listed.events:
+            lines += ["", f"### {category.value}", "", *_listed(listed)]
     return "\n".join(lines)
 
 
@@ -246,8 +246,13 @@ def _memory(r: Report) -> str:
     )
 
 
-def _timeline(events: Sequence[EventRow]) -> str:
-    return "\n".join(["## Timeline", "", *(_events(events) or ["No events."])])
+def _timeline(timeline: Listed) -> str:
+    return "\n".join(["## Timeline", "", *(_listed(timeline) or ["No events."])])
+
+
+def _listed(listed: Listed) -> list[str]:
+    note = listed.note
+    return [*([f"*{note}*", ""] if note else []), *_events(listed.events)]
 
 
 def _events(events: Iterable[EventRow]) -> list[str]:

@@ -64,8 +64,10 @@ class StopOut(StopOrderOut):
 
 class FailuresOut(BaseModel):
     category: Category
-    count: int
-    events: list[EventOut]
+    count: int = Field(description="every occurrence, listed or not (folded ones included)")
+    events: list[EventOut] = Field(description="the latest 10 at most, oldest first")
+    events_left_out: int = Field(description="the earlier events not listed")
+    earlier_events: str | None = Field(description="the API call that pages through them")
 
 
 class MetricOut(BaseModel):
@@ -123,7 +125,13 @@ class ReportOut(BaseModel):
     failures: list[FailuresOut]
     extensions: list[ExtensionOut]
     memory: MemoryOut
-    timeline: list[EventOut]
+    timeline: list[EventOut] = Field(
+        description="the budget's latest events (GOVERNOR_REPORT_TIMELINE_EVENTS), oldest first"
+    )
+    timeline_left_out: int = Field(description="the earlier events not in the timeline")
+    earlier_events: str | None = Field(
+        description="the API call that pages through the events left out (null: none are)"
+    )
 
 
 def report(session: Session, r: Report) -> ReportOut:
@@ -146,9 +154,13 @@ def report(session: Session, r: Report) -> ReportOut:
         stops=[_stop(s) for s in r.stops],
         failures=[
             FailuresOut(
-                category=c, count=sum(e.count for e in rows), events=[views.event(e) for e in rows]
+                category=c,
+                count=listed.occurrences,
+                events=[views.event(e) for e in listed.events],
+                events_left_out=listed.left_out,
+                earlier_events=listed.earlier,
             )
-            for c, rows in r.failures.items()
+            for c, listed in r.failures.items()
         ],
         extensions=[views.extension(e) for e in r.extensions],
         memory=MemoryOut(
@@ -156,7 +168,9 @@ def report(session: Session, r: Report) -> ReportOut:
             plans=[_verdict(p) for p in r.plans],
             admitted=[PlanLineOut.model_validate(p) for p in r.admitted],
         ),
-        timeline=[views.event(e) for e in r.timeline],
+        timeline=[views.event(e) for e in r.timeline.events],
+        timeline_left_out=r.timeline.left_out,
+        earlier_events=r.timeline.earlier,
     )
 
 

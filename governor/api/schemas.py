@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -29,6 +30,7 @@ from governor.api.safe_input import (
     json_limits,
     line,
 )
+from governor.db import keyset
 from governor.domain.health import MAX_WINDOW, Goal, Measure, Response
 from governor.domain.health import Kind as HealthKind
 from governor.domain.model import (
@@ -110,6 +112,22 @@ Node = Annotated[
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+Item = TypeVar("Item")
+
+
+class Page(BaseModel, Generic[Item]):
+    """One page of a list: follow `next_cursor` (as `?cursor=`) until it is null."""
+
+    items: list[Item]
+    next_cursor: str | None = Field(
+        description="pass it as `cursor` for the next page; null on the last page"
+    )
+
+    @classmethod
+    def of(cls, page: keyset.Page[Any], convert: Callable[[Any], Item]) -> Page[Item]:
+        return cls(items=[convert(i) for i in page.items], next_cursor=page.next_cursor)
 
 
 # --- budgets -------------------------------------------------------------------------

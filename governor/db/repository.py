@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import Row, Select, Update, bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
 
+from governor.db.keyset import Keyset, Page, PageRequest
 from governor.db.tables import (
     BudgetRow,
     EventRow,
@@ -38,6 +39,15 @@ from governor.domain.model import (
 from governor.domain.money import ZERO
 from governor.domain.notice import at_least
 from governor.domain.stop_order import ACTIVE_STATES
+
+# The order of each list the API pages through, the row's id breaking ties.
+BUDGETS = Keyset("budgets", (BudgetRow.created_at, BudgetRow.id))
+PODS = Keyset("pods", (PodRow.created_at, PodRow.id))
+RUNS = Keyset("runs", (RunRow.created_at, RunRow.id))
+EXTENSIONS = Keyset("extensions", (ExtensionRow.created_at, ExtensionRow.id))
+TOKENS = Keyset("tokens", (TokenRow.created_at, TokenRow.id), descending=True)
+EVENTS = Keyset("events", (EventRow.id,), descending=True)
+PLAN_CHECKS = Keyset("plans", (PlanCheckRow.created_at, PlanCheckRow.id))
 
 
 def get_budget(
@@ -85,16 +95,19 @@ def billing_budget_ids(session: Session) -> Sequence[str]:
     ).all()
 
 
-def list_budgets(session: Session) -> Sequence[BudgetRow]:
-    return session.scalars(select(BudgetRow).order_by(BudgetRow.created_at)).all()
+def budget_ids(session: Session) -> Sequence[str]:
+    """Every budget's id, oldest first."""
+    return session.scalars(BUDGETS.ordered(select(BudgetRow.id))).all()
 
 
-def budget_ids(session: Session, *, name: str | None = None) -> Sequence[str]:
-    """Every budget's id, oldest first; with `name`, those of the budgets so named."""
-    query = select(BudgetRow.id).order_by(BudgetRow.created_at)
+def budgets_page(
+    session: Session, request: PageRequest, *, name: str | None = None
+) -> Page[BudgetRow]:
+    """A page of the budgets, oldest first; with `name`, of those so named."""
+    query = select(BudgetRow)
     if name is not None:
         query = query.where(BudgetRow.name == name)
-    return session.scalars(query).all()
+    return BUDGETS.page(session, query, request)
 
 
 def open_budget_named(session: Session, name: str) -> BudgetRow | None:
@@ -176,15 +189,20 @@ def get_extension(session: Session, extension_id: str) -> ExtensionRow:
 
 
 def pods(
-    session: Session, *, budget_id: str | None = None, name: str | None = None
-) -> Sequence[PodRow]:
-    """Pods, oldest first; with `budget_id` those of that budget, with `name` those so named."""
-    query = select(PodRow).order_by(PodRow.created_at, PodRow.id)
+    session: Session,
+    request: PageRequest,
+    *,
+    budget_id: str | None = None,
+    name: str | None = None,
+) -> Page[PodRow]:
+    """A page of pods, oldest first; with `budget_id` those of that budget, with `name` those
+    so named."""
+    query = select(PodRow)
     if budget_id is not None:
         query = query.where(PodRow.budget_id == budget_id)
     if name is not None:
         query = query.where(PodRow.name == name)
-    return session.scalars(query).all()
+    return PODS.page(session, query, request)
 
 
 def pod_named(session: Session, budget_id: str, name: str) -> PodRow | None:
@@ -271,20 +289,21 @@ def pod_total(session: Session, pod_id: str, kind: EntryKind) -> Decimal:
 
 def runs(
     session: Session,
+    request: PageRequest,
     *,
     budget_id: str | None = None,
     name: str | None = None,
     status: RunStatus | None = None,
-) -> Sequence[RunRow]:
-    """Runs, oldest first, narrowed by budget, name and status where given."""
-    query = select(RunRow).order_by(RunRow.created_at, RunRow.id)
+) -> Page[RunRow]:
+    """A page of runs, oldest first, narrowed by budget, name and status where given."""
+    query = select(RunRow)
     if budget_id is not None:
         query = query.where(RunRow.budget_id == budget_id)
     if name is not None:
         query = query.where(RunRow.name == name)
     if status is not None:
         query = query.where(RunRow.status == status)
-    return session.scalars(query).all()
+    return RUNS.page(session, query, request)
 
 
 def runs_of(session: Session, budget_id: str) -> Sequence[RunRow]:
@@ -350,15 +369,30 @@ def approved_extensions_by_budget(
     return {budget_id: total or ZERO for budget_id, total in rows}
 
 
-def extensions(
-    session: Session, *, budget_id: str | None = None, state: ExtensionState | None = None
-) -> Sequence[ExtensionRow]:
-    query = select(ExtensionRow).order_by(ExtensionRow.created_at)
+def _extensions(budget_id: str | None, state: ExtensionState | None) -> Select[Any]:
+    query = select(ExtensionRow)
     if budget_id is not None:
         query = query.where(ExtensionRow.budget_id == budget_id)
     if state is not None:
         query = query.where(ExtensionRow.state == state)
-    return session.scalars(query).all()
+    return query
+
+
+def extensions(
+    session: Session, *, budget_id: str | None = None, state: ExtensionState | None = None
+) -> Sequence[ExtensionRow]:
+    """Every extension request so narrowed, oldest first."""
+    return session.scalars(EXTENSIONS.ordered(_extensions(budget_id, state))).all()
+
+
+def extensions_page(
+    session: Session,
+    request: PageRequest,
+    *,
+    budget_id: str | None = None,
+    state: ExtensionState | None = None,
+) -> Page[ExtensionRow]:
+    return EXTENSIONS.page(session, _extensions(budget_id, state), request)
 
 
 def pending_extension_of_run(session: Session, budget_id: str, run_id: str) -> ExtensionRow | None:
@@ -406,8 +440,9 @@ def token_by_hash(session: Session, token_hash: str) -> TokenRow | None:
     return session.scalars(select(TokenRow).where(TokenRow.token_hash == token_hash)).one_or_none()
 
 
-def all_tokens(session: Session) -> Sequence[TokenRow]:
-    return session.scalars(select(TokenRow).order_by(TokenRow.created_at.desc())).all()
+def tokens(session: Session, request: PageRequest) -> Page[TokenRow]:
+    """A page of the tokens on file, newest first."""
+    return TOKENS.page(session, select(TokenRow), request)
 
 
 def get_token(session: Session, token_id: str) -> TokenRow:
@@ -449,6 +484,50 @@ def events(
 ) -> Sequence[EventRow]:
     """The latest events, newest first: `severity` is that one alone, `min_severity` it or
     worse."""
+    filters = _events(budget_id, severity, min_severity, category, subject, since)
+    return session.scalars(EVENTS.ordered(filters).limit(limit)).all()
+
+
+def events_page(
+    session: Session,
+    request: PageRequest,
+    *,
+    budget_id: str | None = None,
+    severity: Severity | None = None,
+    min_severity: Severity | None = None,
+    category: Category | None = None,
+    subject: str | None = None,
+    since: datetime | None = None,
+) -> Page[EventRow]:
+    """A page of the event log, newest first, narrowed as `events` narrows it."""
+    filters = _events(budget_id, severity, min_severity, category, subject, since)
+    return EVENTS.page(session, filters, request)
+
+
+def event_tally(
+    session: Session,
+    *,
+    budget_id: str | None = None,
+    min_severity: Severity | None = None,
+    category: Category | None = None,
+) -> tuple[int, int]:
+    """How many events so narrowed there are, and how many occurrences they hold (those
+    folded into them included)."""
+    query = _events(budget_id, None, min_severity, category, None, None)
+    rows, occurrences = session.execute(
+        query.with_only_columns(func.count(), func.coalesce(func.sum(EventRow.count), 0))
+    ).one()
+    return int(rows), int(occurrences)
+
+
+def _events(
+    budget_id: str | None,
+    severity: Severity | None,
+    min_severity: Severity | None,
+    category: Category | None,
+    subject: str | None,
+    since: datetime | None,
+) -> Select[Any]:
     query = select(EventRow)
     if budget_id is not None:
         query = query.where(EventRow.budget_id == budget_id)
@@ -464,7 +543,7 @@ def events(
         query = query.where(EventRow.subject == subject)
     if since is not None:
         query = query.where(EventRow.last_at >= since)  # a folded event: its latest counts
-    return session.scalars(query.order_by(EventRow.id.desc()).limit(limit)).all()
+    return query
 
 
 def foldable_event(
@@ -525,11 +604,8 @@ def runs_of_plan(session: Session, budget_id: str, job_id: str) -> Sequence[RunR
 
 def plan_checks_of_budgets(session: Session, budget_ids: Sequence[str]) -> Sequence[PlanCheckRow]:
     """The verdicts of several budgets, oldest first."""
-    return session.scalars(
-        select(PlanCheckRow)
-        .where(PlanCheckRow.budget_id.in_(budget_ids))
-        .order_by(PlanCheckRow.created_at, PlanCheckRow.id)
-    ).all()
+    query = select(PlanCheckRow).where(PlanCheckRow.budget_id.in_(budget_ids))
+    return session.scalars(PLAN_CHECKS.ordered(query)).all()
 
 
 def get_plan_check(session: Session, plan_id: str) -> PlanCheckRow:
@@ -542,3 +618,9 @@ def get_plan_check(session: Session, plan_id: str) -> PlanCheckRow:
 def plan_checks_of(session: Session, budget_id: str) -> Sequence[PlanCheckRow]:
     """A budget's preflight verdicts, oldest first."""
     return plan_checks_of_budgets(session, [budget_id])
+
+
+def plan_checks_page(session: Session, budget_id: str, request: PageRequest) -> Page[PlanCheckRow]:
+    """A page of a budget's preflight verdicts, oldest first."""
+    query = select(PlanCheckRow).where(PlanCheckRow.budget_id == budget_id)
+    return PLAN_CHECKS.page(session, query, request)

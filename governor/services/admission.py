@@ -27,6 +27,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
+from governor.db.keyset import Page, PageRequest
 from governor.db.tables import BudgetRow, PlanCheckRow, PodRow, RunRow
 from governor.domain.errors import Conflict, Invalid
 from governor.domain.model import Action, Category, Reason, Severity
@@ -174,6 +175,16 @@ def reservations(session: Session, book: Book, except_job: str | None = None) ->
         left = ZERO if released else max(ZERO, plan.worst_case_usd - spent)
         held.append(Reservation(plan, spent, left, released))
     return held
+
+
+def reservations_page(session: Session, book: Book, request: PageRequest) -> Page[Reservation]:
+    """A page of the budget's admitted plans, in the order of their latest checks."""
+    held = sorted(reservations(session, book), key=_latest_check)
+    return repo.PLAN_CHECKS.page_of(held, _latest_check, request)
+
+
+def _latest_check(held: Reservation) -> tuple[Any, ...]:
+    return repo.PLAN_CHECKS.key_of(held.plan)
 
 
 def _admitted(plan: PlanCheckRow) -> bool:
@@ -402,10 +413,10 @@ def withdraw(
     return plan
 
 
-def history(session: Session, budget_id: str) -> Sequence[PlanCheckRow]:
-    """Every verdict given on the budget's plans, oldest first."""
+def history(session: Session, budget_id: str, request: PageRequest) -> Page[PlanCheckRow]:
+    """A page of the verdicts given on the budget's plans, oldest first."""
     repo.get_budget(session, budget_id)
-    return repo.plan_checks_of(session, budget_id)
+    return repo.plan_checks_page(session, budget_id, request)
 
 
 def _summary(plan: Plan, admission: Admission, available: Decimal) -> str:

@@ -10,6 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
+from governor.db.keyset import Page, PageRequest
 from governor.db.tables import BudgetRow, PodRow
 from governor.domain.budget_lifecycle import may_close
 from governor.domain.errors import Conflict
@@ -157,6 +158,13 @@ def book(session: Session, config: GovernorConfig, budget_id: str, now: datetime
 
 
 def books(
-    session: Session, config: GovernorConfig, now: datetime, *, name: str | None = None
-) -> list[Book]:
-    return open_books(session, repo.budget_ids(session, name=name), now, config)
+    session: Session,
+    config: GovernorConfig,
+    now: datetime,
+    request: PageRequest,
+    *,
+    name: str | None = None,
+) -> Page[Book]:
+    """A page of the budgets' books, oldest first; with `name`, of the budgets so named."""
+    page = repo.budgets_page(session, request, name=name)
+    return Page(open_books(session, [b.id for b in page.items], now, config), page.next_cursor)

@@ -90,21 +90,26 @@ def heartbeat(
 ) -> Directive:
     """Record any beat and answer with the run's directive, in the caller's transaction: the
     run's own row, its pod's stop order when it has been told to stop (locked alone, to take
-    an acknowledgement), and the figures the latest enforcement pass kept on the budget."""
+    an acknowledgement), and the figures the latest enforcement pass kept on the budget.
+
+    Rows are locked in the order the enforcement pass and the stop task take them: the budget,
+    the stop order, then the run's row; the other way round, a beat writing its run while the
+    stop task ends that run under the order's lock would deadlock."""
     run, kept = repo.run_with(session, run_id, *KEPT_FIGURES)
     health, found = training_health.judge(run, beat.metrics, beat.step)
     stopping = run.health_stop is None and any(f.action is Response.STOP for f in found)
-    if stopping:  # the budget first, as the enforcement pass takes it, before the run's row
+    if stopping:
         repo.get_budget(session, run.budget_id, lock=True)
+    told = run.directive is Action.STOP
+    order = repo.latest_stop_order(session, run.pod_id, lock=True) if told else None
     _record(session, run, beat, now, health)
     if run.status.is_live and training_health.act(session, run, found, now):
         session.flush()
         enforce(session, config, run.budget_id, now)  # a health stop is ordered at once
-    order = None
-    if run.directive is Action.STOP:
-        order = repo.latest_stop_order(session, run.pod_id, lock=True)
-        if order is not None and order.state in ACTIVE_STATES:
-            _advance_order(session, run, order, beat, now)
+        if run.directive is Action.STOP:  # the order this beat gave: this transaction's own
+            order = repo.latest_stop_order(session, run.pod_id, lock=True)
+    if order is not None and order.state in ACTIVE_STATES:
+        _advance_order(session, run, order, beat, now)
     return _directive(session, config, run, kept, order, now)
 
 

@@ -48,6 +48,7 @@ class GovernorConfig:
     health_rules: tuple[HealthRule, ...] = ()  # the server's defaults for every run
     exported_run_metrics: tuple[str, ...] = ()  # the run metrics /metrics exports, by name
     require_plan: bool = False  # what a budget declared without saying requires
+    report_timeline_events: int = 200  # a report's timeline: the latest so many events
 
     def watch_for(self, overrides: dict[str, float] | None) -> Watch:
         """A run's GPU and progress thresholds: the defaults, with its own overrides on top."""

@@ -13,12 +13,14 @@ from typing import Any
 from sqlalchemy import and_, func, insert, select
 from sqlalchemy.orm import Session
 
+from governor.db.keyset import FIRST, Keyset, Page, PageRequest
 from governor.db.tables import RunMetricRow
 from governor.domain.health import number
 from governor.services import minutes
 from governor.services.minutes import MINUTE, RAW
 
-SERIES_LIMIT = 10_000  # points one read returns
+SERIES_LIMIT = 10_000  # points a chart reads
+POINTS = Keyset("metrics", (RunMetricRow.at, RunMetricRow.id))
 _INSERT = insert(RunMetricRow.__table__)  # built once: the heartbeat's hot path
 
 
@@ -45,17 +47,19 @@ def record(
 
 
 def series(
-    session: Session, run_id: str, name: str | None, since: datetime | None
-) -> Sequence[RunMetricRow]:
-    """A run's points, oldest first: one metric or all, from `since` on."""
+    session: Session,
+    run_id: str,
+    name: str | None,
+    since: datetime | None,
+    request: PageRequest = FIRST,
+) -> Page[RunMetricRow]:
+    """A page of a run's points, oldest first: one metric or all, from `since` on."""
     query = select(RunMetricRow).where(RunMetricRow.run_id == run_id)
     if name is not None:
         query = query.where(RunMetricRow.name == name)
     if since is not None:
         query = query.where(RunMetricRow.at >= since)
-    return session.scalars(
-        query.order_by(RunMetricRow.at, RunMetricRow.id).limit(SERIES_LIMIT)
-    ).all()
+    return POINTS.page(session, query, request)
 
 
 def latest(

@@ -7,6 +7,11 @@ it actually spent. A negative result stays useful.
 Spend by phase splits every ledger accrual (and what has accrued since the last one) over
 the phase history of the pod's runs; true-ups and adjustments are shown as themselves. The
 parts add up to the budget's spent figure exactly.
+
+A report lists at most `report_timeline_events` events in its timeline (the latest), and only
+the latest few (FAILURES_LISTED) in each failure category, whose events the timeline lists
+too; it says how many it left out and where to page through them. Its figures (spend, failure
+counts) always count everything. What a report holds is bounded by those numbers of events.
 """
 
 from __future__ import annotations
@@ -16,11 +21,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
+from urllib.parse import urlencode
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
+from governor.db.keyset import PageRequest
 from governor.db.tables import (
     EventRow,
     ExtensionRow,
@@ -44,6 +52,7 @@ from governor.services.status import PlanLine, admitted_plans
 
 SPEND_LINES = (*BUCKETS, EntryKind.TRUE_UP.value, EntryKind.ADJUSTMENT.value)
 FAILURE_CATEGORIES = (Category.HARNESS, Category.MODEL, Category.PROVIDER)
+FAILURES_LISTED = 10  # each failure category: its count, and the latest so many events
 
 
 @dataclass(frozen=True)
@@ -83,12 +92,36 @@ class Peak:
 
 
 @dataclass(frozen=True)
+class Listed:
+    """Events as a report lists them: the latest, oldest first, and those it leaves out."""
+
+    events: list[EventRow]
+    left_out: int  # the earlier events not listed
+    occurrences: int  # of all of them, listed or not, those folded into them included
+    earlier: str | None  # the API call that pages through those left out
+
+    @property
+    def total(self) -> int:
+        return len(self.events) + self.left_out
+
+    @property
+    def note(self) -> str | None:
+        """What a reader is told when some are left out."""
+        if not self.left_out:
+            return None
+        return (
+            f"The latest {len(self.events)} of {self.total} events are listed; the "
+            f"{self.left_out} earlier ones are left out. GET {self.earlier} pages through them."
+        )
+
+
+@dataclass(frozen=True)
 class Report:
     book: Book
     spend: list[PodSpend]
-    timeline: list[EventRow]  # oldest first
+    timeline: Listed  # the budget's events
     stops: list[Stop]
-    failures: dict[Category, list[EventRow]]  # warning and critical, per failure category
+    failures: dict[Category, Listed]  # warning and critical, per failure category
     extensions: Sequence[ExtensionRow]
     metrics: dict[str, list[RunMetricRow]]  # per run: the last point of each metric, by name
     peaks: list[Peak]
@@ -106,18 +139,15 @@ class Report:
 
 def build(session: Session, config: GovernorConfig, budget_id: str, now: datetime) -> Report:
     book = open_book(session, budget_id, now, config)
-    timeline = list(
-        session.scalars(
-            select(EventRow).where(EventRow.budget_id == budget_id).order_by(EventRow.id)
-        ).all()
-    )
+    cap = config.report_timeline_events
+    few = min(cap, FAILURES_LISTED)
     return Report(
         book=book,
         spend=_spend(session, book),
-        timeline=timeline,
-        stops=_stops(session, budget_id, timeline),
+        timeline=_listed(session, cap, budget_id=budget_id),
+        stops=_stops(session, budget_id),
         failures={
-            c: [e for e in timeline if e.category is c and e.severity is not Severity.INFO]
+            c: _listed(session, few, budget_id=budget_id, category=c, min_severity=Severity.WARNING)
             for c in FAILURE_CATEGORIES
         },
         extensions=repo.extensions(session, budget_id=budget_id),
@@ -165,18 +195,36 @@ def _phase_spans(session: Session, runs: Sequence[RunRow]) -> dict[str, list[Pha
     return {r.id: spans_of(changes[r.id], r.ended_at) for r in runs}
 
 
-def _stops(session: Session, budget_id: str, timeline: Sequence[EventRow]) -> list[Stop]:
+def _listed(session: Session, cap: int, **narrowed: Any) -> Listed:
+    """The latest `cap` events so narrowed, and how to read the rest over the API."""
+    latest = repo.events_page(session, PageRequest(limit=cap), **narrowed)
+    rows, occurrences = repo.event_tally(session, **narrowed)
+    earlier = None
+    if latest.next_cursor is not None:
+        query = {k: getattr(v, "value", v) for k, v in narrowed.items()}
+        earlier = f"/v1/events?{urlencode({**query, 'cursor': latest.next_cursor})}"
+    shown = latest.items[::-1]
+    return Listed(shown, max(rows - len(shown), 0), occurrences, earlier)
+
+
+def _stops(session: Session, budget_id: str) -> list[Stop]:
+    """The budget's stop orders, each with the decision that ordered it: the first event
+    recorded at the order's instant that names it."""
     orders = session.scalars(
         select(StopOrderRow)
         .where(StopOrderRow.budget_id == budget_id)
         .order_by(StopOrderRow.created_at)
     ).all()
-    decided: dict[str, str] = {}
-    for event in timeline:
-        order_id = event.evidence.get("stop_order")
-        if isinstance(order_id, str):
-            decided.setdefault(order_id, event.message)
-    return [Stop(order, decided.get(order.id)) for order in orders]
+    stops = []
+    for order in orders:
+        recorded = session.scalars(
+            select(EventRow)
+            .where(EventRow.budget_id == budget_id, EventRow.at == order.created_at)
+            .order_by(EventRow.id)
+        )
+        why = next((e.message for e in recorded if e.evidence.get("stop_order") == order.id), None)
+        stops.append(Stop(order, why))
+    return stops
 
 
 def _peaks(session: Session, runs: Sequence[RunRow]) -> list[Peak]:

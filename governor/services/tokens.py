@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from governor.db import repository as repo
 from governor.db.engine import read_only
+from governor.db.keyset import Page, PageRequest
 from governor.db.tables import TokenRow
 from governor.domain.errors import Conflict, Forbidden, Unauthenticated
 from governor.domain.model import Category, Role, Severity
@@ -289,9 +290,9 @@ def _revoke(rows: Sequence[TokenRow], now: datetime) -> None:
             row.revoked_at = now
 
 
-def listing(session: Session) -> Sequence[TokenRow]:
-    """Every token on file, newest first: never the token itself, which is not kept."""
-    return repo.all_tokens(session)
+def listing(session: Session, request: PageRequest) -> Page[TokenRow]:
+    """A page of the tokens on file, newest first: never the token itself, which is not kept."""
+    return repo.tokens(session, request)
 
 
 def grant(

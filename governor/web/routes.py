@@ -15,6 +15,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 
+from governor.db.keyset import WHOLE
 from governor.domain.errors import Conflict, Forbidden, NotFound, Unauthenticated
 from governor.services import extensions, logins, pages, report_html, resumes, status, tokens
 from governor.services.auth_limits import TooManyAttempts, client_address
@@ -286,9 +287,10 @@ def tokens_page(request: Request, kit: WebKit, page: SignedIn, tx: Tx, now: Now)
     if not page.can_decide:
         return _refused("Tokens are for operators: sign in with an operator token to see them.")
     with tx() as session:
-        rows = tokens.listing(session)
+        shown = tokens.listing(session, WHOLE)
     context = {
-        "tokens": rows,
+        "tokens": shown.items,
+        "more": shown.next_cursor is not None,
         "at": now,
         "page": page,
         "notice": NOTICES.get(request.query_params.get("notice", "")),

@@ -87,3 +87,16 @@ def test_takeover_benchmark() -> None:
         assert record["bench"] == "takeover" and record["from"] != record["to"], record
         assert record["takeover_s"] > 0 and record["bound_s"] > 0 and record["ratio"] > 0
     assert [r["term"] for r in records] == sorted({r["term"] for r in records})
+
+
+def test_footprint_worst_input_benchmark() -> None:
+    records = run_script("footprint.py", "sqlite", "--worst-input", "--quick")
+    assert {(r["bench"], r["db"]) for r in records} == {("footprint_worst_input", "sqlite")}
+    measures = by_measure(records)
+    readers = ["report_json", "report_md", "report_html", "events_pages"]
+    assert list(measures) == ["idle", "filled", *readers]
+    (filled,) = measures["filled"]
+    assert filled["events"] == 10 * 5  # --quick: 10 jobs, 5 events each, none refused
+    for name in readers:
+        (read,) = measures[name]
+        assert 0 < read["rss_mib"] <= read["peak_mib"] and read["response_mib"] > 0, read

@@ -508,7 +508,7 @@ def budget_events(client: httpx.Client, budget_id: str) -> list[dict[str, Any]]:
     """The budget's events, oldest first."""
     response = client.get("/v1/events", params={"budget_id": budget_id, "limit": 1000})
     assert response.status_code == 200, response.text[:500]
-    events: list[dict[str, Any]] = response.json()
+    events: list[dict[str, Any]] = response.json()["items"]
     return sorted(events, key=lambda e: int(e["id"]))
 
 

@@ -50,14 +50,16 @@ class World:
     def snapshot(self) -> dict[str, Any]:
         """Everything a bad request could have written, read back as an operator."""
         with self.server.client() as client:
-            budgets = ok(client.get("/v1/budgets"))
+            budgets = ok(client.get("/v1/budgets"))["items"]
             return {
                 "budgets": sorted(
                     (b["id"], b["name"], b["ceiling_usd"], b["effective_ceiling_usd"], b["state"])
                     for b in budgets
                 ),
-                "events": [e["id"] for e in ok(client.get("/v1/events", params={"limit": 1000}))],
-                "extensions": ok(client.get("/v1/extensions")),
+                "events": [
+                    e["id"] for e in ok(client.get("/v1/events", params={"limit": 1000}))["items"]
+                ],
+                "extensions": ok(client.get("/v1/extensions"))["items"],
                 "runs": [ok(client.get(f"/v1/runs/{self.ids[r]}")) for r in ("run_a", "run_b")],
                 "pods": [
                     {
@@ -294,7 +296,7 @@ def test_caller_without_the_right_token_is_refused_and_changes_nothing(
 def test_viewer_token_reads(world: World) -> None:
     """The control for the 403s above: the viewer token itself is good."""
     with world.server.client(world.tokens["viewer"]) as viewer:
-        assert len(ok(viewer.get("/v1/budgets"))) == 2
+        assert len(ok(viewer.get("/v1/budgets"))["items"]) == 2
         ok(viewer.get("/v1/pods/{pod_a}".format(**world.ids)))
 
 

@@ -60,7 +60,7 @@ def test_a_canary_whose_peak_fits_is_released_to_training(start_server: ServerFa
             job.phase = "training"
             wait_for(lambda: len(job.replies) > 20, "more training beats")
             assert all(r["action"] == "continue" for r in job.replies)
-        listed = ok(operator.get(f"/v1/budgets/{plan['budget_id']}/plans"))
+        listed = ok(operator.get(f"/v1/budgets/{plan['budget_id']}/plans"))["items"]
         assert listed[-1]["canary_released_by"] == "by telemetry"
         assert 55 < listed[-1]["canary_peak_gib"] < 75.7  # the healthy card holds 60 GiB
         assert ok(operator.get(f"/v1/pods/{pod['id']}"))["state"] == "running"
@@ -79,6 +79,8 @@ def test_a_canary_over_the_threshold_is_stopped_at_its_spend_cap(
         assert "of its $10.31 cap" in job.stop_replies[0]["message"]
         assert stopped["stop_order"]["reason"] == "canary-hold"
         assert (
-            ok(operator.get(f"/v1/budgets/{plan['budget_id']}/plans"))[-1]["canary_released_at"]
+            ok(operator.get(f"/v1/budgets/{plan['budget_id']}/plans"))["items"][-1][
+                "canary_released_at"
+            ]
             is None
         )

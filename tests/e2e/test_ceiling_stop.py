@@ -112,7 +112,9 @@ def test_job_that_ignores_stop_is_stopped_anyway_once_the_deadline_passes(
     # Nobody saved, so the governor waited for the deadline, and not a moment less.
     assert parse_time(order["sent_at"]) >= parse_time(order["deadline"])
 
-    events = ok(operator.get("/v1/events", params={"budget_id": budget["id"], "limit": 1000}))
+    events = ok(operator.get("/v1/events", params={"budget_id": budget["id"], "limit": 1000}))[
+        "items"
+    ]
     deadline_passed = [
         e
         for e in events

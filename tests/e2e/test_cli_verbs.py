@@ -114,7 +114,7 @@ def test_an_operator_runs_a_pilot_from_the_command_line(cli_server: GovernorServ
     assert "checkpoint grace   0.5 s" in created
     job_token = created.rstrip().splitlines()[-1].strip()
     assert job_token.startswith("gov_job_")  # shown once
-    [sft] = as_json(url, "run", "list", "--budget", "pilot", "--state", "running")
+    [sft] = as_json(url, "run", "list", "--budget", "pilot", "--state", "running")["items"]
     assert (sft["name"], sft["pod_id"]) == ("sft", pod["id"])
     runs = succeeds(url, "run", "list").splitlines()
     assert runs[1].split()[:5] == [sft["id"], "sft", "pilot", "gpu-a", "running"]
@@ -124,7 +124,7 @@ def test_an_operator_runs_a_pilot_from_the_command_line(cli_server: GovernorServ
         ok(job.post(f"/v1/runs/{sft['id']}/events", json=event), 201)
 
     asked = succeeds(url, "ext", "request", "pilot", "--amount", "50", "--reason", "one more eval")
-    [ext] = as_json(url, "ext", "list", "--budget", "pilot", "--state", "pending")
+    [ext] = as_json(url, "ext", "list", "--budget", "pilot", "--state", "pending")["items"]
     assert ext["id"] in asked and "$50.00" in asked and "pilot" in asked
     approved = succeeds(url, "ext", "approve", ext["id"], "--note", "fine")
     assert "approved" in approved and "fine" in approved
@@ -139,8 +139,16 @@ def test_an_operator_runs_a_pilot_from_the_command_line(cli_server: GovernorServ
     log = succeeds(url, "events", "--budget", "pilot")
     ids = [int(line.split()[0]) for line in log.splitlines()[1:]]
     assert ids == sorted(ids) and "Stop ordered (manual)" in log
-    severe = as_json(url, "events", "--budget", "pilot", "--severity", "warning")
+    severe = as_json(url, "events", "--budget", "pilot", "--severity", "warning")["items"]
     assert {e["severity"] for e in severe} == {"warning", "critical"}  # warning or worse
+    latest = succeeds(url, "events", "--budget", "pilot", "--limit", "2").splitlines()
+    assert latest[-1].startswith("2 shown; there are more: run the same command with --cursor")
+    cursor = latest[-1].split()[-1]
+    before = succeeds(url, "events", "--budget", "pilot", "--limit", "2", "--cursor", cursor)
+    newer, older = (
+        [int(row.split()[0]) for row in rows[1:3]] for rows in (latest, before.splitlines())
+    )
+    assert ids[-4:] == older + newer  # the page before the latest two, each shown oldest first
 
     report = succeeds(url, "report", "pilot")
     assert report.startswith(f"# Run report: pilot ({budget['id']})")

@@ -163,8 +163,9 @@ def extension_state(operator: httpx.Client, budget_id: str, extension_id: str) -
 
 
 def ok_list(response: httpx.Response) -> list[dict[str, Any]]:
+    """The items of a list's first page."""
     assert response.status_code == 200, response.text[:500]
-    body: list[dict[str, Any]] = response.json()
+    body: list[dict[str, Any]] = response.json()["items"]
     return body
 
 

@@ -105,7 +105,9 @@ def test_an_outage_is_a_clean_503_then_recovers_alarms_and_loses_no_money(
             response = operator.get("/v1/events", params={"severity": "critical"})
             if response.status_code != 200:
                 return None
-            return next((e for e in response.json() if "no replica led" in e["message"]), None)
+            return next(
+                (e for e in response.json()["items"] if "no replica led" in e["message"]), None
+            )
 
         event = wait_for(alarm, "a critical event about the time nobody metered")
 
@@ -114,7 +116,7 @@ def test_an_outage_is_a_clean_503_then_recovers_alarms_and_loses_no_money(
             if response.status_code != 200:
                 return None
             said = "metering and enforcement stopped at"
-            return next((e for e in response.json() if said in e["message"]), None)
+            return next((e for e in response.json()["items"] if said in e["message"]), None)
 
         outage = wait_for(resumed, "a critical event saying when metering stopped and resumed")
         asked_from = utcnow()

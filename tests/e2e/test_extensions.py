@@ -86,7 +86,7 @@ def test_pending_extension_does_not_delay_the_stop_and_is_decided_exactly_once(
     before = get_budget(operator, budget["id"])
     assert before["effective_ceiling_usd"] == "5.00"
     assert usd(before["spent_usd"]) <= Decimal("5.00")
-    still = ok(operator.get("/v1/extensions", params={"budget_id": budget["id"]}))
+    still = ok(operator.get("/v1/extensions", params={"budget_id": budget["id"]}))["items"]
     assert [(e["id"], e["state"]) for e in still] == [(pending["id"], "pending")]
 
     approved = ok(operator.post(f"/v1/extensions/{pending['id']}/approve", json={"note": "ok"}))
@@ -104,11 +104,11 @@ def test_pending_extension_does_not_delay_the_stop_and_is_decided_exactly_once(
     after = get_budget(operator, budget["id"])
     assert usd(after["effective_ceiling_usd"]) == Decimal("17.50")
     assert usd(after["approved_extensions_usd"]) == Decimal("12.50")
-    decided = ok(operator.get("/v1/extensions", params={"budget_id": budget["id"]}))
+    decided = ok(operator.get("/v1/extensions", params={"budget_id": budget["id"]}))["items"]
     assert {e["id"]: e["state"] for e in decided} == {
         pending["id"]: "approved",
         fresh["id"]: "approved",
     }
-    events = ok(operator.get("/v1/events", params={"subject": f"extension:{fresh['id']}"}))
+    events = ok(operator.get("/v1/events", params={"subject": f"extension:{fresh['id']}"}))["items"]
     approvals = [e for e in events if "approved by the bootstrap operator token" in e["message"]]
     assert len(approvals) == 1, [e["message"] for e in events]

@@ -73,12 +73,12 @@ def test_a_plan_gets_a_verdict_with_its_reasons_and_is_kept(
 
     viewer_token = ok(operator.post("/v1/tokens", json={"role": "viewer"}), 201)["token"]
     with server.client(viewer_token) as viewer:
-        listed = ok(viewer.get(f"/v1/budgets/{budget['id']}/plans"))
+        listed = ok(viewer.get(f"/v1/budgets/{budget['id']}/plans"))["items"]
         assert_error(submit(viewer, budget["id"], fresh()), 403)
     assert [(p["id"], p["verdict"]) for p in listed] == [(go["id"], "go"), (no_go["id"], "no_go")]
     assert listed[0] == go
 
-    events = ok(operator.get("/v1/events", params={"budget_id": budget["id"]}))
+    events = ok(operator.get("/v1/events", params={"budget_id": budget["id"]}))["items"]
     assert {e["subject"] for e in events} >= {f"plan:{go['id']}", f"plan:{no_go['id']}"}
     assert_error(operator.get("/v1/budgets/bud_missing/plans"), 404)
 
@@ -103,7 +103,7 @@ def test_a_bad_plan_is_a_422_naming_the_field(
     del missing["memory_per_gpu_gib"]["weights"]
     error = assert_error(submit(operator, budget["id"], missing), 422)
     assert error["message"] == "memory_per_gpu_gib.weights: Field required"
-    assert ok(operator.get(f"/v1/budgets/{budget['id']}/plans")) == []
+    assert ok(operator.get(f"/v1/budgets/{budget['id']}/plans"))["items"] == []
 
 
 def test_a_job_token_checks_plans_for_its_own_budget_only(
@@ -117,7 +117,7 @@ def test_a_job_token_checks_plans_for_its_own_budget_only(
         own = ok(submit(job, mine["id"], fresh()), 201)
         assert_error(job.get(f"/v1/budgets/{mine['id']}/plans"), 403)  # listing is for viewers
     assert own["verdict"] == "go"
-    assert ok(operator.get(f"/v1/budgets/{other['id']}/plans")) == []
+    assert ok(operator.get(f"/v1/budgets/{other['id']}/plans"))["items"] == []
 
 
 def test_a_no_go_plan_refuses_pods_and_runs_until_an_operator_overrides_it(
@@ -140,10 +140,10 @@ def test_a_no_go_plan_refuses_pods_and_runs_until_an_operator_overrides_it(
     report = operator.get(f"/v1/budgets/{budget['id']}/report", params={"format": "md"})
     assert f"no_go (overridden: {reason['reason']})" in report.text
 
-    admitted = ok(operator.get(f"/v1/budgets/{budget['id']}/plans/admitted"))
+    admitted = ok(operator.get(f"/v1/budgets/{budget['id']}/plans/admitted"))["items"]
     assert [(a["plan"]["id"], a["released"]) for a in admitted] == [(no_go["id"], False)]
     ok(operator.delete(f"/v1/budgets/{budget['id']}/plans/{no_go['id']}"))
-    assert ok(operator.get(f"/v1/budgets/{budget['id']}/plans/admitted")) == []
+    assert ok(operator.get(f"/v1/budgets/{budget['id']}/plans/admitted"))["items"] == []
     again = {**body, "provider_ref": "pod-2"}
     withdrawn = assert_error(operator.post(f"/v1/budgets/{budget['id']}/pods", json=again), 409)
     assert "withdrawn" in withdrawn["message"]

@@ -90,7 +90,7 @@ def test_an_exhausted_budget_is_extended_and_its_pod_resumed_from_the_checkpoint
     assert spent >= server.cloud_pod("pod-1").bill_usd(utcnow())
     ended = ok(operator.get(f"/v1/runs/{run['id']}"))
     assert (ended["status"], ended["attempt"]) == ("stopped", 2)
-    events = ok(operator.get("/v1/events", params={"subject": f"run:{run['id']}"}))
+    events = ok(operator.get("/v1/events", params={"subject": f"run:{run['id']}"}))["items"]
     assert not any("restart" in e["message"] for e in events)  # continued, not restarted
 
     closed = ok(

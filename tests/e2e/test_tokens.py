@@ -40,7 +40,7 @@ def test_tokens_are_listed_revoked_and_expire(
         assert expired
         assert "expired" in assert_error(viewer.get("/v1/budgets"), 401)["message"]
 
-    listed = {t["id"]: t for t in ok(operator.get("/v1/tokens"))}
+    listed = {t["id"]: t for t in ok(operator.get("/v1/tokens"))["items"]}
     assert listed[kept["id"]]["label"] == "grafana" and listed[kept["id"]]["revoked_at"] is None
     assert "token" not in listed[kept["id"]] and "token_hash" not in listed[kept["id"]]
     [bootstrap] = [t for t in listed.values() if t["bootstrap"]]

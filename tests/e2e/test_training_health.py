@@ -88,7 +88,9 @@ def test_a_reward_collapse_is_warned_then_stopped_naming_the_flatline_rule(
         stopped = wait_pod_stopped(operator, pod["id"], STOP_TIMEOUT_S)
         job.join()
     events = model_events(budget_events(operator, budget["id"]), run["id"])
-    series = ok(operator.get(f"/v1/runs/{run['id']}/metrics", params={"name": "reward_variance"}))
+    series = ok(operator.get(f"/v1/runs/{run['id']}/metrics", params={"name": "reward_variance"}))[
+        "items"
+    ]
 
     assert job.errors == []
     assert stopped["stop_order"]["reason"] == "flatline"
@@ -147,7 +149,7 @@ def test_a_nan_loss_is_stopped_naming_non_finite_without_asking_for_a_save(
     stopped = wait_pod_stopped(operator, pod["id"], STOP_TIMEOUT_S)
     events = model_events(budget_events(operator, budget["id"]), run["id"])
     run_now = ok(operator.get(f"/v1/runs/{run['id']}"))
-    series = ok(operator.get(f"/v1/runs/{run['id']}/metrics", params={"name": "loss"}))
+    series = ok(operator.get(f"/v1/runs/{run['id']}/metrics", params={"name": "loss"}))["items"]
 
     assert [r["action"] for r in replies] == ["continue"] * 3
     assert (nan["action"], nan["reason"]) == ("stop", "non-finite")

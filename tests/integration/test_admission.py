@@ -11,6 +11,7 @@ import pytest
 
 from governor.api.schemas import PlanIn
 from governor.db import repository as repo
+from governor.db.keyset import FIRST
 from governor.db.tables import PlanCheckRow
 from governor.domain.errors import Invalid, NotFound
 from governor.domain.preflight.rules import Verdict
@@ -89,10 +90,10 @@ def test_verdicts_are_kept_per_budget(gov: Governor) -> None:
     assert row.verdict is Verdict.NO_GO
     assert row.reasons[0]["rule"] == "canary_before_train"
     with gov.session() as s:
-        assert [r.id for r in admission.history(s, mine)] == [row.id]
-        assert admission.history(s, other) == []
+        assert [r.id for r in admission.history(s, mine, FIRST).items] == [row.id]
+        assert admission.history(s, other, FIRST).items == []
         with pytest.raises(NotFound):
-            admission.history(s, "bud_missing")
+            admission.history(s, "bud_missing", FIRST)
 
 
 def test_an_absurd_worst_case_is_refused_not_stored(gov: Governor) -> None:

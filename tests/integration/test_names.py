@@ -27,7 +27,7 @@ def declare(client: TestClient, name: str) -> httpx.Response:
 
 def named(client: TestClient, path: str, **params: str) -> list[str]:
     """The ids found, sorted (the clock stands still: all were made at the same instant)."""
-    return sorted(found["id"] for found in ok(client.get(path, params=params)))
+    return sorted(found["id"] for found in ok(client.get(path, params=params))["items"])
 
 
 def test_a_budget_name_is_taken_until_its_budget_closes(client: TestClient) -> None:
@@ -75,7 +75,7 @@ def test_a_pod_is_named_after_its_reference_unless_named_and_once_per_budget(
     assert named(client, "/v1/pods", name="gpu") == sorted([gpu["id"], other["id"]])
     assert named(client, "/v1/pods", name="gpu", budget_id=b["budget"]) == [other["id"]]
     assert named(client, "/v1/pods", budget_id=a["budget"]) == sorted([a["pod"], gpu["id"]])
-    assert ok(client.get("/v1/pods", params={"name": "gpu"}))[0]["spent_usd"] == "0.00"
+    assert ok(client.get("/v1/pods", params={"name": "gpu"}))["items"][0]["spent_usd"] == "0.00"
 
 
 def test_runs_are_listed_by_budget_name_and_status(client: TestClient) -> None:
@@ -114,7 +114,7 @@ def test_events_filter_by_a_severity_or_by_a_minimum_severity(
             )
 
     def severities(**params: str) -> list[str]:
-        found = ok(client.get("/v1/events", params={"budget_id": budget, **params}))
+        found = ok(client.get("/v1/events", params={"budget_id": budget, **params}))["items"]
         return sorted({e["severity"] for e in found})
 
     assert severities(min_severity="warning") == ["critical", "warning"]

@@ -5,13 +5,18 @@ reservation against its spend (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
 
 from governor.api import report_view
 from governor.api.report_markdown import render
 from governor.api.schemas import PlanIn
 from governor.db import repository as repo
+from governor.db.keyset import PageRequest
 from governor.domain.health import HealthRule, Kind, Response
 from governor.domain.model import (
     Category,
@@ -154,20 +159,109 @@ def test_stops_failures_and_extensions_are_on_record(gov: Governor) -> None:
     assert stop.order.ack_checkpoint == {"step": 1, "path": "/workspace/ckpt-1"}
     assert stop.order.confirmed_at is not None
 
-    assert {c.value: len(rows) for c, rows in r.failures.items()} == {
+    assert {c.value: listed.total for c, listed in r.failures.items()} == {
         "harness": 1,  # the checkpoint notes are info, not failures
         "model": 0,
         "provider": 0,
     }
-    assert r.failures[Category.HARNESS][0].message == "dataloader worker crashed"
+    assert r.failures[Category.HARNESS].events[0].message == "dataloader worker crashed"
     [ext] = r.extensions
     assert (ext.state, ext.amount_usd, ext.decision_note) == (
         ExtensionState.APPROVED,
         D("20"),
         "last one",
     )
-    assert [e.id for e in r.timeline] == sorted(e.id for e in r.timeline)
-    assert any(e.subject == f"run:{run}" for e in r.timeline)
+    assert [e.id for e in r.timeline.events] == sorted(e.id for e in r.timeline.events)
+    assert any(e.subject == f"run:{run}" for e in r.timeline.events)
+    assert (r.timeline.left_out, r.timeline.earlier, r.timeline.note) == (0, None, None)
+
+
+def test_a_capped_report_lists_the_latest_events_says_what_it_left_out_and_still_adds_up(
+    gov: Governor,
+) -> None:
+    budget, _, run = pilot(gov)
+    with gov.session() as s:
+        for n in (1, 2, 3, 4, 5, 5):  # the last one twice: folded into one event
+            events.record(
+                s,
+                gov.clock.now(),
+                Severity.WARNING,
+                Category.HARNESS,
+                f"run:{run}",
+                f"worker {n} crashed",
+                budget_id=budget,
+            )
+    whole = build(gov, budget)
+    with gov.session() as s:
+        capped = report.build(
+            s, replace(gov.ctx.config, report_timeline_events=3), budget, gov.clock.now()
+        )
+
+    every = whole.timeline.events
+    assert whole.timeline.left_out == 0 and len(every) > 3
+    assert [e.id for e in capped.timeline.events] == [e.id for e in every[-3:]]  # oldest first
+    assert capped.timeline.left_out == len(every) - 3
+    with gov.session() as s:  # the call it names pages through exactly those left out
+        query = parse_qs(urlsplit(capped.timeline.earlier or "").query)
+        assert query["budget_id"] == [budget]
+        earlier = repo.events_page(s, PageRequest(1000, query["cursor"][0]), budget_id=budget)
+        assert [e.id for e in earlier.items[::-1]] == [e.id for e in every[:-3]]
+
+    harness = capped.failures[Category.HARNESS]
+    assert [e.message for e in harness.events] == [f"worker {n} crashed" for n in (3, 4, 5)]
+    assert (harness.total, harness.left_out, harness.occurrences) == (6, 3, 7)
+    assert "The latest 3 of 6 events are listed; the 3 earlier ones are left out" in (
+        harness.note or ""
+    )
+    # the figures count everything: the same as the whole report's
+    assert capped.by_phase == whole.by_phase and sum(capped.by_phase.values()) == (
+        capped.book.figures.spent
+    )
+    assert [(s.order.id, s.why) for s in capped.stops] == [(s.order.id, s.why) for s in whole.stops]
+    assert capped.stops[0].why is not None  # its decision is long out of the timeline
+    with gov.session() as s:
+        out = report_view.report(s, capped)
+    assert out.timeline_left_out == len(every) - 3 and out.earlier_events == capped.timeline.earlier
+    assert {f.category: (f.count, f.events_left_out) for f in out.failures}[Category.HARNESS] == (
+        7,
+        3,
+    )
+    text = render(capped)
+    assert "- harness: 6" in text and f"the {len(every) - 3} earlier ones are left out" in text
+    assert f"GET {capped.timeline.earlier} pages through them" in text
+    page = report_html.document(capped)
+    assert 'data-field="left-out"' in page and "earlier ones are left out" in page
+
+
+def test_a_failure_category_lists_only_its_latest_few_and_counts_them_all(
+    gov: Governor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(report, "FAILURES_LISTED", 2)
+    budget, _, run = pilot(gov)
+    with gov.session() as s:
+        for n in range(5):
+            events.record(
+                s,
+                gov.clock.now(),
+                Severity.WARNING,
+                Category.HARNESS,
+                f"run:{run}",
+                f"worker {n} crashed",
+                budget_id=budget,
+            )
+    r = build(gov, budget)
+
+    harness = r.failures[Category.HARNESS]
+    assert [e.message for e in harness.events] == ["worker 3 crashed", "worker 4 crashed"]
+    every = [  # the timeline lists them all
+        e
+        for e in r.timeline.events
+        if e.category is Category.HARNESS and e.severity is not Severity.INFO
+    ]
+    assert r.timeline.left_out == 0 and len(every) >= 5
+    assert (harness.total, harness.left_out) == (len(every), len(every) - 2)
+    assert harness.occurrences == sum(e.count for e in every)
+    assert f"The latest 2 of {len(every)} events are listed" in (harness.note or "")
 
 
 def test_the_html_report_escapes_what_people_typed_and_keeps_every_section(
@@ -248,7 +342,7 @@ def test_each_runs_metrics_end_at_their_last_values_and_health_findings_are_mode
         (run, "rl", "reward_variance", 0.0, 3),
     ]
 
-    model = r.failures[Category.MODEL]
+    model = r.failures[Category.MODEL].events
     assert [(e.severity, e.evidence["rule"], e.evidence["step"]) for e in model] == [
         (Severity.WARNING, "flatline", 3),
         (Severity.CRITICAL, "non_finite", 4),

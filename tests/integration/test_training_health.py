@@ -105,17 +105,17 @@ def test_metrics_are_kept_as_a_series_and_fold_like_gpu_samples(gov: Governor) -
         beat(gov, run, step, loss=loss, lr=1e-4, note="warmup", done=True, bad="NaN")
         gov.clock.advance(15)
     with gov.session() as s:
-        points = metric_history.series(s, run, "loss", None)
+        points = metric_history.series(s, run, "loss", None).items
         assert [(p.step, p.value) for p in points] == [(1, 2.0), (2, 1.0), (3, 3.0)]
         names = set(s.scalars(select(RunMetricRow.name)).all())
         assert names == {"loss", "lr"}  # numbers only: no text, no flag, no NaN
-        assert metric_history.series(s, run, None, gov.clock.now()) == []
+        assert metric_history.series(s, run, None, gov.clock.now()).items == []
         assert repo.get_run(s, run).metrics["loss"] == 3.0  # the latest, as before
     gov.clock.advance(7200)
     with gov.session() as s:
         assert metric_history.fold(s, gov.clock.now(), 3600, 86400) == 6
     with gov.session() as s:
-        [loss] = metric_history.series(s, run, "loss", None)
+        [loss] = metric_history.series(s, run, "loss", None).items
     assert (loss.resolution, loss.value, loss.least, loss.most, loss.step) == (
         "minute",
         2.0,
@@ -126,7 +126,7 @@ def test_metrics_are_kept_as_a_series_and_fold_like_gpu_samples(gov: Governor) -
     gov.clock.advance(86400)
     with gov.session() as s:
         metric_history.fold(s, gov.clock.now(), 3600, 86400)
-        assert metric_history.series(s, run, None, None) == []
+        assert metric_history.series(s, run, None, None).items == []
 
 
 def shared_machine(gov: Governor, owned: list[str] | None) -> tuple[str, str]:

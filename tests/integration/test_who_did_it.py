@@ -39,7 +39,7 @@ def api(gov: Governor) -> Iterator[TestClient]:
 def event_of(client: TestClient, subject: str, starting: str) -> dict[str, Any]:
     found = [
         e
-        for e in made(client.get("/v1/events", params={"subject": subject}), 200)
+        for e in made(client.get("/v1/events", params={"subject": subject}), 200)["items"]
         if e["message"].startswith(starting)
     ]
     assert len(found) == 1, found
@@ -47,7 +47,7 @@ def event_of(client: TestClient, subject: str, starting: str) -> dict[str, Any]:
 
 
 def test_an_approval_and_a_stop_name_the_token_that_made_them(api: TestClient) -> None:
-    bootstrap_id = made(api.get("/v1/tokens"), 200)[0]["id"]
+    bootstrap_id = made(api.get("/v1/tokens"), 200)["items"][0]["id"]
     alice = made(api.post("/v1/tokens", json={"role": "operator", "label": "alice"}))
     created = event_of(api, f"token:{alice['id']}", f"Token {alice['id']}")
     assert created["message"] == (

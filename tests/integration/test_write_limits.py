@@ -115,7 +115,7 @@ def test_identical_events_fold_into_one_with_a_count(world: World) -> None:
         world.client.get(
             "/v1/events", params={"subject": f"run:{world.run}", "category": "harness"}
         )
-    )
+    )["items"]
     assert [e["count"] for e in listed] == [1, 1, 10]
     report = ok(world.client.get(f"/v1/budgets/{world.budget}/report"))
     [harness] = [f for f in report["failures"] if f["category"] == "harness"]
@@ -141,7 +141,7 @@ def test_twenty_concurrent_manual_stops_are_one_warning_with_a_count(world: Worl
         assert set(pool.map(stop, range(20))) == {202}
     asked = [
         e
-        for e in ok(world.client.get("/v1/events", params={"subject": f"pod:{world.pod}"}))
+        for e in ok(world.client.get("/v1/events", params={"subject": f"pod:{world.pod}"}))["items"]
         if e["message"].startswith("Pod stop asked by")
     ]
     assert [e["count"] for e in asked] == [20]

@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 from governor.api import views
-from governor.api.deps import Context, Now, Operator, Tx, Viewer
+from governor.api.deps import Context, Now, Operator, Paging, Tx, Viewer
 from governor.api.error_responses import errors
 from governor.api.route import api_router
 from governor.api.safe_input import QueryName
-from governor.api.schemas import BudgetIn, BudgetOut, CloseIn
+from governor.api.schemas import BudgetIn, BudgetOut, CloseIn, Page
 from governor.services import budgets
 
 router = api_router(prefix="/v1/budgets", tags=["budgets"])
@@ -31,11 +31,12 @@ def declare(body: BudgetIn, _: Operator, ctx: Context, tx: Tx, now: Now) -> Budg
 
 @router.get("")
 def list_budgets(
-    _: Viewer, ctx: Context, tx: Tx, now: Now, name: QueryName | None = None
-) -> list[BudgetOut]:
-    """Every budget, oldest first; `name`: those so named (one open, any number closed)."""
+    _: Viewer, ctx: Context, tx: Tx, now: Now, paging: Paging, name: QueryName | None = None
+) -> Page[BudgetOut]:
+    """Budgets, oldest first; `name`: those so named (one open, any number closed)."""
     with tx.read() as session:
-        return [views.budget(b) for b in budgets.books(session, ctx.config, now, name=name)]
+        page = budgets.books(session, ctx.config, now, paging, name=name)
+        return Page[BudgetOut].of(page, views.budget)
 
 
 @router.get("/{budget_id}")

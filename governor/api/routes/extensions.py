@@ -5,10 +5,10 @@ from typing import Annotated
 from fastapi import Query
 
 from governor.api import views
-from governor.api.deps import Context, ExtensionWriter, Now, Operator, Tx, Viewer
+from governor.api.deps import Context, ExtensionWriter, Now, Operator, Paging, Tx, Viewer
 from governor.api.error_responses import errors
 from governor.api.route import api_router
-from governor.api.schemas import DecisionIn, ExtensionIn, ExtensionOut
+from governor.api.schemas import DecisionIn, ExtensionIn, ExtensionOut, Page
 from governor.db import repository as repo
 from governor.domain.model import ExtensionState, Requester, Role
 from governor.services import checkins, extensions
@@ -35,13 +35,14 @@ def request(
 def list_extensions(
     _: Viewer,
     tx: Tx,
+    paging: Paging,
     budget_id: str | None = None,
     state: Annotated[ExtensionState | None, Query()] = None,
-) -> list[ExtensionOut]:
+) -> Page[ExtensionOut]:
+    """Extension requests, oldest first; narrowed to a budget's, or to one state."""
     with tx.read() as session:
-        return [
-            views.extension(r) for r in repo.extensions(session, budget_id=budget_id, state=state)
-        ]
+        page = repo.extensions_page(session, paging, budget_id=budget_id, state=state)
+        return Page[ExtensionOut].of(page, views.extension)
 
 
 @router.post("/v1/extensions/{extension_id}/approve", responses=errors(409))

@@ -5,10 +5,17 @@ from typing import Annotated
 from fastapi import Query
 
 from governor.api import views
-from governor.api.deps import Context, JobOfBudget, Now, Operator, Tx, Viewer
+from governor.api.deps import Context, JobOfBudget, Now, Operator, Paging, Tx, Viewer
 from governor.api.error_responses import errors
 from governor.api.route import api_router
-from governor.api.schemas import AdmittedPlanOut, OverrideIn, PlanCheckOut, PlanIn, ReleaseIn
+from governor.api.schemas import (
+    AdmittedPlanOut,
+    OverrideIn,
+    Page,
+    PlanCheckOut,
+    PlanIn,
+    ReleaseIn,
+)
 from governor.domain.money import format_usd
 from governor.services import admission, budgets, checkins
 
@@ -45,26 +52,31 @@ def check(
 
 
 @router.get("")
-def history(budget_id: str, _: Viewer, tx: Tx) -> list[PlanCheckOut]:
-    """Every verdict given on the budget's plans, oldest first."""
+def history(budget_id: str, _: Viewer, tx: Tx, paging: Paging) -> Page[PlanCheckOut]:
+    """The verdicts given on the budget's plans, oldest first."""
     with tx.read() as session:
-        return [views.plan_check(r) for r in admission.history(session, budget_id)]
+        page = admission.history(session, budget_id, paging)
+        return Page[PlanCheckOut].of(page, views.plan_check)
 
 
 @router.get("/admitted")
-def admitted(budget_id: str, _: Viewer, ctx: Context, tx: Tx, now: Now) -> list[AdmittedPlanOut]:
-    """The budget's admitted plans: what each has spent and still holds back."""
+def admitted(
+    budget_id: str, _: Viewer, ctx: Context, tx: Tx, now: Now, paging: Paging
+) -> Page[AdmittedPlanOut]:
+    """The budget's admitted plans, by their latest check, oldest first: what each has spent
+    and still holds back."""
     with tx.read() as session:
         book = budgets.book(session, ctx.config, budget_id, now)
-        return [
-            AdmittedPlanOut(
+        page = admission.reservations_page(session, book, paging)
+        return Page[AdmittedPlanOut].of(
+            page,
+            lambda r: AdmittedPlanOut(
                 plan=views.plan_check(r.plan),
                 spent_usd=format_usd(r.spent),
                 reserved_usd=format_usd(r.reserved),
                 released=r.released,
-            )
-            for r in admission.reservations(session, book)
-        ]
+            ),
+        )
 
 
 @router.post("/{plan_id}/override", responses=errors(409))

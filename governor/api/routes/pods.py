@@ -1,11 +1,19 @@
 from __future__ import annotations
 
 from governor.api import views
-from governor.api.deps import Context, Now, Operator, Tx, Viewer
+from governor.api.deps import Context, Now, Operator, Paging, Tx, Viewer
 from governor.api.error_responses import errors
 from governor.api.route import api_router
 from governor.api.safe_input import QueryName
-from governor.api.schemas import PodIn, PodOut, ResumedOut, ResumeIn, StopIn, StopOrderOut
+from governor.api.schemas import (
+    Page,
+    PodIn,
+    PodOut,
+    ResumedOut,
+    ResumeIn,
+    StopIn,
+    StopOrderOut,
+)
 from governor.db import repository as repo
 from governor.services import budgets, pods, resumes
 from governor.services.book import open_books
@@ -28,19 +36,22 @@ def list_pods(
     ctx: Context,
     tx: Tx,
     now: Now,
+    paging: Paging,
     budget_id: QueryName | None = None,
     name: QueryName | None = None,
-) -> list[PodOut]:
+) -> Page[PodOut]:
     """Pods, oldest first, each as `GET /v1/pods/{id}` shows it; `budget_id`: that budget's,
     `name`: those so named (a name is unique within a budget, not across budgets)."""
     with tx.read() as session:
-        rows = repo.pods(session, budget_id=budget_id, name=name)
-        ids = sorted({row.budget_id for row in rows})
+        page = repo.pods(session, paging, budget_id=budget_id, name=name)
+        ids = sorted({row.budget_id for row in page.items})
         books = {b.budget.id: b for b in open_books(session, ids, now, ctx.config)}
-        return [
-            views.pod(session, row, books[row.budget_id], repo.latest_stop_order(session, row.id))
-            for row in rows
-        ]
+        return Page[PodOut].of(
+            page,
+            lambda row: views.pod(
+                session, row, books[row.budget_id], repo.latest_stop_order(session, row.id)
+            ),
+        )
 
 
 @router.get("/v1/pods/{pod_id}")

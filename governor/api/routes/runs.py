@@ -5,7 +5,16 @@ from typing import Annotated
 from fastapi import Query
 
 from governor.api import views
-from governor.api.deps import Context, EventWriter, HeartbeatWriter, Now, Operator, Tx, Viewer
+from governor.api.deps import (
+    Context,
+    EventWriter,
+    HeartbeatWriter,
+    Now,
+    Operator,
+    Paging,
+    Tx,
+    Viewer,
+)
 from governor.api.error_responses import errors
 from governor.api.route import api_router
 from governor.api.safe_input import QueryName, QueryTime
@@ -14,6 +23,7 @@ from governor.api.schemas import (
     EventOut,
     HeartbeatIn,
     MetricPointOut,
+    Page,
     RunCreated,
     RunEventIn,
     RunIn,
@@ -46,15 +56,16 @@ def create(budget_id: str, body: RunIn, _: Operator, ctx: Context, tx: Tx, now: 
 def list_runs(
     _: Viewer,
     tx: Tx,
+    paging: Paging,
     budget_id: QueryName | None = None,
     name: QueryName | None = None,
     status: RunStatus | None = None,
-) -> list[RunOut]:
+) -> Page[RunOut]:
     """Runs, oldest first, each as `GET /v1/runs/{id}` shows it; narrowed to a budget's, to
     those so named (names need not be unique), or to one status."""
     with tx.read() as session:
-        rows = repo.runs(session, budget_id=budget_id, name=name, status=status)
-        return [views.run(session, row) for row in rows]
+        page = repo.runs(session, paging, budget_id=budget_id, name=name, status=status)
+        return Page[RunOut].of(page, lambda row: views.run(session, row))
 
 
 @router.get("/v1/runs/{run_id}")
@@ -68,15 +79,18 @@ def metrics(
     run_id: str,
     _: Viewer,
     tx: Tx,
+    paging: Paging,
     name: Annotated[str | None, Query(max_length=100)] = None,
     since: QueryTime | None = None,
-) -> list[MetricPointOut]:
+) -> Page[MetricPointOut]:
     """The run's heartbeat metrics over time, oldest first (numbers only; old points folded
     into minutes like GPU samples). `name`: one metric; `since` without a zone is UTC."""
     with tx.read() as session:
         repo.get_run(session, run_id)
-        rows = metric_history.series(session, run_id, name, since)
-        return [MetricPointOut.model_validate(r, from_attributes=True) for r in rows]
+        page = metric_history.series(session, run_id, name, since, paging)
+        return Page[MetricPointOut].of(
+            page, lambda r: MetricPointOut.model_validate(r, from_attributes=True)
+        )
 
 
 @router.post("/v1/runs/{run_id}/heartbeat", responses=errors(409))

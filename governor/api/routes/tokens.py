@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-from governor.api.deps import Context, Now, Operator, Tx
+from governor.api.deps import Context, Now, Operator, Paging, Tx
 from governor.api.error_responses import errors
 from governor.api.route import api_router
-from governor.api.schemas import TokenIn, TokenInfo, TokenOut
+from governor.api.schemas import Page, TokenIn, TokenInfo, TokenOut
 from governor.db import repository as repo
 from governor.domain.errors import Invalid
 from governor.services import tokens
@@ -42,10 +42,11 @@ def issue(body: TokenIn, caller: Operator, tx: Tx, now: Now) -> TokenOut:
 
 
 @router.get("/v1/tokens")
-def list_tokens(_: Operator, tx: Tx) -> list[TokenInfo]:
-    """Every token on file, newest first, with whom it is for and whether it still works."""
+def list_tokens(_: Operator, tx: Tx, paging: Paging) -> Page[TokenInfo]:
+    """The tokens on file, newest first, with whom each is for and whether it still works."""
     with tx.read() as session:
-        return [TokenInfo.model_validate(r, from_attributes=True) for r in tokens.listing(session)]
+        page = tokens.listing(session, paging)
+        return Page[TokenInfo].of(page, lambda r: TokenInfo.model_validate(r, from_attributes=True))
 
 
 @router.post("/v1/tokens/{token_id}/revoke", responses=errors(409))
