@@ -46,7 +46,7 @@ def test_a_plan_of_two_gpu_models_is_judged_per_model_and_placed_per_gpu(
         ("H200", "51.867"),  # 11.3 hours at $4.59
         ("H100", "30.397"),  # at $2.69
     ]
-    [kept] = client.get(plans).json()
+    [kept] = client.get(plans).json()["items"]
     assert kept["reasons"] == verdict["reasons"]
 
     # on a pod: the H100 has 60 GiB free, room for its own model's 58.6 but not the H200's 61.7
