@@ -85,6 +85,17 @@ def budgets_by_id(
     return [rows[i] for i in budget_ids if i in rows]
 
 
+def lock_budgets(session: Session, budget_ids: Sequence[str]) -> None:
+    """Hold these budgets for update until the transaction ends, as `budgets_by_id` with
+    `lock` does, without loading them (in id order too, so two lockers never deadlock)."""
+    session.execute(
+        select(BudgetRow.id)
+        .where(BudgetRow.id.in_(budget_ids))
+        .order_by(BudgetRow.id)
+        .with_for_update(key_share=True)
+    ).all()
+
+
 def billing_budget_ids(session: Session) -> Sequence[str]:
     """The budgets with a pod that bills compute: those an enforcement pass decides about."""
     return session.scalars(
@@ -227,13 +238,9 @@ def pods_in_state(session: Session, state: PodState) -> Sequence[PodRow]:
     return session.scalars(select(PodRow).where(PodRow.state == state)).all()
 
 
-def pods_of_budgets(
-    session: Session, budget_ids: Sequence[str], *, live: bool = False
-) -> Sequence[PodRow]:
-    """The pods of several budgets; with `live`, only those not gone (that may still bill)."""
+def pods_of_budgets(session: Session, budget_ids: Sequence[str]) -> Sequence[PodRow]:
+    """The pods of several budgets."""
     query = select(PodRow).where(PodRow.budget_id.in_(budget_ids))
-    if live:
-        query = query.where(PodRow.state != PodState.GONE)
     return session.scalars(query.order_by(PodRow.created_at, PodRow.id)).all()
 
 
@@ -312,15 +319,9 @@ def runs_of(session: Session, budget_id: str) -> Sequence[RunRow]:
     ).all()
 
 
-def runs_of_budgets(
-    session: Session, budget_ids: Sequence[str], *, live: bool = False
-) -> Sequence[RunRow]:
-    """The runs of several budgets; with `live`, only those on pods that still bill compute."""
+def runs_of_budgets(session: Session, budget_ids: Sequence[str]) -> Sequence[RunRow]:
+    """The runs of several budgets."""
     query = select(RunRow).where(RunRow.budget_id.in_(budget_ids))
-    if live:
-        query = query.join(PodRow, PodRow.id == RunRow.pod_id).where(
-            PodRow.state.in_(BILLS_COMPUTE)
-        )
     return session.scalars(query.order_by(RunRow.created_at, RunRow.id)).all()
 
 

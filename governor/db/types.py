@@ -9,6 +9,8 @@ from sqlalchemy import BigInteger, DateTime
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
+from governor.domain.money import MICRO
+
 MICROS = Decimal(1_000_000)
 
 
@@ -30,7 +32,7 @@ def to_micros(value: Decimal) -> int:
 
 
 def from_micros(value: int) -> Decimal:
-    return (Decimal(value) / MICROS).quantize(Decimal("0.000001"))
+    return (Decimal(value) / MICROS).quantize(MICRO)
 
 
 class UTCDateTime(TypeDecorator[datetime]):

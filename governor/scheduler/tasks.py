@@ -42,7 +42,7 @@ def enforce(ctx: ServiceContext) -> None:
         budget_ids = repo.billing_budget_ids(session)
     for chunk in batched(budget_ids, BUDGETS_PER_TRANSACTION):
         with unit_of_work(ctx.sessions) as session:
-            repo.budgets_by_id(session, chunk, lock=True)  # the clock is read once we hold them
+            repo.lock_budgets(session, chunk)  # the clock is read once we hold them
             enforcement.enforce_budgets(
                 session, ctx.config, chunk, ctx.clock.now(), heard_since=ctx.lease.resumed_at
             )

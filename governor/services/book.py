@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
+from governor.db import records
 from governor.db import repository as repo
 from governor.db.tables import BudgetRow, PodRow, RunRow, StopOrderRow
 from governor.domain.errors import NotFound
 from governor.domain.ledger import BudgetTerms, Figures, PodMeter, PodPosition, figures, unaccrued
-from governor.domain.model import PodState, Reason
+from governor.domain.model import BILLS_COMPUTE, PodState, Reason
 from governor.domain.money import ZERO
 from governor.domain.policy import HealthStop, RunView
+from governor.domain.stop_order import ACTIVE_STATES
 from governor.services.context import GovernorConfig
 
 
@@ -96,6 +99,9 @@ def _grace_left_s(
 
 @dataclass
 class Book:
+    """A budget's rows and figures as of `now`. The rows are ORM objects (`open_books`), or in
+    an enforcement pass plain records with the same attributes (`live_books`)."""
+
     budget: BudgetRow
     pods: list[PodRow]
     runs: list[RunRow]
@@ -138,54 +144,128 @@ def open_books(
     config: GovernorConfig,
     *,
     lock: bool = False,
-    live: bool = False,
 ) -> list[Book]:
     """Load budgets and everything their figures depend on, as one consistent picture, in a
     fixed number of queries however many budgets, pods and runs there are.
 
     With `lock` the budgets are held for update until commit (to act on them); without, they
-    are held against writers only, so the ledger cannot move between the reads below. With
-    `live` only what can still cost money is loaded: pods not gone, and the runs on pods that
-    still bill compute (what the enforcement pass decides about); the figures are the same.
+    are held against writers only, so the ledger cannot move between the reads below.
     """
     budgets = repo.budgets_by_id(session, budget_ids, lock=lock, share=not lock)
     extended = repo.approved_extensions_by_budget(session, budget_ids)
-    pods_by, runs_by, orders_by = _grouped(session, budget_ids, live)
-    books = []
-    for budget in budgets:
-        pods, runs = pods_by[budget.id], runs_by[budget.id]
-        orders = {o.pod_id: o for o in orders_by[budget.id]}
-        terms = BudgetTerms(
-            ceiling=budget.ceiling_usd,
-            approved_extensions=extended.get(budget.id, ZERO),
-            reserve=budget.reserve_usd,
-            storage_tail_hours=Decimal(str(budget.storage_tail_hours)),
-            recorded=budget.recorded_usd,
+    pods = by_budget(repo.pods_of_budgets(session, budget_ids))
+    runs = by_budget(repo.runs_of_budgets(session, budget_ids))
+    orders = by_budget(repo.active_stop_orders(session, budget_ids))
+    return [_book(b, extended, pods[b.id], runs[b.id], orders[b.id], now, config) for b in budgets]
+
+
+_BUDGETS, _PODS, _RUNS, _ORDERS = (
+    BudgetRow.__table__,
+    PodRow.__table__,
+    RunRow.__table__,
+    StopOrderRow.__table__,
+)
+_IN_BUDGETS = bindparam("budget_ids", expanding=True)
+_LIVE_BUDGETS = (
+    select(_BUDGETS).where(_BUDGETS.c.id.in_(_IN_BUDGETS)).order_by(_BUDGETS.c.id)
+).with_for_update(key_share=True)
+_LIVE_PODS = (  # what the figures, the GPU rules (GPUs, processes) and the canary holds read
+    select(
+        *(
+            _PODS.c[name]
+            for name in (
+                "id",
+                "budget_id",
+                "state",
+                "plan_id",
+                "gpu_uuids",
+                "process_pids",
+                "process_pattern",
+                "hourly_rate_usd",
+                "storage_gb",
+                "storage_usd_per_gb_month",
+                "stopped_storage_usd_per_gb_month",
+                "accrued_until",
+                "stop_latency_s",
+                "recorded_usd",
+            )
         )
-        on_pod = by_pod(runs)
-        positions = [
-            PodPosition(meter(p), _grace_left_s(on_pod.get(p.id, []), p, orders, now))
-            for p in pods
-            if p.state is not PodState.GONE
-        ]
-        f = figures(terms, positions, now, config.reaction_s)
-        books.append(Book(budget, pods, runs, orders, f, now, on_pod))
-    return books
+    )
+    .where(_PODS.c.budget_id.in_(_IN_BUDGETS), _PODS.c.state != PodState.GONE)
+    .order_by(_PODS.c.created_at, _PODS.c.id)
+)
+_UNREAD = ("name", "attempt", "created_at", "metrics", "health_rules", "health_state")
+_LIVE_RUNS = (  # every column a rule may read: not the job's latest metrics nor its statistics
+    select(*(c for c in _RUNS.c if c.name not in _UNREAD))
+    .join_from(_RUNS, _PODS, _RUNS.c.pod_id == _PODS.c.id)
+    .where(
+        _RUNS.c.budget_id.in_(_IN_BUDGETS),
+        # the pods' budgets named too: their index by state and budget finds them
+        _PODS.c.budget_id.in_(_IN_BUDGETS),
+        _PODS.c.state.in_(BILLS_COMPUTE),
+    )
+    .order_by(_RUNS.c.created_at, _RUNS.c.id)
+)
+_ACTIVE_ORDERS = select(_ORDERS).where(
+    _ORDERS.c.budget_id.in_(_IN_BUDGETS), _ORDERS.c.state.in_(ACTIVE_STATES)
+)
 
 
-def _grouped(
-    session: Session, budget_ids: Sequence[str], live: bool
-) -> tuple[dict[str, list[PodRow]], dict[str, list[RunRow]], dict[str, list[StopOrderRow]]]:
-    pods: dict[str, list[PodRow]] = defaultdict(list)
-    runs: dict[str, list[RunRow]] = defaultdict(list)
-    orders: dict[str, list[StopOrderRow]] = defaultdict(list)
-    for pod in repo.pods_of_budgets(session, budget_ids, live=live):
-        pods[pod.budget_id].append(pod)
-    for run in repo.runs_of_budgets(session, budget_ids, live=live):
-        runs[run.budget_id].append(run)
-    for order in repo.active_stop_orders(session, budget_ids):
-        orders[order.budget_id].append(order)
-    return pods, runs, orders
+def live_books(
+    session: Session, budget_ids: Sequence[str], now: datetime, config: GovernorConfig
+) -> list[Book]:
+    """What an enforcement pass decides about, read as plain records (no ORM object): the
+    budgets, locked for update until commit; their pods not gone, the runs on those that still
+    bill compute, and their stop orders under way. The figures are `open_books`'s.
+
+    What the pass sets on a record is written by `records.write_back`, not by the session.
+    """
+    params = {"budget_ids": list(budget_ids)}
+    budgets = records.load(session, _LIVE_BUDGETS, params)
+    extended = repo.approved_extensions_by_budget(session, budget_ids)
+    pods = by_budget(records.load(session, _LIVE_PODS, params))
+    runs = by_budget(records.load(session, _LIVE_RUNS, params))
+    orders = by_budget(records.load(session, _ACTIVE_ORDERS, params))
+    return [_book(b, extended, pods[b.id], runs[b.id], orders[b.id], now, config) for b in budgets]
+
+
+T = TypeVar("T")
+
+
+def by_budget(rows: Iterable[T]) -> defaultdict[str, list[T]]:
+    """Rows (ORM objects or records) grouped by their `budget_id`."""
+    grouped: defaultdict[str, list[T]] = defaultdict(list)
+    for row in rows:
+        grouped[row.budget_id].append(row)
+    return grouped
+
+
+def _book(
+    budget: BudgetRow,
+    extended: dict[str, Decimal],
+    pods: list[PodRow],
+    runs: list[RunRow],
+    orders: list[StopOrderRow],
+    now: datetime,
+    config: GovernorConfig,
+) -> Book:
+    """One budget's book from its rows: its figures as of `now`."""
+    terms = BudgetTerms(
+        ceiling=budget.ceiling_usd,
+        approved_extensions=extended.get(budget.id, ZERO),
+        reserve=budget.reserve_usd,
+        storage_tail_hours=Decimal(str(budget.storage_tail_hours)),
+        recorded=budget.recorded_usd,
+    )
+    on_pod = by_pod(runs)
+    orders_by_pod = {o.pod_id: o for o in orders}
+    positions = [
+        PodPosition(meter(p), _grace_left_s(on_pod.get(p.id, []), p, orders_by_pod, now))
+        for p in pods
+        if p.state is not PodState.GONE
+    ]
+    f = figures(terms, positions, now, config.reaction_s)
+    return Book(budget, pods, runs, orders_by_pod, f, now, on_pod)
 
 
 KEPT_FIGURES = (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Engine
@@ -51,14 +52,20 @@ class GovernorConfig:
     report_timeline_events: int = 200  # a report's timeline: the latest so many events
 
     def watch_for(self, overrides: dict[str, float] | None) -> Watch:
-        """A run's GPU and progress thresholds: the defaults, with its own overrides on top."""
-        return replace(self.watch, **(overrides or {}))
+        """A run's GPU and progress thresholds: the defaults, with its own overrides on top
+        (made once per set of overrides, not once per run and pass)."""
+        return _watch(self.watch, tuple(sorted((overrides or {}).items())))
 
     @property
     def reaction_s(self) -> float:
         """How long the governor itself may take between a decision and a confirmed stop: its
         passes, and a change of leader on the way (replicas on PostgreSQL)."""
         return REACTION_INTERVALS * self.enforce_interval_s + self.failover_s
+
+
+@lru_cache(maxsize=1024)
+def _watch(defaults: Watch, overrides: tuple[tuple[str, float], ...]) -> Watch:
+    return replace(defaults, **dict(overrides))
 
 
 @dataclass(frozen=True)

@@ -7,15 +7,15 @@ provider: stop orders are carried out by `stops.advance`, outside any transactio
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
-from governor.db.tables import PodRow, RunRow, StopOrderRow
+from governor.db import records
+from governor.db.tables import BudgetRow, PodRow, RunRow, StopOrderRow
 from governor.domain.budget_lifecycle import after_ceiling
 from governor.domain.model import BILLS_COMPUTE, Action, Category, PodState, Reason
-from governor.domain.policy import Finding, GpuView, Situation, Watch, decide, evaluate
+from governor.domain.policy import Finding, Situation, decide, evaluate
 from governor.domain.run_lifecycle import HANGS, save_grace_s
 from governor.domain.stop_order import StopState
 from governor.services import admission, events, telemetry
@@ -24,7 +24,7 @@ from governor.services.book import (
     heard_from,
     heard_lately,
     keep_figures,
-    open_books,
+    live_books,
     run_view,
 )
 from governor.services.context import GovernorConfig
@@ -81,13 +81,16 @@ def enforce_budgets(
     and keep each budget's figures for the heartbeats until the next pass.
 
     The queries are the same in number for one budget or a thousand: the pass costs what the
-    pods that can still cost money cost, and nothing for the rest. `heard_since`: when the
-    governor became reachable again after an outage (no silence counts from before it).
+    pods that can still cost money cost, and nothing for the rest. Budgets, pods and runs are
+    read as plain records, and what the pass changes on them is written when it ends, one
+    statement per table and set of columns. `heard_since`: when the governor became reachable
+    again after an outage (no silence counts from before it).
     """
-    books = open_books(session, budget_ids, now, config, lock=True, live=True)
+    session.flush()  # the pass reads what its caller has written
+    books = live_books(session, budget_ids, now, config)
     watches = {r.id: config.watch_for(r.policy) for b in books for r in b.runs}
     deciding = [p for b in books for p in b.pods if p.state in BILLS_COMPUTE]
-    window = max(telemetry.lookback(w) for w in (config.watch, *watches.values()))
+    window = max(telemetry.lookback(w) for w in {config.watch, *watches.values()})
     samples = telemetry.recent_samples(session, deciding, now - window)
     held = admission.holds(session, books, now)
     for book in books:
@@ -101,39 +104,30 @@ def enforce_budgets(
                 if pod.id in book.orders:
                     break
                 watch = config.watch if run is None else watches[run.id]
-                gpus = telemetry.views(samples.get(pod.id, {}), now, watch, pod)
-                situation = _situation(
-                    book, pod, run, config, watch, gpus, pod.id == manual_stop_pod, heard_since
+                situation = Situation(
+                    now=now,
+                    figures=book.figures,
+                    thresholds=tuple(book.budget.alert_thresholds),
+                    alerted_pct=book.budget.alerted_pct,
+                    manual_stop=pod.id == manual_stop_pod,
+                    run=None if run is None else run_view(run),
+                    other_live_runs=_others_heard_from(book, pod, run),
+                    finished_linger_s=config.finished_linger_s,
+                    watch=watch,
+                    gpus=telemetry.views(samples.get(pod.id, {}), now, watch, pod),
+                    heard_since=heard_since,
+                    canary=held.get(pod.id),
                 )
-                situation = replace(situation, canary=held.get(pod.id))
                 _act(book, session, pod, run, situation)
+    records.write_back(session, BudgetRow, [b.budget for b in books])
+    records.write_back(session, PodRow, [p for b in books for p in b.pods])
+    records.write_back(session, RunRow, [r for b in books for r in b.runs])
     return books
 
 
-def _situation(
-    book: Book,
-    pod: PodRow,
-    run: RunRow | None,
-    config: GovernorConfig,
-    watch: Watch,
-    gpus: tuple[GpuView, ...],
-    manual: bool,
-    heard_since: datetime | None,
-) -> Situation:
-    others = [r for r in book.runs_on(pod.id) if r is not run and heard_from(r, book.now)]
-    return Situation(
-        now=book.now,
-        figures=book.figures,
-        thresholds=tuple(book.budget.alert_thresholds),
-        alerted_pct=book.budget.alerted_pct,
-        manual_stop=manual,
-        run=None if run is None else run_view(run),
-        other_live_runs=len(others),
-        finished_linger_s=config.finished_linger_s,
-        watch=watch,
-        gpus=gpus,
-        heard_since=heard_since,
-    )
+def _others_heard_from(book: Book, pod: PodRow, run: RunRow | None) -> int:
+    """How many other runs on the pod are alive as far as we know."""
+    return sum(1 for r in book.runs_on(pod.id) if r is not run and heard_from(r, book.now))
 
 
 def _act(

@@ -110,7 +110,7 @@ def accrue_budgets(session: Session, budget_ids: Sequence[str], until: datetime)
     Three statements whatever the number of pods: their entries inserted together, the pods'
     marks and totals moved together, the budgets' totals moved together. The pods are read as
     plain rows, the budgets locked first (as every writer of a budget's ledger does)."""
-    repo.budgets_by_id(session, budget_ids, lock=True)
+    repo.lock_budgets(session, budget_ids)
     connection = session.connection()
     due = connection.execute(_DUE_PODS, {"budget_ids": list(budget_ids), "until": until}).all()
     entries, pod_moves, budget_moves = [], [], defaultdict[str, Decimal](Decimal)

@@ -249,4 +249,4 @@ def stop_manually(
         evidence={"reason": reason, "by": by.evidence},
     )
     book = enforce(session, ctx.config, pod.budget_id, now, manual_stop_pod=pod.id)
-    return book.orders[pod.id]
+    return repo.get_stop_order(session, book.orders[pod.id].id)  # the pass may hold a record
