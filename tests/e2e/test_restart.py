@@ -94,7 +94,6 @@ def test_stop_interrupted_by_a_crash_completes_after_restart_and_charges_once(
         "the stop had already finished before the kill: the scenario did not happen"
     )
     server.start().wait_ready()
-    restarted_at = utcnow()
 
     with server.client() as operator:
         stopped = wait_pod_stopped(operator, pod["id"])
@@ -102,7 +101,8 @@ def test_stop_interrupted_by_a_crash_completes_after_restart_and_charges_once(
 
     order = stopped["stop_order"]
     assert order["id"] == sent["id"], "the interrupted order was not the one that finished"
-    assert parse_time(order["confirmed_at"]) >= restarted_at
+    # by the restarted server, which may finish it before its readiness is seen from here
+    assert parse_time(order["confirmed_at"]) > killed_at
     assert order["ack_checkpoint"] == job.ack["checkpoint"]
 
     cloud = server.cloud()
