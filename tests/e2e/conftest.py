@@ -31,6 +31,8 @@ from sqlalchemy.orm import Session
 
 from governor.db.tables import GpuSampleRow
 from governor.fakes.cloud import FakeCloudState, FakePod
+from tests.e2e.webhook_receiver import Receiver
+from tests.plans import variant
 
 OPERATOR_TOKEN = "e2e-operator-token"
 RATE_USD_PER_HOUR = Decimal(3600)  # one dollar a second: a ceiling is reached in seconds
@@ -711,3 +713,21 @@ class SimulatedJob:
             self.replies.append(reply)
             self.replied_at.append(self.last_beat_at)
         return reply
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A webhook receiver in this process, closed in teardown."""
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def fresh(changes: dict[str, Any] | None = None, total: bool = True) -> dict[str, Any]:
+    """The worked example plan with its rate quoted today."""
+    today = utcnow().date().isoformat()
+    return variant({"hardware.rate_quoted_at": today, **(changes or {})}, total=total)
+
+
+def submit(client: httpx.Client, budget_id: str, doc: dict[str, Any]) -> httpx.Response:
+    return client.post(f"/v1/budgets/{budget_id}/plans", json=doc)

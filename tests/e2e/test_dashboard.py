@@ -30,15 +30,16 @@ from tests.e2e.conftest import (
     agent_token,
     assert_error,
     declare_budget,
+    fresh,
     get_pod,
     is_postgres,
     migrate,
     ok,
     register_pod,
+    submit,
     wait_for,
     wait_pod_stopped,
 )
-from tests.e2e.test_plans import fresh, submit
 
 pytestmark = pytest.mark.e2e
 

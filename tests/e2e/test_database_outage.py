@@ -28,19 +28,12 @@ from tests.e2e.conftest import (
     wait_for,
 )
 from tests.e2e.private_postgres import PrivatePostgres
-from tests.e2e.test_webhooks import Receiver
+from tests.e2e.webhook_receiver import Receiver
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
 OUTAGE_S = 12.0
 PER_SECOND = Decimal(RATE_USD_PER_HOUR) / 3600
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.close()
 
 
 @pytest.fixture

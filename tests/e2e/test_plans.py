@@ -11,7 +11,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -25,12 +24,13 @@ from tests.e2e.conftest import (
     clean_environ,
     create_run,
     declare_budget,
+    fresh,
     ok,
     register_pod,
-    utcnow,
+    submit,
     wait_for,
 )
-from tests.plans import EXAMPLE_FILE, variant, write
+from tests.plans import EXAMPLE_FILE, write
 
 pytestmark = pytest.mark.e2e
 
@@ -39,16 +39,6 @@ A100_40 = {
     "hardware.usable_mib_per_gpu": 40_960,
     "memory_per_gpu_gib.fragmentation_margin": 1.98,
 }
-
-
-def fresh(changes: dict[str, Any] | None = None, total: bool = True) -> dict[str, Any]:
-    """The worked example plan with its rate quoted today."""
-    today = utcnow().date().isoformat()
-    return variant({"hardware.rate_quoted_at": today, **(changes or {})}, total=total)
-
-
-def submit(client: httpx.Client, budget_id: str, doc: dict[str, Any]) -> httpx.Response:
-    return client.post(f"/v1/budgets/{budget_id}/plans", json=doc)
 
 
 def test_a_plan_gets_a_verdict_with_its_reasons_and_is_kept(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from governor.api.schemas import read_plan
@@ -19,19 +20,22 @@ from governor.app import create_app
 from governor.db import repository as repo
 from governor.db import schema
 from governor.db.engine import build_engine, session_factory, unit_of_work
+from governor.db.tables import PlanCheckRow
 from governor.domain.model import Phase, Role, RunStatus
 from governor.domain.ports import AnyProvider, SystemClock
 from governor.domain.telemetry import GIB, DeviceProblem, GpuProcess, GpuSample, Reading
 from governor.fakes.cloud import FakeProvider
 from governor.scheduler import tasks
-from governor.services import budgets, checkins, pods, runs, telemetry, tokens
+from governor.services import admission, budgets, checkins, pods, runs, status, telemetry, tokens
 from governor.services.book import Book
 from governor.services.context import GovernorConfig, ServiceContext
 from governor.services.health import TickLog
 from governor.services.leadership import Lease
+from governor.services.status import Dashboard
 from governor.services.tokens import Principal
 from governor.settings import load_settings
 from tests.clock import FrozenClock
+from tests.plans import variant
 
 # who acts where these tests act as an operator without HTTP
 BY = Principal(Role.OPERATOR, token_id="tok_tests", label="tests")
@@ -221,3 +225,50 @@ def client(gov: Governor, migrated_url: str) -> Iterator[TestClient]:
 def ok(response: httpx.Response, status: int = 200) -> Any:
     assert response.status_code == status, response.text[:500]
     return response.json()
+
+
+# --- steps several test modules share ---
+
+
+WORST_CASE = Decimal("65.204859")  # the reference plan at max hours, storage and contingency
+
+
+def plan(gov: Governor, job: str = "arm-a", **changes: Any) -> dict[str, Any]:
+    today = gov.clock.now().date().isoformat()
+    return variant({"job_id": job, "hardware.rate_quoted_at": today, **changes})
+
+
+def check(gov: Governor, budget: str, document: dict[str, Any]) -> PlanCheckRow:
+    with gov.session() as s:
+        row = admission.check(
+            s, gov.ctx.config, budget, read_plan(document), document, gov.clock.now()
+        )
+        s.expunge(row)
+        return row
+
+
+def register(gov: Governor, budget: str, plan_id: str | None, ref: str = "pod-1") -> str:
+    registration = pods.Registration("fake", ref, plan_id=plan_id)
+    with gov.session() as s:
+        return pods.register(s, gov.ctx, budget, registration, gov.clock.now()).id
+
+
+@contextmanager
+def counted(gov: Governor) -> Iterator[list[str]]:
+    """Every SQL statement the engine sends while the block runs."""
+    statements: list[str] = []
+
+    def note(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        statements.append(statement)
+
+    event.listen(gov.ctx.engine, "before_cursor_execute", note)
+    try:
+        yield statements
+    finally:
+        event.remove(gov.ctx.engine, "before_cursor_execute", note)
+
+
+def read_dashboard(gov: Governor) -> Dashboard:
+    """What the /status page shows, as of the governor's clock."""
+    with gov.session() as s:
+        return status.dashboard(s, gov.ctx.config, gov.clock.now())

@@ -6,7 +6,6 @@ and lets it go when it is withdrawn or its runs have ended."""
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
 
 import pytest
 
@@ -16,32 +15,10 @@ from governor.db.tables import PlanCheckRow
 from governor.domain.errors import Conflict
 from governor.domain.model import Action, Phase, Reason, Requester, RunStatus
 from governor.domain.preflight.rules import Verdict
-from governor.services import admission, budgets, extensions, pods, telemetry
-from tests.integration.conftest import BY, Governor, gpu_sample
-from tests.plans import variant
+from governor.services import admission, budgets, extensions, telemetry
+from tests.integration.conftest import BY, WORST_CASE, Governor, check, gpu_sample, plan, register
 
 D = Decimal
-WORST_CASE = D("65.204859")  # the reference plan at max hours, storage and contingency
-
-
-def plan(gov: Governor, job: str = "arm-a", **changes: Any) -> dict[str, Any]:
-    today = gov.clock.now().date().isoformat()
-    return variant({"job_id": job, "hardware.rate_quoted_at": today, **changes})
-
-
-def check(gov: Governor, budget: str, document: dict[str, Any]) -> PlanCheckRow:
-    with gov.session() as s:
-        row = admission.check(
-            s, gov.ctx.config, budget, read_plan(document), document, gov.clock.now()
-        )
-        s.expunge(row)
-        return row
-
-
-def register(gov: Governor, budget: str, plan_id: str | None, ref: str = "pod-1") -> str:
-    registration = pods.Registration("fake", ref, plan_id=plan_id)
-    with gov.session() as s:
-        return pods.register(s, gov.ctx, budget, registration, gov.clock.now()).id
 
 
 def test_a_no_go_plan_refuses_pods_until_an_operator_overrides_it(gov: Governor) -> None:

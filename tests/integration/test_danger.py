@@ -9,8 +9,7 @@ from governor.domain.model import BudgetState, Requester, Severity
 from governor.services import extensions
 from governor.services.status import BudgetStatus
 from tests.clock import FrozenClock
-from tests.integration.conftest import Governor, gpu_sample, make_governor
-from tests.integration.test_status import read
+from tests.integration.conftest import Governor, gpu_sample, make_governor, read_dashboard
 
 
 def by_id(budgets: tuple[BudgetStatus, ...]) -> dict[str, BudgetStatus]:
@@ -28,7 +27,7 @@ def test_the_budget_nearest_its_ceiling_comes_first_and_says_when_it_stops(gov: 
     for _ in range(4):
         gov.tick(200)  # the small one reaches its ceiling and stops; the others burn on
 
-    dash = read(gov)
+    dash = read_dashboard(gov)
     assert [b.id for b in dash.budgets] == [urgent, calm, idle, spent]
     first = dash.budgets[0]
     assert first.seconds_to_ceiling is not None and 0 < first.seconds_to_ceiling < 3600
@@ -51,7 +50,7 @@ def test_a_run_silent_past_its_timeout_is_a_critical_problem_of_its_budget(gov: 
     gov.beat(run, step=10)
     gov.clock.advance(61)  # read before a pass acts on it: what the page shows meanwhile
 
-    dash = read(gov)
+    dash = read_dashboard(gov)
     assert [b.id for b in dash.budgets] == [quiet, soon]  # how bad comes before how soon
     silent = dash.budgets[0]
     [problem] = silent.problems
@@ -76,7 +75,7 @@ def test_full_gpu_memory_and_a_pending_extension_keep_a_budget_from_looking_fine
             s, budget, Decimal(750), "another epoch", Requester.OPERATOR, gov.clock.now()
         )
 
-    [b] = read(gov).budgets
+    [b] = read_dashboard(gov).budgets
     assert [(p.severity, p.kind, p.subject) for p in b.problems] == [
         (Severity.WARNING, "gpu-memory", "pod-1"),
         (Severity.WARNING, "extension-pending", "operator"),
@@ -95,7 +94,7 @@ def test_a_stop_the_provider_keeps_refusing_is_a_critical_problem(
         gov.pod(budget, ref="h100-sft")
         gov.tick(1000)  # past the ceiling: a stop is ordered
         gov.tick(60)  # nobody to wait for: the provider is asked, and refuses
-        [b] = read(gov).budgets
+        [b] = read_dashboard(gov).budgets
     finally:
         gov.ctx.engine.dispose()
     assert b.next_step.what == "stopping h100-sft (ceiling); the job's save deadline"

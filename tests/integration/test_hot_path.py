@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timedelta
 from decimal import Decimal
 from itertools import pairwise
@@ -12,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event, select
+from sqlalchemy import select
 
 from governor.db import repository as repo
 from governor.db import schema
@@ -25,24 +24,9 @@ from governor.services import pods as pod_service
 from governor.services.checkins import Checkpoint
 from governor.services.tokens import TokenCache
 from tests.clock import FrozenClock
-from tests.integration.conftest import BY, Governor, make_governor
+from tests.integration.conftest import BY, Governor, counted, make_governor
 
 D = Decimal
-
-
-@contextmanager
-def counted(gov: Governor) -> Iterator[list[str]]:
-    """Every SQL statement the engine sends while the block runs."""
-    statements: list[str] = []
-
-    def note(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        statements.append(statement)
-
-    event.listen(gov.ctx.engine, "before_cursor_execute", note)
-    try:
-        yield statements
-    finally:
-        event.remove(gov.ctx.engine, "before_cursor_execute", note)
 
 
 def fleet(gov: Governor, pods: int) -> list[str]:

@@ -10,8 +10,7 @@ from governor.db import repository as repo
 from governor.db.tables import RunRow
 from governor.domain.model import Action, Reason
 from governor.scheduler import tasks
-from tests.integration.conftest import Governor
-from tests.integration.test_hot_path import counted
+from tests.integration.conftest import Governor, counted
 
 WRITES = ("INSERT", "UPDATE", "DELETE")
 RUN = select(RunRow.__table__).where(RunRow.__table__.c.id.in_(bindparam("ids", expanding=True)))

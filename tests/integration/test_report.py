@@ -43,8 +43,7 @@ from governor.services import (
     report_html,
     runs,
 )
-from tests.integration.conftest import BY, Governor, gpu_sample
-from tests.integration.test_binding_plans import WORST_CASE, check, plan, register
+from tests.integration.conftest import BY, WORST_CASE, Governor, check, gpu_sample, plan, register
 from tests.plans import variant
 
 D = Decimal

@@ -20,16 +20,19 @@ from governor.domain.money import format_usd
 from governor.domain.preflight.rules import Verdict
 from governor.domain.telemetry import GIB
 from governor.services import admission, checkins, extensions, metric_history, pods, runs, status
-from governor.services.status import Dashboard, MetricValue, thin
-from tests.integration.conftest import BY, Governor, gpu_sample
-from tests.integration.test_binding_plans import WORST_CASE, check, plan, register
+from governor.services.status import MetricValue, thin
+from tests.integration.conftest import (
+    BY,
+    WORST_CASE,
+    Governor,
+    check,
+    gpu_sample,
+    plan,
+    read_dashboard,
+    register,
+)
 
 D = Decimal
-
-
-def read(gov: Governor) -> Dashboard:
-    with gov.session() as s:
-        return status.dashboard(s, gov.ctx.config, gov.clock.now())
 
 
 def test_a_budget_shows_the_books_figures_and_a_rising_spend_series(gov: Governor) -> None:
@@ -38,7 +41,7 @@ def test_a_budget_shows_the_books_figures_and_a_rising_spend_series(gov: Governo
     for _ in range(6):
         gov.tick(600)  # $3.60/h: $0.60 of compute per pass, plus storage
 
-    [b] = read(gov).budgets
+    [b] = read_dashboard(gov).budgets
     book = gov.book(budget)
     f = book.figures
     assert (b.id, b.name, b.state) == (budget, "pilot", BudgetState.OPEN)
@@ -73,7 +76,7 @@ def test_stops_are_marked_on_the_chart_and_the_pod_costs_only_storage(gov: Gover
     gov.tick(1000)  # past the ceiling: a stop is requested
     gov.tick(60)  # nobody to wait for: the provider is asked
     gov.tick(60)  # ... and confirms after its latency
-    [b] = read(gov).budgets
+    [b] = read_dashboard(gov).budgets
     assert b.attention is Severity.CRITICAL
     assert [(s.what, s.pod_id, s.reason) for s in b.chart.stops] == [
         ("requested", pod, Reason.CEILING),
@@ -90,7 +93,7 @@ def test_a_pending_extension_is_listed_until_approved_then_counted(gov: Governor
     budget = gov.budget(ceiling="10")
     with gov.session() as s:
         ext = extensions.request(s, budget, D("5"), "more steps", Requester.JOB, gov.clock.now()).id
-    [b] = read(gov).budgets
+    [b] = read_dashboard(gov).budgets
     [pending] = b.pending_extensions
     assert (pending.id, pending.amount, pending.reason) == (ext, D(5), "more steps")
     assert pending.requested_by is Requester.JOB
@@ -99,7 +102,7 @@ def test_a_pending_extension_is_listed_until_approved_then_counted(gov: Governor
 
     with gov.session() as s:
         extensions.decide(s, gov.ctx.config, ext, True, None, gov.clock.now(), by=BY)
-    [b] = read(gov).budgets
+    [b] = read_dashboard(gov).budgets
     assert b.pending_extensions == ()
     assert (b.ceiling, b.approved_extensions, b.effective_ceiling) == (D(10), D(5), D(15))
     assert [t.amount for t in b.chart.thresholds] == [D("7.5"), D(12), D("13.5")]
@@ -117,7 +120,7 @@ def test_each_admitted_plan_shows_what_it_reserves_against_what_it_spent(gov: Go
     gov.beat(run, step=1)
     gov.tick(3600)  # an hour at $3.60 on arm a's pod
 
-    [b] = read(gov).budgets
+    [b] = read_dashboard(gov).budgets
     spent = gov.book(budget).figures.spent
     assert spent > 0
     lines = [(p.plan_id, p.job_id, p.verdict, p.worst_case, p.spent, p.reserved) for p in b.plans]
@@ -127,7 +130,9 @@ def test_each_admitted_plan_shows_what_it_reserves_against_what_it_spent(gov: Go
     ]
     assert not any(p.released or p.overridden for p in b.plans)
     assert b.committed < WORST_CASE  # a reservation is never committed spend
-    out = StatusOut.model_validate(read(gov)).model_dump(mode="json")["budgets"][0]["plans"]
+    out = StatusOut.model_validate(read_dashboard(gov)).model_dump(mode="json")["budgets"][0][
+        "plans"
+    ]
     [arm_a] = [p for p in out if p["job_id"] == "arm-a"]
     assert (arm_a["spent_usd"], arm_a["reserved_usd"], arm_a["worst_case_usd"]) == (
         format_usd(spent),
@@ -136,7 +141,7 @@ def test_each_admitted_plan_shows_what_it_reserves_against_what_it_spent(gov: Go
     )
 
     gov.beat(run, step=2, status=RunStatus.FINISHED)
-    [b] = read(gov).budgets
+    [b] = read_dashboard(gov).budgets
     assert sorted((p.job_id, p.released, p.reserved) for p in b.plans) == [
         ("arm-a", True, D(0)),
         ("arm-b", False, WORST_CASE),
@@ -149,7 +154,7 @@ def test_runs_show_phase_progress_heartbeat_age_and_directive(gov: Governor) -> 
     quiet = gov.run(budget, pod, timeout_s=60, total_steps=400)
     gov.beat(quiet, step=100)
     gov.clock.advance(30)
-    [b] = read(gov).budgets
+    [b] = read_dashboard(gov).budgets
     [r] = b.runs
     assert (r.id, r.status, r.step, r.total_steps, r.progress_pct) == (
         quiet,
@@ -162,7 +167,7 @@ def test_runs_show_phase_progress_heartbeat_age_and_directive(gov: Governor) -> 
     assert r.directive is Action.CONTINUE
 
     gov.clock.advance(31)
-    [r] = read(gov).budgets[0].runs
+    [r] = read_dashboard(gov).budgets[0].runs
     assert r.heartbeat_age_s == 61 and r.heartbeat_late
 
 
@@ -176,7 +181,7 @@ def test_gpu_traces_hold_recent_samples_and_the_peak(gov: Governor) -> None:
         gov.clock.advance(5)
         gov.report(pod, gpu_sample(util, used, 0), gpu_sample(util, used, 1))
 
-    [p] = read(gov).budgets[0].pods
+    [p] = read_dashboard(gov).budgets[0].pods
     g0, g1 = p.gpus
     assert (g0.index, g0.uuid, g1.index) == (0, "GPU-0", 1)
     assert [pt.utilization_pct for pt in g0.points] == [90, 0, 50]
@@ -195,7 +200,7 @@ def test_a_run_line_shows_its_latest_metrics_the_watched_ones_first(gov: Governo
     with gov.session() as s:
         spec = runs.RunSpec("rl", pod, heartbeat_timeout_s=3600, health=(watch,))
         run = runs.create(s, gov.ctx.config, budget, spec, gov.clock.now())[0].id
-    [r] = read(gov).budgets[0].runs
+    [r] = read_dashboard(gov).budgets[0].runs
     assert r.metrics == ()
     # Each beat carries only what is new since the last one, as governor.client sends it.
     for step, metrics in (
@@ -206,7 +211,7 @@ def test_a_run_line_shows_its_latest_metrics_the_watched_ones_first(gov: Governo
         beat = checkins.Heartbeat(step=step, metrics=metrics)
         checkins.check_in(gov.ctx.sessions, gov.ctx.config, run, beat, gov.clock.now())
 
-    [r] = read(gov).budgets[0].runs
+    [r] = read_dashboard(gov).budgets[0].runs
     # loss (watched on every run), reward_mean (this run's rule), then the rest by name, four
     # at most (lr is left out); the infinite grad norm as it was sent, not its last finite value.
     # Each with its recent finite values, oldest first, for its sparkline.
@@ -232,7 +237,7 @@ def test_on_a_shared_machine_each_gpu_says_whether_it_is_the_pods_own(gov: Gover
     for pod in (owner, whole):
         gov.report(pod, gpu_sample(55, 30, 0), gpu_sample(0, 19.5, 1))
 
-    traces = {p.id: [(g.uuid, g.own) for g in p.gpus] for p in read(gov).budgets[0].pods}
+    traces = {p.id: [(g.uuid, g.own) for g in p.gpus] for p in read_dashboard(gov).budgets[0].pods}
     assert traces[owner] == [("GPU-0", False), ("GPU-1", True)]  # GPU-0 is a neighbour's
     assert traces[whole] == [("GPU-0", True), ("GPU-1", True)]  # names none: owns them all
 
@@ -241,7 +246,7 @@ def test_latest_events_come_newest_first_with_their_budget(gov: Governor) -> Non
     first = gov.budget(ceiling="1.00")
     gov.pod(first)
     gov.tick(1000)
-    dash = read(gov)
+    dash = read_dashboard(gov)
     assert dash.at == gov.clock.now()
     assert 0 < len(dash.events) <= status.EVENTS
     assert [e.id for e in dash.events] == sorted((e.id for e in dash.events), reverse=True)
@@ -255,7 +260,7 @@ def test_a_long_ledger_is_thinned_to_a_bounded_series_that_keeps_its_ends(gov: G
     gov.pod(budget)
     for _ in range(status.CHART_POINTS + 20):
         gov.tick(3600)  # the ledger keeps an entry per hour
-    chart = read(gov).budgets[0].chart
+    chart = read_dashboard(gov).budgets[0].chart
     assert len(chart.points) == status.CHART_POINTS
     assert chart.points[0].spent == 0 and chart.points[0].at == chart.start
     assert chart.points[-1].at == gov.clock.now()
@@ -263,7 +268,7 @@ def test_a_long_ledger_is_thinned_to_a_bounded_series_that_keeps_its_ends(gov: G
 
 
 def test_no_budgets_is_an_empty_dashboard(gov: Governor) -> None:
-    dash = read(gov)
+    dash = read_dashboard(gov)
     assert dash.budgets == () and dash.events == ()
 
 
