@@ -22,7 +22,7 @@ from sqlalchemy import (
 from sqlalchemy import Enum as SAEnum
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from governor.db.types import MicroUSD, UTCDateTime
+from governor.db.types import MicroUSD, OptionalJSON, UTCDateTime
 from governor.domain.model import (
     Action,
     BudgetState,
@@ -138,11 +138,11 @@ class PodRow(Base):
     billed_through: Mapped[datetime | None] = mapped_column(UTCDateTime)
     billing_drift: Mapped[bool] = mapped_column(default=False, server_default=false())
     telemetry_note: Mapped[str | None] = mapped_column(Text)
-    lost_gpus: Mapped[list[str] | None] = mapped_column(JSON)
+    lost_gpus: Mapped[list[str] | None] = mapped_column(OptionalJSON)
     # the GPUs that are the pod's, by UUID, on a machine it shares; None: all it reports
-    gpu_uuids: Mapped[list[str] | None] = mapped_column(JSON)
+    gpu_uuids: Mapped[list[str] | None] = mapped_column(OptionalJSON)
     # its processes there, by PID and/or a pattern of their names; None: every process
-    process_pids: Mapped[list[int] | None] = mapped_column(JSON)
+    process_pids: Mapped[list[int] | None] = mapped_column(OptionalJSON)
     process_pattern: Mapped[str | None] = mapped_column(String(200))
     state: Mapped[PodState] = mapped_column(_enum(PodState))
     accrued_until: Mapped[datetime] = mapped_column(UTCDateTime)
@@ -176,7 +176,7 @@ class RunRow(Base):
     phase: Mapped[Phase | None] = mapped_column(_enum(Phase))
     phase_since: Mapped[datetime | None] = mapped_column(UTCDateTime)
     progress_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    policy: Mapped[dict[str, float] | None] = mapped_column(JSON)
+    policy: Mapped[dict[str, float] | None] = mapped_column(OptionalJSON)
     status: Mapped[RunStatus] = mapped_column(_enum(RunStatus))
     last_heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -191,11 +191,11 @@ class RunRow(Base):
     idle_alerted: Mapped[bool] = mapped_column(default=False, server_default=false())
     stall_alerted: Mapped[bool] = mapped_column(default=False, server_default=false())
     headroom_warned: Mapped[bool] = mapped_column(default=False, server_default=false())
-    metrics: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    metrics: Mapped[dict[str, Any] | None] = mapped_column(OptionalJSON)
     # training health: the run's rules, their running statistics, a stop they asked for
-    health_rules: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
-    health_state: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    health_stop: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    health_rules: Mapped[list[dict[str, Any]] | None] = mapped_column(OptionalJSON)
+    health_state: Mapped[dict[str, Any] | None] = mapped_column(OptionalJSON)
+    health_stop: Mapped[dict[str, Any] | None] = mapped_column(OptionalJSON)
     pace_step: Mapped[int | None] = mapped_column(Int64)
     pace_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
@@ -255,7 +255,7 @@ class StopOrderRow(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     notified_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     acked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    ack_checkpoint: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    ack_checkpoint: Mapped[dict[str, Any] | None] = mapped_column(OptionalJSON)
     sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     attempts: Mapped[int] = mapped_column(default=0)
     next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime)
@@ -352,7 +352,7 @@ class GpuSampleRow(Base):
     memory_free_bytes: Mapped[int | None] = mapped_column(BigInteger)
     power_w: Mapped[float | None]
     temperature_c: Mapped[float | None]
-    processes: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
+    processes: Mapped[list[dict[str, Any]] | None] = mapped_column(OptionalJSON)
     clock_event_reasons: Mapped[int | None] = mapped_column(BigInteger)
 
     __table_args__ = (Index("ix_gpu_samples_pod_gpu_at", "pod_id", "gpu_uuid", "at"),)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from sqlalchemy import BigInteger, DateTime
+from sqlalchemy import JSON, BigInteger, DateTime
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
@@ -53,3 +53,8 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+OptionalJSON = JSON(none_as_null=True)
+"""A JSON document that may be absent: absent is SQL NULL, never a JSON `null`, so reading a
+row whose document is absent decodes nothing."""

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
+from functools import cached_property
 
 from governor.domain.model import ChargeKind, PodState
 from governor.domain.money import SECONDS_PER_HOUR, ZERO, charge, per_hour_from_month, usd
@@ -13,7 +14,9 @@ from governor.domain.money import SECONDS_PER_HOUR, ZERO, charge, per_hour_from_
 
 @dataclass(frozen=True)
 class PodMeter:
-    """What one pod costs per hour in its current state, and how far it has been charged."""
+    """What one pod costs per hour in its current state, and how far it has been charged.
+
+    Its rates are worked out once per meter, however many figures read them."""
 
     state: PodState
     hourly_rate: Decimal
@@ -27,11 +30,11 @@ class PodMeter:
     def bills_compute(self) -> bool:
         return self.state.bills_compute
 
-    @property
+    @cached_property
     def compute_per_hour(self) -> Decimal:
         return self.hourly_rate if self.bills_compute else ZERO
 
-    @property
+    @cached_property
     def storage_per_hour(self) -> Decimal:
         if self.state is PodState.GONE:
             return ZERO
@@ -42,13 +45,13 @@ class PodMeter:
         )
         return per_hour_from_month(month_rate, self.storage_gb)
 
-    @property
+    @cached_property
     def stopped_storage_per_hour(self) -> Decimal:
         if self.state is PodState.GONE:
             return ZERO
         return per_hour_from_month(self.stopped_storage_usd_per_gb_month, self.storage_gb)
 
-    @property
+    @cached_property
     def burn_per_hour(self) -> Decimal:
         return self.compute_per_hour + self.storage_per_hour
 

@@ -40,7 +40,10 @@ class RunStatus(StrEnum):
     @property
     def is_live(self) -> bool:
         """The job process is still expected to check in."""
-        return self in (RunStatus.RUNNING, RunStatus.CHECKPOINTING, RunStatus.STOPPING)
+        return self in LIVE_STATUSES
+
+
+LIVE_STATUSES = frozenset((RunStatus.RUNNING, RunStatus.CHECKPOINTING, RunStatus.STOPPING))
 
 
 class Phase(StrEnum):

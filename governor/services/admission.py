@@ -328,6 +328,8 @@ def release_canary(
 def holds(session: Session, books: Sequence[Book], now: datetime) -> dict[str, CanaryHold]:
     """The canary holds over these budgets' pods, by pod; a canary whose run has taken its
     steps with a measured peak under the threshold is released here instead (by telemetry)."""
+    if not any(p.plan_id is not None for b in books for p in b.pods):
+        return {}  # no pod started from a plan: no canary to hold
     checks = repo.plan_checks_of_budgets(session, [b.budget.id for b in books])
     if not checks:
         return {}

@@ -9,15 +9,15 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, TypeVar
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from governor.db import records
 from governor.db import repository as repo
-from governor.db.tables import BudgetRow, PodRow, RunRow, StopOrderRow
+from governor.db.tables import BudgetRow, ExtensionRow, PodRow, RunRow, StopOrderRow
 from governor.domain.errors import NotFound
 from governor.domain.ledger import BudgetTerms, Figures, PodMeter, PodPosition, figures, unaccrued
-from governor.domain.model import BILLS_COMPUTE, PodState, Reason
+from governor.domain.model import BILLS_COMPUTE, ExtensionState, PodState, Reason
 from governor.domain.money import ZERO
 from governor.domain.policy import HealthStop, RunView
 from governor.domain.stop_order import ACTIVE_STATES
@@ -159,16 +159,29 @@ def open_books(
     return [_book(b, extended, pods[b.id], runs[b.id], orders[b.id], now, config) for b in budgets]
 
 
-_BUDGETS, _PODS, _RUNS, _ORDERS = (
+_BUDGETS, _PODS, _RUNS, _ORDERS, _EXTENSIONS = (
     BudgetRow.__table__,
     PodRow.__table__,
     RunRow.__table__,
     StopOrderRow.__table__,
+    ExtensionRow.__table__,
 )
 _IN_BUDGETS = bindparam("budget_ids", expanding=True)
+_EXTENDED = "approved_extensions_usd"  # what approved extensions add to a budget's ceiling
 _LIVE_BUDGETS = (
-    select(_BUDGETS).where(_BUDGETS.c.id.in_(_IN_BUDGETS)).order_by(_BUDGETS.c.id)
-).with_for_update(key_share=True)
+    select(
+        _BUDGETS,
+        select(func.sum(_EXTENSIONS.c.amount_usd))
+        .where(
+            _EXTENSIONS.c.budget_id == _BUDGETS.c.id,
+            _EXTENSIONS.c.state == ExtensionState.APPROVED,
+        )
+        .scalar_subquery()
+        .label(_EXTENDED),
+    )
+    .where(_BUDGETS.c.id.in_(_IN_BUDGETS))
+    .order_by(_BUDGETS.c.id)
+).with_for_update(key_share=True, of=_BUDGETS)
 _LIVE_PODS = (  # what the figures, the GPU rules (GPUs, processes) and the canary holds read
     select(
         *(
@@ -215,14 +228,15 @@ def live_books(
     session: Session, budget_ids: Sequence[str], now: datetime, config: GovernorConfig
 ) -> list[Book]:
     """What an enforcement pass decides about, read as plain records (no ORM object): the
-    budgets, locked for update until commit; their pods not gone, the runs on those that still
-    bill compute, and their stop orders under way. The figures are `open_books`'s.
+    budgets with what approved extensions add to them, locked for update until commit; their
+    pods not gone, the runs on those that still bill compute, and their stop orders under way.
+    The figures are `open_books`'s.
 
     What the pass sets on a record is written by `records.write_back`, not by the session.
     """
     params = {"budget_ids": list(budget_ids)}
     budgets = records.load(session, _LIVE_BUDGETS, params)
-    extended = repo.approved_extensions_by_budget(session, budget_ids)
+    extended = {b.id: getattr(b, _EXTENDED) or ZERO for b in budgets}
     pods = by_budget(records.load(session, _LIVE_PODS, params))
     runs = by_budget(records.load(session, _LIVE_RUNS, params))
     orders = by_budget(records.load(session, _ACTIVE_ORDERS, params))

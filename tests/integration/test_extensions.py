@@ -78,3 +78,21 @@ def test_twenty_concurrent_approvals_apply_once(gov: Governor) -> None:
         outcomes = list(pool.map(approve, range(20)))
     assert sorted(outcomes) == ["approved"] + ["conflict"] * 19
     assert gov.book(budget).figures.effective_ceiling == D("107.50")
+
+
+def test_the_pass_counts_approved_extensions_alone(gov: Governor) -> None:
+    """The enforcement pass reads what approved extensions add with its budgets: a pod that
+    would pass the first ceiling runs on within the extended one, and the figures the pass
+    keeps for heartbeats carry that ceiling, not a denied or pending extension's."""
+    budget = gov.budget(ceiling="1.00")
+    run = gov.run(budget, gov.pod(budget), grace_s=0, timeout_s=7200)
+    for amount, approve in (("5", True), ("7", True), ("100", False)):
+        decide(gov, request(gov, budget, amount, Requester.OPERATOR), approve)
+    request(gov, budget, "1000", Requester.OPERATOR)  # pending
+    for step in range(1, 7):  # half an hour of progress: past the first ceiling
+        gov.beat(run, step=step)
+        gov.tick(300)
+    answer = gov.beat(run, step=7)
+    assert answer.action is Action.CONTINUE
+    assert answer.figures.spent > D("1.00")
+    assert answer.figures.effective_ceiling == D("13.00")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import insert, inspect, select
+from sqlalchemy import JSON, Text, cast, insert, inspect, select
 
 from governor.db import schema
 from governor.db.engine import build_engine
@@ -219,3 +219,84 @@ def test_the_upgrade_names_stored_pods_and_keeps_open_budget_names_apart(
         "pod_3": "h100-b",
         "pod_4": "h100-b",
     }
+
+
+BEFORE_SQL_NULLS = "6d2e8f4a1b7c"
+
+
+def test_the_upgrade_stores_absent_documents_as_sql_null_and_the_downgrade_restores_them(
+    database_url: str,
+) -> None:
+    """A pod's GPUs that were never given were stored as a JSON `null`, decoded on every read:
+    the upgrade makes them SQL NULL (a document that is there is kept), the governor writes
+    them so from then on, and the downgrade stores them as before."""
+    schema.upgrade(database_url, BEFORE_SQL_NULLS)
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    budget = {
+        "id": "bud_1",
+        "name": "pilot",
+        "ceiling_usd": Decimal(100),
+        "reserve_usd": Decimal(0),
+        "storage_tail_hours": 0.0,
+        "alert_thresholds": [50],
+        "state": BudgetState.OPEN,
+        "created_at": at,
+    }
+    pod = {
+        "budget_id": "bud_1",
+        "provider": "fake",
+        "hourly_rate_usd": Decimal(1),
+        "rate_source": RateSource.DECLARED,
+        "storage_gb": 0.0,
+        "storage_usd_per_gb_month": Decimal(0),
+        "stopped_storage_usd_per_gb_month": Decimal(0),
+        "stop_latency_s": 0.0,
+        "state": PodState.RUNNING,
+        "accrued_until": at,
+        "created_at": at,
+    }
+    stored_as_text = select(PodRow.id, cast(PodRow.gpu_uuids, Text)).order_by(PodRow.id)
+    engine = build_engine(database_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(insert(BudgetRow), budget)
+            connection.execute(
+                insert(PodRow),
+                [
+                    {
+                        **pod,
+                        "id": "pod_1",
+                        "name": "a",
+                        "provider_ref": "a",
+                        "gpu_uuids": JSON.NULL,
+                    },
+                    {
+                        **pod,
+                        "id": "pod_2",
+                        "name": "b",
+                        "provider_ref": "b",
+                        "gpu_uuids": ["GPU-1"],
+                    },
+                ],
+            )
+        with engine.connect() as connection:
+            before = dict(connection.execute(stored_as_text).all())
+        schema.upgrade(database_url)
+        with engine.begin() as connection:
+            upgraded = dict(connection.execute(stored_as_text).all())
+            connection.execute(
+                insert(PodRow),
+                {**pod, "id": "pod_3", "name": "c", "provider_ref": "c", "gpu_uuids": None},
+            )
+            written = dict(connection.execute(stored_as_text).all())
+        schema.downgrade(database_url, BEFORE_SQL_NULLS)
+        with engine.connect() as connection:
+            downgraded = dict(connection.execute(stored_as_text).all())
+    finally:
+        engine.dispose()
+    listed = before["pod_2"]
+    assert before == {"pod_1": "null", "pod_2": listed}
+    assert json.loads(listed) == ["GPU-1"]
+    assert upgraded == {"pod_1": None, "pod_2": listed}
+    assert written == {"pod_1": None, "pod_2": listed, "pod_3": None}
+    assert downgraded == {"pod_1": "null", "pod_2": listed, "pod_3": "null"}
