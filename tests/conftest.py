@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import create_engine, make_url, text
@@ -25,6 +26,13 @@ _created: list[str] = []
 @pytest.fixture
 def clock() -> FrozenClock:
     return FrozenClock()
+
+
+@pytest.fixture
+def near_now() -> FrozenClock:
+    """A clock that moves only when told to, from the wall clock's time: for a fake cloud
+    whose records mix its own clock with real time."""
+    return FrozenClock(datetime.now(UTC))
 
 
 def _admin(statement: str) -> None:

@@ -251,7 +251,7 @@ class FakeKubernetes(FakeCloud):
                 obj = manifest(namespace, kind, name, self.version)
                 obj["spec"] = merge_patch(obj["spec"], spec or {})
                 self.workloads[ref] = Workload(kind, obj, hourly_rate_usd)
-                self.workloads[ref].settle(now(), self.stop_delay_s)
+                self.workloads[ref].settle(self.clock(), self.stop_delay_s)
             self.save()
 
     def finish(self, ref: str, condition: str = "Complete") -> None:
@@ -259,7 +259,7 @@ class FakeKubernetes(FakeCloud):
         with self.lock:
             workload = self.workloads[ref]
             workload.finished = condition
-            workload.settle(now(), 0.0)
+            workload.settle(self.clock(), 0.0)
             self.save()
 
     def snapshot(self) -> dict[str, Any]:
@@ -304,7 +304,7 @@ class FakeKubernetes(FakeCloud):
     def handle(self, request: FakeRequest) -> Reply:
         listing = _kind(_LIST.fullmatch(request.path))
         if listing is not None and request.method == "GET":
-            return self._list(listing, now())
+            return self._list(listing, self.clock())
         route = _PATH.fullmatch(request.path)
         kind = _kind(route)
         if route is None or kind is None:
@@ -317,7 +317,7 @@ class FakeKubernetes(FakeCloud):
         if workload is None:
             details = {"name": name, "group": group, "kind": resource}
             return self.error(404, f'{resource}.{group} "{name}" not found', details)
-        at = now()
+        at = self.clock()
         if request.method == "GET":
             return Reply(200, workload.scale(at) if scale else workload.obj(at))
         if request.method == "PATCH":

@@ -11,7 +11,6 @@ Whatever happens, TerminateInstances is never sent and neither key reaches an er
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -25,6 +24,7 @@ from governor.domain.model import PodState
 from governor.domain.ports import CallOutcome, ProviderError, Resumes, StopsPreserving
 from governor.fakes.aws import FakeEc2
 from governor.fakes.http_cloud import HOLD, FakeRequest, Reply
+from tests.clock import FrozenClock
 from tests.fake_clouds import TIMEOUT_S, Served, running
 
 KEY_ID = "AKIAUNITTESTKEYID0001"
@@ -62,8 +62,12 @@ class Cloud(Served[FakeEc2]):
         return self.ec2(adapter)
 
 
-def start(tmp_path: Path, stop_delay_s: float = 0.0) -> Iterator[Cloud]:
+def start(
+    tmp_path: Path, stop_delay_s: float = 0.0, clock: FrozenClock | None = None
+) -> Iterator[Cloud]:
     fake = FakeEc2(tmp_path / "ec2.json", SECRET, access_key_id=KEY_ID, stop_delay_s=stop_delay_s)
+    if clock is not None:
+        fake.clock = clock.now
     fake.add_instance(
         ON_DEMAND, "1.006", volumes={"vol-0root000000000001": 100, "vol-0data000000000001": 400}
     )
@@ -82,9 +86,9 @@ def cloud(tmp_path: Path) -> Iterator[Cloud]:
 
 
 @pytest.fixture
-def slow_cloud(tmp_path: Path) -> Iterator[Cloud]:
-    """Instances take 0.3 s to go from stopping to stopped."""
-    yield from start(tmp_path, stop_delay_s=0.3)
+def slow_cloud(tmp_path: Path, near_now: FrozenClock) -> Iterator[Cloud]:
+    """Instances take 0.3 s of the cloud's clock (`near_now`) to go from stopping to stopped."""
+    yield from start(tmp_path, stop_delay_s=0.3, clock=near_now)
 
 
 @pytest.fixture
@@ -146,13 +150,15 @@ def test_stop_sends_stop_instances_and_is_idempotent(ec2: Ec2Provider, cloud: Cl
     assert cloud.fake.state.instances[ON_DEMAND].volumes  # the EBS volumes are still there
 
 
-def test_a_stop_in_progress_is_pending_until_stopped(slow_cloud: Cloud) -> None:
+def test_a_stop_in_progress_is_pending_until_stopped(
+    slow_cloud: Cloud, near_now: FrozenClock
+) -> None:
     ec2 = slow_cloud.adapter()
     first = ec2.stop(ON_DEMAND)
     assert first.outcome is CallOutcome.PENDING and "stopping" in first.detail
     assert ec2.describe(ON_DEMAND).state is PodState.STOPPING
     assert ec2.stop(ON_DEMAND).outcome is CallOutcome.PENDING
-    time.sleep(0.35)
+    near_now.advance(0.35)
     assert ec2.stop(ON_DEMAND).outcome is CallOutcome.DONE
     assert slow_cloud.actions().count("StopInstances") == 1
 

@@ -13,7 +13,6 @@ never appears in an error or a log line.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -39,6 +38,7 @@ from governor.domain.ports import (
 )
 from governor.fakes.http_cloud import HOLD, FakeRequest, now
 from governor.fakes.kubernetes import FakeKubernetes
+from tests.clock import FrozenClock
 from tests.fake_clouds import TIMEOUT_S, Served, running
 
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.UNIT_TEST_SECRET_TOKEN.c2lnbmF0dXJl"
@@ -84,9 +84,11 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 
 
 @pytest.fixture
-def slow_cluster(tmp_path: Path) -> Iterator[Cluster]:
-    """Pods take 0.3 s to exit after they are told to."""
-    yield from _serve(FakeKubernetes(tmp_path / "kubernetes.json", TOKEN, stop_delay_s=0.3))
+def slow_cluster(tmp_path: Path, near_now: FrozenClock) -> Iterator[Cluster]:
+    """Pods take 0.3 s of the cluster's clock (`near_now`) to exit after they are told to."""
+    fake = FakeKubernetes(tmp_path / "kubernetes.json", TOKEN, stop_delay_s=0.3)
+    fake.clock = near_now.now
+    yield from _serve(fake)
 
 
 @pytest.fixture
@@ -137,7 +139,7 @@ def test_stopping_a_deployment_or_statefulset_scales_it_to_zero(
 
 @pytest.mark.parametrize(("ref", "patches"), [(JOB, 1), (DEPLOYMENT, 2)])
 def test_pods_still_exiting_are_pending_and_not_asked_again(
-    slow_cluster: Cluster, ref: str, patches: int
+    slow_cluster: Cluster, near_now: FrozenClock, ref: str, patches: int
 ) -> None:
     with slow_cluster.client() as client:
         kubernetes = KubernetesProvider(BearerToken(client, TOKEN, slow_cluster.url))
@@ -146,7 +148,7 @@ def test_pods_still_exiting_are_pending_and_not_asked_again(
         waiting = kubernetes.stop(ref)
         assert waiting.outcome is CallOutcome.PENDING and "still exiting" in waiting.detail
         assert len(slow_cluster.patches()) == patches  # asked once
-        time.sleep(0.35)
+        near_now.advance(0.35)
         assert kubernetes.stop(ref).outcome is CallOutcome.DONE
         assert kubernetes.describe(ref).state is PodState.STOPPED
 
