@@ -432,7 +432,8 @@ RUN = Kind("run", "run", "/v1/runs", "status")
 
 def resolve(api: Api, kind: Kind, given: str, budget_id: str | None = None) -> str:
     """The id of the budget, pod or run that `given` names: an id as it is; a name looked
-    up (within `budget_id`, if given), which must match exactly one."""
+    up (within `budget_id`, if given), which must match exactly one — or, for a budget, one
+    not closed (a closed budget's name is free for a new one, which the name then means)."""
     if kind.is_id(given):
         return given
     found = api.items(kind.path, {"name": given, "budget_id": budget_id})
@@ -441,6 +442,8 @@ def resolve(api: Api, kind: Kind, given: str, budget_id: str | None = None) -> s
         raise OperatorError(
             f"no {kind.noun} named {given!r}{within}; 'governor {kind.noun} list' shows them"
         )
+    if kind is BUDGET and len(found) > 1:
+        found = [f for f in found if f["state"] != "closed"] or found
     if len(found) > 1:
         candidates = ", ".join(kind.candidate(f) for f in found)
         raise OperatorError(

@@ -163,6 +163,11 @@ def test_an_operator_runs_a_pilot_from_the_command_line(cli_server: GovernorServ
     assert f"{pod['id']} (budget {budget['id']}, stopped)" in ambiguous
     assert f"{side['id']} (budget {side['budget_id']}, running)" in ambiguous
 
+    # a closed budget's name is free again, and then names the budget that is not closed
+    assert as_json(url, "budget", "close", "pilot")["state"] == "closed"
+    again = as_json(url, "budget", "declare", "pilot", "--ceiling", "10")
+    assert as_json(url, "budget", "show", "pilot")["id"] == again["id"] != budget["id"]
+
 
 def test_errors_say_what_to_do_and_exit_non_zero(cli_server: GovernorServer) -> None:
     url = cli_server.url
