@@ -68,3 +68,45 @@ def gpu_groups(*gpus: dict[str, Any], base: dict[str, Any] = EXAMPLE) -> dict[st
 def write(doc: dict[str, Any], path: Path) -> Path:
     path.write_text(json.dumps(doc, indent=2))
     return path
+
+
+# A 235B MoE (225B of it in 128 fused 3-D experts) for LoRA on 4 x H100 with FSDP, its
+# experts 4-bit through an expert-aware quantizer: 0.52 bytes per quantized param.
+MOE_4BIT = {
+    "hardware.gpu_type": "H100",
+    "hardware.gpu_count": 4,
+    "hardware.usable_mib_per_gpu": 81_559,
+    "hardware.rate_usd_per_gpu_hour": 2.69,
+    "model": {
+        "params_total": 235e9,
+        "vocab_size": 151_936,
+        "hidden_size": 4096,
+        "num_layers": 94,
+        "num_heads": 64,
+        "moe": {
+            "num_experts": 128,
+            "top_k": 8,
+            "expert_params": 225e9,
+            "experts_storage": "fused_3d_parameter",
+            "expert_quantizer": "experts4bit",
+            "reshard_after_forward": True,
+        },
+    },
+    "training.seq_len": 4096,
+    "training.trainable_params": 2e8,
+    "training.ce_impl": "liger_flce",
+    "training.sharding": {"kind": "fsdp", "shards": 4},
+    "memory_per_gpu_gib.nccl": 1.0,
+    "memory_per_gpu_gib.weights": 30.2,
+    "memory_per_gpu_gib.weights_breakdown": {
+        "quantized_params": 230e9,
+        "bytes_per_quantized": 0.52,
+        "unquantized_params": 5e9,
+        "bytes_per_unquantized": 2,
+    },
+    "memory_per_gpu_gib.adapters_grads_optimizer": 0.75,
+    "memory_per_gpu_gib.activations": 3.5,
+    "memory_per_gpu_gib.logits_peak": 0.2,
+    "memory_per_gpu_gib.transients": [{"name": GATHER, "gib": 2.0}],
+    "memory_per_gpu_gib.fragmentation_margin": 4.0,
+}

@@ -18,7 +18,7 @@ from governor.api.schemas import PlanIn
 from governor.domain.preflight.cost import billed_hours, reserve
 from governor.domain.preflight.plan import Plan
 from governor.domain.preflight.rules import RULES, Admission, Verdict, admit
-from tests.plans import EXAMPLE, EXAMPLE_FILE, GATHER, gpu_groups, variant
+from tests.plans import EXAMPLE, EXAMPLE_FILE, GATHER, MOE_4BIT, gpu_groups, variant
 
 D = Decimal
 FRESH = date(2026, 10, 8)  # the day after the reference plan's rate was quoted
@@ -68,44 +68,7 @@ CARD_95 = {
 
 # A 235B MoE (225B in fused 3-D experts) for LoRA on 4 x H100 with FSDP. The plan counts
 # every expert at 4 bits, but bitsandbytes' Linear4bit leaves fused experts in BF16.
-MOE = {
-    "hardware.gpu_type": "H100",
-    "hardware.gpu_count": 4,
-    "hardware.usable_mib_per_gpu": 81_559,
-    "hardware.rate_usd_per_gpu_hour": 2.69,
-    "model": {
-        "params_total": 235e9,
-        "vocab_size": 151_936,
-        "hidden_size": 4096,
-        "num_layers": 94,
-        "num_heads": 64,
-        "moe": {
-            "num_experts": 128,
-            "top_k": 8,
-            "expert_params": 225e9,
-            "experts_storage": "fused_3d_parameter",
-            "expert_quantizer": "bnb_linear4bit",
-            "reshard_after_forward": True,
-        },
-    },
-    "training.seq_len": 4096,
-    "training.trainable_params": 2e8,
-    "training.ce_impl": "liger_flce",
-    "training.sharding": {"kind": "fsdp", "shards": 4},
-    "memory_per_gpu_gib.nccl": 1.0,
-    "memory_per_gpu_gib.weights": 30.2,
-    "memory_per_gpu_gib.weights_breakdown": {
-        "quantized_params": 230e9,
-        "bytes_per_quantized": 0.52,
-        "unquantized_params": 5e9,
-        "bytes_per_unquantized": 2,
-    },
-    "memory_per_gpu_gib.adapters_grads_optimizer": 0.75,
-    "memory_per_gpu_gib.activations": 3.5,
-    "memory_per_gpu_gib.logits_peak": 0.2,
-    "memory_per_gpu_gib.transients": [{"name": GATHER, "gib": 2.0}],
-    "memory_per_gpu_gib.fragmentation_margin": 4.0,
-}
+MOE = {**MOE_4BIT, "model.moe.expert_quantizer": "bnb_linear4bit"}
 
 # The reference plan on an H100 with an extra 28 GiB transient: modeled 1.07 x usable.
 TIGHT = {**H100, "memory_per_gpu_gib.transients": [{"name": "eval_logits_accum", "gib": 28.0}]}
@@ -149,7 +112,7 @@ CASES = [
     ("MoE experts stay BF16 under 4-bit", variant(MOE), "500", FRESH, NO_GO, "memory_fit"),
     (
         "MoE with an expert-aware quantizer",
-        variant({**MOE, "model.moe.expert_quantizer": "experts4bit"}),
+        variant(MOE_4BIT),
         "500",
         FRESH,
         GO,

@@ -19,7 +19,7 @@ from governor.domain.preflight.memory import Component
 from governor.domain.preflight.plan import CrossEntropy, Dequantize, KernelFormat, Plan
 from governor.domain.preflight.rules import Admission, Verdict, admit
 from governor.domain.telemetry import GIB
-from tests.plans import GATHER, gpu_groups, variant
+from tests.plans import GATHER, MOE_4BIT, gpu_groups, variant
 
 FRESH = date(2026, 10, 8)
 GO, CANARY_ONLY, NO_GO = Verdict.GO, Verdict.CANARY_ONLY, Verdict.NO_GO
@@ -51,46 +51,6 @@ def component(admission: Admission, name: str) -> Component:
     return admission.assessment.component(name)
 
 
-# A 235B MoE (225B of it in 128 fused 3-D experts) for LoRA on 4 x H100 with FSDP, its
-# experts 4-bit through an expert-aware quantizer: 0.52 bytes per quantized param.
-MOE_4BIT = {
-    "hardware.gpu_type": "H100",
-    "hardware.gpu_count": 4,
-    "hardware.usable_mib_per_gpu": 81_559,
-    "hardware.rate_usd_per_gpu_hour": 2.69,
-    "model": {
-        "params_total": 235e9,
-        "vocab_size": 151_936,
-        "hidden_size": 4096,
-        "num_layers": 94,
-        "num_heads": 64,
-        "moe": {
-            "num_experts": 128,
-            "top_k": 8,
-            "expert_params": 225e9,
-            "experts_storage": "fused_3d_parameter",
-            "expert_quantizer": "experts4bit",
-            "reshard_after_forward": True,
-        },
-    },
-    "training.seq_len": 4096,
-    "training.trainable_params": 2e8,
-    "training.ce_impl": "liger_flce",
-    "training.sharding": {"kind": "fsdp", "shards": 4},
-    "memory_per_gpu_gib.nccl": 1.0,
-    "memory_per_gpu_gib.weights": 30.2,
-    "memory_per_gpu_gib.weights_breakdown": {
-        "quantized_params": 230e9,
-        "bytes_per_quantized": 0.52,
-        "unquantized_params": 5e9,
-        "bytes_per_unquantized": 2,
-    },
-    "memory_per_gpu_gib.adapters_grads_optimizer": 0.75,
-    "memory_per_gpu_gib.activations": 3.5,
-    "memory_per_gpu_gib.logits_peak": 0.2,
-    "memory_per_gpu_gib.transients": [{"name": GATHER, "gib": 2.0}],
-    "memory_per_gpu_gib.fragmentation_margin": 4.0,
-}
 MOE_EXPERTS = 117e9  # bytes: 225B expert params x 0.52
 MOE_DENSE = 12.6e9  # bytes: 5B BF16 params x 2 + 5B quantized dense params x 0.52
 DEQUANTIZE_EXPERTS = {"training": {"dequantize": Dequantize.EXPERTS}}
