@@ -5,7 +5,7 @@ EXAMPLE is the worked example plan, docs/examples/plan.json: a dense 27B-class Q
 ("hardware.gpu_type", "phases.1.min_optimizer_steps") and, unless told otherwise, sets
 modeled_total to the sum of the declared components so that only the change is judged.
 `gpu_groups` makes the changes that turn a plan into a preflight-plan/0.2 one of several
-GPU models.
+GPU models. MOE_4BIT is the changes that make it a 4-bit MoE on 4 x H100.
 """
 
 from __future__ import annotations
