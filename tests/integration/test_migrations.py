@@ -5,6 +5,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -163,6 +164,23 @@ def test_without_the_migrations_the_command_says_what_to_do_in_one_line(
 BEFORE_NAMES = "f4a5b6c7d8e9"
 
 
+def stored_pod(at: datetime) -> dict[str, Any]:
+    """The columns a running pod of budget bud_1 has stored, as a row inserted beneath the
+    models (an id, a provider and a reference to be added)."""
+    return {
+        "budget_id": "bud_1",
+        "hourly_rate_usd": Decimal(1),
+        "rate_source": RateSource.DECLARED,
+        "storage_gb": 0.0,
+        "storage_usd_per_gb_month": Decimal(0),
+        "stopped_storage_usd_per_gb_month": Decimal(0),
+        "stop_latency_s": 0.0,
+        "state": PodState.RUNNING,
+        "accrued_until": at,
+        "created_at": at,
+    }
+
+
 def test_the_upgrade_names_stored_pods_and_keeps_open_budget_names_apart(
     database_url: str,
 ) -> None:
@@ -183,18 +201,7 @@ def test_the_upgrade_names_stored_pods_and_keeps_open_budget_names_apart(
         {**budget, "id": "bud_2", "name": "pilot", "created_at": at + timedelta(hours=1)},
         {**budget, "id": "bud_3", "name": "pilot", "state": BudgetState.CLOSED, "created_at": at},
     ]
-    pod = {
-        "budget_id": "bud_1",
-        "hourly_rate_usd": Decimal(1),
-        "rate_source": RateSource.DECLARED,
-        "storage_gb": 0.0,
-        "storage_usd_per_gb_month": Decimal(0),
-        "stopped_storage_usd_per_gb_month": Decimal(0),
-        "stop_latency_s": 0.0,
-        "state": PodState.RUNNING,
-        "accrued_until": at,
-        "created_at": at,
-    }
+    pod = stored_pod(at)
     pods = [
         {**pod, "id": "pod_1", "provider": "fake", "provider_ref": "h100-a"},
         {**pod, "id": "pod_2", "provider": "runpod", "provider_ref": "h100-a"},
@@ -242,19 +249,7 @@ def test_the_upgrade_stores_absent_documents_as_sql_null_and_the_downgrade_resto
         "state": BudgetState.OPEN,
         "created_at": at,
     }
-    pod = {
-        "budget_id": "bud_1",
-        "provider": "fake",
-        "hourly_rate_usd": Decimal(1),
-        "rate_source": RateSource.DECLARED,
-        "storage_gb": 0.0,
-        "storage_usd_per_gb_month": Decimal(0),
-        "stopped_storage_usd_per_gb_month": Decimal(0),
-        "stop_latency_s": 0.0,
-        "state": PodState.RUNNING,
-        "accrued_until": at,
-        "created_at": at,
-    }
+    pod = {**stored_pod(at), "provider": "fake"}
     stored_as_text = select(PodRow.id, cast(PodRow.gpu_uuids, Text)).order_by(PodRow.id)
     engine = build_engine(database_url)
     try:

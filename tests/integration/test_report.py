@@ -5,6 +5,7 @@ reservation against its spend (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
@@ -175,12 +176,10 @@ def test_stops_failures_and_extensions_are_on_record(gov: Governor) -> None:
     assert (r.timeline.left_out, r.timeline.earlier, r.timeline.note) == (0, None, None)
 
 
-def test_a_capped_report_lists_the_latest_events_says_what_it_left_out_and_still_adds_up(
-    gov: Governor,
-) -> None:
-    budget, _, run = pilot(gov)
+def crashed(gov: Governor, budget: str, run: str, workers: Iterable[int]) -> None:
+    """A harness warning on the run for each of `workers`: "worker N crashed"."""
     with gov.session() as s:
-        for n in (1, 2, 3, 4, 5, 5):  # the last one twice: folded into one event
+        for n in workers:
             events.record(
                 s,
                 gov.clock.now(),
@@ -190,6 +189,13 @@ def test_a_capped_report_lists_the_latest_events_says_what_it_left_out_and_still
                 f"worker {n} crashed",
                 budget_id=budget,
             )
+
+
+def test_a_capped_report_lists_the_latest_events_says_what_it_left_out_and_still_adds_up(
+    gov: Governor,
+) -> None:
+    budget, _, run = pilot(gov)
+    crashed(gov, budget, run, (1, 2, 3, 4, 5, 5))  # the last one twice: folded into one
     whole = build(gov, budget)
     with gov.session() as s:
         capped = report.build(
@@ -237,17 +243,7 @@ def test_a_failure_category_lists_only_its_latest_few_and_counts_them_all(
 ) -> None:
     monkeypatch.setattr(report, "FAILURES_LISTED", 2)
     budget, _, run = pilot(gov)
-    with gov.session() as s:
-        for n in range(5):
-            events.record(
-                s,
-                gov.clock.now(),
-                Severity.WARNING,
-                Category.HARNESS,
-                f"run:{run}",
-                f"worker {n} crashed",
-                budget_id=budget,
-            )
+    crashed(gov, budget, run, range(5))
     r = build(gov, budget)
 
     harness = r.failures[Category.HARNESS]
