@@ -186,12 +186,17 @@ def _run_update(columns: frozenset[str]) -> Update:
     )
 
 
-def update_run(session: Session, run_id: str, values: dict[str, Any]) -> None:
-    """Set these columns of the run, in one statement built once per set of columns."""
-    session.connection().execute(
-        _run_update(frozenset(values)),
-        {"run_id": run_id, **{f"new_{name}": value for name, value in values.items()}},
-    )
+def update_runs(session: Session, changes: Sequence[tuple[str, dict[str, Any]]]) -> None:
+    """Set these columns of these runs: one statement per set of columns (each built once),
+    executed for its runs in the order of their ids."""
+    by_columns: dict[frozenset[str], list[dict[str, Any]]] = {}
+    for run_id, values in sorted(changes, key=lambda change: change[0]):
+        by_columns.setdefault(frozenset(values), []).append(
+            {"run_id": run_id, **{f"new_{name}": value for name, value in values.items()}}
+        )
+    connection = session.connection()
+    for columns, params in by_columns.items():
+        connection.execute(_run_update(columns), params)
 
 
 def get_extension(session: Session, extension_id: str) -> ExtensionRow:

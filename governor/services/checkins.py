@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from governor.db import repository as repo
 from governor.db.engine import read_only, unit_of_work
+from governor.db.group_commit import GroupCommit
 from governor.db.tables import RunPhaseRow, RunRow, StopOrderRow
 from governor.domain.errors import RunEnded
 from governor.domain.health import Response
@@ -63,10 +66,11 @@ def check_in(
 
     A plain beat (progress, phase and metrics as before; no checkpoint, no new status, no
     stop under way) reads the run and the figures the latest enforcement pass kept on its
-    budget, then writes the run's own columns in one short statement: where the database has
-    a single writer, the writer's turn is held for that statement alone. Any other beat takes
-    the full path, `heartbeat`. Deciding stays with the enforcement pass, whose reaction time
-    the committed spend already covers.
+    budget, then writes the run's own columns and its metrics, committed together with the
+    plain beats of other runs that arrive meanwhile (`GroupCommit`): under load many beats
+    share one commit, and on SQLite one turn of its single writer. It answers once its write
+    is committed. Any other beat takes the full path, `heartbeat`. Deciding stays with the
+    enforcement pass, whose reaction time the committed spend already covers.
     """
     with read_only(sessions) as session:
         run = repo.run_row_with(session, run_id, *KEPT_FIGURES)  # the run, and those figures
@@ -79,10 +83,32 @@ def check_in(
     if not plain:
         with unit_of_work(sessions) as session:
             return heartbeat(session, config, run_id, beat, now)
-    with unit_of_work(sessions) as session:
-        repo.update_run(session, run_id, changes)
-        metric_history.record(session, run_id, beat.step, beat.metrics, now)
+    points = metric_history.points(run_id, beat.step, beat.metrics, now)
+    _plain_writes(sessions).commit(_PlainWrite(run_id, changes, points))
     return directive
+
+
+@dataclass(frozen=True)
+class _PlainWrite:
+    run_id: str
+    changes: dict[str, Any]  # the run's own columns
+    points: list[dict[str, Any]]  # its metrics' rows
+
+
+def _write_plain(session: Session, writes: Sequence[_PlainWrite]) -> None:
+    repo.update_runs(session, [(write.run_id, write.changes) for write in writes])
+    metric_history.insert_points(session, [point for write in writes for point in write.points])
+
+
+# One group of plain beats' writes per database the process writes to.
+_groups: WeakKeyDictionary[sessionmaker[Session], GroupCommit[_PlainWrite]] = WeakKeyDictionary()
+
+
+def _plain_writes(sessions: sessionmaker[Session]) -> GroupCommit[_PlainWrite]:
+    group = _groups.get(sessions)
+    if group is None:
+        group = _groups.setdefault(sessions, GroupCommit(sessions, _write_plain))
+    return group
 
 
 def heartbeat(

@@ -28,7 +28,20 @@ def record(
     session: Session, run_id: str, step: int, metrics: Mapping[str, object] | None, now: datetime
 ) -> None:
     """Keep the beat's finite numbers, in one statement (names are bounded at the edge)."""
-    rows = [
+    insert_points(session, points(run_id, step, metrics, now))
+
+
+def insert_points(session: Session, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert these `points`, of any runs, in one statement."""
+    if rows:
+        session.connection().execute(_INSERT, rows)
+
+
+def points(
+    run_id: str, step: int, metrics: Mapping[str, object] | None, now: datetime
+) -> list[dict[str, Any]]:
+    """The beat's finite numbers as rows to insert."""
+    return [
         {
             "run_id": run_id,
             "name": name,
@@ -42,8 +55,6 @@ def record(
         for name, value in ((n, number(v)) for n, v in (metrics or {}).items())
         if value is not None and math.isfinite(value)
     ]
-    if rows:
-        session.connection().execute(_INSERT, rows)
 
 
 def series(

@@ -1,0 +1,150 @@
+"""Plain beats' writes from many threads share a commit: whatever arrives while a group is
+being written goes in the next one, every caller returns once its own write is committed,
+and a write that cannot be taken fails alone."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from sqlalchemy.orm import Session
+
+from governor.db import repository as repo
+from governor.db.group_commit import GroupCommit
+from governor.services import checkins, metric_history
+from tests.integration.conftest import Governor
+
+Step = tuple[str, int]  # a run, and the step to write on it
+
+
+def wait_until(condition: Callable[[], bool], deadline_s: float = 30.0) -> None:
+    ends = time.monotonic() + deadline_s
+    while not condition():
+        if time.monotonic() > ends:
+            raise AssertionError("the condition never held")
+        time.sleep(0.01)
+
+
+class HeldFirstGroup:
+    """Writes steps; the first group it writes waits until released, so that the commits
+    asked meanwhile queue behind it. Negative steps cannot be written."""
+
+    def __init__(self) -> None:
+        self.groups: list[list[Step]] = []
+        self.first_written = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, session: Session, items: Sequence[Step]) -> None:
+        self.groups.append(list(items))
+        if any(step < 0 for _, step in items):
+            raise ValueError("a step cannot be negative")
+        repo.update_runs(session, [(run, {"step": step}) for run, step in items])
+        if len(self.groups) == 1:
+            self.first_written.set()
+            assert self.release.wait(30)
+
+
+def commit_all(group: GroupCommit[Step], items: Sequence[Step]) -> dict[Step, BaseException]:
+    """Commit the first item, then the others while its group is held; what each raised."""
+    failures: dict[Step, BaseException] = {}
+
+    def commit(item: Step) -> None:
+        try:
+            group.commit(item)
+        except Exception as error:
+            failures[item] = error
+
+    first = threading.Thread(target=commit, args=(items[0],))
+    first.start()
+    others = [threading.Thread(target=commit, args=(item,)) for item in items[1:]]
+    writer = group._write
+    assert isinstance(writer, HeldFirstGroup)
+    assert writer.first_written.wait(30)
+    for thread in others:
+        thread.start()
+    wait_until(lambda: group.waiting == len(others))
+    writer.release.set()
+    for thread in [first, *others]:
+        thread.join(timeout=60)
+        assert not thread.is_alive()
+    return failures
+
+
+def steps(gov: Governor, runs: Sequence[str]) -> list[int]:
+    with gov.session() as s:
+        return [repo.get_run(s, run).step for run in runs]
+
+
+def test_writes_asked_while_a_group_is_written_share_the_next_commit(gov: Governor) -> None:
+    budget = gov.budget()
+    pod = gov.pod(budget)
+    runs = [gov.run(budget, pod) for _ in range(6)]
+    writer = HeldFirstGroup()
+    group = GroupCommit(gov.ctx.sessions, writer)
+
+    failures = commit_all(group, [(run, index + 10) for index, run in enumerate(runs)])
+
+    assert failures == {}
+    assert [len(g) for g in writer.groups] == [1, 5]  # the five waited for one commit
+    assert steps(gov, runs) == [10, 11, 12, 13, 14, 15]
+    assert group.waiting == 0
+
+
+def test_a_write_that_cannot_be_taken_fails_alone(gov: Governor) -> None:
+    budget = gov.budget()
+    pod = gov.pod(budget)
+    runs = [gov.run(budget, pod) for _ in range(4)]
+    writer = HeldFirstGroup()
+    group = GroupCommit(gov.ctx.sessions, writer)
+
+    failures = commit_all(group, [(runs[0], 5), (runs[1], 6), (runs[2], -1), (runs[3], 8)])
+
+    assert list(failures) == [(runs[2], -1)]
+    assert isinstance(failures[(runs[2], -1)], ValueError)
+    # the group of three failed as one, then each was written alone
+    assert [len(g) for g in writer.groups] == [1, 3, 1, 1, 1]
+    assert steps(gov, runs) == [5, 6, 0, 8]
+
+
+def test_a_lone_write_is_committed_at_once_before_commit_returns(gov: Governor) -> None:
+    budget = gov.budget()
+    pod = gov.pod(budget)
+    run = gov.run(budget, pod)
+    writer = HeldFirstGroup()
+    writer.release.set()  # nothing to hold: a lone write waits for no one
+    group = GroupCommit(gov.ctx.sessions, writer)
+
+    group.commit((run, 3))
+
+    assert writer.groups == [[(run, 3)]]
+    assert steps(gov, [run]) == [3]
+
+
+def test_concurrent_plain_beats_of_many_runs_are_each_recorded(gov: Governor) -> None:
+    jobs = 12
+    budget = gov.budget("1000")
+    pod = gov.pod(budget)
+    runs = [gov.run(budget, pod) for _ in range(jobs)]
+    answers: list[object] = []
+
+    def job(run: str) -> None:
+        for step in range(1, 6):
+            beat = checkins.Heartbeat(step=step, metrics={"loss": 1.0 / step})
+            answers.append(
+                checkins.check_in(gov.ctx.sessions, gov.ctx.config, run, beat, gov.clock.now())
+            )
+
+    threads = [threading.Thread(target=job, args=(run,)) for run in runs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+        assert not thread.is_alive()
+    assert len(answers) == 5 * jobs
+    assert all(isinstance(a, checkins.Directive) for a in answers)
+    assert steps(gov, runs) == [5] * jobs
+    with gov.session() as s:
+        for run in runs:  # every beat's metric, at every step
+            points = metric_history.series(s, run, "loss", None).items
+            assert [p.step for p in points] == [1, 2, 3, 4, 5]
