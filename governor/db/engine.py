@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -91,9 +91,9 @@ AFTER_COMMIT = "after_commit"
 
 
 @contextmanager
-def _writer_turn(factory: sessionmaker[Session]) -> Iterator[None]:
+def _writer_turn(engine: Engine) -> Iterator[None]:
     """This process's turn to write, where the database has a single writer."""
-    turn = _turns.get(factory.kw["bind"])
+    turn = _turns.get(engine)
     if turn is None:
         yield
         return
@@ -107,7 +107,7 @@ def unit_of_work(factory: sessionmaker[Session]) -> Iterator[Session]:
 
     Callables queued with `after_commit` run once the commit has succeeded, never otherwise.
     """
-    with _writer_turn(factory):
+    with _writer_turn(factory.kw["bind"]):
         session = factory()
         try:
             yield session
@@ -135,6 +135,26 @@ def read_only(factory: sessionmaker[Session]) -> Iterator[Session]:
     finally:
         session.rollback()
         session.close()
+
+
+@contextmanager
+def writing(engine: Engine) -> Iterator[Connection]:
+    """`unit_of_work` for plain statements (the hot path): a connection in one transaction,
+    committed if the block succeeds, with no ORM session around it."""
+    with _writer_turn(engine), engine.begin() as connection:
+        yield connection
+
+
+@contextmanager
+def reading(engine: Engine) -> Iterator[Connection]:
+    """`read_only` for plain statements (the hot path): one snapshot, no writer's turn, no
+    ORM session."""
+    with engine.connect() as connection:
+        connection.execution_options(**{READ_ONLY: True})
+        try:
+            yield connection
+        finally:
+            connection.rollback()
 
 
 def after_commit(session: Session, callback: Callable[[], None]) -> None:

@@ -18,9 +18,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy import Connection, Engine
 
-from governor.db.engine import unit_of_work
+from governor.db.engine import writing
 
 T = TypeVar("T")
 
@@ -36,12 +36,10 @@ class _Write(Generic[T]):
 
 
 class GroupCommit(Generic[T]):
-    """Commits `write(session, items)` for the items of concurrent `commit` calls together."""
+    """Commits `write(connection, items)` for the items of concurrent `commit` calls together."""
 
-    def __init__(
-        self, sessions: sessionmaker[Session], write: Callable[[Session, Sequence[T]], None]
-    ) -> None:
-        self._sessions = sessions
+    def __init__(self, engine: Engine, write: Callable[[Connection, Sequence[T]], None]) -> None:
+        self._engine = engine
         self._write = write
         self._lock = threading.Lock()
         self._queue: list[_Write[T]] = []
@@ -88,8 +86,8 @@ class GroupCommit(Generic[T]):
 
     def _write_all(self, group: list[_Write[T]]) -> None:
         try:
-            with unit_of_work(self._sessions) as session:
-                self._write(session, [write.item for write in group])
+            with writing(self._engine) as connection:
+                self._write(connection, [write.item for write in group])
             return
         except Exception as error:
             if len(group) == 1:
@@ -97,7 +95,7 @@ class GroupCommit(Generic[T]):
                 return
         for write in group:  # each alone: only what cannot be written fails
             try:
-                with unit_of_work(self._sessions) as session:
-                    self._write(session, [write.item])
+                with writing(self._engine) as connection:
+                    self._write(connection, [write.item])
             except Exception as error:
                 write.error = error

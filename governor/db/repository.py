@@ -8,7 +8,7 @@ from decimal import Decimal
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Row, Select, Update, bindparam, func, or_, select, update
+from sqlalchemy import Connection, Row, Select, Update, bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from governor.db.keyset import Keyset, Page, PageRequest
@@ -167,10 +167,10 @@ def _run_row_with(budget_columns: tuple[str, ...]) -> Select[Any]:
     )
 
 
-def run_row_with(session: Session, run_id: str, *budget_columns: str) -> Row[Any]:
+def run_row_with(connection: Connection, run_id: str, *budget_columns: str) -> Row[Any]:
     """The run's columns, and these columns of its budget, as one plain row: a read that
     builds no statement and no ORM object (the heartbeat's hot path)."""
-    row = session.connection().execute(_run_row_with(budget_columns), {"run_id": run_id}).first()
+    row = connection.execute(_run_row_with(budget_columns), {"run_id": run_id}).first()
     if row is None:
         raise NotFound(f"no run {run_id!r}")
     return row
@@ -186,7 +186,7 @@ def _run_update(columns: frozenset[str]) -> Update:
     )
 
 
-def update_runs(session: Session, changes: Sequence[tuple[str, dict[str, Any]]]) -> None:
+def update_runs(connection: Connection, changes: Sequence[tuple[str, dict[str, Any]]]) -> None:
     """Set these columns of these runs: one statement per set of columns (each built once),
     executed for its runs in the order of their ids."""
     by_columns: dict[frozenset[str], list[dict[str, Any]]] = {}
@@ -194,7 +194,6 @@ def update_runs(session: Session, changes: Sequence[tuple[str, dict[str, Any]]])
         by_columns.setdefault(frozenset(values), []).append(
             {"run_id": run_id, **{f"new_{name}": value for name, value in values.items()}}
         )
-    connection = session.connection()
     for columns, params in by_columns.items():
         connection.execute(_run_update(columns), params)
 

@@ -8,10 +8,11 @@ from datetime import datetime
 from typing import Any
 from weakref import WeakKeyDictionary
 
+from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from governor.db import repository as repo
-from governor.db.engine import read_only, unit_of_work
+from governor.db.engine import reading, unit_of_work
 from governor.db.group_commit import GroupCommit
 from governor.db.tables import RunPhaseRow, RunRow, StopOrderRow
 from governor.domain.errors import RunEnded
@@ -65,26 +66,26 @@ def check_in(
     """Take a job's heartbeat: its cost does not depend on the size of the budget.
 
     A plain beat (progress, phase and metrics as before; no checkpoint, no new status, no
-    stop under way) reads the run and the figures the latest enforcement pass kept on its
-    budget, then writes the run's own columns and its metrics, committed together with the
-    plain beats of other runs that arrive meanwhile (`GroupCommit`): under load many beats
-    share one commit, and on SQLite one turn of its single writer. It answers once its write
-    is committed. Any other beat takes the full path, `heartbeat`. Deciding stays with the
-    enforcement pass, whose reaction time the committed spend already covers.
+    stop under way, on a budget a pass has looked at) reads the run and the figures the
+    latest enforcement pass kept on its budget, with no ORM object, then writes the run's own
+    columns and its metrics, committed together with the plain beats of other runs that
+    arrive meanwhile (`GroupCommit`): under load many beats share one commit, and on SQLite
+    one turn of its single writer. It answers once its write is committed. Any other beat
+    takes the full path, `heartbeat`. Deciding stays with the enforcement pass, whose
+    reaction time the committed spend already covers.
     """
-    with read_only(sessions) as session:
-        run = repo.run_row_with(session, run_id, *KEPT_FIGURES)  # the run, and those figures
-        refuse_after_end(run, late_ack=_late_ack(beat))
-        health, found = training_health.judge(run, beat.metrics, beat.step)
-        plain = _plain(run, beat) and not found
-        if plain:
-            directive = _directive(session, config, run, run, None, now)
-            changes = _changes(run, beat, now, health)
-    if not plain:
+    engine = sessions.kw["bind"]
+    with reading(engine) as connection:
+        run = repo.run_row_with(connection, run_id, *KEPT_FIGURES)  # the run, and those figures
+    refuse_after_end(run, late_ack=_late_ack(beat))
+    health, found = training_health.judge(run, beat.metrics, beat.step)
+    figures = figures_of(run)
+    if figures is None or found or not _plain(run, beat):
         with unit_of_work(sessions) as session:
             return heartbeat(session, config, run_id, beat, now)
+    directive = _directive(run, run, None, figures, now)
     points = metric_history.points(run_id, beat.step, beat.metrics, now)
-    _plain_writes(sessions).commit(_PlainWrite(run_id, changes, points))
+    _plain_writes(engine).commit(_PlainWrite(run_id, _changes(run, beat, now, health), points))
     return directive
 
 
@@ -95,19 +96,19 @@ class _PlainWrite:
     points: list[dict[str, Any]]  # its metrics' rows
 
 
-def _write_plain(session: Session, writes: Sequence[_PlainWrite]) -> None:
-    repo.update_runs(session, [(write.run_id, write.changes) for write in writes])
-    metric_history.insert_points(session, [point for write in writes for point in write.points])
+def _write_plain(connection: Connection, writes: Sequence[_PlainWrite]) -> None:
+    repo.update_runs(connection, [(write.run_id, write.changes) for write in writes])
+    metric_history.insert_points(connection, [p for write in writes for p in write.points])
 
 
 # One group of plain beats' writes per database the process writes to.
-_groups: WeakKeyDictionary[sessionmaker[Session], GroupCommit[_PlainWrite]] = WeakKeyDictionary()
+_groups: WeakKeyDictionary[Engine, GroupCommit[_PlainWrite]] = WeakKeyDictionary()
 
 
-def _plain_writes(sessions: sessionmaker[Session]) -> GroupCommit[_PlainWrite]:
-    group = _groups.get(sessions)
+def _plain_writes(engine: Engine) -> GroupCommit[_PlainWrite]:
+    group = _groups.get(engine)
     if group is None:
-        group = _groups.setdefault(sessions, GroupCommit(sessions, _write_plain))
+        group = _groups.setdefault(engine, GroupCommit(engine, _write_plain))
     return group
 
 
@@ -136,7 +137,10 @@ def heartbeat(
             order = repo.latest_stop_order(session, run.pod_id, lock=True)
     if order is not None and order.state in ACTIVE_STATES:
         _advance_order(session, run, order, beat, now)
-    return _directive(session, config, run, kept, order, now)
+    figures = figures_of(kept)
+    if figures is None:  # no pass has looked at this budget yet
+        figures = open_book(session, run.budget_id, now, config).figures
+    return _directive(run, kept, order, figures, now)
 
 
 def refuse_after_end(run: RunRow, *, late_ack: bool = False) -> None:
@@ -173,17 +177,9 @@ def _plain(run: RunRow, beat: Heartbeat) -> bool:
 
 
 def _directive(
-    session: Session,
-    config: GovernorConfig,
-    run: RunRow,
-    kept: Any,
-    order: StopOrderRow | None,
-    now: datetime,
+    run: Any, kept: Any, order: StopOrderRow | None, figures: Figures, now: datetime
 ) -> Directive:
-    figures = figures_of(kept)
     age_s = 0.0 if kept.figures_at is None else (now - kept.figures_at).total_seconds()
-    if figures is None:  # no pass has looked at this budget yet
-        figures = open_book(session, run.budget_id, now, config).figures
     to_ceiling = figures.seconds_to_ceiling()
     return Directive(
         action=run.directive if run.status.is_live else Action.STOP,  # a late ack: stay stopped

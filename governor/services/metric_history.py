@@ -10,7 +10,7 @@ from datetime import datetime
 from statistics import fmean
 from typing import Any
 
-from sqlalchemy import and_, func, insert, select
+from sqlalchemy import Connection, and_, func, insert, select
 from sqlalchemy.orm import Session
 
 from governor.db.keyset import FIRST, Keyset, Page, PageRequest
@@ -28,13 +28,13 @@ def record(
     session: Session, run_id: str, step: int, metrics: Mapping[str, object] | None, now: datetime
 ) -> None:
     """Keep the beat's finite numbers, in one statement (names are bounded at the edge)."""
-    insert_points(session, points(run_id, step, metrics, now))
+    insert_points(session.connection(), points(run_id, step, metrics, now))
 
 
-def insert_points(session: Session, rows: Sequence[dict[str, Any]]) -> None:
+def insert_points(connection: Connection, rows: Sequence[dict[str, Any]]) -> None:
     """Insert these `points`, of any runs, in one statement."""
     if rows:
-        session.connection().execute(_INSERT, rows)
+        connection.execute(_INSERT, rows)
 
 
 def points(

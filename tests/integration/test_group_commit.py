@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from sqlalchemy.orm import Session
+from sqlalchemy import Connection
 
 from governor.db import repository as repo
 from governor.db.group_commit import GroupCommit
@@ -35,11 +35,11 @@ class HeldFirstGroup:
         self.first_written = threading.Event()
         self.release = threading.Event()
 
-    def __call__(self, session: Session, items: Sequence[Step]) -> None:
+    def __call__(self, connection: Connection, items: Sequence[Step]) -> None:
         self.groups.append(list(items))
         if any(step < 0 for _, step in items):
             raise ValueError("a step cannot be negative")
-        repo.update_runs(session, [(run, {"step": step}) for run, step in items])
+        repo.update_runs(connection, [(run, {"step": step}) for run, step in items])
         if len(self.groups) == 1:
             self.first_written.set()
             assert self.release.wait(30)
@@ -81,7 +81,7 @@ def test_writes_asked_while_a_group_is_written_share_the_next_commit(gov: Govern
     pod = gov.pod(budget)
     runs = [gov.run(budget, pod) for _ in range(6)]
     writer = HeldFirstGroup()
-    group = GroupCommit(gov.ctx.sessions, writer)
+    group = GroupCommit(gov.ctx.engine, writer)
 
     failures = commit_all(group, [(run, index + 10) for index, run in enumerate(runs)])
 
@@ -96,7 +96,7 @@ def test_a_write_that_cannot_be_taken_fails_alone(gov: Governor) -> None:
     pod = gov.pod(budget)
     runs = [gov.run(budget, pod) for _ in range(4)]
     writer = HeldFirstGroup()
-    group = GroupCommit(gov.ctx.sessions, writer)
+    group = GroupCommit(gov.ctx.engine, writer)
 
     failures = commit_all(group, [(runs[0], 5), (runs[1], 6), (runs[2], -1), (runs[3], 8)])
 
@@ -113,7 +113,7 @@ def test_a_lone_write_is_committed_at_once_before_commit_returns(gov: Governor) 
     run = gov.run(budget, pod)
     writer = HeldFirstGroup()
     writer.release.set()  # nothing to hold: a lone write waits for no one
-    group = GroupCommit(gov.ctx.sessions, writer)
+    group = GroupCommit(gov.ctx.engine, writer)
 
     group.commit((run, 3))
 

@@ -26,7 +26,8 @@ def test_only_what_was_set_is_written_and_a_held_row_sees_it(gov: Governor) -> N
         one, two = loaded[first], loaded[second]
         one.directive, one.directive_reason = Action.STOP, Reason.MANUAL
         two.stall_alerted = True
-        repo.update_runs(s, [(first, {"step": 7})])  # written by someone else after the read
+        # written by someone else after the read
+        repo.update_runs(s.connection(), [(first, {"step": 7})])
         records.write_back(s, RunRow, [one, two])
         assert held.directive is Action.STOP
         assert one.changed == two.changed == {}
