@@ -415,13 +415,15 @@ class Kind:
     def is_id(self, given: str) -> bool:
         return re.fullmatch(rf"{self.prefix}_[0-9a-f]{{16}}", given) is not None
 
-    def candidate(self, found: dict[str, Any]) -> str:
-        """One of several that share a name, told apart: where it is, and its state."""
-        where = (
-            f"budget {found['budget_id']}"
-            if "budget_id" in found
-            else f"declared {found['created_at'][:10]}"
-        )
+    def candidate(self, found: dict[str, Any], budgets: dict[str, str]) -> str:
+        """One of several that share a name, told apart: where it is (its budget by name and
+        id), and its state."""
+        if "budget_id" in found:
+            budget_id = found["budget_id"]
+            name = budgets.get(budget_id)
+            where = f"budget {budget_id}" if name is None else f"budget {name!r} {budget_id}"
+        else:
+            where = f"declared {found['created_at'][:10]}"
         return f"{found['id']} ({where}, {found[self.state]})"
 
 
@@ -445,7 +447,8 @@ def resolve(api: Api, kind: Kind, given: str, budget_id: str | None = None) -> s
     if kind is BUDGET and len(found) > 1:
         found = [f for f in found if f["state"] != "closed"] or found
     if len(found) > 1:
-        candidates = ", ".join(kind.candidate(f) for f in found)
+        budgets = {} if kind is BUDGET else _names(api, BUDGET)
+        candidates = ", ".join(kind.candidate(f, budgets) for f in found)
         raise OperatorError(
             f"{len(found)} {kind.noun}s are named {given!r}{within}: {candidates}; give the id"
         )

@@ -56,6 +56,9 @@ RUN_METRICS = 4  # the latest metric values a run line shows
 METRIC_POINTS = 60  # the most recent values of a run metric its sparkline draws
 PRE_STOP = Decimal("0.9")  # committed share at which the policy asks for a checkpoint
 WARN_SPENT = Decimal("0.8")  # spent share from which threshold alerts are warnings
+# At the current burn, the ceiling (and the stop it brings) this near wants a look, however
+# small a share is spent: the line of the alert GovernorBudgetCeilingWithinAnHour.
+CEILING_SOON_S = 3600.0
 
 T = TypeVar("T")
 
@@ -231,7 +234,8 @@ class BudgetStatus:
     seconds_to_ceiling: float | None  # at the current burn; none: not burning
     spent_pct: float
     committed_pct: float
-    attention: Severity | None  # the worst of its figures (at or near the ceiling, stopping)
+    attention: Severity | None  # the worst of its figures (at, near or under an hour from
+    # the ceiling, stopping)
     # and of its problems: a budget with an open problem is never shown as fine
     next_step: NextStep  # what the governor will do next, and when
     problems: tuple[Problem, ...]  # those of its runs, pods and GPUs, the worst first
@@ -332,7 +336,7 @@ def budget_status(session: Session, book: Book) -> BudgetStatus:
     )
     seconds = f.seconds_to_ceiling() if row.state is BudgetState.OPEN else None
     found = danger.problems(pods, runs, pending)
-    figures = attention(row.state, f.spent_fraction, f.committed_fraction)
+    figures = attention(row.state, f.spent_fraction, f.committed_fraction, seconds)
     return BudgetStatus(
         id=row.id,
         name=row.name,
@@ -364,11 +368,16 @@ def urgency(b: BudgetStatus) -> tuple[int, float, int, int, str]:
     return danger.urgency(b.state, b.attention, b.seconds_to_ceiling, b.problems, b.name)
 
 
-def attention(state: BudgetState, spent: Decimal, committed: Decimal) -> Severity | None:
-    """How urgently the budget wants a look: the same lines the policy acts on."""
+def attention(
+    state: BudgetState, spent: Decimal, committed: Decimal, seconds_to_ceiling: float | None
+) -> Severity | None:
+    """How urgently the budget wants a look: the same lines the policy acts on, and a
+    ceiling less than an hour away at the current burn (its pods are stopped there)."""
     if state in (BudgetState.STOPPING, BudgetState.EXHAUSTED) or committed >= 1:
         return Severity.CRITICAL
     if committed >= PRE_STOP or spent >= WARN_SPENT:
+        return Severity.WARNING
+    if seconds_to_ceiling is not None and seconds_to_ceiling < CEILING_SOON_S:
         return Severity.WARNING
     return None
 

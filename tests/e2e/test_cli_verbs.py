@@ -160,8 +160,8 @@ def test_an_operator_runs_a_pilot_from_the_command_line(cli_server: GovernorServ
     assert side["name"] == "gpu-a"
     ambiguous = fails(url, "pod", "show", "gpu-a")
     assert "2 pods are named 'gpu-a'" in ambiguous and "give the id" in ambiguous
-    assert f"{pod['id']} (budget {budget['id']}, stopped)" in ambiguous
-    assert f"{side['id']} (budget {side['budget_id']}, running)" in ambiguous
+    assert f"{pod['id']} (budget 'pilot' {budget['id']}, stopped)" in ambiguous
+    assert f"{side['id']} (budget 'side' {side['budget_id']}, running)" in ambiguous
 
     # a closed budget's name is free again, and then names the budget that is not closed
     assert as_json(url, "budget", "close", "pilot")["state"] == "closed"

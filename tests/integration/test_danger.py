@@ -41,6 +41,23 @@ def test_the_budget_nearest_its_ceiling_comes_first_and_says_when_it_stops(gov: 
     assert budgets[spent].next_step.what == "nothing runs: the ceiling was reached"
 
 
+def test_a_ceiling_less_than_an_hour_away_is_never_shown_fine(gov: Governor) -> None:
+    soon = gov.budget(ceiling="3.00")  # $3.60/h: its pod is stopped in under an hour
+    gov.pod(soon, ref="soon-pod")
+    later = gov.budget(ceiling="10.00")  # hours away
+    gov.pod(later, ref="later-pod")
+    gov.tick(60)
+
+    dash = read_dashboard(gov)
+    assert [b.id for b in dash.budgets] == [soon, later]
+    first, second = dash.budgets
+    assert first.seconds_to_ceiling is not None and first.seconds_to_ceiling < 3600
+    assert first.committed_pct < 80 and first.problems == ()  # only the time says so
+    assert first.attention is Severity.WARNING
+    assert second.seconds_to_ceiling is not None and second.seconds_to_ceiling > 3600
+    assert second.attention is None
+
+
 def test_a_run_silent_past_its_timeout_is_a_critical_problem_of_its_budget(gov: Governor) -> None:
     soon = gov.budget(ceiling="1.00")
     gov.pod(soon, ref="soon-pod")

@@ -1,6 +1,6 @@
 """Every operator action names the token that took it, in the event's message and in its
 evidence (`by`), over the API (SQLite and PostgreSQL): a token created, an extension
-approved, a pod stopped, a token revoked."""
+approved or denied, a pod stopped and resumed, a token revoked."""
 
 from __future__ import annotations
 
@@ -88,3 +88,36 @@ def test_an_approval_and_a_stop_name_the_token_that_made_them(api: TestClient) -
     revoked = event_of(api, f"token:{alice['id']}", f"Token {alice['id']} (operator, alice) rev")
     assert revoked["evidence"]["by"]["token_id"] == bootstrap_id
     assert "revoked by the bootstrap operator token" in revoked["message"]
+
+
+def test_a_denial_and_a_resume_name_the_token_that_made_them(
+    api: TestClient, gov: Governor
+) -> None:
+    bob = made(api.post("/v1/tokens", json={"role": "operator", "label": "bob"}))
+    as_bob = {"Authorization": f"Bearer {bob['token']}"}
+    bob_said = f"operator token 'bob' ({bob['id']})"
+    by_bob = {"token_id": bob["id"], "role": "operator", "label": "bob", "bootstrap": False}
+    scene = pilot(api, "pilot")
+
+    asked = made(
+        api.post(
+            f"/v1/budgets/{scene['budget']}/extensions",
+            json={"amount_usd": "750", "reason": "one more epoch"},
+        )
+    )
+    made(api.post(f"/v1/extensions/{asked['id']}/deny", json={"note": "no"}, headers=as_bob), 200)
+    denied = event_of(api, f"extension:{asked['id']}", "Extension of $750.00 denied")
+    assert denied["message"] == f"Extension of $750.00 denied by {bob_said}: no."
+    assert denied["evidence"]["by"] == by_bob
+
+    made(api.post(f"/v1/pods/{scene['pod']}/stop", json={"reason": "lunch"}), 202)
+    gov.tick(1)  # its job was never heard from: the provider is asked at once
+    gov.tick(60)  # and has stopped it
+    assert made(api.get(f"/v1/pods/{scene['pod']}"), 200)["state"] == "stopped"
+    made(
+        api.post(f"/v1/pods/{scene['pod']}/resume", json={"reason": "back"}, headers=as_bob),
+        200,
+    )
+    resumed = event_of(api, f"pod:{scene['pod']}", "Pod resume asked")
+    assert resumed["message"].startswith(f"Pod resume asked by {bob_said}: back.")
+    assert resumed["evidence"]["by"] == by_bob
