@@ -45,7 +45,9 @@ class HeldFirstGroup:
             assert self.release.wait(30)
 
 
-def commit_all(group: GroupCommit[Step], items: Sequence[Step]) -> dict[Step, BaseException]:
+def commit_all(
+    writer: HeldFirstGroup, group: GroupCommit[Step], items: Sequence[Step]
+) -> dict[Step, BaseException]:
     """Commit the first item, then the others while its group is held; what each raised."""
     failures: dict[Step, BaseException] = {}
 
@@ -58,8 +60,6 @@ def commit_all(group: GroupCommit[Step], items: Sequence[Step]) -> dict[Step, Ba
     first = threading.Thread(target=commit, args=(items[0],))
     first.start()
     others = [threading.Thread(target=commit, args=(item,)) for item in items[1:]]
-    writer = group._write
-    assert isinstance(writer, HeldFirstGroup)
     assert writer.first_written.wait(30)
     for thread in others:
         thread.start()
@@ -71,19 +71,27 @@ def commit_all(group: GroupCommit[Step], items: Sequence[Step]) -> dict[Step, Ba
     return failures
 
 
+def pilot_runs(gov: Governor, count: int) -> list[str]:
+    budget = gov.budget("1000")
+    pod = gov.pod(budget)
+    return [gov.run(budget, pod) for _ in range(count)]
+
+
+def held(gov: Governor) -> tuple[HeldFirstGroup, GroupCommit[Step]]:
+    writer = HeldFirstGroup()
+    return writer, GroupCommit(gov.ctx.engine, writer)
+
+
 def steps(gov: Governor, runs: Sequence[str]) -> list[int]:
     with gov.session() as s:
         return [repo.get_run(s, run).step for run in runs]
 
 
 def test_writes_asked_while_a_group_is_written_share_the_next_commit(gov: Governor) -> None:
-    budget = gov.budget()
-    pod = gov.pod(budget)
-    runs = [gov.run(budget, pod) for _ in range(6)]
-    writer = HeldFirstGroup()
-    group = GroupCommit(gov.ctx.engine, writer)
+    runs = pilot_runs(gov, 6)
+    writer, group = held(gov)
 
-    failures = commit_all(group, [(run, index + 10) for index, run in enumerate(runs)])
+    failures = commit_all(writer, group, [(run, index + 10) for index, run in enumerate(runs)])
 
     assert failures == {}
     assert [len(g) for g in writer.groups] == [1, 5]  # the five waited for one commit
@@ -92,13 +100,10 @@ def test_writes_asked_while_a_group_is_written_share_the_next_commit(gov: Govern
 
 
 def test_a_write_that_cannot_be_taken_fails_alone(gov: Governor) -> None:
-    budget = gov.budget()
-    pod = gov.pod(budget)
-    runs = [gov.run(budget, pod) for _ in range(4)]
-    writer = HeldFirstGroup()
-    group = GroupCommit(gov.ctx.engine, writer)
+    runs = pilot_runs(gov, 4)
+    writer, group = held(gov)
 
-    failures = commit_all(group, [(runs[0], 5), (runs[1], 6), (runs[2], -1), (runs[3], 8)])
+    failures = commit_all(writer, group, [(runs[0], 5), (runs[1], 6), (runs[2], -1), (runs[3], 8)])
 
     assert list(failures) == [(runs[2], -1)]
     assert isinstance(failures[(runs[2], -1)], ValueError)
@@ -108,12 +113,9 @@ def test_a_write_that_cannot_be_taken_fails_alone(gov: Governor) -> None:
 
 
 def test_a_lone_write_is_committed_at_once_before_commit_returns(gov: Governor) -> None:
-    budget = gov.budget()
-    pod = gov.pod(budget)
-    run = gov.run(budget, pod)
-    writer = HeldFirstGroup()
+    [run] = pilot_runs(gov, 1)
+    writer, group = held(gov)
     writer.release.set()  # nothing to hold: a lone write waits for no one
-    group = GroupCommit(gov.ctx.engine, writer)
 
     group.commit((run, 3))
 
@@ -123,9 +125,7 @@ def test_a_lone_write_is_committed_at_once_before_commit_returns(gov: Governor) 
 
 def test_concurrent_plain_beats_of_many_runs_are_each_recorded(gov: Governor) -> None:
     jobs = 12
-    budget = gov.budget("1000")
-    pod = gov.pod(budget)
-    runs = [gov.run(budget, pod) for _ in range(jobs)]
+    runs = pilot_runs(gov, jobs)
     answers: list[object] = []
 
     def job(run: str) -> None:
