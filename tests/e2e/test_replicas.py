@@ -44,6 +44,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
 LEASE_S, PROBE_S = 3.0, 0.5
 TAKEOVER_DEADLINE_S = 60.0  # the bound is LEASE_S + PROBE_S; this is a generous deadline
+# The ledger runs to the instant the governor saw a stop confirmed, the cloud's bill to the
+# stop itself: apart by the stop call's round trip, well under this on a busy machine. A
+# charge counted twice is seconds of the pod's life, far more.
+STOP_SEEN_WITHIN_S = 1
 
 
 @pytest.fixture
@@ -145,7 +149,8 @@ def test_killing_the_leader_mid_stop_and_mid_metering_hands_over_without_a_doubl
 ) -> None:
     first, second = replicas("gov-a"), replicas("gov-b")
     front = replicas("gov-front", scheduler=False)  # serves the jobs; never leads
-    cloud.start("pod-stop=360,pod-meter=36")
+    usd_per_hour = {"pod-stop": 360, "pod-meter": 36}
+    cloud.start(",".join(f"{ref}={rate}" for ref, rate in usd_per_hour.items()))
     first.start().wait_ready()
     leader, _ = wait_leader(first)
     assert leader["replica"] == "gov-a"
@@ -195,7 +200,8 @@ def test_killing_the_leader_mid_stop_and_mid_metering_hands_over_without_a_doubl
         governed_from = min(e.period_start for e in entries)  # its registration
         bill = cloud.state().pods[ref].bill_usd(now, since=governed_from)
         charged = assert_charged_once(entries)
-        assert abs(charged - bill) <= bill / 100, f"{ref}: ledger ${charged}, cloud ${bill}"
+        apart = Decimal(usd_per_hour[ref] * STOP_SEEN_WITHIN_S) / 3600
+        assert abs(charged - bill) <= apart, f"{ref}: ledger ${charged}, cloud ${bill}"
         assert spent[ref] >= charged
 
 
