@@ -12,6 +12,7 @@ from sqlalchemy import Connection, Row, Select, Update, bindparam, func, or_, se
 from sqlalchemy.orm import Session
 
 from governor.db.keyset import Keyset, Page, PageRequest
+from governor.db.one_of import one_of
 from governor.db.tables import (
     BudgetRow,
     EventRow,
@@ -90,9 +91,10 @@ def lock_budgets(session: Session, budget_ids: Sequence[str]) -> None:
     `lock` does, without loading them (in id order too, so two lockers never deadlock)."""
     session.execute(
         select(BudgetRow.id)
-        .where(BudgetRow.id.in_(budget_ids))
+        .where(one_of(BudgetRow.id, "budget_ids"))
         .order_by(BudgetRow.id)
-        .with_for_update(key_share=True)
+        .with_for_update(key_share=True),
+        {"budget_ids": list(budget_ids)},
     ).all()
 
 

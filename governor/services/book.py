@@ -9,11 +9,12 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, TypeVar
 
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from governor.db import records
 from governor.db import repository as repo
+from governor.db.one_of import one_of
 from governor.db.tables import BudgetRow, ExtensionRow, PodRow, RunRow, StopOrderRow
 from governor.domain.errors import NotFound
 from governor.domain.ledger import BudgetTerms, Figures, PodMeter, PodPosition, figures, unaccrued
@@ -166,7 +167,6 @@ _BUDGETS, _PODS, _RUNS, _ORDERS, _EXTENSIONS = (
     StopOrderRow.__table__,
     ExtensionRow.__table__,
 )
-_IN_BUDGETS = bindparam("budget_ids", expanding=True)
 _EXTENDED = "approved_extensions_usd"  # what approved extensions add to a budget's ceiling
 _LIVE_BUDGETS = (
     select(
@@ -179,7 +179,7 @@ _LIVE_BUDGETS = (
         .scalar_subquery()
         .label(_EXTENDED),
     )
-    .where(_BUDGETS.c.id.in_(_IN_BUDGETS))
+    .where(one_of(_BUDGETS.c.id, "budget_ids"))
     .order_by(_BUDGETS.c.id)
 ).with_for_update(key_share=True, of=_BUDGETS)
 _LIVE_PODS = (  # what the figures, the GPU rules (GPUs, processes) and the canary holds read
@@ -204,7 +204,7 @@ _LIVE_PODS = (  # what the figures, the GPU rules (GPUs, processes) and the cana
             )
         )
     )
-    .where(_PODS.c.budget_id.in_(_IN_BUDGETS), _PODS.c.state != PodState.GONE)
+    .where(one_of(_PODS.c.budget_id, "budget_ids"), _PODS.c.state != PodState.GONE)
     .order_by(_PODS.c.created_at, _PODS.c.id)
 )
 _UNREAD = ("name", "attempt", "created_at", "metrics", "health_rules", "health_state")
@@ -212,15 +212,15 @@ _LIVE_RUNS = (  # every column a rule may read: not the job's latest metrics nor
     select(*(c for c in _RUNS.c if c.name not in _UNREAD))
     .join_from(_RUNS, _PODS, _RUNS.c.pod_id == _PODS.c.id)
     .where(
-        _RUNS.c.budget_id.in_(_IN_BUDGETS),
+        one_of(_RUNS.c.budget_id, "budget_ids"),
         # the pods' budgets named too: their index by state and budget finds them
-        _PODS.c.budget_id.in_(_IN_BUDGETS),
+        one_of(_PODS.c.budget_id, "budget_ids"),
         _PODS.c.state.in_(BILLS_COMPUTE),
     )
     .order_by(_RUNS.c.created_at, _RUNS.c.id)
 )
 _ACTIVE_ORDERS = select(_ORDERS).where(
-    _ORDERS.c.budget_id.in_(_IN_BUDGETS), _ORDERS.c.state.in_(ACTIVE_STATES)
+    one_of(_ORDERS.c.budget_id, "budget_ids"), _ORDERS.c.state.in_(ACTIVE_STATES)
 )
 
 

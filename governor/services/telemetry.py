@@ -14,6 +14,7 @@ from sqlalchemy import JSON, case, null, select, type_coerce
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
+from governor.db.one_of import one_of
 from governor.db.tables import GpuPeakRow, GpuSampleRow, PodRow
 from governor.domain.model import Category, Severity
 from governor.domain.policy import HELD_MEMORY_BYTES, GpuView, Watch
@@ -316,15 +317,17 @@ def recent_samples(session: Session, pods: Sequence[PodRow], since: datetime) ->
     claimed = [pod.id for pod in pods if claim_of(pod) is not None]
     listed = null()
     if claimed:
-        listed = case((GpuSampleRow.pod_id.in_(claimed), GpuSampleRow.processes), else_=null())
+        processes = GpuSampleRow.processes
+        listed = case((one_of(GpuSampleRow.pod_id, "claimed"), processes), else_=null())
     rows = session.execute(
         select(GpuSampleRow.pod_id, GpuSampleRow.at, type_coerce(listed, JSON), *_SAMPLE_COLUMNS)
         .where(
-            GpuSampleRow.pod_id.in_([pod.id for pod in pods]),
+            one_of(GpuSampleRow.pod_id, "pod_ids"),
             GpuSampleRow.at >= since,
             GpuSampleRow.resolution == RAW,
         )
-        .order_by(GpuSampleRow.at.desc(), GpuSampleRow.id.desc())
+        .order_by(GpuSampleRow.at.desc(), GpuSampleRow.id.desc()),
+        {"pod_ids": [pod.id for pod in pods], "claimed": claimed},
     ).all()
     for pod_id, at, processes, *values in rows:
         listed = None if processes is None else tuple(GpuProcess(**p) for p in processes)
