@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from functools import cached_property
 
 from governor.domain.model import ChargeKind, PodState
 from governor.domain.money import SECONDS_PER_HOUR, ZERO, charge, per_hour_from_month, usd
@@ -16,7 +15,7 @@ from governor.domain.money import SECONDS_PER_HOUR, ZERO, charge, per_hour_from_
 class PodMeter:
     """What one pod costs per hour in its current state, and how far it has been charged.
 
-    Its rates are worked out once per meter, however many figures read them."""
+    Its rates are worked out once, when the meter is made, however many figures read them."""
 
     state: PodState
     hourly_rate: Decimal
@@ -25,35 +24,35 @@ class PodMeter:
     stopped_storage_usd_per_gb_month: Decimal
     accrued_until: datetime
     stop_latency_s: float
+    compute_per_hour: Decimal = field(init=False)
+    storage_per_hour: Decimal = field(init=False)
+    stopped_storage_per_hour: Decimal = field(init=False)
+    burn_per_hour: Decimal = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.state is PodState.GONE:
+            stopped_storage = storage = ZERO
+        else:
+            gb = self.storage_gb
+            stopped_storage = per_hour_from_month(self.stopped_storage_usd_per_gb_month, gb)
+            storage = (
+                per_hour_from_month(self.storage_usd_per_gb_month, gb)
+                if self.bills_compute
+                else stopped_storage
+            )
+        compute = self.hourly_rate if self.bills_compute else ZERO
+        rates = {
+            "compute_per_hour": compute,
+            "storage_per_hour": storage,
+            "stopped_storage_per_hour": stopped_storage,
+            "burn_per_hour": compute + storage,
+        }
+        for name, rate in rates.items():
+            object.__setattr__(self, name, rate)  # frozen: set once, here
 
     @property
     def bills_compute(self) -> bool:
         return self.state.bills_compute
-
-    @cached_property
-    def compute_per_hour(self) -> Decimal:
-        return self.hourly_rate if self.bills_compute else ZERO
-
-    @cached_property
-    def storage_per_hour(self) -> Decimal:
-        if self.state is PodState.GONE:
-            return ZERO
-        month_rate = (
-            self.storage_usd_per_gb_month
-            if self.bills_compute
-            else self.stopped_storage_usd_per_gb_month
-        )
-        return per_hour_from_month(month_rate, self.storage_gb)
-
-    @cached_property
-    def stopped_storage_per_hour(self) -> Decimal:
-        if self.state is PodState.GONE:
-            return ZERO
-        return per_hour_from_month(self.stopped_storage_usd_per_gb_month, self.storage_gb)
-
-    @cached_property
-    def burn_per_hour(self) -> Decimal:
-        return self.compute_per_hour + self.storage_per_hour
 
 
 @dataclass(frozen=True)
@@ -85,7 +84,17 @@ def slices(start: datetime, end: datetime) -> list[tuple[datetime, datetime]]:
 def accrue(meter: PodMeter, now: datetime) -> list[Charge]:
     """The charges from the last accrued instant to now (downtime included), at current rates,
     one per charge kind and UTC hour."""
-    charges = []
+    return [Charge(*charged) for charged in _charges(meter, now)]
+
+
+def unaccrued(meter: PodMeter, now: datetime) -> Decimal:
+    """What `accrue` would charge now, summed."""
+    return sum((amount for _kind, amount, _start, _end in _charges(meter, now)), ZERO)
+
+
+def _charges(
+    meter: PodMeter, now: datetime
+) -> Iterator[tuple[ChargeKind, Decimal, datetime, datetime]]:
     rates = (
         (ChargeKind.COMPUTE, meter.compute_per_hour),
         (ChargeKind.STORAGE, meter.storage_per_hour),
@@ -95,12 +104,7 @@ def accrue(meter: PodMeter, now: datetime) -> list[Charge]:
         for kind, rate in rates:
             amount = charge(rate, seconds)
             if amount > 0:
-                charges.append(Charge(kind, amount, start, end))
-    return charges
-
-
-def unaccrued(meter: PodMeter, now: datetime) -> Decimal:
-    return sum((c.amount for c in accrue(meter, now)), ZERO)
+                yield kind, amount, start, end
 
 
 @dataclass(frozen=True)
