@@ -9,7 +9,8 @@ commits instead of queueing for a thousand (on SQLite, for the single writer's t
 Every caller returns only once its own write is committed, or raises what stopped it: what
 a caller reads after `commit` returns includes its write. A group that fails is written
 again one write at a time, so a write that cannot be taken fails alone, and a lock conflict
-between the group and another transaction costs a retry, not an error.
+between the group and another transaction costs a retry, not an error; a group the database
+itself refuses (unreachable, busy, out of connections) fails whole, at once.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, exc
 
 from governor.db.engine import writing
 
@@ -90,8 +91,9 @@ class GroupCommit(Generic[T]):
                 self._write(connection, [write.item for write in group])
             return
         except Exception as error:
-            if len(group) == 1:
-                group[0].error = error
+            if len(group) == 1 or _refused_by_the_database(error):
+                for write in group:
+                    write.error = error
                 return
         for write in group:  # each alone: only what cannot be written fails
             try:
@@ -99,3 +101,19 @@ class GroupCommit(Generic[T]):
                     self._write(connection, [write.item])
             except Exception as error:
                 write.error = error
+
+
+# A deadlock or a serialization failure is the group's conflict with another transaction:
+# written alone, each write goes through.
+_CONFLICTS = frozenset({"40P01", "40001"})
+
+
+def _refused_by_the_database(error: Exception) -> bool:
+    """The database refused the group, not one of its writes: unreachable, busy, out of
+    connections. Written alone, each write would wait for the same refusal, one after the
+    other."""
+    if isinstance(error, exc.TimeoutError):  # no connection to be had from the pool
+        return True
+    if not isinstance(error, exc.OperationalError):
+        return False
+    return getattr(error.orig, "sqlstate", None) not in _CONFLICTS

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from sqlalchemy import Connection
+from sqlalchemy.exc import OperationalError
 
 from governor.db import repository as repo
 from governor.db.group_commit import GroupCommit
@@ -16,6 +17,7 @@ from governor.services import checkins, metric_history
 from tests.integration.conftest import Governor
 
 Step = tuple[str, int]  # a run, and the step to write on it
+UNREACHABLE = 999
 
 
 def wait_until(condition: Callable[[], bool], deadline_s: float = 30.0) -> None:
@@ -28,7 +30,8 @@ def wait_until(condition: Callable[[], bool], deadline_s: float = 30.0) -> None:
 
 class HeldFirstGroup:
     """Writes steps; the first group it writes waits until released, so that the commits
-    asked meanwhile queue behind it. Negative steps cannot be written."""
+    asked meanwhile queue behind it. A negative step cannot be written; a step of
+    `UNREACHABLE` finds the database gone."""
 
     def __init__(self) -> None:
         self.groups: list[list[Step]] = []
@@ -37,6 +40,8 @@ class HeldFirstGroup:
 
     def __call__(self, connection: Connection, items: Sequence[Step]) -> None:
         self.groups.append(list(items))
+        if any(step == UNREACHABLE for _, step in items):
+            raise OperationalError("UPDATE", None, Exception("the server closed the connection"))
         if any(step < 0 for _, step in items):
             raise ValueError("a step cannot be negative")
         repo.update_runs(connection, [(run, {"step": step}) for run, step in items])
@@ -110,6 +115,19 @@ def test_a_write_that_cannot_be_taken_fails_alone(gov: Governor) -> None:
     # the group of three failed as one, then each was written alone
     assert [len(g) for g in writer.groups] == [1, 3, 1, 1, 1]
     assert steps(gov, runs) == [5, 6, 0, 8]
+
+
+def test_a_group_the_database_refuses_fails_whole_at_once(gov: Governor) -> None:
+    runs = pilot_runs(gov, 3)
+    writer, group = held(gov)
+
+    failures = commit_all(writer, group, [(runs[0], 5), (runs[1], 6), (runs[2], UNREACHABLE)])
+
+    assert sorted(failures) == sorted([(runs[1], 6), (runs[2], UNREACHABLE)])
+    assert all(isinstance(f, OperationalError) for f in failures.values())
+    # not written again one at a time: each would wait for the same refusal
+    assert [len(g) for g in writer.groups] == [1, 2]
+    assert steps(gov, runs) == [5, 0, 0]
 
 
 def test_a_lone_write_is_committed_at_once_before_commit_returns(gov: Governor) -> None:
