@@ -58,6 +58,7 @@ from server_process import (
 
 CEILING_USD = "1000000"  # nothing stops during a benchmark
 HEARTBEAT_TIMEOUT_S = 3600  # no run is declared lost while the load generator is busy
+PASS_WAIT_S = 60.0  # the server passes every 5 s by default
 REUSE_IDLE_S = 4.0  # the server drops a keep-alive connection idle for 5 s (uvicorn default)
 
 _setups = itertools.count(1)
@@ -280,7 +281,23 @@ async def create_jobs(
                 for budget, size in zip(budgets, pods_per_budget, strict=True)
             )
         )
+        await _pass_after(client, time.monotonic())
         return [list(group) for group in groups]
+
+
+async def _pass_after(client: httpx.AsyncClient, since: float) -> None:
+    """Wait for an enforcement pass to finish after `since` (a monotonic instant), as one
+    does within an interval of a real job's start: until then a budget has no figures kept
+    for its heartbeats, which take the full path."""
+    deadline = since + PASS_WAIT_S
+    while time.monotonic() < deadline:
+        text = (await client.get("/metrics")).text
+        line = text.partition('governor_pass_age_seconds{task="enforce"} ')[2]
+        age = float(line.partition("\n")[0] or "inf")
+        if time.monotonic() - age > since:
+            return
+        await asyncio.sleep(0.2)
+    raise BenchError(f"setup: no enforcement pass finished within {PASS_WAIT_S:g} s")
 
 
 def close_all(jobs: Sequence[Job]) -> None:
