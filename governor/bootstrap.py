@@ -438,7 +438,7 @@ def build_context(settings: Settings, clock: Clock | None = None) -> ServiceCont
                 settings.replica_id, notify=None if notifier is None else notifier.submit
             ),
         ),
-        tokens=TokenCache(ttl_s=settings.enforce_interval_s),
+        tokens=TokenCache(check_s=settings.enforce_interval_s),
         telemetry=telemetry_source(settings.fake_nvml, clock),
         notifier=notifier,
     )

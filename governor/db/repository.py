@@ -447,6 +447,11 @@ def token_by_hash(session: Session, token_hash: str) -> TokenRow | None:
     return session.scalars(select(TokenRow).where(TokenRow.token_hash == token_hash)).one_or_none()
 
 
+def revoked_hashes(session: Session, since: datetime) -> Sequence[str]:
+    """The hashes of the tokens revoked at `since` or later."""
+    return session.scalars(select(TokenRow.token_hash).where(TokenRow.revoked_at >= since)).all()
+
+
 def tokens(session: Session, request: PageRequest) -> Page[TokenRow]:
     """A page of the tokens on file, newest first."""
     return TOKENS.page(session, select(TokenRow), request)

@@ -308,6 +308,9 @@ class TokenRow(Base):
     # adopted from GOVERNOR_OPERATOR_TOKEN: the only one of its kind once rotated
     bootstrap: Mapped[bool] = mapped_column(default=False, server_default=false())
 
+    # every replica's token cache asks for the tokens revoked lately, once an interval
+    __table_args__ = (Index("ix_tokens_revoked_at", "revoked_at"),)
+
 
 class LeaseRow(Base):
     """Who leads some work across replicas: a term that only grows, and until when it holds."""

@@ -15,7 +15,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -27,6 +27,9 @@ from governor.domain.errors import Conflict, Forbidden, Unauthenticated
 from governor.domain.model import Category, Role, Severity
 from governor.services import events
 from governor.services.ids import new_id
+
+# How much further back than its last check the token cache asks for revocations.
+REVOKED_OVERLAP = timedelta(minutes=10)
 
 PREFIX = {
     Role.OPERATOR: "gov_op_",
@@ -219,59 +222,87 @@ def holder(session: Session, token_id: str) -> Principal:
 
 
 class TokenCache:
-    """Whom a token belongs to, remembered for `ttl_s` seconds, for at most `size` tokens.
+    """Whom a token belongs to, for at most `size` tokens (the least recently used let go):
+    most requests authenticate with no database round trip at all.
 
-    Most requests then authenticate without a database round trip. A token taken out of the
-    database keeps working for at most `ttl_s` more seconds on any replica (each replica
-    remembers on its own); the server sets `ttl_s` to one enforcement interval. Unknown
-    tokens are never remembered: each is looked up.
+    It learns of revocations by asking the database, once every `check_s` seconds, which
+    tokens were revoked lately (one query, however many tokens it remembers), so a token
+    revoked on any replica stops working here within `check_s` of the revocation; the server
+    sets `check_s` to one enforcement interval. A revocation made here is forgotten at once
+    (`forget`). Tokens are revoked, never changed otherwise, and an expired token is refused
+    by its remembered expiry. Unknown and revoked tokens are never remembered: each use
+    looks them up.
     """
 
     def __init__(
         self,
-        ttl_s: float = 5.0,
+        check_s: float = 5.0,
         size: int = 10_000,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._ttl_s, self._size, self._monotonic = ttl_s, size, monotonic
-        self._known: OrderedDict[str, tuple[float, Principal]] = OrderedDict()
+        self._check_s, self._size, self._monotonic = check_s, size, monotonic
+        self._known: OrderedDict[str, Principal] = OrderedDict()
         self._lock = threading.Lock()
+        self._checking = threading.Lock()  # one thread at a time asks for revocations
+        self._checked_at: float | None = None  # when it last asked (monotonic)
+        self._revoked_since: datetime | None = None  # what it asks for next time
 
     def remembered(self, token: str | None, now: datetime) -> Principal | None:
-        """The token's caller if it is remembered (no database round trip, no I/O at all),
-        else None: `authenticate` then looks it up."""
-        return self._remembered(_digest_of(token), now)
+        """The token's caller if it is remembered and revocations were asked for within
+        `check_s` (no database round trip, no I/O at all), else None: `authenticate` then
+        asks."""
+        return None if self._stale() else self._remembered(_digest_of(token), now)
 
     def authenticate(
         self, sessions: sessionmaker[Session], token: str | None, now: datetime
     ) -> Principal:
         hashed = _digest_of(token)
+        if self._stale():
+            self._check(sessions, now)
         remembered = self._remembered(hashed, now)
         if remembered is not None:
             return remembered
-        tick = self._monotonic()
         with read_only(sessions) as session:
             principal = _principal(session, hashed)
         with self._lock:
-            self._known[hashed] = (tick, principal)
-            self._known.move_to_end(hashed)
+            self._known[hashed] = principal
             while len(self._known) > self._size:
                 self._known.popitem(last=False)
         return _live(principal, now)
-
-    def _remembered(self, hashed: str, now: datetime) -> Principal | None:
-        with self._lock:
-            known = self._known.get(hashed)
-        if known is None or self._monotonic() - known[0] >= self._ttl_s:
-            return None
-        return _live(known[1], now)
 
     def forget(self, matches: Callable[[Principal], bool]) -> None:
         """Stop remembering the tokens that `matches` (they were revoked here): their next use
         looks them up again."""
         with self._lock:
-            for hashed in [h for h, (_, p) in self._known.items() if matches(p)]:
+            for hashed in [h for h, p in self._known.items() if matches(p)]:
                 del self._known[hashed]
+
+    def _stale(self) -> bool:
+        return self._checked_at is None or self._monotonic() - self._checked_at >= self._check_s
+
+    def _remembered(self, hashed: str, now: datetime) -> Principal | None:
+        with self._lock:
+            principal = self._known.get(hashed)
+            if principal is None:
+                return None
+            self._known.move_to_end(hashed)
+        return _live(principal, now)
+
+    def _check(self, sessions: sessionmaker[Session], now: datetime) -> None:
+        """Forget the tokens revoked since the last check, on any replica. The window reaches
+        `REVOKED_OVERLAP` further back, for a revocation committed late or stamped by a
+        replica whose clock runs behind; forgetting a token twice costs nothing."""
+        with self._checking:
+            if not self._stale():
+                return  # another thread asked meanwhile
+            tick = self._monotonic()
+            since = (self._revoked_since or now) - REVOKED_OVERLAP
+            with read_only(sessions) as session:
+                revoked = set(repo.revoked_hashes(session, since))
+            with self._lock:
+                for hashed in revoked & self._known.keys():
+                    del self._known[hashed]
+            self._revoked_since, self._checked_at = now, tick
 
 
 def revoke_of_run(session: Session, run_id: str, now: datetime) -> None:

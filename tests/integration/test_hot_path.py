@@ -124,26 +124,85 @@ def test_sqlite_writers_take_turns_and_readers_never_wait(sqlite_gov: Governor) 
         pass
 
 
-def test_a_cached_token_stops_working_within_its_ttl_once_removed(gov: Governor) -> None:
+def revoke_elsewhere(gov: Governor, label: str) -> None:
+    """Revoke a token as another replica would: in the database, unknown to this cache."""
+    with gov.session() as s:
+        row = s.scalars(select(TokenRow).where(TokenRow.label == label)).one()
+        row.revoked_at = gov.clock.now()
+
+
+def test_a_token_revoked_on_another_replica_stops_working_within_one_check(
+    gov: Governor,
+) -> None:
     with gov.session() as s:
         token = tokens.issue(s, Role.VIEWER, gov.clock.now(), label="dashboard")
     now = [0.0]
-    cache = TokenCache(ttl_s=5.0, monotonic=lambda: now[0])
+    cache = TokenCache(check_s=5.0, monotonic=lambda: now[0])
     assert cache.authenticate(gov.ctx.sessions, token, gov.clock.now()).role is Role.VIEWER
-    with gov.session() as s:
-        s.delete(s.scalars(select(TokenRow).where(TokenRow.label == "dashboard")).one())
+    revoke_elsewhere(gov, "dashboard")
+    now[0] = 4.9
     with counted(gov) as statements:
+        assert cache.remembered(token, gov.clock.now()) is not None
         assert cache.authenticate(gov.ctx.sessions, token, gov.clock.now()).role is Role.VIEWER
     assert statements == []  # remembered: no round trip
-    now[0] = 5.0
-    with pytest.raises(Unauthenticated):
+    now[0] = 5.0  # one check later: the revocation is learnt, whichever replica made it
+    assert cache.remembered(token, gov.clock.now()) is None
+    with pytest.raises(Unauthenticated, match="revoked"):
         cache.authenticate(gov.ctx.sessions, token, gov.clock.now())
+
+
+def test_a_remembered_token_costs_one_check_an_interval_however_many_are_remembered(
+    gov: Governor,
+) -> None:
+    with gov.session() as s:
+        issued = [tokens.issue(s, Role.VIEWER, gov.clock.now()) for _ in range(50)]
+    now = [0.0]
+    cache = TokenCache(check_s=5.0, monotonic=lambda: now[0])
+    for token in issued:
+        cache.authenticate(gov.ctx.sessions, token, gov.clock.now())
+    for interval in range(1, 4):  # a job beats every 15 s: far past the interval
+        now[0] = 15.0 * interval
+        with counted(gov) as statements:
+            for token in issued:
+                assert cache.authenticate(gov.ctx.sessions, token, gov.clock.now())
+                assert cache.remembered(token, gov.clock.now()) is not None
+        asked = [s for s in statements if s != "BEGIN"]  # SQLite's reader opens its snapshot
+        assert len(asked) == 1, asked  # which tokens were revoked lately: that is all
+        assert "revoked_at" in asked[0]
+
+
+def test_a_revocation_committed_late_is_still_learnt(gov: Governor) -> None:
+    """A revocation stamped before the cache's last check but committed after it (a long
+    transaction, or a replica whose clock runs behind) is still found at the next check."""
+    with gov.session() as s:
+        token = tokens.issue(s, Role.VIEWER, gov.clock.now(), label="late")
+    now = [0.0]
+    cache = TokenCache(check_s=5.0, monotonic=lambda: now[0])
+    stamped = gov.clock.now()
+    gov.clock.advance(30)
+    cache.authenticate(gov.ctx.sessions, token, gov.clock.now())  # checks, then remembers
+    with gov.session() as s:
+        s.scalars(select(TokenRow).where(TokenRow.label == "late")).one().revoked_at = stamped
+    now[0] = 5.0
+    with pytest.raises(Unauthenticated, match="revoked"):
+        cache.authenticate(gov.ctx.sessions, token, gov.clock.now())
+
+
+def test_an_expired_token_is_refused_though_remembered(gov: Governor) -> None:
+    with gov.session() as s:
+        expires = gov.clock.now() + timedelta(minutes=1)
+        token = tokens.issue(s, Role.VIEWER, gov.clock.now(), expires_at=expires)
+    cache = TokenCache(check_s=3600.0)
+    cache.authenticate(gov.ctx.sessions, token, gov.clock.now())
+    gov.clock.advance(60)
+    with pytest.raises(Unauthenticated, match="expired"):
+        cache.remembered(token, gov.clock.now())
 
 
 def test_the_cache_is_bounded_and_never_remembers_a_stranger(gov: Governor) -> None:
     with gov.session() as s:
         issued = [tokens.issue(s, Role.VIEWER, gov.clock.now()) for _ in range(3)]
-    cache = TokenCache(ttl_s=60.0, size=2)
+    cache = TokenCache(check_s=60.0, size=2)
     for token in issued:
         cache.authenticate(gov.ctx.sessions, token, gov.clock.now())
     with counted(gov) as statements:  # the newest two are remembered
