@@ -13,13 +13,17 @@ in its body) with `responses=errors(...)`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Coroutine, Iterator
-from typing import Any, get_args
+from email.message import Message
+from typing import Any, ClassVar, get_args
 
 from fastapi import APIRouter, Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.dependencies.utils import get_dependant
 from fastapi.routing import APIRoute
+from pydantic import BaseModel, ValidationError
+from starlette.concurrency import run_in_threadpool
 
 from governor.api.deps import Access, Context, bearer
 from governor.api.error_responses import errors
@@ -52,6 +56,66 @@ class ApiRoute(APIRoute):
             return await handler(request)
 
         return authorised
+
+
+class LeanRoute(ApiRoute):
+    """The busiest route, served without FastAPI's per-request work when its request is well
+    formed: resolving its dependencies and reading its body took a third of a heartbeat's
+    CPU. Its endpoint takes the path's one parameter, the body, the caller and the service
+    context, in that order; the caller is declared by a writer dependency (`writer`), which
+    is called as declared. FastAPI keeps the route's declaration (its OpenAPI entry) and every
+    request that is not well formed: without a JSON content type, with malformed JSON or a
+    body its model refuses, a request is handed to FastAPI's own handler, which answers it as
+    any route's. Who may call is settled first either way, as for every route.
+    """
+
+    writer: ClassVar[Any]  # an Annotated[Principal, Depends(...)] of governor.api.deps
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        [access] = [call for call in _calls(self.dependant) if isinstance(call, Access)]
+        [path_param] = self.dependant.path_params
+        [body_param] = self.dependant.body_params
+        model: type[BaseModel] = body_param.field_info.annotation
+        admit = get_args(self.writer)[1].dependency
+        endpoint = self.endpoint
+
+        async def lean(request: Request) -> Response:
+            caller = await access(request, await bearer(request))
+            body = _well_formed(model, request.headers.get("content-type"), await request.body())
+            if body is None:
+                return await handler(request)  # FastAPI answers: 415 or 422, as ever
+            context = request.app.state.context
+            caller = await admit(context, caller)
+            path_value = request.path_params[path_param.name]
+            response: Response = await run_in_threadpool(
+                endpoint, path_value, body, caller, context
+            )
+            return response
+
+        return lean
+
+
+def _well_formed(model: type[BaseModel], content_type: str | None, body: bytes) -> Any:
+    """The body as `model`, if it is JSON that the model takes; else None."""
+    if not content_type or not body:
+        return None
+    message = Message()
+    message["content-type"] = content_type
+    subtype = message.get_content_subtype()
+    if message.get_content_maintype() != "application" or not (
+        subtype == "json" or subtype.endswith("+json")
+    ):
+        return None
+    try:
+        return model.model_validate(json.loads(body))
+    except (ValueError, ValidationError):  # JSONDecodeError and UnicodeDecodeError included
+        return None
+
+
+def lean_route(writer: Any) -> type[LeanRoute]:
+    """A LeanRoute whose caller is declared by `writer`."""
+    return type("LeanRoute", (LeanRoute,), {"writer": writer})
 
 
 def api_router(**kwargs: Any) -> APIRouter:

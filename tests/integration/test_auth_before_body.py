@@ -4,7 +4,11 @@ and a caller with the right token still learns what is wrong with its body (422,
 
 from __future__ import annotations
 
+from typing import Any
+
+import fastapi.routing
 import httpx
+import pytest
 from fastapi.testclient import TestClient
 
 from governor.services.auth_limits import FailureLimiter
@@ -88,3 +92,42 @@ def test_a_failed_attempt_is_counted_once_whatever_the_body(database_url: str) -
         assert refused.status_code == 429, refused.text
         assert refused.json()["error"]["code"] == "too_many_attempts"
         assert int(refused.headers["Retry-After"]) >= 1
+
+
+def test_a_well_formed_beat_is_served_lean_and_any_other_as_every_route(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A heartbeat FastAPI need not read for itself skips its dependency resolution; one that
+    is not well formed is answered by FastAPI, as any route's request."""
+    resolved: list[bytes] = []
+    resolve = fastapi.routing.solve_dependencies
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        request = kwargs["request"]
+        if request.url.path.endswith("/heartbeat"):
+            resolved.append(await request.body())
+        return await resolve(*args, **kwargs)
+
+    monkeypatch.setattr(fastapi.routing, "solve_dependencies", counted)
+    with served_scene(database_url) as scene, TestClient(scene.app) as client:
+        for body in (b'{"step": 1}', b'{"step": 2, "phase": "training", "metrics": {"loss": 1}}'):
+            beat = send(client, scene, "job", HEARTBEAT, body)
+            assert beat.status_code == 200, beat.text
+            assert beat.json()["action"] == "continue"
+        assert resolved == []
+        answered = {
+            (b'{"step": -1}', "application/json"): 422,
+            (b'{"step": 3, "colour": "red"}', "application/json"): 422,
+            (b'{"step": 3', "application/json"): 422,
+            (b'{"step": 3}', "text/plain"): 415,
+            (b"", "application/json"): 422,
+        }
+        for (body, content_type), status in answered.items():
+            response = send(client, scene, "job", HEARTBEAT, body, content_type)
+            assert response.status_code == status, (body, response.text)
+        # each went to FastAPI, which refuses malformed JSON before it resolves anything
+        fastapis = [body for body, _ in answered if body != b'{"step": 3']
+        assert resolved == fastapis
+        denied = send(client, scene, "job of another run", HEARTBEAT, b'{"step": 4}')
+        assert denied.status_code == 403, denied.text
+        assert resolved == fastapis  # refused before either path reads the body
