@@ -51,6 +51,8 @@ def guarded(ctx: ServiceContext, lease: Lease, name: str, task: Periodic) -> Cal
         ctx.ticks.succeeded(name, ctx.clock.now())
         ctx.writes.succeeded(ctx.clock.now())
         took = time.monotonic() - started
+        if task.reacts:
+            ctx.config.pace.took(took)
         if took > interval:
             log.warning("task %r took %.2fs, longer than its %.2fs interval", name, took, interval)
 

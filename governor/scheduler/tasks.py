@@ -90,14 +90,15 @@ class Periodic:
 
     run: Callable[[ServiceContext], None]
     every: str = "enforce_interval_s"
+    reacts: bool = False  # on the way from a decision to a confirmed stop: its pace counts
 
     def interval_s(self, ctx: ServiceContext) -> float:
         return float(getattr(ctx.config, self.every))
 
 
 TASKS: dict[str, Periodic] = {
-    "enforce": Periodic(enforce),
-    "stops": Periodic(advance_stops),
+    "enforce": Periodic(enforce, reacts=True),
+    "stops": Periodic(advance_stops, reacts=True),
     "accrue": Periodic(accrue),
     "sample": Periodic(sample_local_gpus, "telemetry_interval_s"),
     "fold": Periodic(fold_telemetry, "fold_interval_s"),

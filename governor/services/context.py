@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -30,6 +32,27 @@ DEFAULT_CHECKPOINT_GRACE_S = 300.0
 REACTION_INTERVALS = 4  # detect, send, poll, confirm: each may wait one enforcement interval
 
 
+class PassPace:
+    """How long this replica's passes on the way to a stop (deciding, stopping) took lately.
+
+    Passes never overlap: one that takes longer than its interval delays the next, so the
+    governor's reaction time grows with it, and the committed spend must reserve for that.
+    The slowest of the latest `keep` passes counts; thread-safe.
+    """
+
+    def __init__(self, keep: int = 20) -> None:
+        self._took: deque[float] = deque(maxlen=keep)
+        self._lock = threading.Lock()
+
+    def took(self, seconds: float) -> None:
+        with self._lock:
+            self._took.append(seconds)
+
+    def slowest_s(self) -> float:
+        with self._lock:
+            return max(self._took, default=0.0)
+
+
 @dataclass(frozen=True)
 class GovernorConfig:
     enforce_interval_s: float = 5.0
@@ -50,6 +73,7 @@ class GovernorConfig:
     exported_run_metrics: tuple[str, ...] = ()  # the run metrics /metrics exports, by name
     require_plan: bool = False  # what a budget declared without saying requires
     report_timeline_events: int = 200  # a report's timeline: the latest so many events
+    pace: PassPace = field(default_factory=PassPace, compare=False)  # how long passes take
 
     def watch_for(self, overrides: dict[str, float] | None) -> Watch:
         """A run's GPU and progress thresholds: the defaults, with its own overrides on top
@@ -59,8 +83,10 @@ class GovernorConfig:
     @property
     def reaction_s(self) -> float:
         """How long the governor itself may take between a decision and a confirmed stop: its
-        passes, and a change of leader on the way (replicas on PostgreSQL)."""
-        return REACTION_INTERVALS * self.enforce_interval_s + self.failover_s
+        passes, each an interval apart or as long as the slowest lately took when that is
+        longer (a busy machine), and a change of leader on the way (replicas on PostgreSQL)."""
+        pass_s = max(self.enforce_interval_s, self.pace.slowest_s())
+        return REACTION_INTERVALS * pass_s + self.failover_s
 
 
 @lru_cache(maxsize=1024)

@@ -111,6 +111,32 @@ def test_a_slow_task_never_overlaps_itself(
     assert most == 1
 
 
+def test_the_passes_on_the_way_to_a_stop_set_the_pace(
+    make_context: Callable[..., ServiceContext],
+) -> None:
+    """A deciding or stopping pass slower than its interval lengthens the reaction time the
+    committed spend reserves; other passes do not."""
+    ctx = make_context(0.02)
+    runs = {"deciding": 0, "other": 0}
+
+    def deciding(_: ServiceContext) -> None:
+        time.sleep(0.1)
+        runs["deciding"] += 1
+
+    def other(_: ServiceContext) -> None:
+        time.sleep(0.5)
+        runs["other"] += 1
+
+    driver = Driver(ctx, {"deciding": Periodic(deciding, reacts=True), "other": Periodic(other)})
+    driver.start()
+    try:
+        wait_for(lambda: runs["deciding"] >= 2 and runs["other"] >= 1)
+    finally:
+        driver.stop()
+    assert 0.1 <= ctx.config.pace.slowest_s() < 0.5
+    assert ctx.config.reaction_s == 4 * ctx.config.pace.slowest_s()
+
+
 def test_a_replica_that_does_not_lead_runs_nothing(
     make_context: Callable[..., ServiceContext],
 ) -> None:
