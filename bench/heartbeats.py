@@ -319,6 +319,7 @@ class Sizes:
     seq_beats: int = 500
     seq_warmup: int = 50
     seq_pods: tuple[int, ...] = (1, 10, 100)
+    seq_jobs: int = 1
     closed_jobs: int = 200
     closed_duration_s: float = 15.0
     open_jobs: tuple[int, ...] = (500, 2000)
@@ -344,20 +345,22 @@ QUICK = Sizes(
 
 
 async def sequential(server: Server, sizes: Sizes) -> list[dict[str, Any]]:
-    """One job beating in a row, its budget holding each of `seq_pods` pods; /healthz alike."""
+    """One beat at a time, by one job (or `seq_jobs` in turn, so that a long series keeps
+    within each token's write limit) of a budget holding each of `seq_pods` pods; /healthz
+    alike."""
     groups = await create_jobs(server, sizes.seq_pods, "seq")
     health = Connection(server.url)
     records = []
     for pods, jobs in zip(sizes.seq_pods, groups, strict=True):
-        job = jobs[0]
+        in_turn = itertools.cycle(jobs[: sizes.seq_jobs])
         progress(f"  sequential: {sizes.seq_beats} heartbeats, budget of {pods} pods")
         beats, healthz = Tally(), Tally()
         for _ in range(sizes.seq_warmup):
-            await Tally().time(job.beat, sizes.beat_timeout_s)
+            await Tally().time(next(in_turn).beat, sizes.beat_timeout_s)
             await Tally().time(partial(get_healthz, health), sizes.beat_timeout_s)
         cpu_start = server.cpu_s()
         for _ in range(sizes.seq_beats):
-            await beats.time(job.beat, sizes.beat_timeout_s)
+            await beats.time(next(in_turn).beat, sizes.beat_timeout_s)
         cpu_beats = server.cpu_s()
         for _ in range(sizes.seq_beats):
             await healthz.time(partial(get_healthz, health), sizes.beat_timeout_s)
@@ -365,6 +368,7 @@ async def sequential(server: Server, sizes: Sizes) -> list[dict[str, Any]]:
         record = {
             "measure": "sequential",
             "pods_in_budget": pods,
+            "jobs_in_turn": min(sizes.seq_jobs, pods),
             **beats.stats(),
             **healthz.stats("healthz_"),
             # the server's CPU per request: what a busy machine's scheduling cannot blur
@@ -633,6 +637,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Sizes]:
         "seq_beats": "timed heartbeats per budget size",
         "seq_warmup": "untimed heartbeats and /healthz calls first",
         "seq_pods": "budget sizes, comma-separated",
+        "seq_jobs": "jobs of the budget beating in turn (each token may write 600 a minute)",
         "closed_jobs": "jobs in the closed loop",
         "closed_duration_s": "seconds of each closed loop",
         "open_jobs": "open-loop sizes, comma-separated",
