@@ -72,8 +72,9 @@ class GovernorCallback(TrainerCallback):
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any
     ) -> None:
         self._stepped = True
-        self.governor.phase(self._training_phase())
+        # The step first: entering a phase sends a beat at once, with the step it finds.
         self.governor.step(state.global_step)
+        self.governor.phase(self._training_phase())
         if self.governor.should_stop():
             control.should_training_stop = True
             control.should_save = self.governor.directive.save_first

@@ -55,11 +55,12 @@ class GovernorLightningCallback(pl.Callback):
     ) -> None:
         # global_step counts optimizer steps: with gradient accumulation the first batches
         # come before the first step.
+        # The step first: entering a phase sends a beat at once, with the step it finds.
+        self.governor.step(trainer.global_step)
         if trainer.global_step < 1:
             self.governor.phase("compiling")
         else:
             self.governor.phase("canary" if self.governor.directive.held_to_canary else "training")
-        self.governor.step(trainer.global_step)
         if trainer.global_step % max(1, trainer.log_every_n_steps) == 0:  # the loggers' pace
             self.governor.metrics(trainer.callback_metrics)
         if self.governor.should_stop() and not trainer.should_stop:

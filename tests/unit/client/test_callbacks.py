@@ -48,6 +48,46 @@ def test_hf_checkpoint_saves_and_stop_saves_then_stops_acknowledging_the_save() 
     assert server.bodies()[-1]["status"] == "stopped"
 
 
+class Told:
+    """Stands in for a GovernorLoop: what a callback told it, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.directive = SimpleNamespace(held_to_canary=False, save_first=True)
+
+    def step(self, n: int, **_: Any) -> None:
+        self.calls.append(("step", n))
+
+    def phase(self, name: str) -> None:
+        self.calls.append(("phase", name))
+
+    def metrics(self, values: Any) -> None:
+        self.calls.append(("metrics", None))
+
+    def should_stop(self) -> bool:
+        return False
+
+    def should_checkpoint(self) -> bool:
+        return False
+
+
+def test_both_callbacks_record_the_step_before_entering_the_phase() -> None:
+    """Entering a phase wakes the heartbeat at once, which sends the step it finds: a first
+    step's end must not be sent as training at step 0, which looks like a stall."""
+    told: Any = Told()
+    hf_step(GovernorCallback(told), 1)
+    assert told.calls == [("step", 1), ("phase", "training")]
+
+    told = Told()
+    trainer: Any = FakeLightningTrainer(
+        global_step=1, should_stop=False, log_every_n_steps=50, callback_metrics={}
+    )
+    GovernorLightningCallback(told, Path("/nowhere")).on_train_batch_end(
+        trainer, None, None, None, 0
+    )
+    assert told.calls[:2] == [("step", 1), ("phase", "training")]
+
+
 class FakeLightningTrainer(SimpleNamespace):
     def save_checkpoint(self, path: str) -> None:
         Path(path).write_text("weights")
