@@ -45,7 +45,7 @@ class ApiRoute(APIRoute):
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
-        accesses = [call for call in _calls(self.dependant) if isinstance(call, Access)]
+        accesses = _accesses(self.dependant)
         if not accesses:
             return handler
 
@@ -74,7 +74,7 @@ class LeanRoute(ApiRoute):
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
-        [access] = [call for call in _calls(self.dependant) if isinstance(call, Access)]
+        [access] = _accesses(self.dependant)
         [path_param] = self.dependant.path_params
         [body_param] = self.dependant.body_params
         model: type[BaseModel] = body_param.field_info.annotation
@@ -130,10 +130,15 @@ def _calls(dependant: Dependant) -> Iterator[Any]:
         yield from _calls(dependency)
 
 
+def _accesses(dependant: Dependant) -> list[Access]:
+    """The route's Access dependencies: who may call it."""
+    return [call for call in _calls(dependant) if isinstance(call, Access)]
+
+
 def _statuses(dependant: Dependant) -> set[int]:
     calls = list(_calls(dependant))
     statuses = {422}
-    if any(isinstance(call, Access) for call in calls):
+    if _accesses(dependant):
         statuses |= {401, 403, 429}
     if dependant.body_params:
         statuses |= {413, 415}
