@@ -37,20 +37,22 @@ class PassPace:
 
     Passes never overlap: one that takes longer than its interval delays the next, so the
     governor's reaction time grows with it, and the committed spend must reserve for that.
-    The slowest of the latest `keep` passes counts; thread-safe.
+    The slowest of the latest `keep` passes counts; thread-safe. It is worked out when a pass
+    is recorded (twice an interval), not when read (once a budget in every pass).
     """
 
     def __init__(self, keep: int = 20) -> None:
         self._took: deque[float] = deque(maxlen=keep)
+        self._slowest_s = 0.0
         self._lock = threading.Lock()
 
     def took(self, seconds: float) -> None:
         with self._lock:
             self._took.append(seconds)
+            self._slowest_s = max(self._took)
 
     def slowest_s(self) -> float:
-        with self._lock:
-            return max(self._took, default=0.0)
+        return self._slowest_s
 
 
 @dataclass(frozen=True)
