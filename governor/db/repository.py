@@ -8,9 +8,10 @@ from decimal import Decimal
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Row, Select, Update, bindparam, func, or_, select, update
+from sqlalchemy import Connection, Row, Select, bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
 
+from governor.db import bulk
 from governor.db.keyset import Keyset, Page, PageRequest
 from governor.db.one_of import one_of
 from governor.db.tables import (
@@ -178,26 +179,14 @@ def run_row_with(connection: Connection, run_id: str, *budget_columns: str) -> R
     return row
 
 
-@cache
-def _run_update(columns: frozenset[str]) -> Update:
-    table = RunRow.__table__
-    return (
-        update(table)
-        .where(table.c.id == bindparam("run_id"))
-        .values({name: bindparam(f"new_{name}") for name in columns})
-    )
-
-
 def update_runs(connection: Connection, changes: Sequence[tuple[str, dict[str, Any]]]) -> None:
-    """Set these columns of these runs: one statement per set of columns (each built once),
-    executed for its runs in the order of their ids."""
+    """Set these columns of these runs: one write per set of columns (`bulk`), its runs in
+    the order of their ids."""
     by_columns: dict[frozenset[str], list[dict[str, Any]]] = {}
     for run_id, values in sorted(changes, key=lambda change: change[0]):
-        by_columns.setdefault(frozenset(values), []).append(
-            {"run_id": run_id, **{f"new_{name}": value for name, value in values.items()}}
-        )
-    for columns, params in by_columns.items():
-        connection.execute(_run_update(columns), params)
+        by_columns.setdefault(frozenset(values), []).append({"id": run_id, **values})
+    for rows in by_columns.values():
+        bulk.update_rows(connection, RunRow.__table__, rows)
 
 
 def get_extension(session: Session, extension_id: str) -> ExtensionRow:

@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
+from governor.db import bulk
 from governor.db import repository as repo
 from governor.db.tables import BudgetRow, LedgerEntryRow, PodRow
-from governor.db.types import MicroUSD
 from governor.domain.ledger import accrue
 from governor.domain.model import ChargeKind, EntryKind, PodState
 from governor.domain.money import ZERO
@@ -83,33 +83,20 @@ def due_budget_ids(session: Session, until: datetime) -> Sequence[str]:
     ).all()
 
 
-_PODS, _BUDGETS = PodRow.__table__, BudgetRow.__table__
+_PODS, _BUDGETS, _LEDGER = PodRow.__table__, BudgetRow.__table__, LedgerEntryRow.__table__
 _DUE_PODS = select(_PODS).where(
     _PODS.c.budget_id.in_(bindparam("budget_ids", expanding=True)),
     _PODS.c.state != PodState.GONE,
     _PODS.c.accrued_until < bindparam("until"),
-)
-_MOVE_POD = (
-    update(_PODS)
-    .where(_PODS.c.id == bindparam("row_id"))
-    .values(
-        recorded_usd=_PODS.c.recorded_usd + bindparam("added", type_=MicroUSD()),
-        accrued_until=bindparam("until"),
-    )
-)
-_MOVE_BUDGET = (
-    update(_BUDGETS)
-    .where(_BUDGETS.c.id == bindparam("row_id"))
-    .values(recorded_usd=_BUDGETS.c.recorded_usd + bindparam("added", type_=MicroUSD()))
 )
 
 
 def accrue_budgets(session: Session, budget_ids: Sequence[str], until: datetime) -> int:
     """Charge every pod of these budgets up to `until`; returns how many pods were charged.
 
-    Three statements whatever the number of pods: their entries inserted together, the pods'
-    marks and totals moved together, the budgets' totals moved together. The pods are read as
-    plain rows, the budgets locked first (as every writer of a budget's ledger does)."""
+    Three writes whatever the number of pods (`bulk`): their entries inserted together, the
+    pods' marks and totals moved together, the budgets' totals moved together. The pods are
+    read as plain rows, the budgets locked first (as every writer of a budget's ledger does)."""
     repo.lock_budgets(session, budget_ids)
     connection = session.connection()
     due = connection.execute(_DUE_PODS, {"budget_ids": list(budget_ids), "until": until}).all()
@@ -131,13 +118,12 @@ def accrue_budgets(session: Session, budget_ids: Sequence[str], until: datetime)
                 }
             )
         added = sum((charge.amount for charge in charges), ZERO)
-        pod_moves.append({"row_id": pod.id, "added": added, "until": max(pod.accrued_until, until)})
-        budget_moves[pod.budget_id] += added
-    if entries:
-        connection.execute(insert(LedgerEntryRow.__table__), entries)
-    if pod_moves:
-        connection.execute(_MOVE_POD, pod_moves)
-        connection.execute(
-            _MOVE_BUDGET, [{"row_id": b, "added": a} for b, a in budget_moves.items()]
+        pod_moves.append(
+            {"id": pod.id, "recorded_usd": added, "accrued_until": max(pod.accrued_until, until)}
         )
+        budget_moves[pod.budget_id] += added
+    bulk.insert_rows(connection, _LEDGER, entries)
+    bulk.update_rows(connection, _PODS, pod_moves, adding={"recorded_usd"})
+    budget_rows = [{"id": b, "recorded_usd": a} for b, a in budget_moves.items()]
+    bulk.update_rows(connection, _BUDGETS, budget_rows, adding={"recorded_usd"})
     return len(due)
