@@ -4,8 +4,8 @@ An executemany runs its statement once a row. psycopg pipelines the rows, but co
 row's parameters and takes each row's result in Python, and at thousands of rows that is
 most of what a pass costs. On PostgreSQL new rows are copied in (`COPY ... FROM STDIN`, the
 cheapest way in for both sides), and changed rows are sent as one array a column that the
-server makes into rows itself (`UPDATE ... FROM unnest(...) WHERE id = v.id`). SQLite, in
-the same process, keeps executemany.
+server makes into rows itself (`UPDATE ... FROM unnest(...) WHERE id = v.id`); one row
+alone is cheaper as a plain UPDATE. SQLite, in the same process, keeps executemany.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def update_rows(
         return
     columns = tuple(c for c in rows[0] if c != "id")
     added = tuple(c for c in columns if c in adding)
-    if connection.dialect.name == "postgresql":
+    if connection.dialect.name == "postgresql" and len(rows) > 1:
         statement = _update_unnest(table, columns, added)
         connection.execute(statement, _as_arrays(("id", *columns), rows))
     else:

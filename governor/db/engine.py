@@ -10,6 +10,7 @@ never wait for a writer. PostgreSQL needs neither: its row locks do the ordering
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -24,26 +25,52 @@ READ_ONLY = "governor_read_only"
 
 
 class _Turn:
-    """Whose turn it is to write: one thread at a time, handed over in order of asking."""
+    """Whose turn it is to write: one thread at a time, handed over in order of asking.
+
+    A plain lock is not fair: a thread that releases it and asks again at once (a pass going
+    on to its next batch) takes it back before a waiting thread wakes, and can keep it for a
+    whole pass. Here a thread that finds the turn taken queues, and the turn is handed to the
+    first in the queue when it ends."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._queue: deque[threading.Lock] = deque()  # the waiting, each on a lock held for it
+        self._taken = False
         self._owner: int | None = None
 
     @contextmanager
     def take(self) -> Iterator[None]:
         if self._owner == threading.get_ident():
             raise RuntimeError("this thread already has a unit of work open: finish it first")
-        if not self._lock.acquire(timeout=SQLITE_BUSY_TIMEOUT_MS / 1000):
-            raise OperationalError(
-                "BEGIN IMMEDIATE", None, TimeoutError("the database is busy: no turn to write")
-            )
+        self._wait()
         self._owner = threading.get_ident()
         try:
             yield
         finally:
             self._owner = None
-            self._lock.release()
+            with self._lock:
+                if self._queue:
+                    self._queue.popleft().release()  # handed over: still taken
+                else:
+                    self._taken = False
+
+    def _wait(self) -> None:
+        with self._lock:
+            if not self._taken:
+                self._taken = True
+                return
+            handed = threading.Lock()
+            handed.acquire()
+            self._queue.append(handed)
+        if handed.acquire(timeout=SQLITE_BUSY_TIMEOUT_MS / 1000):
+            return
+        with self._lock:
+            if handed not in self._queue:
+                return  # handed over as the wait ran out: the turn is ours after all
+            self._queue.remove(handed)
+        raise OperationalError(
+            "BEGIN IMMEDIATE", None, TimeoutError("the database is busy: no turn to write")
+        )
 
 
 _turns: WeakKeyDictionary[Engine, _Turn] = WeakKeyDictionary()
@@ -61,6 +88,12 @@ def build_engine(url: str, **kwargs: Any) -> Engine:
         _turns[engine] = _Turn()
         return engine
     return create_engine(url, pool_pre_ping=True, **kwargs)
+
+
+def one_writer(engine: Engine) -> bool:
+    """The database takes one writer at a time (SQLite): a transaction that writes holds up
+    every other writer of the process until it ends."""
+    return engine in _turns
 
 
 def _tune_sqlite(engine: Engine) -> None:

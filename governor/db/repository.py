@@ -99,14 +99,16 @@ def lock_budgets(session: Session, budget_ids: Sequence[str]) -> None:
     ).all()
 
 
-def billing_budget_ids(session: Session) -> Sequence[str]:
-    """The budgets with a pod that bills compute: those an enforcement pass decides about."""
-    return session.scalars(
-        select(PodRow.budget_id)
+def billing_budgets(session: Session) -> Sequence[tuple[str, int]]:
+    """The budgets with a pod that bills compute (those an enforcement pass decides about),
+    each with how many such pods it has."""
+    query = (
+        select(PodRow.budget_id, func.count())
         .where(PodRow.state.in_(BILLS_COMPUTE))
-        .distinct()
+        .group_by(PodRow.budget_id)
         .order_by(PodRow.budget_id)
-    ).all()
+    )
+    return [(budget_id, pods) for budget_id, pods in session.execute(query)]
 
 
 def budget_ids(session: Session) -> Sequence[str]:

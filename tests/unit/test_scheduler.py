@@ -15,7 +15,7 @@ from governor.db.tables import EventRow
 from governor.domain.model import Severity
 from governor.domain.ports import SystemClock
 from governor.scheduler.runner import Driver
-from governor.scheduler.tasks import Periodic
+from governor.scheduler.tasks import Periodic, batches
 from governor.services.context import GovernorConfig, ServiceContext
 from governor.services.health import TickLog
 from governor.services.leadership import Lease
@@ -205,3 +205,10 @@ def test_a_pass_that_stops_finishing_raises_one_critical_event(tmp_path: Path) -
         assert "enforce pass" in alarms()[0]
     finally:
         engine.dispose()
+
+
+def test_a_pass_works_in_batches_of_about_so_many_pods_never_splitting_a_budget() -> None:
+    budgets = [("a", 60), ("b", 30), ("c", 20), ("d", 150), ("e", 1), ("f", 99)]
+    assert batches(budgets, 100) == [["a", "b"], ["c"], ["d"], ["e", "f"]]
+    assert batches(budgets, 1_000) == [["a", "b", "c", "d", "e", "f"]]
+    assert batches([], 100) == []
