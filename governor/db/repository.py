@@ -8,7 +8,17 @@ from decimal import Decimal
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Row, Select, bindparam, func, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Row,
+    Select,
+    bindparam,
+    func,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from governor.db import bulk
@@ -102,9 +112,14 @@ def lock_budgets(session: Session, budget_ids: Sequence[str]) -> None:
 def billing_budgets(session: Session) -> Sequence[tuple[str, int]]:
     """The budgets with a pod that bills compute (those an enforcement pass decides about),
     each with how many such pods it has."""
+    return pods_by_budget(session, PodRow.state.in_(BILLS_COMPUTE))
+
+
+def pods_by_budget(session: Session, *where: ColumnElement[bool]) -> Sequence[tuple[str, int]]:
+    """The budgets with a pod that meets `where`, in order, each with how many such pods."""
     query = (
         select(PodRow.budget_id, func.count())
-        .where(PodRow.state.in_(BILLS_COMPUTE))
+        .where(*where)
         .group_by(PodRow.budget_id)
         .order_by(PodRow.budget_id)
     )

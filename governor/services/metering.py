@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
 
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from governor.db import bulk
@@ -76,13 +76,7 @@ def accrue_pod(session: Session, pod: PodRow, until: datetime) -> None:
 def due_budgets(session: Session, until: datetime) -> Sequence[tuple[str, int]]:
     """The budgets with a pod not charged up to `until` that may still cost money, each with
     how many such pods it has."""
-    query = (
-        select(PodRow.budget_id, func.count())
-        .where(PodRow.state != PodState.GONE, PodRow.accrued_until < until)
-        .group_by(PodRow.budget_id)
-        .order_by(PodRow.budget_id)
-    )
-    return [(budget_id, pods) for budget_id, pods in session.execute(query)]
+    return repo.pods_by_budget(session, PodRow.state != PodState.GONE, PodRow.accrued_until < until)
 
 
 _PODS, _BUDGETS, _LEDGER = PodRow.__table__, BudgetRow.__table__, LedgerEntryRow.__table__
