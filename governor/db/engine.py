@@ -48,11 +48,7 @@ class _Turn:
             yield
         finally:
             self._owner = None
-            with self._lock:
-                if self._queue:
-                    self._queue.popleft().release()  # handed over: still taken
-                else:
-                    self._taken = False
+            self._hand_on()
 
     def _wait(self) -> None:
         with self._lock:
@@ -62,15 +58,34 @@ class _Turn:
             handed = threading.Lock()
             handed.acquire()
             self._queue.append(handed)
-        if handed.acquire(timeout=SQLITE_BUSY_TIMEOUT_MS / 1000):
-            return
-        with self._lock:
-            if handed not in self._queue:
-                return  # handed over as the wait ran out: the turn is ours after all
-            self._queue.remove(handed)
+        try:
+            if handed.acquire(timeout=SQLITE_BUSY_TIMEOUT_MS / 1000):
+                return
+        except BaseException:  # interrupted: out of the queue, or the turn it got handed on
+            if not self._leave(handed):
+                self._hand_on()
+            raise
+        if not self._leave(handed):
+            return  # handed over as the wait ran out: the turn is ours after all
         raise OperationalError(
             "BEGIN IMMEDIATE", None, TimeoutError("the database is busy: no turn to write")
         )
+
+    def _leave(self, handed: threading.Lock) -> bool:
+        """Leave the queue; False where the turn was handed over meanwhile."""
+        with self._lock:
+            if handed not in self._queue:
+                return False
+            self._queue.remove(handed)
+            return True
+
+    def _hand_on(self) -> None:
+        """End a turn: the first in the queue has it, or no one."""
+        with self._lock:
+            if self._queue:
+                self._queue.popleft().release()
+            else:
+                self._taken = False
 
 
 _turns: WeakKeyDictionary[Engine, _Turn] = WeakKeyDictionary()

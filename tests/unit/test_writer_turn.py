@@ -7,6 +7,10 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+from sqlalchemy.exc import OperationalError
+
+from governor.db import engine
 from governor.db.engine import _Turn
 
 
@@ -50,3 +54,24 @@ def test_turns_go_in_order_of_asking() -> None:
     for thread in threads:
         thread.join(30)
     assert order == [0, 1, 2, 3, 4]
+
+
+def test_a_wait_that_runs_out_is_refused_and_leaves_the_turn_to_the_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(engine, "SQLITE_BUSY_TIMEOUT_MS", 50)
+    turn, outcomes = _Turn(), []
+    with turn.take():
+        thread = threading.Thread(target=lambda: outcomes.append(refused_or_taken(turn)))
+        thread.start()
+        thread.join(30)
+    assert outcomes == ["refused"]
+    assert refused_or_taken(turn) == "taken", "the turn went to a thread no longer waiting"
+
+
+def refused_or_taken(turn: _Turn) -> str:
+    try:
+        with turn.take():
+            return "taken"
+    except OperationalError:
+        return "refused"
