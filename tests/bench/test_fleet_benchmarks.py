@@ -1,10 +1,11 @@
 """The in-process fleet benchmarks, run once each at a tiny size.
 
-bench/enforce_scale.py on SQLite and PostgreSQL, bench/overshoot.py on SQLite. Checked: exit
-0, one JSON line per measurement with the fields its readers use, sane values, no database
-left behind; and what the simulation shows about the governor itself: a fleet far from its
-ceilings is never stopped, and no pilot whose provider keeps its declared stop latency (and
-never fails a stop) is billed a cent past its ceiling. No timing is asserted.
+bench/enforce_scale.py and bench/pass_tail.py on SQLite and PostgreSQL, bench/overshoot.py on
+SQLite. Checked: exit 0, one JSON line per measurement with the fields its readers use, sane
+values, no database left behind; and what the simulation shows about the governor itself: a
+fleet far from its ceilings is never stopped, and no pilot whose provider keeps its declared
+stop latency (and never fails a stop) is billed a cent past its ceiling. No timing is
+asserted.
 """
 
 from __future__ import annotations
@@ -48,6 +49,15 @@ def test_enforce_scale_times_every_task_at_each_size(db: str) -> None:
         assert r["rows"] >= r["rows_added"] >= 0
         assert r["rows_per_pod_per_pass"] == pytest.approx(r["rows_added"] / n / passes, abs=1e-3)
         assert r["stop_orders"] == 0  # ceilings out of reach, every run heard from: nothing stops
+
+
+@pytest.mark.parametrize("db", DATABASES)
+def test_pass_tail_times_the_beats_that_come_while_passes_run(db: str) -> None:
+    [record] = run_script("pass_tail.py", db, "--quick")
+    assert (record["bench"], record["db"], record["pods"]) == ("pass_tail", db, 20)
+    assert record["beats"] > 0 and record["passes"] >= 1 and record["pass_mean_s"] > 0
+    times = [record[k] for k in ("p50_ms", "p99_ms", "p999_ms", "max_ms")]
+    assert times[0] > 0 and times == sorted(times)
 
 
 def test_overshoot_is_nil_wherever_the_provider_keeps_its_word() -> None:

@@ -1,0 +1,153 @@
+"""What an enforcement pass does to the heartbeats that arrive while it runs.
+
+A fleet is built as bench/enforce_scale.py builds it (budgets of 10 pods, a live run on each)
+and looked at by one pass. Then, for the duration, one thread runs enforcement passes back to
+back (half a second apart) while a few others heartbeat through the service call the API's
+heartbeat route makes, round the fleet's runs, each beat timed. On SQLite every writer waits
+for the one writing, so what a beat waits for is the pass's transaction in progress; on
+PostgreSQL a plain beat waits for no pass. The beats' p50, p99, p99.9 and worst, and the
+passes' mean, are the figures; the process's own threads share its interpreter, as a server's
+do, with no HTTP and no load generator beside them.
+
+    .venv/bin/python bench/pass_tail.py                       # 2,000 pods, 30 s, both
+    .venv/bin/python bench/pass_tail.py --db sqlite --pods 1000 --duration-s 10
+    .venv/bin/python bench/pass_tail.py --quick               # seconds: what CI runs
+
+One JSON line per database on stdout, then a summary; progress on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import threading
+import time
+from typing import Any
+
+from enforce_scale import HOURLY_RATE_USD, build_fleet, heartbeat_all
+from fleet import (
+    SimClock,
+    build_context,
+    check_in,
+    database_kinds,
+    emit,
+    exit_cleanly_on_sigterm,
+    progress,
+    quiet_event_log,
+    scratch_database,
+)
+from server_process import DEFAULT_ADMIN_URL
+
+from governor.fakes.cloud import FakeProvider
+from governor.scheduler.tasks import TASKS
+from governor.services import checkins
+
+BENCH = "pass_tail"
+BEATERS = 4
+PAUSE_BETWEEN_BEATS_S = 0.002
+PAUSE_BETWEEN_PASSES_S = 0.5
+
+
+def percentile_ms(ascending: list[float], fraction: float) -> float:
+    return round(ascending[min(len(ascending) - 1, int(len(ascending) * fraction))] * 1000, 3)
+
+
+def measure(kind: str, url: str, pods: int, duration_s: float) -> dict[str, Any]:
+    clock = SimClock()
+    cloud = FakeProvider(clock, hourly_rate_usd=HOURLY_RATE_USD, stop_latency_s=30.0)
+    ctx = build_context(url, clock, {"fake": cloud})
+    try:
+        progress(f"{kind}: {pods} pods")
+        run_ids = build_fleet(ctx, pods)
+        clock.advance(ctx.config.enforce_interval_s)
+        heartbeat_all(ctx, run_ids, step=1)
+        TASKS["enforce"].run(ctx)  # every budget has figures kept: beats take the plain path
+        progress(f"  beats from {BEATERS} threads, passes back to back, for {duration_s:g} s")
+        until = time.monotonic() + duration_s
+        beats: list[float] = []
+        passes: list[float] = []
+
+        def passing() -> None:
+            while time.monotonic() < until:
+                started = time.perf_counter()
+                TASKS["enforce"].run(ctx)
+                passes.append(time.perf_counter() - started)
+                time.sleep(PAUSE_BETWEEN_PASSES_S)
+
+        def beating(first: int) -> None:
+            for n in range(first, sys.maxsize, BEATERS):
+                if time.monotonic() >= until:
+                    return
+                beat = checkins.Heartbeat(step=2 + n)
+                started = time.perf_counter()
+                check_in(ctx, run_ids[n % len(run_ids)], beat, clock.now())
+                beats.append(time.perf_counter() - started)
+                time.sleep(PAUSE_BETWEEN_BEATS_S)
+
+        threads = [threading.Thread(target=passing)]
+        threads += [threading.Thread(target=beating, args=(k,)) for k in range(BEATERS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        ctx.engine.dispose()
+    beats.sort()
+    return {
+        "bench": BENCH,
+        "db": kind,
+        "pods": pods,
+        "duration_s": duration_s,
+        "beats": len(beats),
+        "p50_ms": percentile_ms(beats, 0.5),
+        "p99_ms": percentile_ms(beats, 0.99),
+        "p999_ms": percentile_ms(beats, 0.999),
+        "max_ms": round(beats[-1] * 1000, 3),
+        "passes": len(passes),
+        "pass_mean_s": round(statistics.fmean(passes), 6) if passes else None,
+    }
+
+
+def summary(records: list[dict[str, Any]]) -> str:
+    lines = ["", "pass_tail: heartbeats while enforcement passes run back to back", ""]
+    lines.append(f"  {'db':<9}{'pods':>7}{'beats':>8}{'p50':>10}{'p99':>10}{'p99.9':>10}")
+    for r in records:
+        lines.append(
+            f"  {r['db']:<9}{r['pods']:>7}{r['beats']:>8}{r['p50_ms']:>8.1f}ms"
+            f"{r['p99_ms']:>8.1f}ms{r['p999_ms']:>8.1f}ms   worst {r['max_ms']:.1f} ms, "
+            f"{r['passes']} passes of {r['pass_mean_s']} s on average"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument("--pods", type=int, default=2000, help="fleet size (default 2000)")
+    parser.add_argument("--duration-s", type=float, default=30.0, help="seconds (default 30)")
+    parser.add_argument("--quick", action="store_true", help="20 pods for 2 s: what CI runs")
+    parser.add_argument(
+        "--postgres-url",
+        default=DEFAULT_ADMIN_URL,
+        help="an admin connection that may CREATE and DROP a scratch database "
+        f"(default {DEFAULT_ADMIN_URL})",
+    )
+    args = parser.parse_args(argv)
+    pods, duration_s = (20, 2.0) if args.quick else (args.pods, args.duration_s)
+    if pods <= 0 or duration_s <= 0:
+        parser.error("--pods and --duration-s must be positive")
+    quiet_event_log()
+    exit_cleanly_on_sigterm()
+    records = []
+    for kind in database_kinds(args.db):
+        with scratch_database(kind, args.postgres_url) as url:
+            record = measure(kind, url, pods, duration_s)
+        emit(record)
+        records.append(record)
+    print(summary(records))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
