@@ -21,7 +21,7 @@ from governor.services.context import ServiceContext
 
 # A pass works in short transactions, of about this many pods, so that other writers never
 # queue behind a whole pass. On SQLite every writer waits for the one that writes, heartbeats
-# included: there a transaction is kept to about a tenth of a second's work under load.
+# included: there a transaction is kept to a few hundredths of a second's work.
 PODS_PER_TRANSACTION = 500
 PODS_PER_TRANSACTION_ONE_WRITER = 100
 

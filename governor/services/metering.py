@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from governor.db import bulk
 from governor.db import repository as repo
+from governor.db.one_of import one_of
 from governor.db.tables import BudgetRow, LedgerEntryRow, PodRow
 from governor.domain.ledger import accrue
 from governor.domain.model import ChargeKind, EntryKind, PodState
@@ -81,7 +82,7 @@ def due_budgets(session: Session, until: datetime) -> Sequence[tuple[str, int]]:
 
 _PODS, _BUDGETS, _LEDGER = PodRow.__table__, BudgetRow.__table__, LedgerEntryRow.__table__
 _DUE_PODS = select(_PODS).where(
-    _PODS.c.budget_id.in_(bindparam("budget_ids", expanding=True)),
+    one_of(_PODS.c.budget_id, "budget_ids"),
     _PODS.c.state != PodState.GONE,
     _PODS.c.accrued_until < bindparam("until"),
 )
