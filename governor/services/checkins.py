@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, insert
 from sqlalchemy.orm import Session, sessionmaker
 
 from governor.db import repository as repo
@@ -65,14 +65,14 @@ def check_in(
 ) -> Directive:
     """Take a job's heartbeat: its cost does not depend on the size of the budget.
 
-    A plain beat (progress, phase and metrics as before; no checkpoint, no new status, no
-    stop under way, on a budget a pass has looked at) reads the run and the figures the
+    A plain beat (progress, phase and metrics; no checkpoint, no new status, no step back,
+    no stop under way, on a budget a pass has looked at) reads the run and the figures the
     latest enforcement pass kept on its budget, with no ORM object, then writes the run's own
-    columns and its metrics, committed together with the plain beats of other runs that
-    arrive meanwhile (`GroupCommit`): under load many beats share one commit, and on SQLite
-    one turn of its single writer. It answers once its write is committed. Any other beat
-    takes the full path, `heartbeat`. Deciding stays with the enforcement pass, whose
-    reaction time the committed spend already covers.
+    columns, its metrics and the phase it entered, if any, committed together with the plain
+    beats of other runs that arrive meanwhile (`GroupCommit`): under load many beats share
+    one commit, and on SQLite one turn of its single writer. It answers once its write is
+    committed. Any other beat takes the full path, `heartbeat`. Deciding stays with the
+    enforcement pass, whose reaction time the committed spend already covers.
     """
     engine = sessions.kw["bind"]
     with reading(engine) as connection:
@@ -85,7 +85,9 @@ def check_in(
             return heartbeat(session, config, run_id, beat, now)
     directive = _directive(run, run, None, figures, now)
     points = metric_history.points(run_id, beat.step, beat.metrics, now)
-    _plain_writes(engine).commit(_PlainWrite(run_id, _changes(run, beat, now, health), points))
+    phases = [{"run_id": run_id, "phase": beat.phase, "at": now}] if _new_phase(run, beat) else []
+    changes = _changes(run, beat, now, health)
+    _plain_writes(engine).commit(_PlainWrite(run_id, changes, points, phases))
     return directive
 
 
@@ -94,11 +96,18 @@ class _PlainWrite:
     run_id: str
     changes: dict[str, Any]  # the run's own columns
     points: list[dict[str, Any]]  # its metrics' rows
+    phases: list[dict[str, Any]]  # the phase it entered, as a row of its history
+
+
+_PHASES = insert(RunPhaseRow.__table__)  # built once: the heartbeat's hot path
 
 
 def _write_plain(connection: Connection, writes: Sequence[_PlainWrite]) -> None:
     repo.update_runs(connection, [(write.run_id, write.changes) for write in writes])
     metric_history.insert_points(connection, [p for write in writes for p in write.points])
+    phases = [phase for write in writes for phase in write.phases]
+    if phases:
+        connection.execute(_PHASES, phases)
 
 
 # One group of plain beats' writes per database the process writes to.
@@ -166,14 +175,18 @@ def _late_ack(beat: Heartbeat) -> bool:
 
 
 def _plain(run: RunRow, beat: Heartbeat) -> bool:
-    """A beat that changes nothing but the run's own progress columns."""
+    """A beat that changes nothing but the run's own progress columns (its phase too, with a
+    row of the run's phase history)."""
     return (
         beat.checkpoint is None
         and beat.status is run.status
-        and beat.phase in (None, run.phase)
         and beat.step >= run.step
         and run.directive is not Action.STOP
     )
+
+
+def _new_phase(run: RunRow, beat: Heartbeat) -> bool:
+    return beat.phase is not None and beat.phase is not run.phase
 
 
 def _directive(
@@ -204,7 +217,7 @@ def _changes(
         changes.update(progress_at=now, stall_alerted=False, idle_alerted=False)
     if beat.total_steps is not None:
         changes["total_steps"] = beat.total_steps
-    if beat.phase is not None and beat.phase is not run.phase:
+    if _new_phase(run, beat):
         changes.update(phase=beat.phase, phase_since=now)
     if beat.metrics is not None:
         changes["metrics"] = beat.metrics
@@ -218,7 +231,7 @@ def _changes(
 def _record(
     session: Session, run: RunRow, beat: Heartbeat, now: datetime, health: dict[str, Any] | None
 ) -> None:
-    if beat.phase is not None and beat.phase is not run.phase:
+    if _new_phase(run, beat):
         session.add(RunPhaseRow(run_id=run.id, phase=beat.phase, at=now))
     if beat.step < run.step:
         _restarted(session, run, beat.step, now)

@@ -16,9 +16,9 @@ from sqlalchemy import select
 from governor.db import repository as repo
 from governor.db import schema
 from governor.db.engine import read_only
-from governor.db.tables import LedgerEntryRow, TokenRow
+from governor.db.tables import LedgerEntryRow, RunPhaseRow, TokenRow
 from governor.domain.errors import Unauthenticated
-from governor.domain.model import Action, Role, RunStatus
+from governor.domain.model import Action, Phase, Role, RunStatus
 from governor.services import metering, tokens
 from governor.services import pods as pod_service
 from governor.services.checkins import Checkpoint
@@ -51,6 +51,20 @@ def test_a_heartbeat_costs_the_same_in_a_budget_of_one_pod_or_a_hundred(gov: Gov
     hundred = beat_statements(gov, large, step=2)
     assert len(one) == len(hundred) <= 6, hundred
     assert one == hundred  # the very same statements, whatever the budget holds
+
+
+def test_a_beat_that_enters_a_new_phase_stays_on_the_plain_path(gov: Governor) -> None:
+    run = fleet(gov, 1)[0]
+    plain = beat_statements(gov, run, step=3)
+    gov.tick(10)
+    entering = beat_statements(gov, run, step=4, phase=Phase.EVALUATION)
+    history = [s for s in entering if s.lstrip().upper().startswith("INSERT INTO RUN_PHASES")]
+    assert len(history) == 1 and len(entering) == len(plain) + 1, entering
+    history_of = select(RunPhaseRow.phase, RunPhaseRow.at).where(RunPhaseRow.run_id == run)
+    with gov.session() as s:
+        row = repo.get_run(s, run)
+        assert (row.phase, row.phase_since, row.step) == (Phase.EVALUATION, gov.clock.now(), 4)
+        assert s.execute(history_of).all() == [(Phase.EVALUATION, gov.clock.now())]
 
 
 def test_taking_a_stop_acknowledgement_costs_the_same_too(gov: Governor) -> None:
