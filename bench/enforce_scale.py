@@ -25,7 +25,8 @@ import argparse
 import math
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -202,10 +203,12 @@ def active_stop_orders(ctx: ServiceContext) -> int:
         return len(repo.active_stop_orders(session))
 
 
-def measure_size(
-    kind: str, url: str, pod_count: int, repeats: int
-) -> tuple[list[Measurement], LedgerGrowth]:
-    """Build one fleet in a fresh database and time every task on it."""
+@contextmanager
+def built_fleet(
+    kind: str, url: str, pod_count: int
+) -> Iterator[tuple[SimClock, ServiceContext, list[str]]]:
+    """A fleet built in the database at `url` (analysed on PostgreSQL), the governor's services
+    over it on a simulated clock, and its runs; the connections are let go afterwards."""
     clock = SimClock()
     cloud = FakeProvider(clock, hourly_rate_usd=HOURLY_RATE_USD, stop_latency_s=30.0)
     ctx = build_context(url, clock, {"fake": cloud})
@@ -214,14 +217,22 @@ def measure_size(
         run_ids = build_fleet(ctx, pod_count)
         if kind == "postgres":
             analyze(ctx)
+        yield clock, ctx, run_ids
+    finally:
+        ctx.engine.dispose()
+
+
+def measure_size(
+    kind: str, url: str, pod_count: int, repeats: int
+) -> tuple[list[Measurement], LedgerGrowth]:
+    """Build one fleet in a fresh database and time every task on it."""
+    with built_fleet(kind, url, pod_count) as (clock, ctx, run_ids):
         rows_before = ledger_rows(ctx)
         times = repeat_passes(ctx, clock, run_ids, repeats)
         stopping = active_stop_orders(ctx)
         if stopping:
             progress(f"  warning: {stopping} stop orders were made; the fleet was meant to run")
         rows = ledger_rows(ctx)
-    finally:
-        ctx.engine.dispose()
     timings = [Measurement(kind, name, pod_count, values) for name, values in times.items()]
     beats = timings[0]
     beats.extra = {"calls": len(run_ids), "per_call_s": round(beats.best_s / len(run_ids), 9)}

@@ -28,10 +28,8 @@ import threading
 import time
 from typing import Any
 
-from enforce_scale import HOURLY_RATE_USD, build_fleet, heartbeat_all
+from enforce_scale import built_fleet, heartbeat_all
 from fleet import (
-    SimClock,
-    build_context,
     check_in,
     database_kinds,
     emit,
@@ -42,7 +40,6 @@ from fleet import (
 )
 from server_process import DEFAULT_ADMIN_URL
 
-from governor.fakes.cloud import FakeProvider
 from governor.scheduler.tasks import TASKS
 from governor.services import checkins
 
@@ -57,12 +54,7 @@ def percentile_ms(ascending: list[float], fraction: float) -> float:
 
 
 def measure(kind: str, url: str, pods: int, duration_s: float) -> dict[str, Any]:
-    clock = SimClock()
-    cloud = FakeProvider(clock, hourly_rate_usd=HOURLY_RATE_USD, stop_latency_s=30.0)
-    ctx = build_context(url, clock, {"fake": cloud})
-    try:
-        progress(f"{kind}: {pods} pods")
-        run_ids = build_fleet(ctx, pods)
+    with built_fleet(kind, url, pods) as (clock, ctx, run_ids):
         clock.advance(ctx.config.enforce_interval_s)
         heartbeat_all(ctx, run_ids, step=1)
         TASKS["enforce"].run(ctx)  # every budget has figures kept: beats take the plain path
@@ -95,8 +87,6 @@ def measure(kind: str, url: str, pods: int, duration_s: float) -> dict[str, Any]
             thread.start()
         for thread in threads:
             thread.join()
-    finally:
-        ctx.engine.dispose()
     beats.sort()
     return {
         "bench": BENCH,
