@@ -34,6 +34,7 @@ from governor.services import checkins
 from governor.services.context import GovernorConfig, ServiceContext
 from governor.services.health import TickLog
 from governor.services.leadership import Lease
+from governor.settings import Settings
 
 DATABASES = ("sqlite", "postgres")
 START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -106,15 +107,20 @@ def scratch_database(kind: str, postgres_url: str = DEFAULT_ADMIN_URL) -> Iterat
         yield url
 
 
+_POOL = ("pool_size", "max_overflow")
+
+
 def build_context(
     url: str,
     clock: SimClock,
     providers: Mapping[str, AnyProvider],
     config: GovernorConfig | None = None,
 ) -> ServiceContext:
-    """A governor's services without HTTP or a scheduler, as the integration tests build one."""
+    """A governor's services without HTTP or a scheduler, as the integration tests build one,
+    on as many database connections as a server keeps by default."""
     config = config or GovernorConfig()
-    engine = build_engine(url)
+    pool = {name: Settings.model_fields[f"database_{name}"].default for name in _POOL}
+    engine = build_engine(url, **pool)
     sessions = session_factory(engine)
     lease = Lease(sessions, SystemClock(), "bench", lease_s=86400.0)  # the only replica
     lease.probe({})

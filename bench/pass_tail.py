@@ -2,18 +2,21 @@
 
 A fleet is built as bench/enforce_scale.py builds it (budgets of 10 pods, a live run on each)
 and looked at by one pass. Then, for the duration, one thread runs enforcement passes back to
-back (half a second apart) while a few others heartbeat through the service call the API's
+back (half a second apart) while others heartbeat through the service call the API's
 heartbeat route makes, round the fleet's runs, each on a fixed schedule (200 beats a second
 between them, well within what the process answers outside a pass), each beat's latency
-counted from when it was due: a beat held up holds up those due after it, as a real job's
-would be answered late, rather than going unsent. On SQLite every writer waits for the one
-writing, so what a beat waits for is the pass's transaction in progress; on PostgreSQL a
-plain beat waits for no pass. The beats' p50, p99, p99.9 and worst, and the passes' mean,
-are the figures; the process's own threads share its interpreter, as a server's do, with no
-HTTP and no load generator beside them.
+counted from when it was due: a beat held up holds up those due after it on its thread, as a
+real job's would be answered late, rather than going unsent. The beats come from as many
+threads as a server answers requests on (40), so that, as in a server, a beat held up holds
+up few others; from only a few threads, the threads themselves become the queue. On SQLite
+every writer waits for the one writing, so what a beat waits for is the pass's transaction
+in progress; on PostgreSQL a plain beat waits for no pass. The beats' p50, p99, p99.9 and
+worst, and the passes' mean, are the figures; the process's own threads share its
+interpreter, as a server's do, with no HTTP and no load generator beside them.
 
     .venv/bin/python bench/pass_tail.py                       # 2,000 pods, 30 s, both
     .venv/bin/python bench/pass_tail.py --db sqlite --pods 1000 --duration-s 10
+    .venv/bin/python bench/pass_tail.py --db sqlite --beaters 4     # beats from 4 threads
     .venv/bin/python bench/pass_tail.py --quick               # seconds: what CI runs
 
 One JSON line per database on stdout, then a summary; progress on stderr.
@@ -44,8 +47,8 @@ from governor.scheduler.tasks import TASKS
 from governor.services import checkins
 
 BENCH = "pass_tail"
-BEATERS = 4
-BEAT_EVERY_S = 0.02  # each beater's schedule: 200 beats a second between the four
+BEATERS = 40  # the threads a server answers its requests on (anyio's default limit)
+BEATS_PER_S = 200  # between all the beating threads
 PAUSE_BETWEEN_PASSES_S = 0.5
 
 
@@ -53,12 +56,13 @@ def percentile_ms(ascending: list[float], fraction: float) -> float:
     return round(ascending[min(len(ascending) - 1, int(len(ascending) * fraction))] * 1000, 3)
 
 
-def measure(kind: str, url: str, pods: int, duration_s: float) -> dict[str, Any]:
+def measure(kind: str, url: str, pods: int, duration_s: float, beaters: int) -> dict[str, Any]:
     with built_fleet(kind, url, pods) as (clock, ctx, run_ids):
         clock.advance(ctx.config.enforce_interval_s)
         heartbeat_all(ctx, run_ids, step=1)
         TASKS["enforce"].run(ctx)  # every budget has figures kept: beats take the plain path
-        progress(f"  beats from {BEATERS} threads, passes back to back, for {duration_s:g} s")
+        progress(f"  beats from {beaters} threads, passes back to back, for {duration_s:g} s")
+        every_s = beaters / BEATS_PER_S  # each thread's schedule
         until = time.monotonic() + duration_s
         beats: list[float] = []
         passes: list[float] = []
@@ -71,18 +75,18 @@ def measure(kind: str, url: str, pods: int, duration_s: float) -> dict[str, Any]
                 time.sleep(PAUSE_BETWEEN_PASSES_S)
 
         def beating(first: int) -> None:
-            due = time.perf_counter() + first * BEAT_EVERY_S / BEATERS
-            for n in range(first, sys.maxsize, BEATERS):
+            due = time.perf_counter() + first / BEATS_PER_S
+            for n in range(first, sys.maxsize, beaters):
                 if time.monotonic() >= until:
                     return
                 time.sleep(max(0.0, due - time.perf_counter()))  # the schedule, not a wait
                 beat = checkins.Heartbeat(step=2 + n)
                 check_in(ctx, run_ids[n % len(run_ids)], beat, clock.now())
                 beats.append(time.perf_counter() - due)
-                due += BEAT_EVERY_S
+                due += every_s
 
         threads = [threading.Thread(target=passing)]
-        threads += [threading.Thread(target=beating, args=(k,)) for k in range(BEATERS)]
+        threads += [threading.Thread(target=beating, args=(k,)) for k in range(beaters)]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -93,6 +97,7 @@ def measure(kind: str, url: str, pods: int, duration_s: float) -> dict[str, Any]
         "db": kind,
         "pods": pods,
         "duration_s": duration_s,
+        "beaters": beaters,
         "beats": len(beats),
         "p50_ms": percentile_ms(beats, 0.5),
         "p99_ms": percentile_ms(beats, 0.99),
@@ -110,7 +115,8 @@ def summary(records: list[dict[str, Any]]) -> str:
         lines.append(
             f"  {r['db']:<9}{r['pods']:>7}{r['beats']:>8}{r['p50_ms']:>8.1f}ms"
             f"{r['p99_ms']:>8.1f}ms{r['p999_ms']:>8.1f}ms   worst {r['max_ms']:.1f} ms, "
-            f"{r['passes']} passes of {r['pass_mean_s']} s on average"
+            f"{r['passes']} passes of {r['pass_mean_s']} s on average, "
+            f"beats from {r['beaters']} threads"
         )
     return "\n".join(lines)
 
@@ -120,6 +126,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--pods", type=int, default=2000, help="fleet size (default 2000)")
     parser.add_argument("--duration-s", type=float, default=30.0, help="seconds (default 30)")
+    parser.add_argument(
+        "--beaters",
+        type=int,
+        default=BEATERS,
+        help=f"threads the beats come from (default {BEATERS}, a server's worker threads)",
+    )
     parser.add_argument("--quick", action="store_true", help="20 pods for 2 s: what CI runs")
     parser.add_argument(
         "--postgres-url",
@@ -129,14 +141,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     pods, duration_s = (20, 2.0) if args.quick else (args.pods, args.duration_s)
-    if pods <= 0 or duration_s <= 0:
-        parser.error("--pods and --duration-s must be positive")
+    if pods <= 0 or duration_s <= 0 or args.beaters <= 0:
+        parser.error("--pods, --duration-s and --beaters must be positive")
     quiet_event_log()
     exit_cleanly_on_sigterm()
     records = []
     for kind in database_kinds(args.db):
         with scratch_database(kind, args.postgres_url) as url:
-            record = measure(kind, url, pods, duration_s)
+            record = measure(kind, url, pods, duration_s, args.beaters)
         emit(record)
         records.append(record)
     print(summary(records))
