@@ -6,16 +6,42 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+from functools import lru_cache
 
 from governor.domain.model import ChargeKind, PodState
 from governor.domain.money import SECONDS_PER_HOUR, ZERO, charge, per_hour_from_month, usd
+
+_RATES = ("compute_per_hour", "storage_per_hour", "stopped_storage_per_hour", "burn_per_hour")
+
+
+@lru_cache(maxsize=1024)
+def _rates(
+    state: PodState,
+    hourly_rate: Decimal,
+    storage_gb: Decimal,
+    storage_usd_per_gb_month: Decimal,
+    stopped_storage_usd_per_gb_month: Decimal,
+) -> tuple[Decimal, Decimal, Decimal, Decimal]:
+    """A meter's hourly rates (`_RATES`), remembered: a fleet's pods share a handful of them."""
+    if state is PodState.GONE:
+        stopped_storage = storage = ZERO
+    else:
+        stopped_storage = per_hour_from_month(stopped_storage_usd_per_gb_month, storage_gb)
+        storage = (
+            per_hour_from_month(storage_usd_per_gb_month, storage_gb)
+            if state.bills_compute
+            else stopped_storage
+        )
+    compute = hourly_rate if state.bills_compute else ZERO
+    return compute, storage, stopped_storage, compute + storage
 
 
 @dataclass(frozen=True)
 class PodMeter:
     """What one pod costs per hour in its current state, and how far it has been charged.
 
-    Its rates are worked out once, when the meter is made, however many figures read them."""
+    Its rates are worked out when the meter is made, however many figures read them, and
+    remembered for the next meter with the same state, rates and storage (`_rates`)."""
 
     state: PodState
     hourly_rate: Decimal
@@ -30,24 +56,14 @@ class PodMeter:
     burn_per_hour: Decimal = field(init=False)
 
     def __post_init__(self) -> None:
-        if self.state is PodState.GONE:
-            stopped_storage = storage = ZERO
-        else:
-            gb = self.storage_gb
-            stopped_storage = per_hour_from_month(self.stopped_storage_usd_per_gb_month, gb)
-            storage = (
-                per_hour_from_month(self.storage_usd_per_gb_month, gb)
-                if self.bills_compute
-                else stopped_storage
-            )
-        compute = self.hourly_rate if self.bills_compute else ZERO
-        rates = {
-            "compute_per_hour": compute,
-            "storage_per_hour": storage,
-            "stopped_storage_per_hour": stopped_storage,
-            "burn_per_hour": compute + storage,
-        }
-        for name, rate in rates.items():
+        rates = _rates(
+            self.state,
+            self.hourly_rate,
+            self.storage_gb,
+            self.storage_usd_per_gb_month,
+            self.stopped_storage_usd_per_gb_month,
+        )
+        for name, rate in zip(_RATES, rates, strict=True):
             object.__setattr__(self, name, rate)  # frozen: set once, here
 
     @property

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from functools import lru_cache
 
 MICRO = Decimal("0.000001")
 ZERO = Decimal(0)
@@ -41,8 +42,12 @@ def usd(amount: Decimal) -> Decimal:
     return amount.quantize(MICRO, rounding=ROUND_HALF_UP)
 
 
+@lru_cache(maxsize=4096)
 def charge(rate_per_hour: Decimal, seconds: float | Decimal) -> Decimal:
-    """What `seconds` cost at `rate_per_hour`."""
+    """What `seconds` cost at `rate_per_hour`.
+
+    Remembered: a pass asks it the same few questions for thousands of pods, which share a
+    handful of rates and, charged by the hour, the instant they were last charged."""
     return usd(rate_per_hour * Decimal(str(seconds)) / SECONDS_PER_HOUR)
 
 

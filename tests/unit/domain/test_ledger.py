@@ -64,6 +64,21 @@ def test_accrual_charges_the_state_rates(
     assert charges.get(ChargeKind.STORAGE) == expected_storage
 
 
+def test_meters_that_share_rates_but_not_state_or_storage_keep_their_own_rates() -> None:
+    # Rates are remembered by state, rates and storage: one pod's never stand in for another's.
+    for _ in range(2):  # the second round finds every meter's rates remembered
+        running, stopped, gone = (
+            pod(s) for s in (PodState.RUNNING, PodState.STOPPED, PodState.GONE)
+        )
+        bigger = pod(storage_gb=D(200))
+        assert (running.compute_per_hour, running.storage_per_hour) == (D("3.60"), D(10) / 730)
+        assert running.burn_per_hour == D("3.60") + D(10) / 730
+        assert (stopped.compute_per_hour, stopped.storage_per_hour) == (0, D(20) / 730)
+        assert stopped.burn_per_hour == stopped.stopped_storage_per_hour == D(20) / 730
+        assert (gone.burn_per_hour, gone.stopped_storage_per_hour) == (0, 0)
+        assert bigger.storage_per_hour == D(20) / 730
+
+
 def test_accrual_runs_from_the_last_accrued_instant_so_downtime_is_charged() -> None:
     meter = pod(storage_gb=D(0), accrued_until=T0)
     down_for_an_hour = T0 + timedelta(hours=1)
