@@ -107,9 +107,6 @@ def scratch_database(kind: str, postgres_url: str = DEFAULT_ADMIN_URL) -> Iterat
         yield url
 
 
-_POOL = ("pool_size", "max_overflow")
-
-
 def build_context(
     url: str,
     clock: SimClock,
@@ -119,8 +116,12 @@ def build_context(
     """A governor's services without HTTP or a scheduler, as the integration tests build one,
     on as many database connections as a server keeps by default."""
     config = config or GovernorConfig()
-    pool = {name: Settings.model_fields[f"database_{name}"].default for name in _POOL}
-    engine = build_engine(url, **pool)
+    defaults = Settings.model_fields
+    engine = build_engine(
+        url,
+        pool_size=defaults["database_pool_size"].default,
+        max_overflow=defaults["database_max_overflow"].default,
+    )
     sessions = session_factory(engine)
     lease = Lease(sessions, SystemClock(), "bench", lease_s=86400.0)  # the only replica
     lease.probe({})
