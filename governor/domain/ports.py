@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -153,9 +153,12 @@ class NamesCredential(Protocol):
 
 @runtime_checkable
 class ReportsBilling(Protocol):
-    """A provider that says what it has billed for a pod so far (it lags the meter)."""
+    """A provider that says what it has billed so far (it lags the meter) for each of `refs`,
+    read from the account as a whole: the calls a read costs do not grow with the pods asked
+    about (a fleet's worth of per-pod calls would outrun the provider's rate limits). Every
+    ref gets an answer; one the bill does not mention has been billed nothing yet."""
 
-    def billed(self, ref: str) -> Billed: ...
+    def billed(self, refs: Collection[str]) -> dict[str, Billed]: ...
 
 
 @runtime_checkable

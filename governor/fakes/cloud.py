@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -208,7 +209,10 @@ class BillingFakeProvider(FakeProvider):
         self.billing_factor = billing_factor
         self.billing_lag_s = billing_lag_s
 
-    def billed(self, ref: str) -> Billed:
+    def billed(self, refs: Collection[str]) -> dict[str, Billed]:
         with self._lock:
             through = self.clock.now() - timedelta(seconds=self.billing_lag_s)
-            return Billed(usd(self._pod(ref).bill_usd(through) * self.billing_factor), through)
+            return {
+                ref: Billed(usd(self._pod(ref).bill_usd(through) * self.billing_factor), through)
+                for ref in refs
+            }

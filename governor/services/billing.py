@@ -3,6 +3,8 @@
 Providers that say what they have billed are asked every billing interval about every pod
 of a budget that had a pod running within the billing lag window, whatever the budget's
 state, so the bill that lands after a budget is exhausted or closed is still reconciled.
+Those that say it for a whole account are read once for all their pods, and a bill that
+runs no later than the one already booked for a pod is passed over without a transaction.
 A provider that says what it billed so far (ReportsBilling) is compared from a baseline:
 the first figure that covers the pod's registration; from then on the billed difference is
 compared with what the meter charged over the same window. A provider read a window at a
@@ -15,13 +17,15 @@ by more than 5% either way, a drift event says so once (and again when they agre
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
-from governor.db.engine import unit_of_work
+from governor.db.engine import read_only, unit_of_work
 from governor.db.tables import PodRow
 from governor.domain.billing import Slice, metered_within, reconcile
 from governor.domain.model import Category, ChargeKind, EntryKind, Severity
@@ -33,35 +37,68 @@ from governor.services.context import ServiceContext
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class _Asked:
+    """A pod whose bill may still change, as the billing task asks its provider about it."""
+
+    pod_id: str
+    provider: str
+    ref: str
+    created_at: datetime
+    read_through: datetime | None  # where the bill booked for it ends; None: none yet
+
+
 def reconcile_all(ctx: ServiceContext) -> int:
-    """Ask every billing provider about each of its pods whose bill may still change;
-    returns how many answered."""
+    """Ask every billing provider about its pods whose bill may still change, reading each
+    account's bill once for all of them; returns how many pods it answered for."""
     now = ctx.clock.now()
     since = now - timedelta(seconds=ctx.config.billing_lag_window_s)
-    with unit_of_work(ctx.sessions) as session:
+    with read_only(ctx.sessions) as session:
         pods = [
-            (p.id, p.provider, p.provider_ref, p.created_at, p.billed_through)
+            _Asked(p.id, p.provider, p.provider_ref, p.created_at, p.billed_through)
             for p in repo.pods_to_reconcile(session, since)
         ]
-    answered = 0
-    for pod_id, name, ref, created_at, read_through in pods:
-        provider = ctx.providers.get(name)
-        try:
-            if isinstance(provider, ReportsBilling):
-                billed = provider.billed(ref)
-            elif isinstance(provider, ReportsWindowedBilling):
-                billed = provider.billed_since(ref, created_at, now, read_through)
-            else:
-                continue
-        except ProviderError as exc:
-            log.warning("could not read what %s billed for %s: %s", name, ref, exc)
-            continue
-        if billed is None:  # nothing new to read yet
-            continue
+    answers = [*_account_bills(ctx, pods), *_windowed_bills(ctx, pods, now)]
+    for pod, billed in answers:
+        if pod.read_through is not None and billed.through <= pod.read_through:
+            continue  # no later than the bill already booked: nothing to take in
         with unit_of_work(ctx.sessions) as session:
-            book_billed(session, pod_id, billed, ctx.clock.now())
-        answered += 1
-    return answered
+            book_billed(session, pod.pod_id, billed, ctx.clock.now())
+    return len(answers)
+
+
+def _account_bills(ctx: ServiceContext, pods: list[_Asked]) -> Iterator[tuple[_Asked, Billed]]:
+    """Each ReportsBilling provider's bill, one read for all of its pods."""
+    by_provider: dict[str, list[_Asked]] = {}
+    for pod in pods:
+        by_provider.setdefault(pod.provider, []).append(pod)
+    for name, asked in by_provider.items():
+        provider = ctx.providers.get(name)
+        if not isinstance(provider, ReportsBilling):
+            continue
+        try:
+            bills = provider.billed({pod.ref for pod in asked})
+        except ProviderError as exc:
+            log.warning("could not read what %s billed for %d pods: %s", name, len(asked), exc)
+            continue
+        yield from ((pod, bills[pod.ref]) for pod in asked)
+
+
+def _windowed_bills(
+    ctx: ServiceContext, pods: list[_Asked], now: datetime
+) -> Iterator[tuple[_Asked, Billed]]:
+    """Each ReportsWindowedBilling provider's bill, a window for each pod that has news."""
+    for pod in pods:
+        provider = ctx.providers.get(pod.provider)
+        if not isinstance(provider, ReportsWindowedBilling):
+            continue
+        try:
+            billed = provider.billed_since(pod.ref, pod.created_at, now, pod.read_through)
+        except ProviderError as exc:
+            log.warning("could not read what %s billed for %s: %s", pod.provider, pod.ref, exc)
+            continue
+        if billed is not None:  # None: nothing new to read yet
+            yield pod, billed
 
 
 def book_billed(session: Session, pod_id: str, billed: Billed, now: datetime) -> None:

@@ -175,7 +175,7 @@ def _billed_so_far(provider: AnyProvider, ref: str) -> Billed | None:
     if not isinstance(provider, ReportsBilling):
         return None
     try:
-        return provider.billed(ref)
+        return provider.billed([ref])[ref]
     except ProviderError:
         return None
 

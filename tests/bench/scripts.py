@@ -28,10 +28,25 @@ DATABASES = [
 
 def run_script(script: str, db: str, *options: str) -> list[dict[str, Any]]:
     """Run `bench/<script> --db <db> <options>`; its JSON lines, once it has exited 0."""
+    records = run_plain(script, "--db", db, "--postgres-url", ADMIN_URL, *options)
+    if db == "postgres":
+        assert leftover_databases(records.pid) == [], "the benchmark left its database behind"
+    return records
+
+
+class Records(list[dict[str, Any]]):
+    """A script's JSON lines, and the pid it ran as."""
+
+    def __init__(self, lines: list[dict[str, Any]], pid: int) -> None:
+        super().__init__(lines)
+        self.pid = pid
+
+
+def run_plain(script: str, *options: str) -> Records:
+    """Run `bench/<script> <options>`; its JSON lines, once it has exited 0."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GOVERNOR_")}
-    command = [sys.executable, str(BENCH / script), "--db", db, "--postgres-url", ADMIN_URL]
     with subprocess.Popen(
-        [*command, *options],
+        [sys.executable, str(BENCH / script), *options],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -44,11 +59,9 @@ def run_script(script: str, db: str, *options: str) -> list[dict[str, Any]]:
             out, err = process.communicate()
             pytest.fail(f"{script} ran over {TIMEOUT_S} s:\n{err[-3000:]}")
     assert process.returncode == 0, f"{script} exited {process.returncode}:\n{err[-3000:]}"
-    if db == "postgres":
-        assert leftover_databases(process.pid) == [], "the benchmark left its database behind"
     records = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     assert records, f"{script} printed no JSON line:\n{out}"
-    return records
+    return Records(records, process.pid)
 
 
 def leftover_databases(pid: int) -> list[str]:

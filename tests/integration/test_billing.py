@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from datetime import timedelta
 from decimal import Decimal
+from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select
+from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
-from governor.db.tables import EventRow, LedgerEntryRow
+from governor.db.tables import EventRow, LedgerEntryRow, PodRow
 from governor.domain.model import BudgetState, EntryKind, PodState, Severity
+from governor.domain.ports import Billed, ProviderError
 from governor.fakes.cloud import BillingFakeProvider
 from governor.services import billing, budgets, pods
 from tests.clock import FrozenClock
@@ -175,3 +178,102 @@ def test_a_closed_budgets_late_bill_lands_within_the_lag_window_and_not_after(
         assert clock.now() - window > stopped_at
         assert repo.pods_to_reconcile(s, clock.now() - window) == []
     assert billing.reconcile_all(gov.ctx) == 0
+
+
+class Counted(BillingFakeProvider):
+    """The billing fake, keeping the refs of each read of its bill; `failing` refuses them."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reads: list[set[str]] = []
+        self.failing = False
+
+    def billed(self, refs: Collection[str]) -> dict[str, Billed]:
+        self.reads.append(set(refs))
+        if self.failing:
+            raise ProviderError("billing is down", retryable=True)
+        return super().billed(refs)
+
+
+def test_a_providers_bill_is_read_once_for_all_its_pods(
+    migrated_url: str, clock: FrozenClock
+) -> None:
+    fake, other = (Counted(clock, hourly_rate_usd=Decimal("36")) for _ in range(2))
+    gov = make_governor(migrated_url, clock, cloud=fake, others={"other": other})
+    try:
+        refs = [f"pod-{i}" for i in range(6)]
+        declared = [gov.budget("1000") for _ in range(3)]
+        for i, ref in enumerate(refs):
+            gov.pod(declared[i % 3], ref)  # two pods in each of three budgets
+        elsewhere = gov.budget("1000")
+        with gov.session() as s:
+            registration = pods.Registration("other", "o-1")
+            pods.register(s, gov.ctx, elsewhere, registration, clock.now())
+        fake.reads.clear()
+        other.reads.clear()  # registration asked each pod alone, for its baseline
+        clock.advance(60)
+        assert billing.reconcile_all(gov.ctx) == len(refs) + 1
+        assert fake.reads == [set(refs)] and other.reads == [{"o-1"}]
+        with gov.session() as s:  # each pod took in its own figure from the one read
+            bills = {repo.get_pod(s, p).billed_through for p in pod_ids(s)}
+        assert bills == {clock.now()}
+    finally:
+        gov.ctx.engine.dispose()
+
+
+def pod_ids(s: Session) -> list[str]:
+    return list(s.scalars(select(PodRow.id)))
+
+
+def test_one_providers_failed_read_leaves_the_others_booked(
+    migrated_url: str, clock: FrozenClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake, other = (Counted(clock, hourly_rate_usd=Decimal("36")) for _ in range(2))
+    gov = make_governor(migrated_url, clock, cloud=fake, others={"other": other})
+    try:
+        pod = gov.pod(gov.budget("1000"))
+        elsewhere = gov.budget("1000")
+        with gov.session() as s:
+            registration = pods.Registration("other", "o-1")
+            theirs = pods.register(s, gov.ctx, elsewhere, registration, clock.now()).id
+        fake.failing = True
+        clock.advance(60)
+        assert billing.reconcile_all(gov.ctx) == 1
+        assert "could not read what fake billed for 1 pods: billing is down" in caplog.text
+        with gov.session() as s:
+            assert repo.get_pod(s, theirs).billed_through == clock.now()
+            assert repo.get_pod(s, pod).billed_through < clock.now()
+        fake.failing = False
+        assert billing.reconcile_all(gov.ctx) == 2
+        with gov.session() as s:
+            assert repo.get_pod(s, pod).billed_through == clock.now()
+    finally:
+        gov.ctx.engine.dispose()
+
+
+def test_a_bill_no_later_than_the_one_booked_costs_no_transaction(
+    governed: Govern, clock: FrozenClock
+) -> None:
+    gov = governed(lag_s=600)
+    pod = gov.pod(gov.budget("1000"))
+    run_for(gov, 15)  # the bill now covers registration: a baseline, then figures after it
+    statements: list[str] = []
+
+    def seen(conn: object, cursor: object, statement: str, *args: object) -> None:
+        statements.append(statement)
+
+    event.listen(gov.ctx.engine, "before_cursor_execute", seen)
+    try:
+        assert billing.reconcile_all(gov.ctx) == 1  # the same clock: the same bill
+        # the pods to ask about, read in a snapshot; nothing written, locked or waited for
+        said = [s.split(maxsplit=1)[0].upper() for s in statements]
+        assert said.count("SELECT") == 1 and set(said) <= {"BEGIN", "SELECT"}, statements
+        assert not any("FOR UPDATE" in s.upper() or "IMMEDIATE" in s.upper() for s in statements)
+        statements.clear()
+        clock.advance(60)
+        assert billing.reconcile_all(gov.ctx) == 1  # a minute more of bill: taken in
+        assert any(s.lstrip().upper().startswith("UPDATE") for s in statements)
+    finally:
+        event.remove(gov.ctx.engine, "before_cursor_execute", seen)
+    with gov.session() as s:
+        assert repo.get_pod(s, pod).billed_through == clock.now() - timedelta(seconds=600)

@@ -1,11 +1,12 @@
 """RunPod over its GraphQL API: read a pod's rate and state, stop it keeping its volume and
-resume it on that volume; and over its REST v2 API on the same host: what a pod has been
-billed so far.
+resume it on that volume; and over its REST v2 API on the same host: what its pods have
+been billed so far.
 
 Only `pod` and `myself { pods }` (queries), `podStop` and `podResume` (mutations) are ever
 sent; never `podTerminate`, which destroys the volume. A pod resumes with the GPU count
-the `pod` query reports for it. Billing is `GET /v2/billing/pods?podId=...&bucketSize=hour`,
-whose records (the hour in progress included) add up to what the pod has cost. RunPod
+the `pod` query reports for it. Billing is `GET /v2/billing/pods?bucketSize=day` (with
+`podId=` when one pod is asked about), whose records of a pod (the day in progress included)
+add up to what it has cost. RunPod
 answers client errors as HTTP 200 with an `errors` list, so those are classified here:
 "not found" means the pod is gone (done for a stop, permanent for a resume), a rate limit
 is retryable, anything else (no GPU free on the pod's host, a locked pod) is permanent.
@@ -13,6 +14,7 @@ is retryable, anything else (no GPU free on the pod's host, a locked pod) is per
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -138,23 +140,27 @@ class RunPodProvider:
             return CallResult.failed(exc)
         return CallResult(CallOutcome.DONE, f"podResume accepted with {gpus} GPUs; volume kept")
 
-    def billed(self, ref: str) -> Billed:
-        """Every hourly billing record of the pod, summed; through the moment RunPod answered."""
+    def billed(self, refs: Collection[str]) -> dict[str, Billed]:
+        """Every billing record of the account's pods (of the one pod, when one is asked
+        about), summed per pod of `refs`; through the moment RunPod answered. Daily buckets:
+        the sum is the same as by the hour, in a 24th of the records."""
         asked_at = datetime.now(UTC)
-        answer = self._http.request(
-            "GET", self._billing_url, params={"podId": ref, "bucketSize": "hour"}
-        )
+        params = {"bucketSize": "day"}
+        if len(refs) == 1:
+            params["podId"] = next(iter(refs))
+        answer = self._http.request("GET", self._billing_url, params=params)
         records = answer.get("records") if isinstance(answer, dict) else None
         if not isinstance(records, list):
             raise self._http.error(f"answered billing without records: {answer!r:.200}", True)
+        totals = dict.fromkeys(refs, Decimal(0))
         try:
-            total = sum(
-                (Decimal(str(r.get("totalAmount", 0))) for r in records if r.get("podId") == ref),
-                Decimal(0),
-            )
-        except (InvalidOperation, AttributeError):
+            for record in records:
+                pod = record.get("podId")
+                if pod in totals:
+                    totals[pod] += Decimal(str(record.get("totalAmount", 0)))
+        except (InvalidOperation, AttributeError, TypeError):
             raise self._http.error(f"answered malformed billing: {records!r:.200}", True) from None
-        return Billed(total, asked_at)
+        return {ref: Billed(total, asked_at) for ref, total in totals.items()}
 
     def _pod(self, ref: str) -> dict[str, Any]:
         pod = self._graphql(POD_QUERY, ref).get("pod")

@@ -14,7 +14,7 @@ instance then waits in `scheduling` for them.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -37,7 +37,7 @@ from governor.domain.ports import (
 DEFAULT_URL = "https://console.vast.ai"
 # The PUT answers at once; the host stops the container when it next hears from Vast.
 STOP_LATENCY_S = 60.0
-CHARGES_LOOKBACK_DAYS = 90.0  # how far back billed() asks for an instance's charges
+CHARGES_LOOKBACK_DAYS = 90.0  # how far back billed() asks for the account's charges
 CHARGES_PAGE = 500  # the most charges Vast returns in one page
 INSTANCES_PAGE = 25  # the most instances Vast lists in one page
 
@@ -166,9 +166,9 @@ class VastProvider:
             )
         return CallResult(CallOutcome.DONE, "start accepted; Vast runs it once its GPU is free")
 
-    def billed(self, ref: str) -> Billed:
-        """Every instance charge Vast lists for `ref` over the lookback, to the latest `end`."""
-        source = f"instance-{_instance_id(ref)}"
+    def billed(self, refs: Collection[str]) -> dict[str, Billed]:
+        """Every instance charge Vast lists over the lookback, read once for the account and
+        summed per instance of `refs`, each to its latest charge's `end`."""
         until = datetime.now(UTC)
         since = (until - self._lookback).replace(hour=0, minute=0, second=0, microsecond=0)
         filters = {
@@ -176,18 +176,21 @@ class VastProvider:
             "type": {"in": ["instance"]},
         }
         params = {"select_filters": json.dumps(filters), "limit": str(CHARGES_PAGE)}
-        amount, through = Decimal(0), since
+        wanted = {f"instance-{_instance_id(ref)}": ref for ref in refs}
+        bills = {ref: Billed(Decimal(0), since) for ref in refs}
         for charge in self._paged("/api/v0/charges/", params, "results"):
-            if charge.get("source") != source:
+            ref = wanted.get(charge.get("source"))
+            if ref is None:
                 continue
             try:
-                amount += _required(charge.get("amount"))
-                through = max(through, _instant(charge.get("end")))
+                amount, end = _required(charge.get("amount")), _instant(charge.get("end"))
             except InvalidOperation:
                 raise self._http.error(
                     f"answered a malformed charge: {charge!r:.200}", True
                 ) from None
-        return Billed(amount, through)
+            so_far = bills[ref]
+            bills[ref] = Billed(so_far.amount_usd + amount, max(so_far.through, end))
+        return bills
 
     def _settled(self, ref: str) -> CallResult | None:
         """What a stop amounts to given the instance's state now (or a failed read); None while

@@ -153,7 +153,7 @@ def test_no_log_line_carries_the_key(
 def test_billed_sums_the_pods_hourly_records(runpod: RunPodProvider, cloud: Cloud) -> None:
     pod = cloud.fake.state.pods["pod-2"]  # $3600/h: a dollar a second
     pod.started_at = (datetime.fromisoformat(pod.started_at) - timedelta(hours=2)).isoformat()
-    billed = runpod.billed("pod-2")
+    billed = runpod.billed(["pod-2"])["pod-2"]
     expected = pod.bill_usd(billed.through)
     assert abs(billed.amount_usd - expected) <= Decimal(2)  # the fake answered a moment later
     assert billed.amount_usd >= Decimal(7200)
@@ -161,14 +161,32 @@ def test_billed_sums_the_pods_hourly_records(runpod: RunPodProvider, cloud: Clou
     assert len(records) in (3, 4)  # two whole hours before this one, the hour in progress
 
 
+def test_billed_reads_the_accounts_bill_once_for_many_pods(cloud: Cloud) -> None:
+    sent: list[httpx.Request] = []
+    with cloud.client(event_hooks={"request": [sent.append]}) as client:
+        runpod = RunPodProvider(client, KEY, f"{cloud.url}/graphql")
+        bills = runpod.billed(["pod-1", "pod-2", "nope"])
+        [read] = sent
+        assert read.url.path == "/v2/billing/pods" and read.url.params["bucketSize"] == "day"
+        assert "podId" not in read.url.params  # the whole account, in one call
+        one = runpod.billed(["pod-2"])
+        assert sent[-1].url.params["podId"] == "pod-2"  # one pod alone: its records only
+    assert set(bills) == {"pod-1", "pod-2", "nope"} and bills["nope"].amount_usd == 0
+    for ref, within in (("pod-1", Decimal("0.01")), ("pod-2", Decimal(2))):  # answered a moment on
+        expected = cloud.fake.state.pods[ref].bill_usd(bills[ref].through)
+        assert abs(bills[ref].amount_usd - expected) <= within
+    assert bills["pod-2"].amount_usd > bills["pod-1"].amount_usd
+    assert one["pod-2"].amount_usd >= bills["pod-2"].amount_usd
+
+
 def test_billed_of_a_pod_with_no_records_is_zero(runpod: RunPodProvider) -> None:
-    assert runpod.billed("nope").amount_usd == 0
+    assert runpod.billed(["nope"])["nope"].amount_usd == 0
 
 
 def test_malformed_billing_is_retryable(runpod: RunPodProvider, cloud: Cloud) -> None:
     cloud.answer_next("malformed")
     with pytest.raises(ProviderError) as caught:
-        runpod.billed("pod-1")
+        runpod.billed(["pod-1"])
     assert caught.value.retryable and KEY not in str(caught.value)
 
 
