@@ -28,10 +28,12 @@ from governor.db import repository as repo
 from governor.db.engine import read_only, unit_of_work
 from governor.db.tables import PodRow
 from governor.domain.billing import Slice, metered_within, reconcile
+from governor.domain.ledger import PodMeter, accrue
 from governor.domain.model import Category, ChargeKind, EntryKind, Severity
 from governor.domain.money import ZERO, dollars, format_usd
 from governor.domain.ports import Billed, ProviderError, ReportsBilling, ReportsWindowedBilling
 from governor.services import events, metering
+from governor.services.book import meter
 from governor.services.context import ServiceContext
 
 log = logging.getLogger(__name__)
@@ -121,8 +123,7 @@ def book_billed(session: Session, pod_id: str, billed: Billed, now: datetime) ->
         billed_delta = billed.amount_usd - pod.billed_baseline_usd
     if pod.billed_through is not None and through <= pod.billed_through:
         return
-    metering.accrue_pod(session, pod, now)  # the meter must cover the window before it is compared
-    metered = _booked_within(session, pod, EntryKind.ACCRUAL, start, through)
+    metered = _booked_within(session, pod, EntryKind.ACCRUAL, start, through, meter(pod))
     trued_up = _booked_within(session, pod, EntryKind.TRUE_UP, start, through)
     result = reconcile(metered, trued_up, billed_delta)
     if billed.since is not None:  # what the pod's view shows: this window of the bill
@@ -144,13 +145,23 @@ def book_billed(session: Session, pod_id: str, billed: Billed, now: datetime) ->
 
 
 def _booked_within(
-    session: Session, pod: PodRow, kind: EntryKind, start: datetime, end: datetime
+    session: Session,
+    pod: PodRow,
+    kind: EntryKind,
+    start: datetime,
+    end: datetime,
+    unwritten: PodMeter | None = None,
 ) -> Decimal:
-    """What the pod's entries of `kind` charged between `start` and `end`."""
+    """What the pod's entries of `kind` charged between `start` and `end`; with its meter
+    (`unwritten`), also what it has cost since its last entry, which is not written here: the
+    hour's entry is the accrue pass's, and a bill read every few minutes must not cut the
+    ledger every few minutes."""
     slices = [
         Slice(e.amount_usd, e.period_start, e.period_end)
         for e in repo.pod_entries(session, pod.id, kind, start, end)
     ]
+    if unwritten is not None:
+        slices += [Slice(c.amount, c.start, c.end) for c in accrue(unwritten, end)]
     return metered_within(slices, start, end)
 
 

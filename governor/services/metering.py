@@ -2,8 +2,8 @@
 
 Spend is always the ledger plus what each pod has cost since it was last accrued, so the
 ledger need not move every few seconds to be exact: an entry is written when an hour ends
-(the `accrue` pass) and whenever a pod's rates are about to change (a stop, a bill), and the
-running totals on the pod and its budget move with every entry.
+(the `accrue` passes) and whenever a pod's rates are about to change (a stop, a resume, its
+storage released), and the running totals on the pod and its budget move with every entry.
 """
 
 from __future__ import annotations

@@ -277,3 +277,21 @@ def test_a_bill_no_later_than_the_one_booked_costs_no_transaction(
         event.remove(gov.ctx.engine, "before_cursor_execute", seen)
     with gov.session() as s:
         assert repo.get_pod(s, pod).billed_through == clock.now() - timedelta(seconds=600)
+
+
+def test_bills_read_every_pass_leave_the_ledger_written_by_the_hour(governed: Govern) -> None:
+    gov = governed(factor="1.02")  # billed 2% over the meter: true-ups, within the drift band
+    budget = gov.budget("1000")
+    pod = gov.pod(budget, storage_gb=730, storage="0.10")
+    run_for(gov, 120)  # two hours, the bill read every minute
+    with gov.session() as s:
+        accruals = s.scalars(
+            select(LedgerEntryRow).where(LedgerEntryRow.kind == EntryKind.ACCRUAL)
+        ).all()
+    assert len(accruals) == 2 * 2  # a compute and a storage entry an hour, not one a bill
+    metered = sum((e.amount_usd for e in accruals), Decimal(0))
+    assert metered == 2 * (Decimal(36) + Decimal("0.10"))
+    trued_up = sum((e.amount_usd for e in true_ups(gov, pod)), Decimal(0))
+    assert trued_up == Decimal("73.44") - metered  # the bill: two hours' compute, 2% over
+    assert gov.book(budget).figures.spent == metered + trued_up
+    assert drift_events(gov) == []
