@@ -3,11 +3,13 @@
 import threading
 from decimal import Decimal
 
+import pytest
 from sqlalchemy import func, select
 
 from governor.db import repository as repo
-from governor.db.tables import LedgerEntryRow
+from governor.db.tables import LedgerEntryRow, PodRow
 from governor.domain.model import ChargeKind, EntryKind
+from governor.scheduler import tasks
 from governor.services import budgets, metering, pods
 from tests.integration.conftest import BY, Governor
 
@@ -112,3 +114,26 @@ def test_the_meter_waits_while_a_budget_is_being_read(gov: Governor) -> None:
     assert metered.is_set()
     assert before.figures.spent == after.figures.spent == D("3.60")
     assert ledger_total(gov, pod) == D("3.60")
+
+
+def test_the_hours_close_is_spread_over_passes_and_spend_stays_exact(
+    gov: Governor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tasks, "ACCRUE_PODS_PER_PASS", 3)
+    declared = [gov.budget() for _ in range(4)]
+    for i in range(8):  # two pods in each budget
+        gov.pod(declared[i % 4], f"pod-{i}")
+    gov.clock.advance(3600)
+    written = []
+    for _ in range(4):
+        tasks.accrue(gov.ctx)
+        with gov.session() as s:
+            written.append(s.scalar(select(func.count()).select_from(LedgerEntryRow)))
+        # every budget's spend is its hour, written or not
+        assert [gov.book(b).figures.spent for b in declared] == [D("7.20")] * 4
+    # whole budgets of two pods, at most three pods a pass (always one budget): one hour each
+    assert written == [2, 4, 6, 8]
+    tasks.accrue(gov.ctx)  # nothing left to write
+    with gov.session() as s:
+        assert s.scalar(select(func.count()).select_from(LedgerEntryRow)) == 8
+        assert {p.accrued_until for p in s.scalars(select(PodRow))} == {gov.clock.now()}

@@ -15,7 +15,7 @@ from governor.db.tables import EventRow
 from governor.domain.model import Severity
 from governor.domain.ports import SystemClock
 from governor.scheduler.runner import Driver
-from governor.scheduler.tasks import Periodic, batches
+from governor.scheduler.tasks import Periodic, batches, first_pods
 from governor.services.context import GovernorConfig, ServiceContext
 from governor.services.health import TickLog
 from governor.services.leadership import Lease
@@ -212,3 +212,12 @@ def test_a_pass_works_in_batches_of_about_so_many_pods_never_splitting_a_budget(
     assert batches(budgets, 100) == [["a", "b"], ["c"], ["d"], ["e", "f"]]
     assert batches(budgets, 1_000) == [["a", "b", "c", "d", "e", "f"]]
     assert batches([], 100) == []
+
+
+def test_an_accrue_pass_takes_the_first_budgets_up_to_so_many_pods() -> None:
+    budgets = [("a", 60), ("b", 30), ("c", 20), ("d", 150)]
+    assert first_pods(budgets, 100) == [("a", 60), ("b", 30)]
+    assert first_pods(budgets, 110) == [("a", 60), ("b", 30), ("c", 20)]
+    assert first_pods([("d", 150), ("a", 60)], 100) == [("d", 150)]  # one budget at least
+    assert first_pods(budgets, 10_000) == budgets
+    assert first_pods([], 100) == []
