@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from decimal import Decimal
 from functools import cache
@@ -263,9 +263,12 @@ def pods_not_gone(session: Session) -> Sequence[PodRow]:
     ).all()
 
 
-def pods_to_reconcile(session: Session, since: datetime) -> Sequence[PodRow]:
-    """The pods whose bills may still change: every pod, not released before `since`, of a
-    budget that had a pod running at some instant since `since` (whatever its state now)."""
+def pods_to_reconcile(
+    session: Session, since: datetime, providers: Collection[str]
+) -> Sequence[Row[tuple[str, str, str, datetime, datetime | None]]]:
+    """The pods of `providers` whose bills may still change: every such pod, not released
+    before `since`, of a budget that had a pod running at some instant since `since` (whatever
+    its state now); each as its id, provider, ref, registration and `billed_through`."""
     ran = select(PodRow.budget_id).where(
         or_(
             PodRow.state.in_((PodState.RUNNING, PodState.STOPPING)),
@@ -273,9 +276,11 @@ def pods_to_reconcile(session: Session, since: datetime) -> Sequence[PodRow]:
             PodRow.resumed_at >= since,
         )
     )
-    return session.scalars(
-        select(PodRow)
+    asked = (PodRow.id, PodRow.provider, PodRow.provider_ref, PodRow.created_at)
+    return session.execute(
+        select(*asked, PodRow.billed_through)
         .where(
+            PodRow.provider.in_(providers),
             PodRow.budget_id.in_(ran),
             or_(PodRow.state != PodState.GONE, PodRow.released_at >= since),
         )

@@ -37,6 +37,7 @@ from governor.services.book import meter
 from governor.services.context import ServiceContext
 
 log = logging.getLogger(__name__)
+BILLING_PORTS = (ReportsBilling, ReportsWindowedBilling)
 
 
 @dataclass(frozen=True)
@@ -53,13 +54,13 @@ class _Asked:
 def reconcile_all(ctx: ServiceContext) -> int:
     """Ask every billing provider about its pods whose bill may still change, reading each
     account's bill once for all of them; returns how many pods it answered for."""
+    billing = [name for name, p in ctx.providers.items() if isinstance(p, BILLING_PORTS)]
+    if not billing:
+        return 0
     now = ctx.clock.now()
     since = now - timedelta(seconds=ctx.config.billing_lag_window_s)
     with read_only(ctx.sessions) as session:
-        pods = [
-            _Asked(p.id, p.provider, p.provider_ref, p.created_at, p.billed_through)
-            for p in repo.pods_to_reconcile(session, since)
-        ]
+        pods = [_Asked(*row) for row in repo.pods_to_reconcile(session, since, billing)]
     answers = [*_account_bills(ctx, pods), *_windowed_bills(ctx, pods, now)]
     for pod, billed in answers:
         if pod.read_through is not None and billed.through <= pod.read_through:
