@@ -1,7 +1,8 @@
 """How each periodic task's pass grows with the fleet: 100, 1,000 and 10,000 pods.
 
 The fleet is built through the services (budgets.declare, pods.register, runs.create) in
-budgets of 10 pods, each pod on the fake provider with 100 GB of storage and one live run;
+budgets of 10 pods, each pod on the fake provider that reports billing (so the `billing` task
+reads its bill and takes in every pod's), with 100 GB of storage and one live run;
 ceilings are far out of reach, so nothing ever stops. On PostgreSQL the fleet's tables are
 analysed once built, as autovacuum would. Each repetition moves the clock one
 enforce interval (5 s), heartbeats every run through the service call the API's heartbeat
@@ -53,7 +54,7 @@ from sqlalchemy.orm import Session
 from governor.db import repository as repo
 from governor.db.engine import unit_of_work
 from governor.domain.ledger import slice_start
-from governor.fakes.cloud import FakeProvider
+from governor.fakes.cloud import BillingFakeProvider
 from governor.scheduler.tasks import TASKS
 from governor.services import budgets, checkins, metering, pods, runs
 from governor.services.context import ServiceContext
@@ -224,7 +225,7 @@ def built_fleet(
     """A fleet built in the database at `url` (analysed on PostgreSQL), the governor's services
     over it on a simulated clock, and its runs; the connections are let go afterwards."""
     clock = SimClock()
-    cloud = FakeProvider(clock, hourly_rate_usd=HOURLY_RATE_USD, stop_latency_s=30.0)
+    cloud = BillingFakeProvider(clock, hourly_rate_usd=HOURLY_RATE_USD, stop_latency_s=30.0)
     ctx = build_context(url, clock, {"fake": cloud})
     try:
         progress(f"{kind}: {pod_count} pods")

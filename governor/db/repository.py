@@ -13,6 +13,7 @@ from sqlalchemy import (
     Connection,
     Row,
     Select,
+    and_,
     bindparam,
     func,
     or_,
@@ -250,6 +251,12 @@ def pods_in_state(session: Session, state: PodState) -> Sequence[PodRow]:
     return session.scalars(select(PodRow).where(PodRow.state == state)).all()
 
 
+def pods_by_id(session: Session, pod_ids: Sequence[str]) -> dict[str, PodRow]:
+    """These pods, by id."""
+    query = select(PodRow).where(one_of(PodRow.id, "pod_ids"))
+    return {p.id: p for p in session.scalars(query, {"pod_ids": list(pod_ids)})}
+
+
 def pods_of_budgets(session: Session, budget_ids: Sequence[str]) -> Sequence[PodRow]:
     """The pods of several budgets."""
     query = select(PodRow).where(PodRow.budget_id.in_(budget_ids))
@@ -265,10 +272,10 @@ def pods_not_gone(session: Session) -> Sequence[PodRow]:
 
 def pods_to_reconcile(
     session: Session, since: datetime, providers: Collection[str]
-) -> Sequence[Row[tuple[str, str, str, datetime, datetime | None]]]:
+) -> Sequence[Row[tuple[str, str, str, str, datetime, datetime | None]]]:
     """The pods of `providers` whose bills may still change: every such pod, not released
     before `since`, of a budget that had a pod running at some instant since `since` (whatever
-    its state now); each as its id, provider, ref, registration and `billed_through`."""
+    its state now); each as its id, budget, provider, ref, registration and `billed_through`."""
     ran = select(PodRow.budget_id).where(
         or_(
             PodRow.state.in_((PodState.RUNNING, PodState.STOPPING)),
@@ -276,7 +283,7 @@ def pods_to_reconcile(
             PodRow.resumed_at >= since,
         )
     )
-    asked = (PodRow.id, PodRow.provider, PodRow.provider_ref, PodRow.created_at)
+    asked = (PodRow.id, PodRow.budget_id, PodRow.provider, PodRow.provider_ref, PodRow.created_at)
     return session.execute(
         select(*asked, PodRow.billed_through)
         .where(
@@ -288,18 +295,22 @@ def pods_to_reconcile(
     ).all()
 
 
-def pod_entries(
-    session: Session, pod_id: str, kind: EntryKind, start: datetime, end: datetime
-) -> Sequence[LedgerEntryRow]:
-    """A pod's ledger entries of one kind whose period overlaps [start, end]."""
-    return session.scalars(
-        select(LedgerEntryRow).where(
-            LedgerEntryRow.pod_id == pod_id,
-            LedgerEntryRow.kind == kind,
-            LedgerEntryRow.period_end > start,
-            LedgerEntryRow.period_start < end,
-        )
-    ).all()
+def pod_entries_over(
+    session: Session, pod_id: str, start: datetime, end: datetime
+) -> tuple[dict[EntryKind, Decimal], Sequence[LedgerEntryRow]]:
+    """A pod's ledger entries over [start, end]: what those wholly inside it add up to, by
+    kind (summed by the database: a pod's life is thousands of hours), and the few that
+    overlap only part of it."""
+    entries = LedgerEntryRow
+    overlap = (entries.pod_id == pod_id, entries.period_end > start, entries.period_start < end)
+    inside = (entries.period_start >= start, entries.period_end <= end)
+    sums = session.execute(
+        select(entries.kind, func.sum(entries.amount_usd))
+        .where(*overlap, *inside)
+        .group_by(entries.kind)
+    )
+    edges = session.scalars(select(entries).where(*overlap, ~and_(*inside))).all()
+    return {kind: total for kind, total in sums}, edges
 
 
 def pod_total(session: Session, pod_id: str, kind: EntryKind) -> Decimal:

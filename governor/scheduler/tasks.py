@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from governor.db import repository as repo
-from governor.db.engine import one_writer, read_only, unit_of_work
+from governor.db.engine import read_only, unit_of_work
 from governor.domain.ledger import slice_start
 from governor.services import (
     billing,
@@ -19,11 +19,6 @@ from governor.services import (
 )
 from governor.services.context import ServiceContext
 
-# A pass works in short transactions, of about this many pods, so that other writers never
-# queue behind a whole pass. On SQLite every writer waits for the one that writes, heartbeats
-# included: there a transaction is kept to a few hundredths of a second's work.
-PODS_PER_TRANSACTION = 500
-PODS_PER_TRANSACTION_ONE_WRITER = 100
 # The hour's ledger is written over as many accrue passes as it takes at this many pods a pass
 # (whole budgets), so that no pass grows with the fleet: 10,000 pods close their hour within
 # five passes. Spend is exact meanwhile: it is always the ledger plus what each pod has cost
@@ -58,17 +53,13 @@ def first_pods(budgets: Sequence[tuple[str, int]], pods: int) -> list[tuple[str,
     return taken
 
 
-def _pods_per_transaction(ctx: ServiceContext) -> int:
-    return PODS_PER_TRANSACTION_ONE_WRITER if one_writer(ctx.engine) else PODS_PER_TRANSACTION
-
-
 def accrue(ctx: ServiceContext) -> None:
     """Write every hour that has ended to the ledger, for each pod that may still cost money:
     up to ACCRUE_PODS_PER_PASS pods a pass, the rest at the passes after."""
     until = slice_start(ctx.clock.now())
     with read_only(ctx.sessions) as session:
         due = metering.due_budgets(session, until)
-    for batch in batches(first_pods(due, ACCRUE_PODS_PER_PASS), _pods_per_transaction(ctx)):
+    for batch in batches(first_pods(due, ACCRUE_PODS_PER_PASS), ctx.pods_per_transaction):
         with unit_of_work(ctx.sessions) as session:
             metering.accrue_budgets(session, batch, until)
 
@@ -77,7 +68,7 @@ def enforce(ctx: ServiceContext) -> None:
     """Let the policy look at every budget with a pod that bills, and record what it decides."""
     with read_only(ctx.sessions) as session:
         billing = repo.billing_budgets(session)
-    for batch in batches(billing, _pods_per_transaction(ctx)):
+    for batch in batches(billing, ctx.pods_per_transaction):
         with unit_of_work(ctx.sessions) as session:
             repo.lock_budgets(session, batch)  # the clock is read once we hold them
             enforcement.enforce_budgets(

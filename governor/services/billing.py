@@ -17,7 +17,7 @@ by more than 5% either way, a drift event says so once (and again when they agre
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
 from governor.db.engine import read_only, unit_of_work
-from governor.db.tables import PodRow
+from governor.db.tables import LedgerEntryRow, PodRow
 from governor.domain.billing import Slice, metered_within, reconcile
 from governor.domain.ledger import PodMeter, accrue
 from governor.domain.model import Category, ChargeKind, EntryKind, Severity
@@ -45,6 +45,7 @@ class _Asked:
     """A pod whose bill may still change, as the billing task asks its provider about it."""
 
     pod_id: str
+    budget_id: str
     provider: str
     ref: str
     created_at: datetime
@@ -62,11 +63,19 @@ def reconcile_all(ctx: ServiceContext) -> int:
     with read_only(ctx.sessions) as session:
         pods = [_Asked(*row) for row in repo.pods_to_reconcile(session, since, billing)]
     answers = [*_account_bills(ctx, pods), *_windowed_bills(ctx, pods, now)]
-    for pod, billed in answers:
-        if pod.read_through is not None and billed.through <= pod.read_through:
-            continue  # no later than the bill already booked: nothing to take in
+    news = sorted(
+        # a bill no later than the one already booked has nothing to take in
+        (a for a in answers if a[0].read_through is None or a[1].through > a[0].read_through),
+        key=lambda answer: answer[0].budget_id,
+    )
+    size = ctx.pods_per_transaction
+    for chunk in (news[i : i + size] for i in range(0, len(news), size)):
         with unit_of_work(ctx.sessions) as session:
-            book_billed(session, pod.pod_id, billed, ctx.clock.now())
+            repo.lock_budgets(session, sorted({pod.budget_id for pod, _ in chunk}))
+            rows = repo.pods_by_id(session, [pod.pod_id for pod, _ in chunk])
+            now = ctx.clock.now()
+            for pod, billed in chunk:
+                _take_in(session, rows[pod.pod_id], billed, now)
     return len(answers)
 
 
@@ -105,10 +114,15 @@ def _windowed_bills(
 
 
 def book_billed(session: Session, pod_id: str, billed: Billed, now: datetime) -> None:
-    """Take in one billed figure for a pod: baseline, true-up and drift, under the budget lock."""
+    """Take in one billed figure for a pod, under its budget's lock."""
     pod = repo.get_pod(session, pod_id)
-    repo.get_budget(session, pod.budget_id, lock=True)
+    repo.lock_budgets(session, [pod.budget_id])
     session.refresh(pod)
+    _take_in(session, pod, billed, now)
+
+
+def _take_in(session: Session, pod: PodRow, billed: Billed, now: datetime) -> None:
+    """One billed figure for a pod read under its budget's lock: baseline, true-up, drift."""
     through = min(billed.through, now)
     if billed.since is not None:  # a window of the bill: compared over that window
         start, billed_delta = max(billed.since, pod.created_at), billed.amount_usd
@@ -124,8 +138,9 @@ def book_billed(session: Session, pod_id: str, billed: Billed, now: datetime) ->
         billed_delta = billed.amount_usd - pod.billed_baseline_usd
     if pod.billed_through is not None and through <= pod.billed_through:
         return
-    metered = _booked_within(session, pod, EntryKind.ACCRUAL, start, through, meter(pod))
-    trued_up = _booked_within(session, pod, EntryKind.TRUE_UP, start, through)
+    sums, edges = repo.pod_entries_over(session, pod.id, start, through)
+    metered = _within(sums, edges, EntryKind.ACCRUAL, start, through, meter(pod))
+    trued_up = _within(sums, edges, EntryKind.TRUE_UP, start, through)
     result = reconcile(metered, trued_up, billed_delta)
     if billed.since is not None:  # what the pod's view shows: this window of the bill
         pod.billed_baseline_usd, pod.billed_baseline_through = ZERO, start
@@ -145,25 +160,22 @@ def book_billed(session: Session, pod_id: str, billed: Billed, now: datetime) ->
     pod.billed_usd, pod.billed_through = billed.amount_usd, through
 
 
-def _booked_within(
-    session: Session,
-    pod: PodRow,
+def _within(
+    sums: dict[EntryKind, Decimal],
+    edges: Sequence[LedgerEntryRow],
     kind: EntryKind,
     start: datetime,
     end: datetime,
     unwritten: PodMeter | None = None,
 ) -> Decimal:
-    """What the pod's entries of `kind` charged between `start` and `end`; with its meter
-    (`unwritten`), also what it has cost since its last entry, which is not written here: the
-    hour's entry is the accrue pass's, and a bill read every few minutes must not cut the
-    ledger every few minutes."""
-    slices = [
-        Slice(e.amount_usd, e.period_start, e.period_end)
-        for e in repo.pod_entries(session, pod.id, kind, start, end)
-    ]
+    """What a pod's entries of `kind` charged between `start` and `end` (those wholly inside
+    summed, those at the edges prorated); with its meter (`unwritten`), also what it has cost
+    since its last entry, which is not written here: the hour's entry is the accrue pass's,
+    and a bill read every few minutes must not cut the ledger every few minutes."""
+    slices = [Slice(e.amount_usd, e.period_start, e.period_end) for e in edges if e.kind is kind]
     if unwritten is not None:
         slices += [Slice(c.amount, c.start, c.end) for c in accrue(unwritten, end)]
-    return metered_within(slices, start, end)
+    return sums.get(kind, ZERO) + metered_within(slices, start, end)
 
 
 def _drift_changed(

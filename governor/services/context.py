@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from governor.db.engine import one_writer
 from governor.domain.errors import Invalid
 from governor.domain.health import HealthRule
 from governor.domain.policy import Watch
@@ -96,6 +97,13 @@ def _watch(defaults: Watch, overrides: tuple[tuple[str, float], ...]) -> Watch:
     return replace(defaults, **dict(overrides))
 
 
+# A pass works in short transactions, of about this many pods, so that other writers never
+# queue behind a whole pass. On SQLite every writer waits for the one that writes, heartbeats
+# included: there a transaction is kept to a few hundredths of a second's work.
+PODS_PER_TRANSACTION = 500
+PODS_PER_TRANSACTION_ONE_WRITER = 100
+
+
 @dataclass(frozen=True)
 class ServiceContext:
     engine: Engine
@@ -116,6 +124,11 @@ class ServiceContext:
     def leading(self) -> bool:
         """May this replica act on the world now: does it hold an unexpired lease?"""
         return self.lease.leading
+
+    @property
+    def pods_per_transaction(self) -> int:
+        """How many pods a pass takes on in one transaction on this database."""
+        return PODS_PER_TRANSACTION_ONE_WRITER if one_writer(self.engine) else PODS_PER_TRANSACTION
 
     @property
     def replica(self) -> str:

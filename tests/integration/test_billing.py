@@ -214,11 +214,15 @@ def test_a_providers_bill_is_read_once_for_all_its_pods(
         fake.reads.clear()
         other.reads.clear()  # registration asked each pod alone, for its baseline
         clock.advance(60)
-        assert billing.reconcile_all(gov.ctx) == len(refs) + 1
+        with counted(gov) as statements:
+            assert billing.reconcile_all(gov.ctx) == len(refs) + 1
         assert fake.reads == [set(refs)] and other.reads == [{"o-1"}]
         with gov.session() as s:  # each pod took in its own figure from the one read
             bills = {repo.get_pod(s, p).billed_through for p in pod_ids(s)}
         assert bills == {clock.now()}
+        # taken in together: the four budgets locked in one statement, the pods read in one
+        locks = [q for q in statements if q.lstrip().startswith("SELECT budgets.id")]
+        assert len(locks) == 1 and len(statements) < 4 * (len(refs) + 1), statements
     finally:
         gov.ctx.engine.dispose()
 
@@ -289,3 +293,17 @@ def test_bills_read_every_pass_leave_the_ledger_written_by_the_hour(governed: Go
     assert trued_up == Decimal("73.44") - metered  # the bill: two hours' compute, 2% over
     assert gov.book(budget).figures.spent == metered + trued_up
     assert drift_events(gov) == []
+
+
+def test_a_days_lagging_honest_bill_stays_honest(governed: Govern) -> None:
+    gov = governed(lag_s=1800)  # half an hour behind: every comparison cuts an hour's entry
+    budget = gov.budget("10000")
+    pod = gov.pod(budget, storage_gb=730, storage="0.10")
+    for _ in range(26 * 6):  # 26 hours, the bill read every 10 minutes
+        gov.tick(600)
+    assert true_ups(gov, pod) == []  # the meter, summed and prorated, is what was billed
+    assert drift_events(gov) == []
+    with gov.session() as s:
+        row = repo.get_pod(s, pod)
+        assert row.billed_usd is not None and row.billed_baseline_usd is not None
+        assert row.billed_usd - row.billed_baseline_usd == Decimal(36) * Decimal("25.5")
