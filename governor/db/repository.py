@@ -6,7 +6,7 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 from decimal import Decimal
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     ColumnElement,
@@ -295,22 +295,40 @@ def pods_to_reconcile(
     ).all()
 
 
-def pod_entries_over(
-    session: Session, pod_id: str, start: datetime, end: datetime
-) -> tuple[dict[EntryKind, Decimal], Sequence[LedgerEntryRow]]:
-    """A pod's ledger entries over [start, end]: what those wholly inside it add up to, by
-    kind (summed by the database: a pod's life is thousands of hours), and the few that
-    overlap only part of it."""
+class EntriesOver(NamedTuple):
+    """Pods' ledger entries over a stretch of time each: what those wholly inside it add up
+    to, by pod and kind, and the few that overlap only part of it, by pod."""
+
+    sums: dict[tuple[str, EntryKind], Decimal]
+    edges: dict[str, list[LedgerEntryRow]]
+
+
+def entries_over(
+    session: Session, windows: Sequence[tuple[str, datetime, datetime]]
+) -> EntriesOver:
+    """The ledger entries of each (pod id, start, end) over [start, end], in two statements
+    whatever the number of pods; those wholly inside are summed by the database (a pod's life
+    is thousands of hourly entries)."""
     entries = LedgerEntryRow
-    overlap = (entries.pod_id == pod_id, entries.period_end > start, entries.period_start < end)
-    inside = (entries.period_start >= start, entries.period_end <= end)
+    inside, partly = [], []
+    for pod_id, start, end in windows:
+        overlap = (entries.pod_id == pod_id, entries.period_end > start, entries.period_start < end)
+        within = (entries.period_start >= start, entries.period_end <= end)
+        inside.append(and_(*overlap, *within))
+        partly.append(and_(*overlap, ~and_(*within)))
+    over = EntriesOver({}, {})
+    if not windows:
+        return over
     sums = session.execute(
-        select(entries.kind, func.sum(entries.amount_usd))
-        .where(*overlap, *inside)
-        .group_by(entries.kind)
+        select(entries.pod_id, entries.kind, func.sum(entries.amount_usd))
+        .where(or_(*inside))
+        .group_by(entries.pod_id, entries.kind)
     )
-    edges = session.scalars(select(entries).where(*overlap, ~and_(*inside))).all()
-    return {kind: total for kind, total in sums}, edges
+    for pod_id, kind, total in sums:
+        over.sums[(pod_id, kind)] = total
+    for entry in session.scalars(select(entries).where(or_(*partly))):
+        over.edges.setdefault(entry.pod_id, []).append(entry)
+    return over
 
 
 def pod_total(session: Session, pod_id: str, kind: EntryKind) -> Decimal:

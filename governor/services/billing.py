@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
 from governor.db.engine import read_only, unit_of_work
-from governor.db.tables import LedgerEntryRow, PodRow
+from governor.db.tables import PodRow
 from governor.domain.billing import Slice, metered_within, reconcile
 from governor.domain.ledger import PodMeter, accrue
 from governor.domain.model import Category, ChargeKind, EntryKind, Severity
@@ -73,9 +73,8 @@ def reconcile_all(ctx: ServiceContext) -> int:
         with unit_of_work(ctx.sessions) as session:
             repo.lock_budgets(session, sorted({pod.budget_id for pod, _ in chunk}))
             rows = repo.pods_by_id(session, [pod.pod_id for pod, _ in chunk])
-            now = ctx.clock.now()
-            for pod, billed in chunk:
-                _take_in(session, rows[pod.pod_id], billed, now)
+            bills = [(rows[pod.pod_id], billed) for pod, billed in chunk]
+            _take_in(session, bills, ctx.clock.now())
     return len(answers)
 
 
@@ -118,32 +117,63 @@ def book_billed(session: Session, pod_id: str, billed: Billed, now: datetime) ->
     pod = repo.get_pod(session, pod_id)
     repo.lock_budgets(session, [pod.budget_id])
     session.refresh(pod)
-    _take_in(session, pod, billed, now)
+    _take_in(session, [(pod, billed)], now)
 
 
-def _take_in(session: Session, pod: PodRow, billed: Billed, now: datetime) -> None:
-    """One billed figure for a pod read under its budget's lock: baseline, true-up, drift."""
+@dataclass(frozen=True)
+class _Compared:
+    """What a billed figure is compared with the meter over."""
+
+    start: datetime
+    through: datetime
+    billed_delta: Decimal  # what the provider billed over [start, through]
+
+
+def _take_in(session: Session, bills: Sequence[tuple[PodRow, Billed]], now: datetime) -> None:
+    """Billed figures for pods read under their budgets' lock: baseline, true-up, drift. Their
+    ledger entries are read in two statements for all of them."""
+    compared = [(pod, billed, _compared(pod, billed, now)) for pod, billed in bills]
+    due = [(pod, billed, c) for pod, billed, c in compared if c is not None]
+    over = repo.entries_over(session, [(pod.id, c.start, c.through) for pod, _, c in due])
+    for pod, billed, c in due:
+        metered = _within(over, pod, EntryKind.ACCRUAL, c, meter(pod))
+        trued_up = _within(over, pod, EntryKind.TRUE_UP, c)
+        _settle(session, pod, billed, c, metered, trued_up, now)
+
+
+def _compared(pod: PodRow, billed: Billed, now: datetime) -> _Compared | None:
+    """What `billed` is to be compared over; None when it has nothing to compare (a first
+    figure that covers the pod's registration is its baseline, taken here)."""
     through = min(billed.through, now)
     if billed.since is not None:  # a window of the bill: compared over that window
         start, billed_delta = max(billed.since, pod.created_at), billed.amount_usd
         if through <= start:
-            return
+            return None
     elif pod.billed_baseline_through is None or pod.billed_baseline_usd is None:
         if through >= pod.created_at:  # a figure from before registration covers other spend
             pod.billed_baseline_usd, pod.billed_baseline_through = billed.amount_usd, through
             pod.billed_usd, pod.billed_through = billed.amount_usd, through
-        return
+        return None
     else:
         start = pod.billed_baseline_through
         billed_delta = billed.amount_usd - pod.billed_baseline_usd
     if pod.billed_through is not None and through <= pod.billed_through:
-        return
-    sums, edges = repo.pod_entries_over(session, pod.id, start, through)
-    metered = _within(sums, edges, EntryKind.ACCRUAL, start, through, meter(pod))
-    trued_up = _within(sums, edges, EntryKind.TRUE_UP, start, through)
-    result = reconcile(metered, trued_up, billed_delta)
+        return None
+    return _Compared(start, through, billed_delta)
+
+
+def _settle(
+    session: Session,
+    pod: PodRow,
+    billed: Billed,
+    c: _Compared,
+    metered: Decimal,
+    trued_up: Decimal,
+    now: datetime,
+) -> None:
+    result = reconcile(metered, trued_up, c.billed_delta)
     if billed.since is not None:  # what the pod's view shows: this window of the bill
-        pod.billed_baseline_usd, pod.billed_baseline_through = ZERO, start
+        pod.billed_baseline_usd, pod.billed_baseline_through = ZERO, c.start
     if result.true_up > ZERO:
         metering.post(
             session,
@@ -151,31 +181,33 @@ def _take_in(session: Session, pod: PodRow, billed: Billed, now: datetime) -> No
             EntryKind.TRUE_UP,
             ChargeKind.COMPUTE,
             result.true_up,
-            (max(pod.billed_through or start, start), through),
+            (max(pod.billed_through or c.start, c.start), c.through),
             now,
-            note=f"billed {format_usd(billed_delta)} vs metered {format_usd(metered)}",
+            note=f"billed {format_usd(c.billed_delta)} vs metered {format_usd(metered)}",
         )
     if result.drifting != pod.billing_drift:
-        _drift_changed(session, pod, metered, billed_delta, result.drifting, now)
-    pod.billed_usd, pod.billed_through = billed.amount_usd, through
+        _drift_changed(session, pod, metered, c.billed_delta, result.drifting, now)
+    pod.billed_usd, pod.billed_through = billed.amount_usd, c.through
 
 
 def _within(
-    sums: dict[EntryKind, Decimal],
-    edges: Sequence[LedgerEntryRow],
+    over: repo.EntriesOver,
+    pod: PodRow,
     kind: EntryKind,
-    start: datetime,
-    end: datetime,
+    c: _Compared,
     unwritten: PodMeter | None = None,
 ) -> Decimal:
-    """What a pod's entries of `kind` charged between `start` and `end` (those wholly inside
-    summed, those at the edges prorated); with its meter (`unwritten`), also what it has cost
-    since its last entry, which is not written here: the hour's entry is the accrue pass's,
-    and a bill read every few minutes must not cut the ledger every few minutes."""
+    """What the pod's entries of `kind` charged over the compared stretch (those wholly
+    inside summed, those at its edges prorated); with its meter (`unwritten`), also what it
+    has cost since its last entry, which is not written here: the hour's entry is the accrue
+    pass's, and a bill read every few minutes must not cut the ledger every few minutes."""
+    edges = over.edges.get(pod.id, [])
     slices = [Slice(e.amount_usd, e.period_start, e.period_end) for e in edges if e.kind is kind]
     if unwritten is not None:
-        slices += [Slice(c.amount, c.start, c.end) for c in accrue(unwritten, end)]
-    return sums.get(kind, ZERO) + metered_within(slices, start, end)
+        charges = accrue(unwritten, c.through)
+        slices += [Slice(charge.amount, charge.start, charge.end) for charge in charges]
+    inside = over.sums.get((pod.id, kind), ZERO)
+    return inside + metered_within(slices, c.start, c.through)
 
 
 def _drift_changed(
