@@ -13,12 +13,15 @@ from sqlalchemy import (
     Connection,
     Row,
     Select,
+    String,
     and_,
     bindparam,
+    column,
     func,
     or_,
     select,
     update,
+    values,
 )
 from sqlalchemy.orm import Session
 
@@ -37,6 +40,7 @@ from governor.db.tables import (
     StopOrderRow,
     TokenRow,
 )
+from governor.db.types import UTCDateTime
 from governor.domain.errors import NotFound
 from governor.domain.model import (
     BILLS_COMPUTE,
@@ -201,8 +205,8 @@ def update_runs(connection: Connection, changes: Sequence[tuple[str, dict[str, A
     """Set these columns of these runs: one write per set of columns (`bulk`), its runs in
     the order of their ids."""
     by_columns: dict[frozenset[str], list[dict[str, Any]]] = {}
-    for run_id, values in sorted(changes, key=lambda change: change[0]):
-        by_columns.setdefault(frozenset(values), []).append({"id": run_id, **values})
+    for run_id, changed in sorted(changes, key=lambda change: change[0]):
+        by_columns.setdefault(frozenset(changed), []).append({"id": run_id, **changed})
     for rows in by_columns.values():
         bulk.update_rows(connection, RunRow.__table__, rows)
 
@@ -309,26 +313,28 @@ def entries_over(
     """The ledger entries of each (pod id, start, end) over [start, end], in two statements
     whatever the number of pods; those wholly inside are summed by the database (a pod's life
     is thousands of hourly entries)."""
-    entries = LedgerEntryRow
-    inside, partly = [], []
-    for pod_id, start, end in windows:
-        overlap = (entries.pod_id == pod_id, entries.period_end > start, entries.period_start < end)
-        within = (entries.period_start >= start, entries.period_end <= end)
-        inside.append(and_(*overlap, *within))
-        partly.append(and_(*overlap, ~and_(*within)))
     over = EntriesOver({}, {})
     if not windows:
         return over
+    w = values(*_WINDOW, name="windows").data(list(windows)).cte("windows")
+    entries = LedgerEntryRow
+    overlap = and_(
+        entries.pod_id == w.c.pod_id, entries.period_end > w.c.start, entries.period_start < w.c.end
+    )
+    inside = and_(entries.period_start >= w.c.start, entries.period_end <= w.c.end)
     sums = session.execute(
         select(entries.pod_id, entries.kind, func.sum(entries.amount_usd))
-        .where(or_(*inside))
+        .join(w, and_(overlap, inside))
         .group_by(entries.pod_id, entries.kind)
     )
     for pod_id, kind, total in sums:
         over.sums[(pod_id, kind)] = total
-    for entry in session.scalars(select(entries).where(or_(*partly))):
+    for entry in session.scalars(select(entries).join(w, and_(overlap, ~inside))):
         over.edges.setdefault(entry.pod_id, []).append(entry)
     return over
+
+
+_WINDOW = (column("pod_id", String), column("start", UTCDateTime()), column("end", UTCDateTime()))
 
 
 def pod_total(session: Session, pod_id: str, kind: EntryKind) -> Decimal:
