@@ -7,12 +7,16 @@ real driver; the ratio and the per-GPU cost are the point. Between polls the fak
 second per GPU, as against a real driver; --step-s 0 measures the no-new-samples path instead.
 
     .venv/bin/python bench/poll_cost.py
+    .venv/bin/python bench/poll_cost.py --quick    # 20 polls: what CI runs
+
+One JSON line, then a summary.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import statistics
 import sys
 import time
@@ -66,11 +70,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--step-s", type=float, default=5.0, help="fake seconds between polls (default 5)"
     )
+    parser.add_argument("--quick", action="store_true", help="20 polls: what CI runs")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.polls = 20
 
     base_median, base_p95 = summary(measure(1, args.polls, args.step_s))
     many_median, many_p95 = summary(measure(args.gpus, args.polls, args.step_s))
     samples = round(6 * args.step_s)
+    record = {
+        "bench": "poll_cost",
+        "polls": args.polls,
+        "gpus": args.gpus,
+        "samples_per_gpu_per_poll": samples,
+        "baseline_median_us": round(base_median, 1),
+        "baseline_p95_us": round(base_p95, 1),
+        "median_us": round(many_median, 1),
+        "p95_us": round(many_p95, 1),
+        "median_ratio": round(many_median / base_median, 3),
+        "p95_ratio": round(many_p95 / base_p95, 3),
+    }
+    print(json.dumps(record))
 
     print(f"NvmlSource.read() over the fake NVML, {args.polls} polls, {samples} samples/GPU/poll")
     print(f"  baseline 1 GPU     median {base_median:8.1f} µs   p95 {base_p95:8.1f} µs")
