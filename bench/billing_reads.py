@@ -19,10 +19,7 @@ import argparse
 import json
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,7 +29,7 @@ import httpx
 from governor.adapters.providers.runpod import RunPodProvider
 from governor.adapters.providers.vast import VastProvider
 from governor.domain.ports import Billed
-from governor.fakes.http_cloud import FakeCloud, serve
+from governor.fakes.http_cloud import FakeCloud, running
 from governor.fakes.runpod import FakeRunPod
 from governor.fakes.vast import FakeVast
 
@@ -51,17 +48,6 @@ class Traffic:
         response.read()
         self.requests += 1
         self.received_bytes += len(response.content)
-
-
-@contextmanager
-def served(cloud: FakeCloud) -> Iterator[str]:
-    server = serve(cloud)
-    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
-    try:
-        yield server.url
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def fleet(provider: str, pods: int, hours: float, folder: Path) -> tuple[FakeCloud, list[str]]:
@@ -122,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         for provider in providers:
             for pods in sizes:
                 cloud, refs = fleet(provider, pods, args.hours, Path(folder))
-                with served(cloud) as url:
+                with running(cloud) as server:
+                    url = server.url
                     per_pod, per_pod_s = read(provider, url, refs, at_once=False)
                     account, account_s = read(provider, url, refs, at_once=True)
                 record = {

@@ -8,9 +8,6 @@ adapters it is given, tell the two apart request by request.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -19,24 +16,12 @@ from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.httpsession import URLLib3Session
 
 from governor.adapters.providers.aws import Ec2Provider
-from governor.fakes.http_cloud import HOLD, FakeCloud, FakeServer, serve
+from governor.fakes.http_cloud import HOLD, FakeCloud
 
 C = TypeVar("C", bound=FakeCloud)
 TIMEOUT_S = 30.0
 HELD_TIMEOUT_S = 0.5
 HELD_BOTO = URLLib3Session(timeout=HELD_TIMEOUT_S)  # boto3's HTTP, for a held request only
-
-
-@contextmanager
-def running(cloud: FakeCloud) -> Iterator[FakeServer]:
-    """`cloud` served on 127.0.0.1 for the block; shut down and closed after it."""
-    server = serve(cloud)
-    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @dataclass

@@ -28,7 +28,8 @@ import os
 import sys
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -326,6 +327,18 @@ class FakeServer(ThreadingHTTPServer):
 def serve(cloud: FakeCloud, port: int = 0) -> FakeServer:
     """A server for `cloud` bound on 127.0.0.1 (port 0: any free one); call serve_forever()."""
     return FakeServer(port, cloud)
+
+
+@contextmanager
+def running(cloud: FakeCloud) -> Iterator[FakeServer]:
+    """`cloud` served on 127.0.0.1 from a thread for the block; shut down and closed after it."""
+    server = serve(cloud)
+    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def parse_pods(spec: str) -> dict[str, str]:

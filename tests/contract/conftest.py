@@ -28,9 +28,9 @@ from governor.domain.ports import (
     TerminateOnly,
 )
 from governor.fakes.cloud import FakeProvider
-from governor.fakes.http_cloud import FakeCloud
+from governor.fakes.http_cloud import FakeCloud, running
 from tests.contract.harness import Harness
-from tests.fake_clouds import Served, running
+from tests.fake_clouds import Served
 
 HARNESSES: list[Harness] = [
     importlib.import_module(f"tests.contract.{path.stem}").HARNESS

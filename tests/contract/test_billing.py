@@ -22,11 +22,12 @@ from governor.db import repository as repo
 from governor.db import schema
 from governor.db.tables import LedgerEntryRow
 from governor.domain.model import EntryKind, Severity
+from governor.fakes.http_cloud import running
 from governor.services import pods
 from tests.clock import FrozenClock
 from tests.contract.conftest import HARNESSES, SECRET
 from tests.contract.harness import BillingHarness
-from tests.fake_clouds import TIMEOUT_S, running
+from tests.fake_clouds import TIMEOUT_S
 from tests.integration.conftest import Governor, make_governor
 
 BILLING = [h for h in HARNESSES if isinstance(h, BillingHarness)]

@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 
 from governor.cli import main
-from governor.fakes.http_cloud import FakeServer
+from governor.fakes.http_cloud import FakeServer, running
 from governor.fakes.runpod import FakeRunPod
 from tests.clock import FrozenClock
-from tests.fake_clouds import running
 from tests.integration.conftest import Governor, make_governor
 
 KEY = "rpa_CHECK_KEY_123"

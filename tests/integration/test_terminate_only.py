@@ -16,11 +16,12 @@ from governor.db import repository as repo
 from governor.domain.errors import Invalid
 from governor.domain.model import PodState, RunStatus, Severity
 from governor.domain.stop_order import StopState
+from governor.fakes.http_cloud import running
 from governor.fakes.lambda_cloud import FakeLambda
 from governor.services import pods
 from governor.services.checkins import Checkpoint
 from tests.clock import FrozenClock
-from tests.fake_clouds import TIMEOUT_S, running
+from tests.fake_clouds import TIMEOUT_S
 from tests.integration.conftest import BY, Governor, make_governor
 
 KEY = "lambda-integration-key"

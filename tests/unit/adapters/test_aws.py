@@ -23,9 +23,9 @@ from governor.adapters.providers.aws import CANNOT_PRESERVE, STOP_LATENCY_S, Ec2
 from governor.domain.model import PodState
 from governor.domain.ports import CallOutcome, ProviderError, Resumes, StopsPreserving
 from governor.fakes.aws import FakeEc2
-from governor.fakes.http_cloud import HOLD, FakeRequest, Reply
+from governor.fakes.http_cloud import HOLD, FakeRequest, Reply, running
 from tests.clock import FrozenClock
-from tests.fake_clouds import TIMEOUT_S, Served, running
+from tests.fake_clouds import TIMEOUT_S, Served
 
 KEY_ID = "AKIAUNITTESTKEYID0001"
 SECRET = "wJalrUNITTEST/SECRET+ACCESSKEY0123456789"

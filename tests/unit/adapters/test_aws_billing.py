@@ -18,8 +18,8 @@ from governor.adapters.providers.aws_billing import BilledEc2Provider
 from governor.domain.ports import Billed, ProviderError
 from governor.fakes.aws import FakeEc2
 from governor.fakes.cost_explorer import CostExplorer
+from governor.fakes.http_cloud import running
 from tests.clock import FrozenClock
-from tests.fake_clouds import running
 
 KEY_ID = "AKIAUNITTESTKEYID0001"
 SECRET = "wJalrUNITTEST/SECRET+ACCESSKEY0123456789"

@@ -29,8 +29,8 @@ from governor.adapters.providers.gcp import (
 from governor.domain.model import PodState
 from governor.domain.ports import CallOutcome, ProviderError, Resumes
 from governor.fakes.gcp import TOKEN_PATH, FakeGcp
-from governor.fakes.http_cloud import HOLD, FakeRequest, now
-from tests.fake_clouds import TIMEOUT_S, Served, running
+from governor.fakes.http_cloud import HOLD, FakeRequest, now, running
+from tests.fake_clouds import TIMEOUT_S, Served
 
 TOKEN = "ya29.UNIT_TEST_SECRET_0123456789"
 PROJECT = "unit-project"

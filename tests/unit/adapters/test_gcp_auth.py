@@ -21,8 +21,8 @@ from governor.adapters.providers.gcp import GcpProvider
 from governor.adapters.providers.gcp_auth import GoogleCredentials
 from governor.domain.ports import CallOutcome, ProviderError
 from governor.fakes.gcp import SA_TOKEN_PATH, FakeGcp
-from governor.fakes.http_cloud import now
-from tests.fake_clouds import Served, running
+from governor.fakes.http_cloud import now, running
+from tests.fake_clouds import Served
 from tests.gcp_keys import EMAIL, key_file, private_key_lines
 
 PROJECT = "unit-project"

@@ -17,8 +17,8 @@ from governor.adapters.providers.gcp_billing import MAX_POLLS, BilledGcpProvider
 from governor.domain.ports import ProviderError
 from governor.fakes.bigquery import BillingExport, ExportRow
 from governor.fakes.gcp import FakeGcp
+from governor.fakes.http_cloud import running
 from tests.clock import FrozenClock
-from tests.fake_clouds import running
 
 TOKEN = "ya29.UNIT_TEST_BILLING_TOKEN"
 PROJECT = "unit-project"

@@ -36,10 +36,10 @@ from governor.domain.ports import (
     Resumes,
     StopsPreserving,
 )
-from governor.fakes.http_cloud import HOLD, FakeRequest, now
+from governor.fakes.http_cloud import HOLD, FakeRequest, now, running
 from governor.fakes.kubernetes import FakeKubernetes
 from tests.clock import FrozenClock
-from tests.fake_clouds import TIMEOUT_S, Served, running
+from tests.fake_clouds import TIMEOUT_S, Served
 
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.UNIT_TEST_SECRET_TOKEN.c2lnbmF0dXJl"
 JOB = "ml/job/train-llama"

@@ -29,9 +29,9 @@ from governor.domain.ports import (
     StopsPreserving,
     TerminateOnly,
 )
-from governor.fakes.http_cloud import HOLD, FakeRequest, Reply, now
+from governor.fakes.http_cloud import HOLD, FakeRequest, Reply, now, running
 from governor.fakes.lambda_cloud import FakeLambda
-from tests.fake_clouds import TIMEOUT_S, Served, running
+from tests.fake_clouds import TIMEOUT_S, Served
 
 KEY = "secret_UNIT_TEST_LAMBDA_KEY_0123456789"
 TERMINATE = "POST /api/v1/instance-operations/terminate"

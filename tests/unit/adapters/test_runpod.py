@@ -22,9 +22,9 @@ import pytest
 from governor.adapters.providers.runpod import STOP_LATENCY_S, RunPodProvider
 from governor.domain.model import PodState
 from governor.domain.ports import CallOutcome, ProviderError, Resumes
-from governor.fakes.http_cloud import HOLD
+from governor.fakes.http_cloud import HOLD, running
 from governor.fakes.runpod import FakeRunPod
-from tests.fake_clouds import Served, running
+from tests.fake_clouds import Served
 
 KEY = "rpa_UNIT_TEST_SECRET_0123456789"
 

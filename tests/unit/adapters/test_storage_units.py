@@ -19,7 +19,7 @@ import pytest
 from governor.domain.money import HOURS_PER_MONTH, per_hour_from_month
 from governor.fakes.aws import FakeEc2
 from governor.fakes.gcp import FakeGcp
-from governor.fakes.http_cloud import FakeCloud
+from governor.fakes.http_cloud import FakeCloud, running
 from governor.fakes.lambda_cloud import FakeLambda
 from governor.fakes.runpod import FakeRunPod
 from governor.fakes.vast import FakeVast
@@ -30,7 +30,7 @@ from tests.contract.harness_kubernetes import HARNESS as KUBERNETES
 from tests.contract.harness_lambda import HARNESS as LAMBDA
 from tests.contract.harness_runpod import HARNESS as RUNPOD
 from tests.contract.harness_vast import HARNESS as VAST
-from tests.fake_clouds import Served, running
+from tests.fake_clouds import Served
 
 SECRET = "sk_STORAGE_UNITS_SECRET_0000"
 GIB = 2**30

@@ -35,9 +35,9 @@ from governor.domain.ports import (
     Resumes,
     StopsPreserving,
 )
-from governor.fakes.http_cloud import HOLD
+from governor.fakes.http_cloud import HOLD, running
 from governor.fakes.vast import FakeVast
-from tests.fake_clouds import TIMEOUT_S, Served, running
+from tests.fake_clouds import TIMEOUT_S, Served
 
 KEY = "vast_UNIT_TEST_SECRET_0123456789abcdef"
 TLS = ssl.create_default_context()  # built once: every client building its own is slow
