@@ -43,14 +43,8 @@ def batches(budgets: Sequence[tuple[str, int]], pods: int) -> list[list[str]]:
 def first_pods(budgets: Sequence[tuple[str, int]], pods: int) -> list[tuple[str, int]]:
     """The first budgets, in their order, with at most `pods` pods between them (always the
     first budget, however many pods it has)."""
-    taken: list[tuple[str, int]] = []
-    count = 0
-    for budget_id, its_pods in budgets:
-        if taken and count + its_pods > pods:
-            break
-        taken.append((budget_id, its_pods))
-        count += its_pods
-    return taken
+    first = batches(budgets, pods)[:1]
+    return list(budgets[: len(first[0])]) if first else []
 
 
 def accrue(ctx: ServiceContext) -> None:
