@@ -28,22 +28,20 @@ DATABASES = [
 
 def run_script(script: str, db: str, *options: str) -> list[dict[str, Any]]:
     """Run `bench/<script> --db <db> <options>`; its JSON lines, once it has exited 0."""
-    records = run_plain(script, "--db", db, "--postgres-url", ADMIN_URL, *options)
+    records, pid = _run(script, "--db", db, "--postgres-url", ADMIN_URL, *options)
     if db == "postgres":
-        assert leftover_databases(records.pid) == [], "the benchmark left its database behind"
+        assert leftover_databases(pid) == [], "the benchmark left its database behind"
     return records
 
 
-class Records(list[dict[str, Any]]):
-    """A script's JSON lines, and the pid it ran as."""
-
-    def __init__(self, lines: list[dict[str, Any]], pid: int) -> None:
-        super().__init__(lines)
-        self.pid = pid
-
-
-def run_plain(script: str, *options: str) -> Records:
+def run_plain(script: str, *options: str) -> list[dict[str, Any]]:
     """Run `bench/<script> <options>`; its JSON lines, once it has exited 0."""
+    records, _pid = _run(script, *options)
+    return records
+
+
+def _run(script: str, *options: str) -> tuple[list[dict[str, Any]], int]:
+    """Run `bench/<script> <options>`; its JSON lines and its pid, once it has exited 0."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GOVERNOR_")}
     with subprocess.Popen(
         [sys.executable, str(BENCH / script), *options],
@@ -61,7 +59,7 @@ def run_plain(script: str, *options: str) -> Records:
     assert process.returncode == 0, f"{script} exited {process.returncode}:\n{err[-3000:]}"
     records = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     assert records, f"{script} printed no JSON line:\n{out}"
-    return Records(records, process.pid)
+    return records, process.pid
 
 
 def leftover_databases(pid: int) -> list[str]:

@@ -6,10 +6,10 @@ Only `pod` and `myself { pods }` (queries), `podStop` and `podResume` (mutations
 sent; never `podTerminate`, which destroys the volume. A pod resumes with the GPU count
 the `pod` query reports for it. Billing is `GET /v2/billing/pods?bucketSize=day` (with
 `podId=` when one pod is asked about), whose records of a pod (the day in progress included)
-add up to what it has cost. RunPod
-answers client errors as HTTP 200 with an `errors` list, so those are classified here:
-"not found" means the pod is gone (done for a stop, permanent for a resume), a rate limit
-is retryable, anything else (no GPU free on the pod's host, a locked pod) is permanent.
+add up to what it has cost. RunPod answers client errors as HTTP 200 with an `errors` list,
+so those are classified here: "not found" means the pod is gone (done for a stop, permanent
+for a resume), a rate limit is retryable, anything else (no GPU free on the pod's host, a
+locked pod) is permanent.
 """
 
 from __future__ import annotations
