@@ -10,6 +10,7 @@ never wait for a writer. PostgreSQL needs neither: its row locks do the ordering
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,11 +18,13 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from sqlalchemy import Connection, Engine, create_engine, event
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DisconnectionError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 READ_ONLY = "governor_read_only"
+PING_AFTER_IDLE_S = 1.0  # a pooled connection idle longer is pinged before it is lent
+_RETURNED_AT = "governor_returned_at"
 
 
 class _Turn:
@@ -102,13 +105,37 @@ def build_engine(url: str, **kwargs: Any) -> Engine:
         _tune_sqlite(engine)
         _turns[engine] = _Turn()
         return engine
-    return create_engine(url, pool_pre_ping=True, **kwargs)
+    engine = create_engine(url, **kwargs)
+    _ping_after_idle(engine)
+    return engine
 
 
 def one_writer(engine: Engine) -> bool:
     """The database takes one writer at a time (SQLite): a transaction that writes holds up
     every other writer of the process until it ends."""
     return engine in _turns
+
+
+def _ping_after_idle(engine: Engine) -> None:
+    """Ping a pooled connection before lending it only when it has been idle for more than
+    PING_AFTER_IDLE_S: one that went stale while idle (a restart, an idle timeout) is replaced
+    before a request uses it, and a connection lent on again at once, as under load, costs no
+    round trip. A connection lost within the window fails its statement, and the engine then
+    replaces every connection older than the loss, as it does for any disconnect."""
+
+    @event.listens_for(engine, "connect")
+    @event.listens_for(engine, "checkin")
+    def _returned(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_RETURNED_AT] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _ping_if_idle(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        if time.monotonic() - record.info.get(_RETURNED_AT, 0.0) <= PING_AFTER_IDLE_S:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except engine.dialect.loaded_dbapi.Error as error:
+            raise DisconnectionError(f"a pooled connection was lost while idle: {error}") from error
 
 
 def _tune_sqlite(engine: Engine) -> None:
@@ -195,10 +222,15 @@ def writing(engine: Engine) -> Iterator[Connection]:
 
 @contextmanager
 def reading(engine: Engine) -> Iterator[Connection]:
-    """`read_only` for plain statements (the hot path): one snapshot, no writer's turn, no
-    ORM session."""
+    """A connection for one statement that reads (the hot path): no writer's turn, no ORM
+    session. On PostgreSQL the statement runs outside a transaction, a snapshot of its own,
+    which spares the round trips of BEGIN and ROLLBACK; a block that needs two statements to
+    agree uses `read_only`."""
     with engine.connect() as connection:
-        connection.execution_options(**{READ_ONLY: True})
+        if one_writer(engine):
+            connection.execution_options(**{READ_ONLY: True})
+        else:
+            connection.execution_options(isolation_level="AUTOCOMMIT")
         try:
             yield connection
         finally:

@@ -183,19 +183,25 @@ def run_with(session: Session, run_id: str, *budget_columns: str) -> tuple[RunRo
 
 
 @cache
-def _run_row_with(budget_columns: tuple[str, ...]) -> Select[Any]:
-    budgets = BudgetRow.__table__.c
+def _run_row_with(run_columns: tuple[str, ...], budget_columns: tuple[str, ...]) -> Select[Any]:
+    runs, budgets = RunRow.__table__.c, BudgetRow.__table__.c
     return (
-        select(RunRow.__table__, *(budgets[name] for name in budget_columns))
+        select(*(runs[name] for name in run_columns), *(budgets[name] for name in budget_columns))
         .join_from(RunRow.__table__, BudgetRow.__table__, RunRow.budget_id == BudgetRow.id)
         .where(RunRow.id == bindparam("run_id"))
     )
 
 
-def run_row_with(connection: Connection, run_id: str, *budget_columns: str) -> Row[Any]:
-    """The run's columns, and these columns of its budget, as one plain row: a read that
-    builds no statement and no ORM object (the heartbeat's hot path)."""
-    row = connection.execute(_run_row_with(budget_columns), {"run_id": run_id}).first()
+def run_row_with(
+    connection: Connection,
+    run_id: str,
+    run_columns: tuple[str, ...],
+    budget_columns: tuple[str, ...],
+) -> Row[Any]:
+    """These columns of the run and of its budget, as one plain row: a read that builds no
+    statement and no ORM object (the heartbeat's hot path)."""
+    statement = _run_row_with(run_columns, budget_columns)
+    row = connection.execute(statement, {"run_id": run_id}).first()
     if row is None:
         raise NotFound(f"no run {run_id!r}")
     return row

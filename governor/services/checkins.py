@@ -76,7 +76,7 @@ def check_in(
     """
     engine = sessions.kw["bind"]
     with reading(engine) as connection:
-        run = repo.run_row_with(connection, run_id, *KEPT_FIGURES)  # the run, and those figures
+        run = repo.run_row_with(connection, run_id, _PLAIN_READS, KEPT_FIGURES)
     refuse_after_end(run, late_ack=_late_ack(beat))
     health, found = training_health.judge(run, beat.metrics, beat.step)
     figures = figures_of(run)
@@ -89,6 +89,24 @@ def check_in(
     changes = _changes(run, beat, now, health)
     _plain_writes(engine).commit(_PlainWrite(run_id, changes, points, phases))
     return directive
+
+
+# What a plain beat reads of its run (with the figures kept on its budget): what tells a
+# plain beat from another, what its health rules judge, and what it answers with.
+_PLAIN_READS = (
+    "id",
+    "status",
+    "ended_at",
+    "step",
+    "phase",
+    "pace_at",
+    "heartbeat_timeout_s",
+    "directive",
+    "directive_reason",
+    "directive_message",
+    "health_rules",
+    "health_state",
+)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,74 @@
+"""PostgreSQL connections as the hot path takes them from the pool: pinged only after they
+were idle, and a heartbeat's read outside any transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from sqlalchemy import Engine, create_engine, exc, text
+
+from governor.db import engine as engine_module
+from governor.db.engine import build_engine, reading
+from tests.conftest import ADMIN_URL, reset_postgres
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def engine() -> Iterator[Engine]:
+    engine = build_engine(reset_postgres(), pool_size=1, max_overflow=0)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def backend_pid(engine: Engine) -> int:
+    with engine.connect() as connection:
+        return int(connection.scalar(text("SELECT pg_backend_pid()")))
+
+
+def terminate(pid: int) -> None:
+    """End a server process from outside, as a restart or an idle timeout would."""
+    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            connection.execute(text("SELECT pg_terminate_backend(:pid, 5000)"), {"pid": pid})
+    finally:
+        admin.dispose()
+
+
+def test_a_connection_lost_while_idle_is_replaced_before_a_statement_uses_it(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lost = backend_pid(engine)
+    terminate(lost)
+    monkeypatch.setattr(engine_module, "PING_AFTER_IDLE_S", 0.0)  # every connection idle long
+
+    assert backend_pid(engine) != lost  # no error: the ping found it gone and it was replaced
+
+
+def test_a_connection_lent_again_at_once_is_not_pinged_and_a_loss_costs_one_statement(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lost = backend_pid(engine)
+    terminate(lost)
+    monkeypatch.setattr(engine_module, "PING_AFTER_IDLE_S", 3600.0)  # nothing idle long enough
+
+    with pytest.raises(exc.OperationalError) as raised:  # no ping: the statement met the loss
+        backend_pid(engine)
+    assert raised.value.connection_invalidated
+    assert backend_pid(engine) != lost  # and the next one gets a fresh connection
+
+
+def test_a_heartbeat_read_runs_outside_a_transaction(engine: Engine) -> None:
+    with reading(engine) as connection:
+        assert connection.scalar(text("SELECT 1")) == 1
+        status = connection.connection.driver_connection.info.transaction_status
+    assert status is psycopg.pq.TransactionStatus.IDLE  # no BEGIN sent, no ROLLBACK owed
+    with engine.connect() as connection:  # the connection goes back to transactions after
+        connection.execute(text("SELECT 1"))
+        status = connection.connection.driver_connection.info.transaction_status
+        assert status is psycopg.pq.TransactionStatus.INTRANS
