@@ -13,7 +13,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -215,9 +215,26 @@ def read_only(factory: sessionmaker[Session]) -> Iterator[Session]:
 @contextmanager
 def writing(engine: Engine) -> Iterator[Connection]:
     """`unit_of_work` for plain statements (the hot path): a connection in one transaction,
-    committed if the block succeeds, with no ORM session around it."""
-    with _writer_turn(engine), engine.begin() as connection:
+    committed if the block succeeds, with no ORM session around it.
+
+    On PostgreSQL the transaction is pipelined: BEGIN, the block's statements and COMMIT go
+    to the server together and their results come back together, one round trip in all
+    instead of one a statement. The block must therefore not read what its statements
+    return, and a statement's error is raised when the block ends rather than where it ran;
+    nothing of the transaction is committed either way."""
+    with (
+        _writer_turn(engine),
+        engine.connect() as connection,
+        _pipelined(connection),
+        connection.begin(),
+    ):
         yield connection
+
+
+def _pipelined(connection: Connection) -> AbstractContextManager[object]:
+    if connection.dialect.name != "postgresql":
+        return nullcontext()
+    return connection.connection.driver_connection.pipeline()  # type: ignore[no-any-return]
 
 
 @contextmanager

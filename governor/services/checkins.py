@@ -117,7 +117,8 @@ class _PlainWrite:
     phases: list[dict[str, Any]]  # the phase it entered, as a row of its history
 
 
-_PHASES = insert(RunPhaseRow.__table__)  # built once: the heartbeat's hot path
+# built once, for the heartbeat's hot path; inline: its new ids are not read back
+_PHASES = insert(RunPhaseRow.__table__).inline()
 
 
 def _write_plain(connection: Connection, writes: Sequence[_PlainWrite]) -> None:

@@ -7,9 +7,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 
 from sqlalchemy import Connection
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from governor.db import repository as repo
 from governor.db.group_commit import GroupCommit
@@ -18,6 +19,8 @@ from tests.integration.conftest import Governor
 
 Step = tuple[str, int]  # a run, and the step to write on it
 UNREACHABLE = 999
+AT = datetime(2026, 1, 1, tzinfo=UTC)
+REFUSED = 777  # written with a metric of a run that does not exist: the database refuses it
 
 
 def wait_until(condition: Callable[[], bool], deadline_s: float = 30.0) -> None:
@@ -31,7 +34,7 @@ def wait_until(condition: Callable[[], bool], deadline_s: float = 30.0) -> None:
 class HeldFirstGroup:
     """Writes steps; the first group it writes waits until released, so that the commits
     asked meanwhile queue behind it. A negative step cannot be written; a step of
-    `UNREACHABLE` finds the database gone."""
+    `UNREACHABLE` finds the database gone; a step of `REFUSED` breaks a foreign key."""
 
     def __init__(self) -> None:
         self.groups: list[list[Step]] = []
@@ -45,6 +48,11 @@ class HeldFirstGroup:
         if any(step < 0 for _, step in items):
             raise ValueError("a step cannot be negative")
         repo.update_runs(connection, [(run, {"step": step}) for run, step in items])
+        for _, step in items:
+            if step == REFUSED:
+                metric_history.insert_points(
+                    connection, metric_history.points("run_gone", step, {"loss": 1.0}, AT)
+                )
         if len(self.groups) == 1:
             self.first_written.set()
             assert self.release.wait(30)
@@ -115,6 +123,22 @@ def test_a_write_that_cannot_be_taken_fails_alone(gov: Governor) -> None:
     # the group of three failed as one, then each was written alone
     assert [len(g) for g in writer.groups] == [1, 3, 1, 1, 1]
     assert steps(gov, runs) == [5, 6, 0, 8]
+
+
+def test_a_statement_the_database_refuses_fails_its_write_alone(gov: Governor) -> None:
+    """On PostgreSQL the group's statements are pipelined: the refusal comes back with the
+    commit, not from the statement, and still fails the group, then that write alone."""
+    runs = pilot_runs(gov, 4)
+    writer, group = held(gov)
+
+    failures = commit_all(
+        writer, group, [(runs[0], 5), (runs[1], 6), (runs[2], REFUSED), (runs[3], 8)]
+    )
+
+    assert list(failures) == [(runs[2], REFUSED)]
+    assert isinstance(failures[(runs[2], REFUSED)], IntegrityError)
+    assert [len(g) for g in writer.groups] == [1, 3, 1, 1, 1]
+    assert steps(gov, runs) == [5, 6, 0, 8]  # nothing of the refused write was committed
 
 
 def test_a_group_the_database_refuses_fails_whole_at_once(gov: Governor) -> None:
