@@ -281,17 +281,17 @@ async def create_jobs(
                 for budget, size in zip(budgets, pods_per_budget, strict=True)
             )
         )
-        await _pass_after(client, time.monotonic())
+        await _pass_after(client, server, time.monotonic())
         return [list(group) for group in groups]
 
 
-async def _pass_after(client: httpx.AsyncClient, since: float) -> None:
+async def _pass_after(client: httpx.AsyncClient, server: Server, since: float) -> None:
     """Wait for an enforcement pass to finish after `since` (a monotonic instant), as one
     does within an interval of a real job's start: until then a budget has no figures kept
     for its heartbeats, which take the full path."""
     deadline = since + PASS_WAIT_S
     while time.monotonic() < deadline:
-        text = (await client.get("/metrics")).text
+        text = (await client.get(f"{server.passes_url}/metrics")).text
         line = text.partition('governor_pass_age_seconds{task="enforce"} ')[2]
         age = float(line.partition("\n")[0] or "inf")
         if time.monotonic() - age > since:
@@ -512,19 +512,26 @@ def measures(names: Sequence[str], sizes: Sizes) -> list[tuple[str, Measure]]:
 
 
 def bench_database(
-    kind: str, admin_url: str, names: Sequence[str], sizes: Sizes, *, shared: bool = False
+    kind: str,
+    admin_url: str,
+    names: Sequence[str],
+    sizes: Sizes,
+    *,
+    shared: bool = False,
+    passes_apart: bool = False,
 ) -> list[dict[str, Any]]:
     """Each chosen measurement on its own fresh server, or all on one when `shared`."""
     records = []
+    start = partial(governor, kind, admin_url, passes_apart=passes_apart)
     with ExitStack() as stack:
-        one = stack.enter_context(governor(kind, admin_url)) if shared else None
+        one = stack.enter_context(start()) if shared else None
         for title, measure in measures(names, sizes):
-            with nullcontext(one) if one else governor(kind, admin_url) as server:
+            with nullcontext(one) if one else start() as server:
                 progress(f"[{kind}] {title}")
                 results = asyncio.run(measure(server, sizes))
                 server.check_alive()
             for result in results if isinstance(results, list) else [results]:
-                record = {"bench": "heartbeats", "db": kind, **result}
+                record = {"bench": "heartbeats", "db": kind, "passes_apart": passes_apart, **result}
                 emit(record)
                 records.append(record)
     return records
@@ -632,6 +639,12 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Sizes]:
     parser.add_argument(
         "--quick", action="store_true", help="tiny sizes and a shared server: a smoke test"
     )
+    parser.add_argument(
+        "--passes-apart",
+        action="store_true",
+        help="PostgreSQL: the beats go to a replica that serves the API only "
+        "(GOVERNOR_SCHEDULER_ENABLED=false), beside a second replica that leads the passes",
+    )
     sized = parser.add_argument_group("sizes (defaults: full size; --quick shrinks them)")
     help_of = {
         "seq_beats": "timed heartbeats per budget size",
@@ -677,7 +690,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for kind in databases:
             shared = args.shared_server or args.quick
-            records += bench_database(kind, args.postgres_url, names, sizes, shared=shared)
+            records += bench_database(
+                kind,
+                args.postgres_url,
+                names,
+                sizes,
+                shared=shared,
+                passes_apart=args.passes_apart,
+            )
     except BenchError as exc:
         print(f"heartbeats: {exc}", file=sys.stderr)
         return 1

@@ -98,6 +98,7 @@ class Server:
         self.workdir = workdir
         self.port = free_port()
         self.url = f"http://{HOST}:{self.port}"
+        self.passes_url = self.url  # the replica whose /metrics tells of the passes
         self.log_path = workdir / f"server-{self.port}.log"
         inherited = {k: v for k, v in os.environ.items() if not k.startswith("GOVERNOR_")}
         self.env = {
@@ -204,15 +205,29 @@ class Server:
 
 
 @contextmanager
-def governor(kind: str, admin_url: str) -> Iterator[Server]:
-    """A ready governor on a fresh database of `kind`, stopped and cleaned up afterwards."""
+def governor(kind: str, admin_url: str, *, passes_apart: bool = False) -> Iterator[Server]:
+    """A ready governor on a fresh database of `kind`, stopped and cleaned up afterwards.
+
+    `passes_apart` (PostgreSQL): two replicas on the database, the one yielded serving the
+    API with GOVERNOR_SCHEDULER_ENABLED=false, the other leading the periodic passes."""
+    if passes_apart and kind != "postgres":
+        raise BenchError("passes apart take two replicas on one database: PostgreSQL only")
     with (
         tempfile.TemporaryDirectory(prefix="gov-bench-") as tmp,
         database(kind, admin_url, Path(tmp)) as url,
     ):
-        server = Server(url, Path(tmp))
+        leader = Server(url, Path(tmp), GOVERNOR_REPLICA_ID="leader") if passes_apart else None
+        server = Server(
+            url, Path(tmp), **({"GOVERNOR_SCHEDULER_ENABLED": "false"} if leader else {})
+        )
         try:
+            if leader is not None:
+                progress(f"[{kind}] starting the replica that leads the passes on {leader.url}")
+                leader.start().wait_ready()
+                server.passes_url = leader.url
             progress(f"[{kind}] starting the governor on {server.url}")
             yield server.start().wait_ready()
         finally:
             server.stop()
+            if leader is not None:
+                leader.stop()
