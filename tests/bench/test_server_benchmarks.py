@@ -61,6 +61,16 @@ def test_heartbeats_benchmark(db: str) -> None:
     assert open_loop["max_ms"] >= open_loop["p99_ms"]
 
 
+def test_heartbeats_benchmark_with_the_passes_on_another_replica() -> None:
+    records = run_script(
+        "heartbeats.py", "postgres", "--quick", "--measures", "open", "--passes-apart"
+    )
+    (open_loop,) = records
+    assert open_loop["measure"] == "open_loop" and open_loop["passes_apart"] is True
+    assert_clean(open_loop)
+    assert open_loop["count"] == open_loop["scheduled"] > 0
+
+
 @pytest.mark.parametrize("db", DATABASES)
 def test_footprint_benchmark(db: str) -> None:
     records = run_script("footprint.py", db, "--quick")
