@@ -50,20 +50,23 @@ class Traffic:
         self.received_bytes += len(response.content)
 
 
-def fleet(provider: str, pods: int, hours: float, folder: Path) -> tuple[FakeCloud, list[str]]:
-    """A fake cloud of `provider` with `pods` pods started `hours` ago."""
+def fleet(
+    provider: str, pods: int, hours: float, folder: Path
+) -> tuple[FakeCloud, dict[str, datetime]]:
+    """A fake cloud of `provider` with `pods` pods started (and registered) `hours` ago; the
+    refs, each with its registration."""
     started = datetime.now(UTC) - timedelta(hours=hours)
     refs = [str(1000 + i) for i in range(pods)]
     if provider == "vast":
         vast = FakeVast(folder / f"vast-{pods}.json", KEY)
         for ref in refs:
             vast.add_pod(ref, "0.44", started_at=started)
-        return vast, refs
+        return vast, dict.fromkeys(refs, started)
     runpod = FakeRunPod(folder / f"runpod-{pods}.json", KEY)
     for ref in refs:
         runpod.add_pod(ref, "0.44")
         runpod.state.pods[ref].started_at = started.isoformat()
-    return runpod, refs
+    return runpod, dict.fromkeys(refs, started)
 
 
 def adapter(provider: str, client: httpx.Client, url: str) -> VastProvider | RunPodProvider:
@@ -72,7 +75,9 @@ def adapter(provider: str, client: httpx.Client, url: str) -> VastProvider | Run
     return RunPodProvider(client, KEY, f"{url}/graphql")
 
 
-def read(provider: str, url: str, refs: list[str], at_once: bool) -> tuple[Traffic, float]:
+def read(
+    provider: str, url: str, refs: dict[str, datetime], at_once: bool
+) -> tuple[Traffic, float]:
     """The requests, bytes and seconds of reading every ref's bill, at once or one by one."""
     traffic = Traffic()
     with httpx.Client(timeout=TIMEOUT_S, event_hooks={"response": [traffic.count]}) as client:
@@ -84,8 +89,10 @@ def read(provider: str, url: str, refs: list[str], at_once: bool) -> tuple[Traff
     return traffic, elapsed
 
 
-def one_by_one(reader: VastProvider | RunPodProvider, refs: list[str]) -> dict[str, Billed]:
-    return {ref: reader.billed([ref])[ref] for ref in refs}
+def one_by_one(
+    reader: VastProvider | RunPodProvider, refs: dict[str, datetime]
+) -> dict[str, Billed]:
+    return {ref: reader.billed({ref: since})[ref] for ref, since in refs.items()}
 
 
 def main(argv: list[str] | None = None) -> int:

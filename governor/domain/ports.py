@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -153,12 +153,16 @@ class NamesCredential(Protocol):
 
 @runtime_checkable
 class ReportsBilling(Protocol):
-    """A provider that says what it has billed so far (it lags the meter) for each of `refs`,
-    read from the account as a whole: the calls a read costs do not grow with the pods asked
-    about (a fleet's worth of per-pod calls would outrun the provider's rate limits). Every
-    ref gets an answer; one the bill does not mention has been billed nothing yet."""
+    """A provider that says what it has billed so far (it lags the meter) for each pod of
+    `since`, read from the account as a whole: the calls a read costs do not grow with the
+    pods asked about (a fleet's worth of per-pod calls would outrun the provider's rate
+    limits). `since` maps each pod's ref to the instant its bill counts from (its
+    registration): a provider that keeps its bill in periods counts the period holding that
+    instant, and every later one, whole, so that the same pod's figure only ever grows
+    however old the pod, and whatever else is asked about with it. Every ref gets an answer;
+    one the bill does not mention has been billed nothing yet."""
 
-    def billed(self, refs: Collection[str]) -> dict[str, Billed]: ...
+    def billed(self, since: Mapping[str, datetime]) -> dict[str, Billed]: ...
 
 
 @runtime_checkable

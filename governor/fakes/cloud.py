@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Collection
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -209,10 +209,12 @@ class BillingFakeProvider(FakeProvider):
         self.billing_factor = billing_factor
         self.billing_lag_s = billing_lag_s
 
-    def billed(self, refs: Collection[str]) -> dict[str, Billed]:
+    def billed(self, since: Mapping[str, datetime]) -> dict[str, Billed]:
+        """Each pod's bill over its whole life here: a pod of this cloud is first seen when it
+        is registered, so nothing of it comes before its `since`."""
         with self._lock:
             through = self.clock.now() - timedelta(seconds=self.billing_lag_s)
             return {
                 ref: Billed(usd(self._pod(ref).bill_usd(through) * self.billing_factor), through)
-                for ref in refs
+                for ref in since
             }

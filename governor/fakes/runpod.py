@@ -28,6 +28,7 @@ from governor.fakes.http_cloud import FakeCloud, FakeRequest, Reply, bill_runs, 
 DEFAULT_API_KEY = "fake-runpod-key"
 _MUTATION_FIELD = re.compile(r"\b(pod\w+)\s*\(")
 NO_FREE_GPUS = "There are not enough free GPUs on the host machine to start this pod."
+BILLING_WINDOW = timedelta(days=30)  # what the billing records cover when no start is asked
 
 
 @dataclass
@@ -125,7 +126,7 @@ class FakeRunPod(FakeCloud):
 
     def handle(self, request: FakeRequest) -> Reply:
         if request.path == "/v2/billing/pods" and request.method == "GET":
-            return self._billing(request.param("podId"))
+            return self._billing(request.param("podId"), request.param("startTime"))
         if request.path != "/graphql" or request.method != "POST":
             return self.error(404, "not found")
         body = request.body if isinstance(request.body, dict) else {}
@@ -140,9 +141,20 @@ class FakeRunPod(FakeCloud):
         pod = self.state.pods.get(ref)
         return Reply(200, {"data": {"pod": pod.graphql() if pod else None}})
 
-    def _billing(self, ref: str | None) -> Reply:
+    def _billing(self, ref: str | None, start: str | None) -> Reply:
+        """The records of the buckets that end after `start` (RFC 3339), by default the last
+        30 days', as RunPod's."""
+        try:
+            since = now() - BILLING_WINDOW if start is None else _instant(start)
+        except ValueError:
+            return self.error(400, f"startTime {start!r} is not an RFC 3339 instant")
         pods = [p for p in self.state.pods.values() if ref is None or p.id == ref]
-        records = [r for pod in pods for r in pod.billing_records(now())]
+        records = [
+            record
+            for pod in pods
+            for record in pod.billing_records(now())
+            if datetime.fromisoformat(record["endTime"]) > since
+        ]
         return Reply(200, {"records": records, "metadata": {"recordCount": len(records)}})
 
     def _mutate(self, query: str, ref: str, variables: dict[str, Any]) -> dict[str, Any]:
@@ -169,6 +181,14 @@ class FakeRunPod(FakeCloud):
             pod.started_at, pod.stopped_at = now().isoformat(), None
             pod.desired_status, pod.gpu_count = "RUNNING", gpu_count
         return {"data": {"podResume": pod.graphql()}}
+
+
+def _instant(text: str) -> datetime:
+    """An RFC 3339 instant (with its offset, or Z) as an aware datetime; ValueError if not."""
+    instant = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if instant.tzinfo is None:
+        raise ValueError(f"{text!r} has no offset")
+    return instant
 
 
 def _errors(message: str) -> dict[str, Any]:

@@ -87,8 +87,11 @@ def _account_bills(ctx: ServiceContext, pods: list[_Asked]) -> Iterator[tuple[_A
         provider = ctx.providers.get(name)
         if not isinstance(provider, ReportsBilling):
             continue
+        since: dict[str, datetime] = {}  # each pod's bill counts from its registration
+        for pod in asked:
+            since[pod.ref] = min(pod.created_at, since.get(pod.ref, pod.created_at))
         try:
-            bills = provider.billed({pod.ref for pod in asked})
+            bills = provider.billed(since)
         except ProviderError as exc:
             log.warning("could not read what %s billed for %d pods: %s", name, len(asked), exc)
             continue

@@ -65,7 +65,7 @@ def register(
         if exc.retryable:
             raise ProviderUnavailable(f"{reg.provider} did not answer: {exc}") from exc
         raise Invalid(f"{reg.provider} cannot describe {reg.provider_ref!r}: {exc}") from exc
-    billed = _billed_so_far(provider, reg.provider_ref)
+    billed = _billed_so_far(provider, reg.provider_ref, now)
     budget = repo.get_budget(session, budget_id, lock=True)
     if budget.state is not BudgetState.OPEN:
         raise Conflict(
@@ -168,14 +168,14 @@ def register(
     return pod
 
 
-def _billed_so_far(provider: AnyProvider, ref: str) -> Billed | None:
+def _billed_so_far(provider: AnyProvider, ref: str, now: datetime) -> Billed | None:
     """What the provider has billed so far, so later bills are compared from registration on.
     Asked before the budget is locked; a provider that does not answer now (or does not
     report billing) gets its baseline at the next reconciliation."""
     if not isinstance(provider, ReportsBilling):
         return None
     try:
-        return provider.billed([ref])[ref]
+        return provider.billed({ref: now})[ref]
     except ProviderError:
         return None
 

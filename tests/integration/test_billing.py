@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator
-from datetime import timedelta
+from collections.abc import Callable, Iterator, Mapping
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -183,18 +183,19 @@ def test_a_closed_budgets_late_bill_lands_within_the_lag_window_and_not_after(
 
 
 class Counted(BillingFakeProvider):
-    """The billing fake, keeping the refs of each read of its bill; `failing` refuses them."""
+    """The billing fake, keeping what each read of its bill asked (each pod's ref and its
+    registration); `failing` refuses them."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.reads: list[set[str]] = []
+        self.asked: list[dict[str, datetime]] = []
         self.failing = False
 
-    def billed(self, refs: Collection[str]) -> dict[str, Billed]:
-        self.reads.append(set(refs))
+    def billed(self, since: Mapping[str, datetime]) -> dict[str, Billed]:
+        self.asked.append(dict(since))
         if self.failing:
             raise ProviderError("billing is down", retryable=True)
-        return super().billed(refs)
+        return super().billed(since)
 
 
 def test_a_providers_bill_is_read_once_for_all_its_pods(
@@ -211,12 +212,16 @@ def test_a_providers_bill_is_read_once_for_all_its_pods(
         with gov.session() as s:
             registration = pods.Registration("other", "o-1")
             pods.register(s, gov.ctx, elsewhere, registration, clock.now())
-        fake.reads.clear()
-        other.reads.clear()  # registration asked each pod alone, for its baseline
+        assert fake.asked[0] == {"pod-0": clock.now()}  # at its registration, for its baseline
+        fake.asked.clear()
+        other.asked.clear()
+        registered = clock.now()
         clock.advance(60)
         with counted(gov) as statements:
             assert billing.reconcile_all(gov.ctx) == len(refs) + 1
-        assert fake.reads == [set(refs)] and other.reads == [{"o-1"}]
+        # one read each, every pod's bill counted from its registration
+        assert fake.asked == [dict.fromkeys(refs, registered)]
+        assert other.asked == [{"o-1": registered}]
         with gov.session() as s:  # each pod took in its own figure from the one read
             bills = {repo.get_pod(s, p).billed_through for p in pod_ids(s)}
         assert bills == {clock.now()}

@@ -4,17 +4,17 @@ been billed so far.
 
 Only `pod` and `myself { pods }` (queries), `podStop` and `podResume` (mutations) are ever
 sent; never `podTerminate`, which destroys the volume. A pod resumes with the GPU count
-the `pod` query reports for it. Billing is `GET /v2/billing/pods?bucketSize=day` (with
-`podId=` when one pod is asked about), whose records of a pod (the day in progress included)
-add up to what it has cost. RunPod answers client errors as HTTP 200 with an `errors` list,
-so those are classified here: "not found" means the pod is gone (done for a stop, permanent
-for a resume), a rate limit is retryable, anything else (no GPU free on the pod's host, a
-locked pod) is permanent.
+the `pod` query reports for it. Billing is `GET /v2/billing/pods?bucketSize=day&startTime=`
+(with `podId=` when one pod is asked about), whose records of a pod (the day in progress
+included) add up to what it has cost since the day it was registered. RunPod answers client
+errors as HTTP 200 with an `errors` list, so those are classified here: "not found" means the
+pod is gone (done for a stop, permanent for a resume), a rate limit is retryable, anything
+else (no GPU free on the pod's host, a locked pod) is permanent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -140,25 +140,29 @@ class RunPodProvider:
             return CallResult.failed(exc)
         return CallResult(CallOutcome.DONE, f"podResume accepted with {gpus} GPUs; volume kept")
 
-    def billed(self, refs: Collection[str]) -> dict[str, Billed]:
-        """Every billing record of the account's pods (of the one pod, when one is asked
-        about), summed per pod of `refs`; through the moment RunPod answered. Daily buckets:
-        the sum is the same as by the hour, in a 24th of the records."""
+    def billed(self, since: Mapping[str, datetime]) -> dict[str, Billed]:
+        """The account's pods' billing records (the one pod's, when one is asked about) from
+        the day of the earliest `since` on, summed per pod over the days that end after its
+        own `since`; through the moment RunPod answered. The start is always sent: without
+        it RunPod answers the last 30 days only, and an older pod's total would shrink as its
+        first days fell out. Daily buckets: the sum is the same as by the hour, in a 24th of
+        the records."""
         asked_at = datetime.now(UTC)
-        params = {"bucketSize": "day"}
-        if len(refs) == 1:
-            params["podId"] = next(iter(refs))
+        start = min(since.values(), default=asked_at).astimezone(UTC)
+        params = {"bucketSize": "day", "startTime": start.strftime("%Y-%m-%dT%H:%M:%SZ")}
+        if len(since) == 1:
+            params["podId"] = next(iter(since))
         answer = self._http.request("GET", self._billing_url, params=params)
         records = answer.get("records") if isinstance(answer, dict) else None
         if not isinstance(records, list):
             raise self._http.error(f"answered billing without records: {answer!r:.200}", True)
-        totals = dict.fromkeys(refs, Decimal(0))
+        totals = dict.fromkeys(since, Decimal(0))
         try:
             for record in records:
                 pod = record.get("podId")
-                if pod in totals:
+                if pod in totals and _ends(record) > since[pod]:
                     totals[pod] += Decimal(str(record.get("totalAmount", 0)))
-        except (InvalidOperation, AttributeError, TypeError):
+        except (InvalidOperation, AttributeError, KeyError, TypeError, ValueError):
             raise self._http.error(f"answered malformed billing: {records!r:.200}", True) from None
         return {ref: Billed(total, asked_at) for ref, total in totals.items()}
 
@@ -195,6 +199,14 @@ class RunPodProvider:
             return PodNotFound(ref)
         retryable = "rate limit" in lowered or "too many requests" in lowered
         return self._http.error(f"refused: {said}", retryable)
+
+
+def _ends(record: dict[str, Any]) -> datetime:
+    """When a billing record's bucket ends (RFC 3339), as aware UTC."""
+    ends = datetime.fromisoformat(str(record["endTime"]).replace("Z", "+00:00"))
+    if ends.tzinfo is None:
+        raise ValueError(f"a billing record's endTime without its offset: {ends}")
+    return ends
 
 
 def _state(pod: dict[str, Any]) -> PodState:

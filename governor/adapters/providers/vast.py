@@ -14,8 +14,8 @@ instance then waits in `scheduling` for them.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterator
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -37,7 +37,6 @@ from governor.domain.ports import (
 DEFAULT_URL = "https://console.vast.ai"
 # The PUT answers at once; the host stops the container when it next hears from Vast.
 STOP_LATENCY_S = 60.0
-CHARGES_LOOKBACK_DAYS = 90.0  # how far back billed() asks for the account's charges
 CHARGES_PAGE = 500  # the most charges Vast returns in one page
 INSTANCES_PAGE = 25  # the most instances Vast lists in one page
 
@@ -109,10 +108,8 @@ class VastProvider:
         url: str = DEFAULT_URL,
         *,
         stop_latency_s: float = STOP_LATENCY_S,
-        charges_lookback_days: float = CHARGES_LOOKBACK_DAYS,
     ) -> None:
         self.stop_latency_s = stop_latency_s
-        self._lookback = timedelta(days=charges_lookback_days)
         self._http = VastHttp.bearer(client, "vast", api_key)
         self._url = url.rstrip("/")
 
@@ -166,18 +163,20 @@ class VastProvider:
             )
         return CallResult(CallOutcome.DONE, "start accepted; Vast runs it once its GPU is free")
 
-    def billed(self, refs: Collection[str]) -> dict[str, Billed]:
-        """Every instance charge Vast lists over the lookback, read once for the account and
-        summed per instance of `refs`, each to its latest charge's `end`."""
+    def billed(self, since: Mapping[str, datetime]) -> dict[str, Billed]:
+        """Every instance charge Vast lists from the day of the earliest `since` on, read once
+        for the account and summed per instance over the charges that end after its own
+        `since`, each to its latest charge's `end`."""
         until = datetime.now(UTC)
-        since = (until - self._lookback).replace(hour=0, minute=0, second=0, microsecond=0)
+        start = min(since.values(), default=until).astimezone(UTC)
+        start = start.replace(hour=0, minute=0, second=0, microsecond=0)
         filters = {
-            "day": {"gte": int(since.timestamp()), "lte": int(until.timestamp())},
+            "day": {"gte": int(start.timestamp()), "lte": int(until.timestamp())},
             "type": {"in": ["instance"]},
         }
         params = {"select_filters": json.dumps(filters), "limit": str(CHARGES_PAGE)}
-        wanted = {f"instance-{_instance_id(ref)}": ref for ref in refs}
-        bills = {ref: Billed(Decimal(0), since) for ref in refs}
+        wanted = {f"instance-{_instance_id(ref)}": ref for ref in since}
+        bills = {ref: Billed(Decimal(0), start) for ref in since}
         for charge in self._paged("/api/v0/charges/", params, "results"):
             ref = wanted.get(charge.get("source"))
             if ref is None:
@@ -188,6 +187,8 @@ class VastProvider:
                 raise self._http.error(
                     f"answered a malformed charge: {charge!r:.200}", True
                 ) from None
+            if end <= since[ref]:  # before the instance's bill counts: other spend
+                continue
             so_far = bills[ref]
             bills[ref] = Billed(so_far.amount_usd + amount, max(so_far.through, end))
         return bills

@@ -17,6 +17,8 @@ from governor.domain.ports import (
 from governor.fakes.cloud import BillingFakeProvider, FakeCloudState, FakeProvider
 from tests.clock import FrozenClock
 
+SINCE = FrozenClock().now()  # when the tests' pods are registered
+
 
 def test_it_can_only_stop_keeping_the_volume_and_resume() -> None:
     fake = FakeProvider(FrozenClock())
@@ -52,7 +54,7 @@ def test_it_bills_late_and_as_far_off_as_it_is_told() -> None:
     assert isinstance(fake, ReportsBilling)
     fake.describe("p")
     clock.advance(3600)
-    billed = fake.billed(["p"])["p"]
+    billed = fake.billed(dict.fromkeys(["p"], SINCE))["p"]
     assert billed.through == clock.now() - timedelta(seconds=60)
     assert billed.amount_usd == Decimal("38.94")  # 59 minutes at $36/h, times 1.1
 
@@ -70,7 +72,9 @@ def test_a_stopped_pod_resumes_and_bills_again(tmp_path: Path) -> None:
     assert result.outcome is CallOutcome.DONE, result
     assert fake.describe("p").state is PodState.RUNNING
     clock.advance(600)
-    assert fake.billed(["p"])["p"].amount_usd == Decimal(12)  # 20 minutes at $36/h
+    assert fake.billed(dict.fromkeys(["p"], SINCE))["p"].amount_usd == Decimal(
+        12
+    )  # 20 minutes at $36/h
     assert FakeCloudState.load(state).pods["p"].started_at == fake.state.pods["p"].started_at
     again = fake.resume("p")
     assert again.outcome is CallOutcome.DONE and "already running" in again.detail

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -27,6 +27,7 @@ from governor.fakes.runpod import FakeRunPod
 from tests.fake_clouds import Served
 
 KEY = "rpa_UNIT_TEST_SECRET_0123456789"
+SINCE = datetime(2020, 1, 1, tzinfo=UTC)  # when the tests' pods were registered: before any bill
 
 
 class Cloud(Served[FakeRunPod]):
@@ -153,7 +154,7 @@ def test_no_log_line_carries_the_key(
 def test_billed_sums_the_pods_hourly_records(runpod: RunPodProvider, cloud: Cloud) -> None:
     pod = cloud.fake.state.pods["pod-2"]  # $3600/h: a dollar a second
     pod.started_at = (datetime.fromisoformat(pod.started_at) - timedelta(hours=2)).isoformat()
-    billed = runpod.billed(["pod-2"])["pod-2"]
+    billed = runpod.billed(dict.fromkeys(["pod-2"], SINCE))["pod-2"]
     expected = pod.bill_usd(billed.through)
     assert abs(billed.amount_usd - expected) <= Decimal(2)  # the fake answered a moment later
     assert billed.amount_usd >= Decimal(7200)
@@ -165,11 +166,11 @@ def test_billed_reads_the_accounts_bill_once_for_many_pods(cloud: Cloud) -> None
     sent: list[httpx.Request] = []
     with cloud.client(event_hooks={"request": [sent.append]}) as client:
         runpod = RunPodProvider(client, KEY, f"{cloud.url}/graphql")
-        bills = runpod.billed(["pod-1", "pod-2", "nope"])
+        bills = runpod.billed(dict.fromkeys(["pod-1", "pod-2", "nope"], SINCE))
         [read] = sent
         assert read.url.path == "/v2/billing/pods" and read.url.params["bucketSize"] == "day"
         assert "podId" not in read.url.params  # the whole account, in one call
-        one = runpod.billed(["pod-2"])
+        one = runpod.billed(dict.fromkeys(["pod-2"], SINCE))
         assert sent[-1].url.params["podId"] == "pod-2"  # one pod alone: its records only
     assert set(bills) == {"pod-1", "pod-2", "nope"} and bills["nope"].amount_usd == 0
     for ref, within in (("pod-1", Decimal("0.01")), ("pod-2", Decimal(2))):  # answered a moment on
@@ -179,14 +180,44 @@ def test_billed_reads_the_accounts_bill_once_for_many_pods(cloud: Cloud) -> None
     assert one["pod-2"].amount_usd >= bills["pod-2"].amount_usd
 
 
+def test_billed_counts_an_old_pods_whole_bill_not_only_the_last_30_days(
+    runpod: RunPodProvider, cloud: Cloud
+) -> None:
+    pod = cloud.fake.state.pods["pod-1"]
+    began = datetime.fromisoformat(pod.started_at) - timedelta(days=40)
+    pod.started_at = began.isoformat()
+    billed = runpod.billed({"pod-1": began})["pod-1"]
+    # unasked, RunPod answers the last 30 days: the first ten would be missing
+    assert abs(billed.amount_usd - pod.bill_usd(billed.through)) <= Decimal("0.01")
+
+
+def test_billed_counts_each_pod_from_its_own_registration(cloud: Cloud) -> None:
+    pod = cloud.fake.state.pods["pod-2"]  # $3600/h: a dollar a second
+    began = datetime.fromisoformat(pod.started_at) - timedelta(hours=5)
+    pod.started_at = began.isoformat()
+    registered = began + timedelta(hours=3, minutes=30)
+    sent: list[httpx.Request] = []
+    with cloud.client(event_hooks={"request": [sent.append]}) as client:
+        runpod = RunPodProvider(client, KEY, f"{cloud.url}/graphql")
+        alone = runpod.billed({"pod-2": registered})["pod-2"]
+        beside = runpod.billed({"pod-2": registered, "pod-1": SINCE})["pod-2"]
+    assert sent[0].url.params["startTime"] == f"{registered:%Y-%m-%dT%H:%M:%S}Z"
+    assert sent[1].url.params["startTime"] == "2020-01-01T00:00:00Z"  # the earliest asked
+    # from the start of the hour it was registered in (the fake bills by the hour), the same
+    # whatever else is asked about with it
+    bucket = registered.replace(minute=0, second=0, microsecond=0)
+    for billed in (alone, beside):
+        assert abs(billed.amount_usd - pod.bill_usd(billed.through, bucket)) <= Decimal(2)
+
+
 def test_billed_of_a_pod_with_no_records_is_zero(runpod: RunPodProvider) -> None:
-    assert runpod.billed(["nope"])["nope"].amount_usd == 0
+    assert runpod.billed(dict.fromkeys(["nope"], SINCE))["nope"].amount_usd == 0
 
 
 def test_malformed_billing_is_retryable(runpod: RunPodProvider, cloud: Cloud) -> None:
     cloud.answer_next("malformed")
     with pytest.raises(ProviderError) as caught:
-        runpod.billed(["pod-1"])
+        runpod.billed(dict.fromkeys(["pod-1"], SINCE))
     assert caught.value.retryable and KEY not in str(caught.value)
 
 

@@ -41,8 +41,9 @@ from tests.fake_clouds import TIMEOUT_S, Served
 
 KEY = "vast_UNIT_TEST_SECRET_0123456789abcdef"
 TLS = ssl.create_default_context()  # built once: every client building its own is slow
-# The fake cloud's clock, pinned; recent enough to lie within billed()'s lookback.
+# The fake cloud's clock, pinned.
 T = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
+SINCE = T - timedelta(days=1)  # when the tests' instances were registered: before any charge
 
 
 @dataclass
@@ -109,7 +110,7 @@ def test_the_key_goes_as_a_bearer_header_only(
 ) -> None:
     vast.describe("1001")
     vast.stop("1001")
-    vast.billed(["1001"])
+    vast.billed(dict.fromkeys(["1001"], SINCE))
     vast.pods()
     assert sent
     for request in sent:
@@ -292,7 +293,9 @@ def test_a_resumed_instance_bills_its_gpu_again(vast: VastProvider, cloud: Cloud
     cloud.fake.clock = lambda: T - timedelta(hours=1)
     assert vast.resume("7").outcome is CallOutcome.DONE
     cloud.fake.clock = lambda: T
-    assert vast.billed(["7"])["7"].amount_usd == Decimal("2.03")  # 2 h of GPU, 3 h of disk
+    assert vast.billed(dict.fromkeys(["7"], SINCE))["7"].amount_usd == Decimal(
+        "2.03"
+    )  # 2 h of GPU, 3 h of disk
 
 
 def test_resuming_a_stopping_instance_keeps_its_gpu(vast: VastProvider, cloud: Cloud) -> None:
@@ -380,7 +383,7 @@ def test_billed_sums_this_instances_charges_across_pages(vast: VastProvider, clo
     cloud.fake.charges_page_limit = 3
     cloud.fake.add_pod("7", "0.333333", started_at=T - timedelta(hours=4, minutes=20))
     cloud.fake.add_pod("8", "9", started_at=T - timedelta(hours=2))
-    billed = vast.billed(["7"])["7"]
+    billed = vast.billed(dict.fromkeys(["7"], SINCE))["7"]
     # the GPU: 4 h at 0.333333 and 20 min at 0.111111; the disk: 4 h at 0.0082 and 0.002733
     assert billed.amount_usd == Decimal("1.479976")
     assert billed.amount_usd == cloud.fake.state.instances["7"].bill_usd(T)
@@ -395,7 +398,7 @@ def test_billed_reads_the_accounts_charges_once_for_many_instances(
     cloud.fake.charges_page_limit = 3
     cloud.fake.add_pod("7", "0.333333", started_at=T - timedelta(hours=4, minutes=20))
     cloud.fake.add_pod("8", "9", started_at=T - timedelta(hours=2))
-    bills = vast.billed(["7", "8", "404404"])
+    bills = vast.billed(dict.fromkeys(["7", "8", "404404"], SINCE))
     for ref in ("7", "8"):
         assert bills[ref].amount_usd == cloud.fake.state.instances[ref].bill_usd(T)
         assert bills[ref].through == T
@@ -409,22 +412,35 @@ def test_billed_counts_storage_after_the_stop(vast: VastProvider, cloud: Cloud) 
     cloud.fake.add_pod("7", "1", started_at=T - timedelta(hours=3), storage_total_cost="0.01")
     vast.stop("7")
     cloud.fake.clock = lambda: T
-    assert vast.billed(["7"])["7"].amount_usd == Decimal("1.03")  # 1 h of GPU, 3 h of disk
+    assert vast.billed(dict.fromkeys(["7"], SINCE))["7"].amount_usd == Decimal(
+        "1.03"
+    )  # 1 h of GPU, 3 h of disk
+
+
+def test_billed_leaves_out_the_charges_before_an_instances_registration(
+    vast: VastProvider, cloud: Cloud
+) -> None:
+    cloud.fake.add_pod("7", "1", started_at=T - timedelta(hours=3))
+    cloud.fake.add_pod("8", "1", started_at=T - timedelta(hours=3))
+    bills = vast.billed({"7": SINCE, "8": T})  # 8 was registered once its charges had ended
+    assert bills["7"].amount_usd == cloud.fake.state.instances["7"].bill_usd(T) > 0
+    assert bills["8"].amount_usd == 0
 
 
 def test_billed_of_an_instance_without_charges_is_zero(vast: VastProvider) -> None:
-    billed = vast.billed(["404404"])["404404"]
+    billed = vast.billed(dict.fromkeys(["404404"], SINCE))["404404"]
     assert billed.amount_usd == 0 and billed.through < datetime.now(UTC)
 
 
 def test_billed_asks_for_instance_charges_in_a_day_range(
     vast: VastProvider, sent: list[httpx.Request]
 ) -> None:
-    vast.billed(["1001"])
+    vast.billed(dict.fromkeys(["1001"], SINCE))
     (request,) = sent
     filters = json.loads(request.url.params["select_filters"])
     assert filters["type"] == {"in": ["instance"]}
-    assert filters["day"]["gte"] < filters["day"]["lte"]
+    midnight = SINCE.replace(hour=0, minute=0, second=0)  # from the day of the registration
+    assert filters["day"]["gte"] == int(midnight.timestamp()) < filters["day"]["lte"]
     assert request.url.params["limit"] == "500"
 
 
@@ -442,14 +458,14 @@ def test_malformed_charges_are_retryable(
 ) -> None:
     cloud.answer_next(f"body:{json.dumps(body)}")
     with pytest.raises(ProviderError, match=says) as caught:
-        vast.billed(["1001"])
+        vast.billed(dict.fromkeys(["1001"], SINCE))
     assert caught.value.retryable
 
 
 def test_billed_refusals_are_classified(vast: VastProvider, cloud: Cloud) -> None:
     cloud.answer_next("refused:invalid_args")
     with pytest.raises(ProviderError, match="invalid_args") as caught:
-        vast.billed(["1001"])
+        vast.billed(dict.fromkeys(["1001"], SINCE))
     assert caught.value.retryable is False
 
 
@@ -535,6 +551,6 @@ def test_no_log_line_carries_the_key(
     for _ in range(7):
         vast.stop("1001")
     vast.describe("1001")
-    vast.billed(["1001"])
+    vast.billed(dict.fromkeys(["1001"], SINCE))
     assert caplog.records, "expected the HTTP client to log its requests"
     assert KEY not in caplog.text
