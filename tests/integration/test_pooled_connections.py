@@ -40,21 +40,25 @@ def terminate(pid: int) -> None:
         admin.dispose()
 
 
+@pytest.fixture
+def lost(engine: Engine) -> int:
+    """The server process of the pool's one connection, ended while the connection idles."""
+    pid = backend_pid(engine)
+    terminate(pid)
+    return pid
+
+
 def test_a_connection_lost_while_idle_is_replaced_before_a_statement_uses_it(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
+    engine: Engine, lost: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    lost = backend_pid(engine)
-    terminate(lost)
     monkeypatch.setattr(engine_module, "PING_AFTER_IDLE_S", 0.0)  # every connection idle long
 
     assert backend_pid(engine) != lost  # no error: the ping found it gone and it was replaced
 
 
 def test_a_connection_lent_again_at_once_is_not_pinged_and_a_loss_costs_one_statement(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
+    engine: Engine, lost: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    lost = backend_pid(engine)
-    terminate(lost)
     monkeypatch.setattr(engine_module, "PING_AFTER_IDLE_S", 3600.0)  # nothing idle long enough
 
     with pytest.raises(exc.OperationalError) as raised:  # no ping: the statement met the loss
