@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import Engine, create_engine, exc, text
 
 from governor.db import engine as engine_module
-from governor.db.engine import build_engine, reading
+from governor.db.engine import build_engine, reading, writing
 from tests.conftest import ADMIN_URL, reset_postgres
 
 pytestmark = pytest.mark.postgres
@@ -76,3 +76,25 @@ def test_a_heartbeat_read_runs_outside_a_transaction(engine: Engine) -> None:
         connection.execute(text("SELECT 1"))
         status = connection.connection.driver_connection.info.transaction_status
         assert status is psycopg.pq.TransactionStatus.INTRANS
+
+
+def test_a_pipelined_write_that_meets_a_lost_connection_fails_as_a_refusal(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a group of beats meets when the database goes away as it is written: the error
+    the group commit takes for the database's refusal (fails the group whole, at once), and
+    the write after it goes through on a fresh connection."""
+    monkeypatch.setattr(engine_module, "PING_AFTER_IDLE_S", 3600.0)
+    with engine.begin() as connection:
+        connection.execute(text("CREATE TABLE IF NOT EXISTS beats (n int)"))
+
+    def write(n: int) -> None:
+        with writing(engine) as connection:
+            connection.execute(text("INSERT INTO beats VALUES (:n)"), {"n": n})
+
+    terminate(backend_pid(engine))
+    with pytest.raises(exc.OperationalError):
+        write(1)
+    write(2)
+    with engine.connect() as connection:
+        assert connection.scalars(text("SELECT n FROM beats")).all() == [2]
