@@ -9,6 +9,7 @@ from functools import cache
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
+    ARRAY,
     ColumnElement,
     Connection,
     Row,
@@ -318,29 +319,54 @@ def entries_over(
 ) -> EntriesOver:
     """The ledger entries of each (pod id, start, end) over [start, end], in two statements
     whatever the number of pods; those wholly inside are summed by the database (a pod's life
-    is thousands of hourly entries)."""
+    is thousands of hourly entries). On PostgreSQL the windows are bound as three arrays to
+    statements built once; elsewhere they are a VALUES list, rendered anew each time."""
     over = EntriesOver({}, {})
     if not windows:
         return over
-    w = values(*_WINDOW, name="windows").data(list(windows)).cte("windows")
+    if session.get_bind().dialect.name == "postgresql":
+        (sums_of, edges_of), params = _OVER_ARRAYS, _as_arrays(windows)
+    else:
+        listed = values(*_WINDOW, name="windows").data(list(windows)).cte("windows")
+        (sums_of, edges_of), params = _over(listed), {}
+    for pod_id, kind, total in session.execute(sums_of, params):
+        over.sums[(pod_id, kind)] = total
+    for entry in session.scalars(edges_of, params):
+        over.edges.setdefault(entry.pod_id, []).append(entry)
+    return over
+
+
+def _over(w: Any) -> tuple[Select[Any], Select[Any]]:
+    """Over the windows `w` (pod_id, start, end): the sums of the entries wholly inside each,
+    by pod and kind, and the entries at their edges."""
     entries = LedgerEntryRow
     overlap = and_(
         entries.pod_id == w.c.pod_id, entries.period_end > w.c.start, entries.period_start < w.c.end
     )
     inside = and_(entries.period_start >= w.c.start, entries.period_end <= w.c.end)
-    sums = session.execute(
+    sums = (
         select(entries.pod_id, entries.kind, func.sum(entries.amount_usd))
         .join(w, and_(overlap, inside))
         .group_by(entries.pod_id, entries.kind)
     )
-    for pod_id, kind, total in sums:
-        over.sums[(pod_id, kind)] = total
-    for entry in session.scalars(select(entries).join(w, and_(overlap, ~inside))):
-        over.edges.setdefault(entry.pod_id, []).append(entry)
-    return over
+    return sums, select(entries).join(w, and_(overlap, ~inside))
+
+
+def _as_arrays(windows: Sequence[tuple[str, datetime, datetime]]) -> dict[str, list[Any]]:
+    pod_ids, starts, ends = zip(*windows, strict=True)
+    return {"window_pods": list(pod_ids), "window_starts": list(starts), "window_ends": list(ends)}
 
 
 _WINDOW = (column("pod_id", String), column("start", UTCDateTime()), column("end", UTCDateTime()))
+_OVER_ARRAYS = _over(
+    func.unnest(
+        bindparam("window_pods", type_=ARRAY(String())),
+        bindparam("window_starts", type_=ARRAY(UTCDateTime())),
+        bindparam("window_ends", type_=ARRAY(UTCDateTime())),
+    )
+    .table_valued("pod_id", "start", "end", name="windows")
+    .render_derived()
+)
 
 
 def pod_total(session: Session, pod_id: str, kind: EntryKind) -> Decimal:
