@@ -102,9 +102,10 @@ def _windowed_bills(
     ctx: ServiceContext, pods: list[_Asked], now: datetime
 ) -> Iterator[tuple[_Asked, Billed]]:
     """Each ReportsWindowedBilling provider's bill, a window for each pod that has news."""
+    windowed = {n: p for n, p in ctx.providers.items() if isinstance(p, ReportsWindowedBilling)}
     for pod in pods:
-        provider = ctx.providers.get(pod.provider)
-        if not isinstance(provider, ReportsWindowedBilling):
+        provider = windowed.get(pod.provider)  # a protocol check a pod would cost 15 µs
+        if provider is None:
             continue
         try:
             billed = provider.billed_since(pod.ref, pod.created_at, now, pod.read_through)
