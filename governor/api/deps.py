@@ -48,13 +48,20 @@ class Transaction:
     def watched(self) -> Iterator[None]:
         """Around a service call that opens its own units of work (the heartbeat's): if the
         database refuses, readiness says so at once; a commit ends an outage."""
-        writes, clock = self._context.writes, self._context.clock
         try:
             yield
         except OperationalError as exc:
-            writes.failed("api", exc, clock.now())
+            self.settled(exc)
             raise
-        writes.succeeded(clock.now())
+        self.settled(None)
+
+    def settled(self, refused: OperationalError | None) -> None:
+        """Readiness hears how a write went: refused by the database, or committed."""
+        writes, now = self._context.writes, self._context.clock.now()
+        if refused is None:
+            writes.succeeded(now)
+        else:
+            writes.failed("api", refused, now)
 
     def read(self) -> AbstractContextManager[Session]:
         """A transaction that only reads: it never waits for a writer, nor makes one wait."""

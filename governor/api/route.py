@@ -13,10 +13,12 @@ in its body) with `responses=errors(...)`.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from email.message import Message
 from typing import Any, ClassVar, get_args
+from weakref import WeakKeyDictionary
 
 from fastapi import APIRouter, Request, Response
 from fastapi.dependencies.models import Dependant
@@ -25,6 +27,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from governor.api.batches import Batches
 from governor.api.deps import Access, Context, bearer
 from governor.api.error_responses import errors
 
@@ -58,19 +61,30 @@ class ApiRoute(APIRoute):
         return authorised
 
 
+# A LeanRoute's group: its queued requests, as (path value, body), and the service context.
+Group = Callable[[Sequence[tuple[str, Any]], Any], Sequence[Response | Exception | None]]
+Queue = Batches[tuple[str, Any], Response | None]
+
+
 class LeanRoute(ApiRoute):
     """The busiest route, served without FastAPI's per-request work when its request is well
     formed: resolving its dependencies and reading its body took a sixth to a third of a
-    heartbeat's CPU. Its endpoint takes the path's one parameter, the body, the caller and
-    the service context, in that order; the caller is declared by a writer dependency
-    (`writer`), which is called as declared. FastAPI keeps the route's declaration (its
-    OpenAPI entry) and every request that is not well formed: without a JSON content type,
-    with malformed JSON or a body its model refuses, a request is handed to FastAPI's own
-    handler, which answers it as any route's. Who may call is settled first either way, as
-    for every route.
+    heartbeat's CPU. Who may call is settled first, as for every route; then a well-formed
+    request (the path's one parameter and the body its model takes) is queued, and its
+    `group` answers all that have queued in one worker thread (`Batches`): with a Response,
+    an exception that the app's handlers answer, or None to have the endpoint answer it.
+
+    The endpoint takes the path's one parameter, the body, the caller and the service
+    context, in that order; the caller is declared by a writer dependency (`writer`), which
+    is called as declared. FastAPI keeps the route's declaration (its OpenAPI entry) and
+    every request that is not well formed: without a JSON content type, with malformed JSON
+    or a body its model refuses, a request is handed to FastAPI's own handler, which answers
+    it as any route's.
     """
 
     writer: ClassVar[Any]  # an Annotated[Principal, Depends(...)] of governor.api.deps
+    group: ClassVar[Group]
+    queues: ClassVar[WeakKeyDictionary[Any, Queue]]  # by app: its requests, queued
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -79,7 +93,15 @@ class LeanRoute(ApiRoute):
         [body_param] = self.dependant.body_params
         model: type[BaseModel] = body_param.field_info.annotation
         admit = get_args(self.writer)[1].dependency
-        endpoint = self.endpoint
+        endpoint, group, queues = self.endpoint, type(self).group, type(self).queues
+
+        def batches(app: Any) -> Queue:
+            """The app's queue of requests, on the event loop that serves it."""
+            queue = queues.get(app)
+            if queue is None or queue.loop is not asyncio.get_running_loop():
+                context = app.state.context
+                queue = queues[app] = Batches(lambda items: group(items, context))
+            return queue
 
         async def lean(request: Request) -> Response:
             caller = await access(request, await bearer(request))
@@ -89,10 +111,10 @@ class LeanRoute(ApiRoute):
             context = request.app.state.context
             caller = await admit(context, caller)
             path_value = request.path_params[path_param.name]
-            response: Response = await run_in_threadpool(
-                endpoint, path_value, body, caller, context
-            )
-            return response
+            answer = await batches(request.app).submit((path_value, body))
+            if answer is None:
+                answer = await run_in_threadpool(endpoint, path_value, body, caller, context)
+            return answer
 
         return lean
 
@@ -114,9 +136,11 @@ def _well_formed(model: type[BaseModel], content_type: str | None, body: bytes) 
         return None
 
 
-def lean_route(writer: Any) -> type[LeanRoute]:
-    """A LeanRoute whose caller is declared by `writer`."""
-    return type("LeanRoute", (LeanRoute,), {"writer": writer})
+def lean_route(writer: Any, group: Group) -> type[LeanRoute]:
+    """A LeanRoute whose caller is declared by `writer`, its requests answered by `group`."""
+    queues: WeakKeyDictionary[Any, Queue] = WeakKeyDictionary()
+    members = {"writer": writer, "group": staticmethod(group), "queues": queues}
+    return type("LeanRoute", (LeanRoute,), members)
 
 
 def api_router(**kwargs: Any) -> APIRouter:

@@ -5,6 +5,7 @@ its own and any others that arrive meanwhile; a thread that asks while a group i
 written waits, and the next group carries its write with every other one that queued behind
 that group. Alone, a write costs what it did; under load, a thousand writers share a few
 commits instead of queueing for a thousand (on SQLite, for the single writer's turn).
+A caller may hand over several writes at once (`commit_all`): they go in one group.
 
 Every caller returns only once its own write is committed, or raises what stopped it: what
 a caller reads after `commit` returns includes its write. A group that fails is written
@@ -54,17 +55,25 @@ class GroupCommit(Generic[T]):
 
     def commit(self, item: T) -> None:
         """Write `item` with whatever else is queued; return once it is committed."""
-        mine = _Write(item)
+        [error] = self.commit_all([item])
+        if error is not None:
+            raise error
+
+    def commit_all(self, items: Sequence[T]) -> list[BaseException | None]:
+        """Write `items` in one group, with whatever else is queued; return once they are
+        committed, with what stopped each (None: written)."""
+        mine = [_Write(item) for item in items]
+        if not mine:
+            return []
         with self._lock:
-            self._queue.append(mine)
+            self._queue.extend(mine)
             leads, self._writing = not self._writing, True
-        if not leads:
-            mine.done.wait()
-            leads = mine.leads  # the previous group's writer handed the next group to us
+        if not leads:  # queued together, they are written in one group: wait on its first
+            mine[0].done.wait()
+            leads = mine[0].leads  # the previous group's writer handed the next group to us
         if leads:
             self._write_group()
-        if mine.error is not None:
-            raise mine.error
+        return [write.error for write in mine]
 
     def _write_group(self) -> None:
         with self._lock:

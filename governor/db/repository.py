@@ -184,28 +184,27 @@ def run_with(session: Session, run_id: str, *budget_columns: str) -> tuple[RunRo
 
 
 @cache
-def _run_row_with(run_columns: tuple[str, ...], budget_columns: tuple[str, ...]) -> Select[Any]:
+def _run_rows_with(run_columns: tuple[str, ...], budget_columns: tuple[str, ...]) -> Select[Any]:
     runs, budgets = RunRow.__table__.c, BudgetRow.__table__.c
     return (
         select(*(runs[name] for name in run_columns), *(budgets[name] for name in budget_columns))
         .join_from(RunRow.__table__, BudgetRow.__table__, RunRow.budget_id == BudgetRow.id)
-        .where(RunRow.id == bindparam("run_id"))
+        .where(RunRow.id.in_(bindparam("run_ids", expanding=True)))
     )
 
 
-def run_row_with(
+def run_rows_with(
     connection: Connection,
-    run_id: str,
+    run_ids: Collection[str],
     run_columns: tuple[str, ...],
     budget_columns: tuple[str, ...],
-) -> Row[Any]:
-    """These columns of the run and of its budget, as one plain row: a read that builds no
-    statement and no ORM object (the heartbeat's hot path)."""
-    statement = _run_row_with(run_columns, budget_columns)
-    row = connection.execute(statement, {"run_id": run_id}).first()
-    if row is None:
-        raise NotFound(f"no run {run_id!r}")
-    return row
+) -> dict[str, Row[Any]]:
+    """These columns of these runs (`id` among them) and of their budgets, as plain rows by
+    run id (a run that does not exist is missing): one read that builds no statement and no
+    ORM object (the heartbeats' hot path)."""
+    statement = _run_rows_with(run_columns, budget_columns)
+    rows = connection.execute(statement, {"run_ids": list(run_ids)})
+    return {row.id: row for row in rows}
 
 
 def update_runs(connection: Connection, changes: Sequence[tuple[str, dict[str, Any]]]) -> None:

@@ -15,7 +15,7 @@ from governor.db import repository as repo
 from governor.db.engine import reading, unit_of_work
 from governor.db.group_commit import GroupCommit
 from governor.db.tables import RunPhaseRow, RunRow, StopOrderRow
-from governor.domain.errors import RunEnded
+from governor.domain.errors import NotFound, RunEnded
 from governor.domain.health import Response
 from governor.domain.ledger import Figures
 from governor.domain.model import Action, Category, Phase, Reason, Role, RunStatus, Severity
@@ -65,30 +65,91 @@ def check_in(
 ) -> Directive:
     """Take a job's heartbeat: its cost does not depend on the size of the budget.
 
+    A plain beat is taken as one of a group (`check_in_group`, a group of one here); any other
+    beat takes the full path, `heartbeat`, in a unit of work of its own."""
+    [answer] = check_in_group(sessions, [(run_id, beat)], now)
+    if answer is None:
+        return check_in_fully(sessions, config, run_id, beat, now)
+    if isinstance(answer, Exception):
+        raise answer
+    return answer
+
+
+def check_in_fully(
+    sessions: sessionmaker[Session],
+    config: GovernorConfig,
+    run_id: str,
+    beat: Heartbeat,
+    now: datetime,
+) -> Directive:
+    """Take any heartbeat the full way (`heartbeat`), in a unit of work of its own."""
+    with unit_of_work(sessions) as session:
+        return heartbeat(session, config, run_id, beat, now)
+
+
+def check_in_group(
+    sessions: sessionmaker[Session],
+    beats: Sequence[tuple[str, Heartbeat]],
+    now: datetime,
+) -> list[Directive | Exception | None]:
+    """Take the plain beats among these runs' beats, together: for each, its directive, what
+    refused it (`NotFound`, `RunEnded`, or what stopped its write), or None for a beat that is
+    not plain and must take the full path (`check_in_fully`), as must a second beat of a run
+    in one group (it follows the first, which the group writes).
+
     A plain beat (progress, phase and metrics; no checkpoint, no new status, no step back,
-    no stop under way, on a budget a pass has looked at) reads the run and the figures the
-    latest enforcement pass kept on its budget, with no ORM object, then writes the run's own
-    columns, its metrics and the phase it entered, if any, committed together with the plain
-    beats of other runs that arrive meanwhile (`GroupCommit`): under load many beats share
-    one commit, and on SQLite one turn of its single writer. It answers once its write is
-    committed. Any other beat takes the full path, `heartbeat`. Deciding stays with the
-    enforcement pass, whose reaction time the committed spend already covers.
+    no stop under way, on a budget a pass has looked at) reads its run and the figures the
+    latest enforcement pass kept on its budget (one read for the whole group, with no ORM
+    object), then writes the run's own columns, its metrics and the phase it entered, if any,
+    committed together with the group's other plain beats and with any others that arrive
+    meanwhile (`GroupCommit`): under load many beats share one read and one commit, and on
+    SQLite one turn of its single writer. An answer is given once its write is committed.
+    Deciding stays with the enforcement pass, whose reaction time the committed spend
+    already covers.
     """
     engine = sessions.kw["bind"]
     with reading(engine) as connection:
-        run = repo.run_row_with(connection, run_id, _PLAIN_READS, KEPT_FIGURES)
+        runs = repo.run_rows_with(
+            connection, {run_id for run_id, _ in beats}, _PLAIN_READS, KEPT_FIGURES
+        )
+    answers: list[Directive | Exception | None] = []
+    writes: dict[int, _PlainWrite] = {}  # by the place of its beat's answer
+    seen: set[str] = set()
+    for run_id, beat in beats:
+        try:
+            answer, write = _plain_beat(runs.get(run_id), run_id, beat, now)
+        except (NotFound, RunEnded) as refusal:
+            answer, write = refusal, None
+        if run_id in seen:
+            answer, write = None, None
+        seen.add(run_id)
+        if write is not None:
+            writes[len(answers)] = write
+        answers.append(answer)
+    failures = _plain_writes(engine).commit_all(list(writes.values()))
+    for place, failure in zip(writes, failures, strict=True):
+        if failure is not None and not isinstance(failure, Exception):
+            raise failure  # interrupted
+        if failure is not None:
+            answers[place] = failure
+    return answers
+
+
+def _plain_beat(
+    run: Any, run_id: str, beat: Heartbeat, now: datetime
+) -> tuple[Directive | None, _PlainWrite | None]:
+    """A plain beat's directive and what it writes; (None, None) for a beat that is not."""
+    if run is None:
+        raise NotFound(f"no run {run_id!r}")
     refuse_after_end(run, late_ack=_late_ack(beat))
     health, found = training_health.judge(run, beat.metrics, beat.step)
     figures = figures_of(run)
     if figures is None or found or not _plain(run, beat):
-        with unit_of_work(sessions) as session:
-            return heartbeat(session, config, run_id, beat, now)
-    directive = _directive(run, run, None, figures, now)
+        return None, None
     points = metric_history.points(run_id, beat.step, beat.metrics, now)
     phases = [{"run_id": run_id, "phase": beat.phase, "at": now}] if _new_phase(run, beat) else []
-    changes = _changes(run, beat, now, health)
-    _plain_writes(engine).commit(_PlainWrite(run_id, changes, points, phases))
-    return directive
+    write = _PlainWrite(run_id, _changes(run, beat, now, health), points, phases)
+    return _directive(run, run, None, figures, now), write
 
 
 # What a plain beat reads of its run (with the figures kept on its budget): what tells a

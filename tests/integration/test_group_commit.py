@@ -14,8 +14,10 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 
 from governor.db import repository as repo
 from governor.db.group_commit import GroupCommit
+from governor.domain.errors import NotFound, RunEnded
+from governor.domain.model import Action, RunStatus
 from governor.services import checkins, metric_history
-from tests.integration.conftest import Governor
+from tests.integration.conftest import Governor, counted
 
 Step = tuple[str, int]  # a run, and the step to write on it
 UNREACHABLE = 999
@@ -190,3 +192,49 @@ def test_concurrent_plain_beats_of_many_runs_are_each_recorded(gov: Governor) ->
         for run in runs:  # every beat's metric, at every step
             points = metric_history.series(s, run, "loss", None).items
             assert [p.step for p in points] == [1, 2, 3, 4, 5]
+
+
+def fleet_of(gov: Governor, count: int) -> list[str]:
+    """Runs on a budget an enforcement pass has looked at, each beaten once: plain from here."""
+    runs = pilot_runs(gov, count)
+    gov.tick()
+    for run in runs:
+        gov.beat(run)
+    return runs
+
+
+def test_a_group_of_plain_beats_is_read_together_and_committed_together(gov: Governor) -> None:
+    runs = fleet_of(gov, 4)
+    beats = [
+        (run, checkins.Heartbeat(step=n + 2, metrics={"loss": 0.5})) for n, run in enumerate(runs)
+    ]
+
+    with counted(gov) as statements:
+        answers = checkins.check_in_group(gov.ctx.sessions, beats, gov.clock.now())
+
+    assert [a.action for a in answers if isinstance(a, checkins.Directive)] == [Action.CONTINUE] * 4
+    reads = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+    commits = [s for s in statements if s.lstrip().upper().startswith("UPDATE RUNS")]
+    assert len(reads) == 1 and len(commits) == 1, statements  # one read, one write for four
+    assert steps(gov, runs) == [2, 3, 4, 5]
+
+
+def test_in_a_group_each_beat_is_answered_or_refused_on_its_own(gov: Governor) -> None:
+    live, ended, checkpointing, twice = fleet_of(gov, 4)
+    gov.beat(ended, step=5, status=RunStatus.FINISHED)
+    beats = [
+        (live, checkins.Heartbeat(step=7)),
+        ("run_gone", checkins.Heartbeat(step=7)),
+        (ended, checkins.Heartbeat(step=7)),
+        (checkpointing, checkins.Heartbeat(step=7, checkpoint=checkins.Checkpoint(7, "/ws/c7"))),
+        (twice, checkins.Heartbeat(step=7)),
+        (twice, checkins.Heartbeat(step=8)),
+    ]
+
+    answers = checkins.check_in_group(gov.ctx.sessions, beats, gov.clock.now())
+
+    assert isinstance(answers[0], checkins.Directive) and isinstance(answers[4], checkins.Directive)
+    assert isinstance(answers[1], NotFound) and isinstance(answers[2], RunEnded)
+    assert answers[3] is None  # a checkpoint takes the full path
+    assert answers[5] is None  # the run's second beat follows its first, the full way
+    assert steps(gov, [live, checkpointing, twice]) == [7, 1, 7]

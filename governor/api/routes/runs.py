@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated
 
 from fastapi import Query, Response
+from sqlalchemy.exc import OperationalError
 
 from governor.api import views
 from governor.api.deps import (
@@ -34,6 +36,7 @@ from governor.db import repository as repo
 from governor.domain.health import HealthRule
 from governor.domain.model import RunStatus
 from governor.services import checkins, events, metric_history, runs
+from governor.services.context import ServiceContext
 
 router = api_router(tags=["runs"])
 
@@ -42,7 +45,33 @@ def heartbeat(run_id: str, body: HeartbeatIn, _: HeartbeatWriter, ctx: Context) 
     """Check in. The answer says continue, checkpoint, or stop (with a deadline)."""
     # The clock and the transaction are taken from the context here rather than as
     # dependencies: each dependency costs every beat a round of FastAPI's resolution.
-    beat = checkins.Heartbeat(
+    with Transaction(ctx).watched():
+        directive = checkins.check_in(
+            ctx.sessions, ctx.config, run_id, _beat(body), ctx.clock.now()
+        )
+    return _answer(directive)
+
+
+def heartbeats(
+    beats: Sequence[tuple[str, HeartbeatIn]], ctx: ServiceContext
+) -> list[Response | Exception | None]:
+    """Well-formed beats, queued while the previous group was taken, taken together: the plain
+    ones are answered here (their run read together, their writes committed together), the
+    others by `heartbeat` (None)."""
+    tx = Transaction(ctx)
+    try:
+        answers = checkins.check_in_group(
+            ctx.sessions, [(run_id, _beat(body)) for run_id, body in beats], ctx.clock.now()
+        )
+    except OperationalError as refused:
+        tx.settled(refused)
+        raise
+    tx.settled(next((a for a in answers if isinstance(a, OperationalError)), None))
+    return [_answer(a) if isinstance(a, checkins.Directive) else a for a in answers]
+
+
+def _beat(body: HeartbeatIn) -> checkins.Heartbeat:
+    return checkins.Heartbeat(
         step=body.step,
         total_steps=body.total_steps,
         phase=body.phase,
@@ -54,8 +83,9 @@ def heartbeat(run_id: str, body: HeartbeatIn, _: HeartbeatWriter, ctx: Context) 
         ),
         metrics=body.metrics,
     )
-    with Transaction(ctx).watched():
-        directive = checkins.check_in(ctx.sessions, ctx.config, run_id, beat, ctx.clock.now())
+
+
+def _answer(directive: checkins.Directive) -> Response:
     answer = DirectiveOut(
         action=directive.action,
         reason=directive.reason,
@@ -70,14 +100,14 @@ def heartbeat(run_id: str, body: HeartbeatIn, _: HeartbeatWriter, ctx: Context) 
 
 
 # The first route of the first router after the probes: the busiest route is matched first;
-# a well-formed beat is served without FastAPI's per-request work (LeanRoute).
+# a well-formed beat is served without FastAPI's per-request work, in groups (LeanRoute).
 router.add_api_route(
     "/v1/runs/{run_id}/heartbeat",
     heartbeat,
     methods=["POST"],
     response_model=DirectiveOut,
     responses=errors(409),
-    route_class_override=lean_route(HeartbeatWriter),
+    route_class_override=lean_route(HeartbeatWriter, heartbeats),
 )
 
 
