@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 READ_ONLY = "governor_read_only"
+ONE_STATEMENT = "governor_one_statement"  # SQLite: a read outside any transaction
 PING_AFTER_IDLE_S = 1.0  # a pooled connection idle longer is pinged before it is lent
 _RETURNED_AT = "governor_returned_at"
 
@@ -154,8 +155,10 @@ def _tune_sqlite(engine: Engine) -> None:
     def _on_begin(connection: Any) -> None:
         # A writer takes the write lock up front: two transactions never read, then race to
         # write. A reader reads one snapshot and never blocks anyone.
-        read_only = connection.get_execution_options().get(READ_ONLY, False)
-        connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+        options = connection.get_execution_options()
+        if options.get(ONE_STATEMENT, False):
+            return  # the statement is a transaction of its own
+        connection.exec_driver_sql("BEGIN" if options.get(READ_ONLY, False) else "BEGIN IMMEDIATE")
 
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:
@@ -240,12 +243,12 @@ def _pipelined(connection: Connection) -> AbstractContextManager[object]:
 @contextmanager
 def reading(engine: Engine) -> Iterator[Connection]:
     """A connection for one statement that reads (the hot path): no writer's turn, no ORM
-    session. On PostgreSQL the statement runs outside a transaction, a snapshot of its own,
-    which spares the round trips of BEGIN and ROLLBACK; a block that needs two statements to
-    agree uses `read_only`."""
+    session. The statement runs outside a transaction, a snapshot of its own, which spares
+    BEGIN and ROLLBACK (on PostgreSQL, their round trips); a block that needs two statements
+    to agree uses `read_only`."""
     with engine.connect() as connection:
         if one_writer(engine):
-            connection.execution_options(**{READ_ONLY: True})
+            connection.execution_options(**{ONE_STATEMENT: True})
         else:
             connection.execution_options(isolation_level="AUTOCOMMIT")
         try:
