@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.exc import DisconnectionError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -232,6 +232,21 @@ def writing(engine: Engine) -> Iterator[Connection]:
         connection.begin(),
     ):
         yield connection
+
+
+# PostgreSQL: this transaction's commit does not wait for the disk (it is still atomic, and
+# seen by every transaction after it); only a crash of the database server can undo it.
+_NO_FLUSH_WAIT = text("SET LOCAL synchronous_commit TO OFF")
+
+
+def without_flush_wait(connection: Connection) -> None:
+    """Let this `writing` transaction commit without waiting for the disk, for records a crash
+    of the database server may lose without harm (a heartbeat's: the job's next beat writes
+    them again). SQLite's commits in WAL mode with `synchronous=NORMAL` are all of this kind
+    already; on PostgreSQL a commit then skips its flush of the write-ahead log, which its WAL
+    writer does within a fraction of a second (three `wal_writer_delay`s at most)."""
+    if connection.dialect.name == "postgresql":
+        connection.execute(_NO_FLUSH_WAIT)
 
 
 def _pipelined(connection: Connection) -> AbstractContextManager[object]:

@@ -12,7 +12,7 @@ from sqlalchemy import Connection, Engine, insert
 from sqlalchemy.orm import Session, sessionmaker
 
 from governor.db import repository as repo
-from governor.db.engine import reading, unit_of_work
+from governor.db.engine import reading, unit_of_work, without_flush_wait
 from governor.db.group_commit import GroupCommit
 from governor.db.tables import RunPhaseRow, RunRow, StopOrderRow
 from governor.domain.errors import NotFound, RunEnded
@@ -183,6 +183,7 @@ _PHASES = insert(RunPhaseRow.__table__).inline()
 
 
 def _write_plain(connection: Connection, writes: Sequence[_PlainWrite]) -> None:
+    without_flush_wait(connection)  # a beat lost with the database server is sent again
     repo.update_runs(connection, [(write.run_id, write.changes) for write in writes])
     metric_history.insert_points(connection, [p for write in writes for p in write.points])
     phases = [phase for write in writes for phase in write.phases]
