@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
@@ -65,6 +66,7 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"GPU telemetry: {_describe_gpus(ctx)}")
     sys.stdout.flush()
     app = create_app(settings, ctx)
+    _set_startup_aside()
     uvicorn.run(
         app,
         host=args.host,
@@ -75,6 +77,15 @@ def _serve(args: argparse.Namespace) -> int:
     )
     close_context(ctx)
     return 0
+
+
+def _set_startup_aside() -> None:
+    """Keep what startup built (modules, the app, the context: some 200,000 objects) out of the
+    collector's full passes for the life of the process. Each full pass stops every request
+    while it looks at every object: at fleet scale one came every few seconds and took about
+    120 ms, the worst of the heartbeats' tail; without startup's objects it takes about 10."""
+    gc.collect()
+    gc.freeze()
 
 
 def _describe_gpus(ctx: ServiceContext) -> str:
