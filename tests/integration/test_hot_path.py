@@ -71,36 +71,33 @@ def test_taking_a_stop_acknowledgement_costs_the_same_too(gov: Governor) -> None
     counts = []
     for pods in (1, 100):
         run = fleet(gov, pods)[0]
-        with gov.session() as s:
-            pod_id = repo.get_run(s, run).pod_id
-        with gov.session() as s:
-            pod_service.stop_manually(s, gov.ctx, pod_id, "end of day", gov.clock.now(), by=BY)
-        assert gov.beat(run).action is Action.STOP
-        ack = beat_statements(
-            gov, run, step=3, status=RunStatus.STOPPING, checkpoint=Checkpoint(3, "/ws/c3")
-        )
-        counts.append(len(ack))
+        counts.append(len(acknowledgement_statements(gov, run, step=3)))
     assert counts[0] == counts[1], counts
+
+
+def acknowledgement_statements(gov: Governor, run: str, step: int) -> list[str]:
+    """The statements of the beat that acknowledges a stop ordered for the run's pod."""
+    with gov.session() as s:
+        pod_id = repo.get_run(s, run).pod_id
+    with gov.session() as s:
+        pod_service.stop_manually(s, gov.ctx, pod_id, "end of day", gov.clock.now(), by=BY)
+    assert gov.beat(run).action is Action.STOP
+    return beat_statements(
+        gov, run, step=step, status=RunStatus.STOPPING, checkpoint=Checkpoint(step, f"/ws/c{step}")
+    )
 
 
 def test_only_a_plain_beats_commit_skips_the_wait_for_the_disk(gov: Governor) -> None:
     run = fleet(gov, 1)[0]
     plain = beat_statements(gov, run, step=3)
-    with gov.session() as s:
-        pod_id = repo.get_run(s, run).pod_id
-    with gov.session() as s:
-        pod_service.stop_manually(s, gov.ctx, pod_id, "end of day", gov.clock.now(), by=BY)
-    assert gov.beat(run, step=4).action is Action.STOP
-    ack = beat_statements(
-        gov, run, step=5, status=RunStatus.STOPPING, checkpoint=Checkpoint(5, "/ws/c5")
-    )
-    skipped = [s for s in plain + ack if "synchronous_commit" in s]
+    ack = acknowledgement_statements(gov, run, step=5)
     # SQLite's commits never wait for the disk (WAL, synchronous=NORMAL); on PostgreSQL a
     # plain beat's record alone may be lost with the database server: an acknowledgement,
     # which moves a stop order, waits for it
     postgres = gov.ctx.engine.dialect.name == "postgresql"
-    assert skipped == (["SET LOCAL synchronous_commit TO OFF"] if postgres else []), skipped
-    assert all("synchronous_commit" not in s for s in ack)
+    skips = ["SET LOCAL synchronous_commit TO OFF"] if postgres else []
+    assert [s for s in plain if "synchronous_commit" in s] == skips, plain
+    assert [s for s in ack if "synchronous_commit" in s] == [], ack
 
 
 def test_the_figures_answered_are_the_latest_passs(gov: Governor) -> None:
