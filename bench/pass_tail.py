@@ -118,12 +118,12 @@ def beside_passes(
     first_step: int,
 ) -> tuple[list[float], list[float], int]:
     """Each beat's lateness and each pass's time (seconds, ascending for the beats), and the
-    step the next series starts from (each beat's step is past any before it)."""
+    step the next series starts from (past every step this one sent: beat `n` sends step
+    `first_step + n`, and a thread that sent m beats sent no `n` from `beaters * m` on)."""
     every_s = beaters / BEATS_PER_S  # each thread's schedule
     until = time.monotonic() + duration_s
     beats: list[float] = []
     passes: list[float] = []
-    last_step = first_step
 
     def passing() -> None:
         while time.monotonic() < until:
@@ -133,7 +133,6 @@ def beside_passes(
             time.sleep(PAUSE_BETWEEN_PASSES_S)
 
     def beating(first: int) -> None:
-        nonlocal last_step
         due = time.perf_counter() + first / BEATS_PER_S
         for n in range(first, sys.maxsize, beaters):
             if time.monotonic() >= until:
@@ -142,7 +141,6 @@ def beside_passes(
             beat = checkins.Heartbeat(step=first_step + n)
             check_in(ctx, run_ids[n % len(run_ids)], beat, clock.now())
             beats.append(time.perf_counter() - due)
-            last_step = max(last_step, first_step + n)
             due += every_s
 
     threads = [threading.Thread(target=passing)]
@@ -151,7 +149,7 @@ def beside_passes(
         thread.start()
     for thread in threads:
         thread.join()
-    return sorted(beats), passes, last_step + 1
+    return sorted(beats), passes, first_step + beaters * len(beats)
 
 
 def summary(records: list[dict[str, Any]]) -> str:
