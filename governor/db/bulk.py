@@ -18,16 +18,16 @@ from sqlalchemy import (
     ARRAY,
     Connection,
     Enum,
-    Executable,
     String,
     Table,
     bindparam,
-    exc,
     func,
     insert,
     update,
 )
 from sqlalchemy.types import TypeEngine
+
+from governor.db.lean import Lean, raise_as_sqlalchemy
 
 Row = Mapping[str, Any]
 
@@ -52,12 +52,12 @@ def update_rows(
     columns = tuple(c for c in rows[0] if c != "id")
     added = tuple(c for c in columns if c in adding)
     if connection.dialect.name == "postgresql" and len(rows) > 1:
-        statement = _update_unnest(table, columns, added)
-        connection.execute(statement, _as_arrays(("id", *columns), rows))
+        _update_unnest(table, columns, added).execute(
+            connection, _as_arrays(("id", *columns), rows)
+        )
     else:
-        statement = _update_by_id(table, columns, added)
-        connection.execute(
-            statement, [{"row_id": r["id"], **{f"new_{c}": r[c] for c in columns}} for r in rows]
+        _update_by_id(table, columns, added).execute(
+            connection, [{"row_id": r["id"], **{f"new_{c}": r[c] for c in columns}} for r in rows]
         )
 
 
@@ -77,12 +77,7 @@ def _copy(
             for row in rows:
                 copy.write_row([row[c] if f is None else f(row[c]) for c, f in pairs])
     except dialect.loaded_dbapi.Error as error:
-        lost = dialect.is_disconnect(error, driver, None)
-        if lost:
-            connection.invalidate(error)
-        raise exc.DBAPIError.instance(
-            statement, None, error, dialect.loaded_dbapi.Error, connection_invalidated=lost
-        ) from error
+        raise_as_sqlalchemy(connection, statement, None, error)
 
 
 def _as_arrays(columns: Sequence[str], rows: Sequence[Row]) -> dict[str, list[Any]]:
@@ -97,10 +92,10 @@ def _array_of(table: Table, column: str) -> TypeEngine[Any]:
 
 
 @lru_cache(maxsize=64)
-def _update_unnest(table: Table, columns: tuple[str, ...], added: tuple[str, ...]) -> Executable:
+def _update_unnest(table: Table, columns: tuple[str, ...], added: tuple[str, ...]) -> Lean:
     arrays = [bindparam(f"{c}_values", type_=_array_of(table, c)) for c in ("id", *columns)]
     values = func.unnest(*arrays).table_valued("id", *columns, name="v").render_derived()
-    return (
+    return Lean(
         update(table)
         .where(table.c.id == values.c.id)
         .values({c: table.c[c] + values.c[c] if c in added else values.c[c] for c in columns})
@@ -108,11 +103,11 @@ def _update_unnest(table: Table, columns: tuple[str, ...], added: tuple[str, ...
 
 
 @lru_cache(maxsize=64)
-def _update_by_id(table: Table, columns: tuple[str, ...], added: tuple[str, ...]) -> Executable:
+def _update_by_id(table: Table, columns: tuple[str, ...], added: tuple[str, ...]) -> Lean:
     def new(c: str) -> Any:
         return bindparam(f"new_{c}", type_=table.c[c].type)
 
-    return (
+    return Lean(
         update(table)
         .where(table.c.id == bindparam("row_id"))
         .values({c: table.c[c] + new(c) if c in added else new(c) for c in columns})

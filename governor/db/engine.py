@@ -21,6 +21,8 @@ from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.exc import DisconnectionError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from governor.db.lean import Lean
+
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 READ_ONLY = "governor_read_only"
 ONE_STATEMENT = "governor_one_statement"  # SQLite: a read outside any transaction
@@ -236,7 +238,7 @@ def writing(engine: Engine) -> Iterator[Connection]:
 
 # PostgreSQL: this transaction's commit does not wait for the disk (it is still atomic, and
 # seen by every transaction after it); only a crash of the database server can undo it.
-_NO_FLUSH_WAIT = text("SET LOCAL synchronous_commit TO OFF")
+_NO_FLUSH_WAIT = Lean(text("SET LOCAL synchronous_commit TO OFF"))
 
 
 def without_flush_wait(connection: Connection) -> None:
@@ -246,7 +248,7 @@ def without_flush_wait(connection: Connection) -> None:
     already; on PostgreSQL a commit then skips its flush of the write-ahead log, which its WAL
     writer does within a fraction of a second (three `wal_writer_delay`s at most)."""
     if connection.dialect.name == "postgresql":
-        connection.execute(_NO_FLUSH_WAIT)
+        _NO_FLUSH_WAIT.execute(connection, {})
 
 
 def _pipelined(connection: Connection) -> AbstractContextManager[object]:

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from governor.db import repository as repo
 from governor.db.engine import reading, unit_of_work, without_flush_wait
 from governor.db.group_commit import GroupCommit
+from governor.db.lean import Lean
 from governor.db.tables import RunPhaseRow, RunRow, StopOrderRow
 from governor.domain.errors import NotFound, RunEnded
 from governor.domain.health import Response
@@ -179,7 +180,7 @@ class _PlainWrite:
 
 
 # built once, for the heartbeat's hot path; inline: its new ids are not read back
-_PHASES = insert(RunPhaseRow.__table__).inline()
+_PHASES = Lean(insert(RunPhaseRow.__table__).inline())
 
 
 def _write_plain(connection: Connection, writes: Sequence[_PlainWrite]) -> None:
@@ -188,7 +189,7 @@ def _write_plain(connection: Connection, writes: Sequence[_PlainWrite]) -> None:
     metric_history.insert_points(connection, [p for write in writes for p in write.points])
     phases = [phase for write in writes for phase in write.phases]
     if phases:
-        connection.execute(_PHASES, phases)
+        _PHASES.execute(connection, phases)
 
 
 # One group of plain beats' writes per database the process writes to.

@@ -14,6 +14,7 @@ from sqlalchemy import Connection, and_, func, insert, select
 from sqlalchemy.orm import Session
 
 from governor.db.keyset import FIRST, Keyset, Page, PageRequest
+from governor.db.lean import Lean
 from governor.db.tables import RunMetricRow
 from governor.domain.health import number
 from governor.services import minutes
@@ -22,7 +23,7 @@ from governor.services.minutes import MINUTE, RAW
 SERIES_LIMIT = 10_000  # points a chart reads
 POINTS = Keyset("metrics", (RunMetricRow.at, RunMetricRow.id))
 # built once, for the heartbeat's hot path; inline: its new ids are not read back
-_INSERT = insert(RunMetricRow.__table__).inline()
+_INSERT = Lean(insert(RunMetricRow.__table__).inline())
 
 
 def record(
@@ -35,7 +36,7 @@ def record(
 def insert_points(connection: Connection, rows: Sequence[dict[str, Any]]) -> None:
     """Insert these `points`, of any runs, in one statement."""
     if rows:
-        connection.execute(_INSERT, rows)
+        _INSERT.execute(connection, rows)
 
 
 def points(

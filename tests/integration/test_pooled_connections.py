@@ -7,10 +7,11 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from sqlalchemy import Engine, create_engine, exc, text
+from sqlalchemy import Engine, Integer, create_engine, exc, text
 
 from governor.db import engine as engine_module
 from governor.db.engine import build_engine, reading, writing
+from governor.db.lean import Lean
 from tests.conftest import ADMIN_URL, reset_postgres
 
 pytestmark = pytest.mark.postgres
@@ -98,3 +99,19 @@ def test_a_pipelined_write_that_meets_a_lost_connection_fails_as_a_refusal(
     write(2)
     with engine.connect() as connection:
         assert connection.scalars(text("SELECT n FROM beats")).all() == [2]
+
+
+def test_a_lean_statement_that_meets_a_lost_connection_lets_it_go(
+    engine: Engine, lost: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The heartbeat's statements run on the driver's cursor meet a loss as SQLAlchemy's do:
+    the error says so and the next statement gets a fresh connection."""
+    monkeypatch.setattr(engine_module, "PING_AFTER_IDLE_S", 3600.0)
+    pid = Lean(text("SELECT pg_backend_pid() AS pid").columns(pid=Integer))
+
+    with pytest.raises(exc.OperationalError) as raised, reading(engine) as connection:
+        pid.execute(connection, {})
+    assert raised.value.connection_invalidated
+    with reading(engine) as connection:
+        [row] = pid.execute(connection, {})
+    assert row.pid != lost
