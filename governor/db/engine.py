@@ -9,6 +9,7 @@ never wait for a writer. PostgreSQL needs neither: its row locks do the ordering
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections import deque
@@ -21,7 +22,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.exc import DisconnectionError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from governor.db.lean import Lean
+from governor.db.lean import Lean, raise_as_sqlalchemy
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 READ_ONLY = "governor_read_only"
@@ -160,7 +161,13 @@ def _tune_sqlite(engine: Engine) -> None:
         options = connection.get_execution_options()
         if options.get(ONE_STATEMENT, False):
             return  # the statement is a transaction of its own
-        connection.exec_driver_sql("BEGIN" if options.get(READ_ONLY, False) else "BEGIN IMMEDIATE")
+        # Straight to the driver, as SQLAlchemy sends a BEGIN of its own: not a statement
+        # of the transaction, and a third of the hot path's write on SQLite otherwise.
+        begin = "BEGIN" if options.get(READ_ONLY, False) else "BEGIN IMMEDIATE"
+        try:
+            connection.connection.driver_connection.execute(begin)
+        except sqlite3.Error as error:
+            raise_as_sqlalchemy(connection, begin, (), error)
 
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:

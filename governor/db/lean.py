@@ -41,11 +41,11 @@ class _Compiled:
         self.text: str = compiled.string
         self.positional = compiled.positiontup is not None
         self.names: tuple[str, ...] = tuple(compiled.positiontup or compiled.binds)
-        self.binds = {
-            name: processor
-            for name in self.names
+        self.binds = [  # by the place of its parameter
+            (place, processor)
+            for place, name in enumerate(self.names)
             if (processor := _bind_processor(compiled.binds[name], dialect)) is not None
-        }
+        ]
         columns = list(getattr(statement, "selected_columns", ()))
         self.row: Any = namedtuple("Row", [c.key for c in columns]) if columns else None
         self.types = [column.type for column in columns]
@@ -112,15 +112,10 @@ def _inserts(statement: Executable) -> bool:
 
 def _bound(compiled: _Compiled, row: Mapping[str, Any]) -> Any:
     binds = compiled.binds
-    if compiled.positional:
-        return tuple(
-            row[name] if (bind := binds.get(name)) is None else bind(row[name])
-            for name in compiled.names
-        )
-    return {
-        name: row[name] if (bind := binds.get(name)) is None else bind(row[name])
-        for name in compiled.names
-    }
+    values = [row[name] for name in compiled.names]
+    for place, bind in binds:
+        values[place] = bind(values[place])
+    return tuple(values) if compiled.positional else dict(zip(compiled.names, values, strict=True))
 
 
 def _rows(compiled: _Compiled, cursor: Any) -> list[Any]:
