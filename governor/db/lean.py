@@ -61,10 +61,11 @@ class Lean:
     """One statement, compiled once per dialect (and set of inserted columns) and run on the
     driver's cursor of a SQLAlchemy connection."""
 
-    __slots__ = ("_compiled", "_statement")
+    __slots__ = ("_compiled", "_inserts", "_statement")
 
     def __init__(self, statement: Executable) -> None:
         self._statement = statement
+        self._inserts = getattr(statement, "is_insert", False) is True  # compiled per columns
         self._compiled: dict[tuple[str, tuple[str, ...]], _Compiled] = {}
 
     def execute(
@@ -99,15 +100,11 @@ class Lean:
             cursor.close()
 
     def _compiled_for(self, dialect: Dialect, first: Mapping[str, Any]) -> _Compiled:
-        key = (dialect.name, tuple(first) if _inserts(self._statement) else ())
+        key = (dialect.name, tuple(first) if self._inserts else ())
         compiled = self._compiled.get(key)
         if compiled is None:
             compiled = self._compiled[key] = _Compiled(self._statement, dialect, key[1])
         return compiled
-
-
-def _inserts(statement: Executable) -> bool:
-    return getattr(statement, "is_insert", False) is True
 
 
 def _bound(compiled: _Compiled, row: Mapping[str, Any]) -> Any:

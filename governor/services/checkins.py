@@ -100,13 +100,13 @@ def check_in_group(
 
     A plain beat (progress, phase and metrics; no checkpoint, no new status, no step back,
     no stop under way, on a budget a pass has looked at) reads its run and the figures the
-    latest enforcement pass kept on its budget (one read for up to 256 runs of the group, with
-    no ORM object), then writes the run's own columns, its metrics and the phase it entered, if any,
-    committed together with the group's other plain beats and with any others that arrive
-    meanwhile (`GroupCommit`): under load many beats share one read and one commit, and on
-    SQLite one turn of its single writer. An answer is given once its write is committed.
-    Deciding stays with the enforcement pass, whose reaction time the committed spend
-    already covers.
+    latest enforcement pass kept on its budget (one read for up to 256 runs of the group,
+    with no ORM object), then writes the run's own columns, its metrics and the phase it
+    entered, if any, committed together with the group's other plain beats and with any
+    others that arrive meanwhile (`GroupCommit`): under load many beats share one read and
+    one commit, and on SQLite one turn of its single writer. An answer is given once its
+    write is committed. Deciding stays with the enforcement pass, whose reaction time the
+    committed spend already covers.
     """
     engine = sessions.kw["bind"]
     with reading(engine) as connection:
