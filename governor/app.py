@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from governor import __version__
-from governor.api import build_router
+from governor.api import routers
 from governor.api.body_limit import BodyLimit
 from governor.api.clean_url import CleanUrl
 from governor.api.errors import install as install_error_handlers
@@ -59,6 +59,7 @@ def create_app(settings: Settings, context: ServiceContext | None = None) -> Fas
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(CleanUrl)
-    app.include_router(build_router())
+    for router in routers():
+        app.include_router(router)
     app.include_router(build_web_router())
     return app
