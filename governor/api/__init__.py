@@ -23,5 +23,20 @@ def routers() -> tuple[APIRouter, ...]:
     them in this order (the probes, then the runs, whose heartbeat, the busiest route by far,
     is their first), and a router nested in another would cost every request a level more
     of matching."""
-    in_order = (health, runs, budgets, pods, extensions, plans, events, telemetry, tokens)
-    return tuple(module.router for module in (*in_order, status, metrics, report))
+    return tuple(
+        module.router
+        for module in (
+            health,
+            runs,
+            budgets,
+            pods,
+            extensions,
+            plans,
+            events,
+            telemetry,
+            tokens,
+            status,
+            metrics,
+            report,
+        )
+    )

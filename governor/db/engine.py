@@ -9,7 +9,6 @@ never wait for a writer. PostgreSQL needs neither: its row locks do the ordering
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from collections import deque
@@ -166,7 +165,7 @@ def _tune_sqlite(engine: Engine) -> None:
         begin = "BEGIN" if options.get(READ_ONLY, False) else "BEGIN IMMEDIATE"
         try:
             connection.connection.driver_connection.execute(begin)
-        except sqlite3.Error as error:
+        except connection.dialect.loaded_dbapi.Error as error:
             raise_as_sqlalchemy(connection, begin, (), error)
 
 
