@@ -1,6 +1,6 @@
 """How each periodic task's pass grows with the fleet: 100, 1,000 and 10,000 pods.
 
-The fleet is built through the services (budgets.declare, pods.register, runs.create) in
+The fleet is built through the services (budgets.declare, pods.register, lifecycle.create) in
 budgets of 10 pods, each pod on the fake provider that reports billing (so the `billing` task
 reads its bill and takes in every pod's), with 100 GB of storage and one live run;
 ceilings are far out of reach, so nothing ever stops. On PostgreSQL the fleet's tables are
@@ -56,8 +56,11 @@ from governor.db.engine import unit_of_work
 from governor.domain.ledger import slice_start
 from governor.fakes.cloud import BillingFakeProvider
 from governor.scheduler.tasks import TASKS
-from governor.services import budgets, checkins, metering, pods, runs
 from governor.services.context import ServiceContext
+from governor.services.fleet import budgets, pods
+from governor.services.jobs import checkins
+from governor.services.money import metering
+from governor.services.runs import lifecycle
 
 BENCH = "enforce_scale"
 PODS_PER_BUDGET = 10
@@ -152,8 +155,8 @@ def _pod_with_run(session: Session, ctx: ServiceContext, budget_id: str, ref: st
         storage_usd_per_gb_month=STORAGE_USD_PER_GB_MONTH,
     )
     pod = pods.register(session, ctx, budget_id, registration, now)
-    spec = runs.RunSpec("train", pod.id, 1_000_000, HEARTBEAT_TIMEOUT_S, CHECKPOINT_GRACE_S)
-    run, _token = runs.create(session, ctx.config, budget_id, spec, now)
+    spec = lifecycle.RunSpec("train", pod.id, 1_000_000, HEARTBEAT_TIMEOUT_S, CHECKPOINT_GRACE_S)
+    run, _token = lifecycle.create(session, ctx.config, budget_id, spec, now)
     return run.id
 
 

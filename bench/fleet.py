@@ -30,10 +30,10 @@ from governor.db import schema
 from governor.db.engine import build_engine, session_factory, unit_of_work
 from governor.db.tables import LedgerEntryRow
 from governor.domain.ports import AnyProvider, SystemClock
-from governor.services import checkins
 from governor.services.context import GovernorConfig, ServiceContext
-from governor.services.health import TickLog
-from governor.services.leadership import Lease
+from governor.services.jobs import checkins
+from governor.services.replica.health import TickLog
+from governor.services.replica.leadership import Lease
 from governor.settings import Settings
 
 DATABASES = ("sqlite", "postgres")

@@ -67,9 +67,10 @@ from governor.domain.model import Action, PodState, RunStatus
 from governor.domain.money import ZERO, charge
 from governor.fakes.cloud import BillingFakeProvider
 from governor.scheduler.tasks import TASKS
-from governor.services import budgets, pods, runs
-from governor.services.checkins import Checkpoint, Directive, Heartbeat
 from governor.services.context import GovernorConfig
+from governor.services.fleet import budgets, pods
+from governor.services.jobs.checkins import Checkpoint, Directive, Heartbeat
+from governor.services.runs import lifecycle
 
 BENCH = "overshoot"
 DEFAULT_SEED = 20260101
@@ -301,8 +302,10 @@ class Simulation:
         job.budget_id = budgets.declare(session, declaration, now).id
         registration = pods.Registration(s.provider, s.ref, gpu_type="H100", gpu_count=1)
         job.pod_id = pods.register(session, self.ctx, job.budget_id, registration, now).id
-        spec = runs.RunSpec("train", job.pod_id, None, s.heartbeat_timeout_s, s.checkpoint_grace_s)
-        job.run_id = runs.create(session, self.ctx.config, job.budget_id, spec, now)[0].id
+        spec = lifecycle.RunSpec(
+            "train", job.pod_id, None, s.heartbeat_timeout_s, s.checkpoint_grace_s
+        )
+        job.run_id = lifecycle.create(session, self.ctx.config, job.budget_id, spec, now)[0].id
 
     # Running ------------------------------------------------------------------------------
 

@@ -49,8 +49,8 @@ from server_process import DEFAULT_ADMIN_URL
 
 from governor.cli import SWITCH_INTERVAL_S
 from governor.scheduler.tasks import TASKS
-from governor.services import checkins
 from governor.services.context import ServiceContext
+from governor.services.jobs import checkins
 
 BENCH = "pass_tail"
 BEATERS = 40  # the threads a server answers its requests on (anyio's default limit)

@@ -37,11 +37,7 @@ from governor.domain.ports import AnyProvider, Clock, ProviderError, SystemClock
 from governor.domain.telemetry import TelemetrySource
 from governor.fakes.cloud import BillingFakeProvider, FakeProvider
 from governor.fakes.nvml import FakeNvml
-from governor.services import shared_secrets, tokens, undelivered
-from governor.services.auth_limits import FailureLimiter, Network, trusted_networks
 from governor.services.context import GovernorConfig, ServiceContext
-from governor.services.health import TickLog
-from governor.services.leadership import Lease
 from governor.services.notifications import (
     GaveUp,
     Notifier,
@@ -49,9 +45,14 @@ from governor.services.notifications import (
     Subscription,
     route_events,
 )
-from governor.services.tokens import TokenCache
-from governor.services.write_limits import WriteKind, WriteLimiter
-from governor.services.write_watch import WriteWatch
+from governor.services.replica import undelivered
+from governor.services.replica.health import TickLog
+from governor.services.replica.leadership import Lease
+from governor.services.replica.write_watch import WriteWatch
+from governor.services.security import shared_secrets, tokens
+from governor.services.security.auth_limits import FailureLimiter, Network, trusted_networks
+from governor.services.security.tokens import TokenCache
+from governor.services.security.write_limits import WriteKind, WriteLimiter
 from governor.settings import Settings
 
 ProviderFactory = Callable[[Settings, Clock], AnyProvider | None]  # None: not configured

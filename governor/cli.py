@@ -185,7 +185,7 @@ def _migrate(args: argparse.Namespace) -> int:
 def _rotate_bootstrap(_args: argparse.Namespace) -> int:
     from governor.bootstrap import build_context, close_context
     from governor.db.engine import unit_of_work
-    from governor.services import tokens
+    from governor.services.security import tokens
 
     settings = load_settings()
     if settings.operator_token is None:
@@ -351,7 +351,7 @@ def _providers_check(_args: argparse.Namespace) -> int:
     from governor.db import schema
     from governor.domain.money import format_usd
     from governor.operator import table
-    from governor.services import providers
+    from governor.services.fleet import providers
 
     logging.getLogger("alembic").setLevel(logging.WARNING)  # only its schema check runs here
     settings = load_settings()

@@ -17,10 +17,10 @@ from governor.db.engine import read_only, unit_of_work
 from governor.db.keyset import DEFAULT_LIMIT, MAX_CURSOR_CHARS, MAX_LIMIT, PageRequest
 from governor.domain.errors import Unauthenticated
 from governor.domain.model import Role
-from governor.services.auth_limits import client_address
 from governor.services.context import ServiceContext
-from governor.services.tokens import Principal
-from governor.services.write_limits import WriteKind
+from governor.services.security.auth_limits import client_address
+from governor.services.security.tokens import Principal
+from governor.services.security.write_limits import WriteKind
 
 bearer = HTTPBearer(auto_error=False, description="operator, viewer, job or agent token")
 

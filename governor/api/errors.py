@@ -13,8 +13,8 @@ from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException
 
 from governor.domain import errors
-from governor.services.pods import ProviderUnavailable
-from governor.services.windows import Throttled
+from governor.services.fleet.pods import ProviderUnavailable
+from governor.services.security.windows import Throttled
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from governor.db.tables import EventRow, PodRow
 from governor.domain.attribution import STOPPED_STORAGE, UNPHASED
 from governor.domain.model import EntryKind
 from governor.domain.money import ZERO, dollars
-from governor.services.report import Listed, PodBill, Report, Stop
+from governor.services.view.report import Listed, PodBill, Report, Stop
 
 LABEL = {
     STOPPED_STORAGE: "stopped storage",

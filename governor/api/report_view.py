@@ -23,8 +23,8 @@ from governor.db.tables import PlanCheckRow
 from governor.domain.model import Category, PodState
 from governor.domain.money import format_usd
 from governor.domain.preflight.rules import Verdict
-from governor.services.report import Peak, PodBill, PodSpend, Report, Stop
-from governor.services.status import PlanLine
+from governor.services.view.report import Peak, PodBill, PodSpend, Report, Stop
+from governor.services.view.status import PlanLine
 
 
 class PhaseSpendOut(BaseModel):

@@ -34,9 +34,9 @@ from governor.db.tables import (
 from governor.domain.ledger import Figures
 from governor.domain.money import format_usd
 from governor.domain.telemetry import owns
-from governor.services import telemetry
-from governor.services.book import Book
-from governor.services.report import bill_of
+from governor.services.money.book import Book
+from governor.services.monitoring import telemetry
+from governor.services.view.report import bill_of
 
 
 def budget(book: Book) -> BudgetOut:

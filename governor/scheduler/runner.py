@@ -22,7 +22,7 @@ from governor.domain.model import Category, Severity
 from governor.scheduler.tasks import TASKS, Periodic
 from governor.services import events
 from governor.services.context import ServiceContext
-from governor.services.leadership import Lease, NotLeader
+from governor.services.replica.leadership import Lease, NotLeader
 
 log = logging.getLogger(__name__)
 

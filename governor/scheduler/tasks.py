@@ -8,16 +8,11 @@ from dataclasses import dataclass
 from governor.db import repository as repo
 from governor.db.engine import read_only, unit_of_work
 from governor.domain.ledger import slice_start
-from governor.services import (
-    billing,
-    enforcement,
-    metering,
-    metric_history,
-    resumes,
-    stops,
-    telemetry,
-)
 from governor.services.context import ServiceContext
+from governor.services.fleet import resumes
+from governor.services.money import billing, metering
+from governor.services.monitoring import metric_history, telemetry
+from governor.services.stopping import enforcement, stops
 
 # The hour's ledger is written over as many accrue passes as it takes at this many pods a pass
 # (whole budgets), so that no pass grows with the fleet: 10,000 pods close their hour within

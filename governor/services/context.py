@@ -19,13 +19,13 @@ from governor.domain.policy import Watch
 from governor.domain.ports import AnyProvider, Clock
 from governor.domain.preflight.plan import Plan
 from governor.domain.telemetry import TelemetrySource
-from governor.services.auth_limits import FailureLimiter, Network
-from governor.services.health import TickLog
-from governor.services.leadership import Lease
 from governor.services.notifications import Notifier
-from governor.services.tokens import TokenCache
-from governor.services.write_limits import WriteLimiter
-from governor.services.write_watch import WriteWatch
+from governor.services.replica.health import TickLog
+from governor.services.replica.leadership import Lease
+from governor.services.replica.write_watch import WriteWatch
+from governor.services.security.auth_limits import FailureLimiter, Network
+from governor.services.security.tokens import TokenCache
+from governor.services.security.write_limits import WriteLimiter
 
 ReadPlan = Callable[[dict[str, Any]], Plan]
 DEFAULT_HEARTBEAT_TIMEOUT_S = 120.0

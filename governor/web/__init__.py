@@ -7,7 +7,7 @@ from pathlib import Path
 from fastapi import APIRouter, Depends, Request
 from fastapi.templating import Jinja2Templates
 
-from governor.services import templating
+from governor.render import templating
 from governor.web import charts, routes
 from governor.web.deps import Kit
 from governor.web.format import FILTERS

@@ -10,8 +10,8 @@ from datetime import datetime
 from decimal import Decimal
 from itertools import pairwise
 
-from governor.services.pages import MetricPoint
-from governor.services.status import GpuPoint, SpendChart
+from governor.services.view.pages import MetricPoint
+from governor.services.view.status import GpuPoint, SpendChart
 from governor.web.format import GIB, clock, usd
 
 WIDTH, HEIGHT = 1000, 300  # the spend chart's viewBox; it stretches to its box, labels are HTML

@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session
 from starlette.exceptions import HTTPException
 
 from governor.db.engine import unit_of_work
-from governor.services import logins
 from governor.services.context import ServiceContext
+from governor.services.security import logins
 from governor.web.auth import COOKIE, Keys, PageSession
 
 MAX_FORM_BYTES = 4096

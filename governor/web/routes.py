@@ -17,9 +17,13 @@ from fastapi.responses import FileResponse, RedirectResponse, Response
 
 from governor.db.keyset import WHOLE
 from governor.domain.errors import Conflict, Forbidden, NotFound, Unauthenticated
-from governor.services import extensions, logins, pages, report_html, resumes, status, tokens
-from governor.services.auth_limits import TooManyAttempts, client_address
-from governor.services.pods import ProviderUnavailable
+from governor.render import report_html
+from governor.services.fleet import resumes
+from governor.services.fleet.pods import ProviderUnavailable
+from governor.services.money import extensions
+from governor.services.security import logins, tokens
+from governor.services.security.auth_limits import TooManyAttempts, client_address
+from governor.services.view import pages, status
 from governor.web.auth import COOKIE
 from governor.web.deps import Context, Form, Now, SignedIn, Tx, WebKit
 

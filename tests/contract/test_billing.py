@@ -23,7 +23,7 @@ from governor.db import schema
 from governor.db.tables import LedgerEntryRow
 from governor.domain.model import EntryKind, Severity
 from governor.fakes.http_cloud import running
-from governor.services import pods
+from governor.services.fleet import pods
 from tests.clock import FrozenClock
 from tests.contract.conftest import HARNESSES, SECRET
 from tests.contract.harness import BillingHarness

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from governor.app import create_app
 from governor.db import schema
 from governor.db.engine import build_engine, session_factory, unit_of_work
-from governor.services import tokens
+from governor.services.security import tokens
 from governor.settings import load_settings
 from tests.clock import FrozenClock
 

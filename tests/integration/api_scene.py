@@ -15,8 +15,8 @@ from fastapi.testclient import TestClient
 
 from governor.app import create_app
 from governor.db import schema
-from governor.services import tokens
-from governor.services.auth_limits import FailureLimiter
+from governor.services.security import tokens
+from governor.services.security.auth_limits import FailureLimiter
 from governor.settings import load_settings
 from tests.clock import FrozenClock
 from tests.integration.conftest import make_governor

@@ -26,13 +26,19 @@ from governor.domain.ports import AnyProvider, SystemClock
 from governor.domain.telemetry import GIB, DeviceProblem, GpuProcess, GpuSample, Reading
 from governor.fakes.cloud import FakeProvider
 from governor.scheduler import tasks
-from governor.services import admission, budgets, checkins, pods, runs, status, telemetry, tokens
-from governor.services.book import Book
 from governor.services.context import GovernorConfig, ServiceContext
-from governor.services.health import TickLog
-from governor.services.leadership import Lease
-from governor.services.status import Dashboard
-from governor.services.tokens import Principal
+from governor.services.fleet import budgets, pods
+from governor.services.jobs import checkins
+from governor.services.money.book import Book
+from governor.services.monitoring import telemetry
+from governor.services.plans import admission
+from governor.services.replica.health import TickLog
+from governor.services.replica.leadership import Lease
+from governor.services.runs import lifecycle
+from governor.services.security import tokens
+from governor.services.security.tokens import Principal
+from governor.services.view import status
+from governor.services.view.status import Dashboard
 from governor.settings import load_settings
 from tests.clock import FrozenClock
 from tests.plans import variant
@@ -98,9 +104,9 @@ class Governor:
         grace_s: float = 300.0,
         total_steps: int | None = None,
     ) -> str:
-        spec = runs.RunSpec("job", pod_id, total_steps, timeout_s, grace_s)
+        spec = lifecycle.RunSpec("job", pod_id, total_steps, timeout_s, grace_s)
         with self.session() as s:
-            row, _ = runs.create(s, self.ctx.config, budget_id, spec, self.clock.now())
+            row, _ = lifecycle.create(s, self.ctx.config, budget_id, spec, self.clock.now())
             return row.id
 
     def beat(

@@ -15,7 +15,7 @@ from governor.db.keyset import FIRST
 from governor.db.tables import PlanCheckRow
 from governor.domain.errors import Invalid, NotFound
 from governor.domain.preflight.rules import Verdict
-from governor.services import admission
+from governor.services.plans import admission
 from tests.integration.conftest import Governor
 from tests.plans import variant
 

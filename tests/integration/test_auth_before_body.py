@@ -11,7 +11,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from governor.services.auth_limits import FailureLimiter
+from governor.services.security.auth_limits import FailureLimiter
 from tests.integration.api_scene import Scene, served_scene
 
 MALFORMED = b'{"name": "b", "ceiling_usd": '

@@ -16,7 +16,8 @@ from governor.db.tables import EventRow, LedgerEntryRow, PodRow
 from governor.domain.model import BudgetState, EntryKind, PodState, Severity
 from governor.domain.ports import Billed, ProviderError
 from governor.fakes.cloud import BillingFakeProvider
-from governor.services import billing, budgets, pods
+from governor.services.fleet import budgets, pods
+from governor.services.money import billing
 from tests.clock import FrozenClock
 from tests.integration.conftest import BY, Governor, counted, make_governor
 

@@ -15,7 +15,10 @@ from governor.db.tables import PlanCheckRow
 from governor.domain.errors import Conflict
 from governor.domain.model import Action, Phase, Reason, Requester, RunStatus
 from governor.domain.preflight.rules import Verdict
-from governor.services import admission, budgets, extensions, telemetry
+from governor.services.fleet import budgets
+from governor.services.money import extensions
+from governor.services.monitoring import telemetry
+from governor.services.plans import admission
 from tests.integration.conftest import BY, WORST_CASE, Governor, check, gpu_sample, plan, register
 
 D = Decimal

@@ -17,8 +17,8 @@ from governor.domain.model import (
 from governor.domain.ports import CallOutcome, CallResult, PodDescription
 from governor.domain.stop_order import StopState
 from governor.fakes.cloud import FakeProvider
-from governor.services import pods
-from governor.services.checkins import Checkpoint
+from governor.services.fleet import pods
+from governor.services.jobs.checkins import Checkpoint
 from tests.clock import FrozenClock
 from tests.integration.conftest import BY, Governor, make_governor
 

@@ -7,7 +7,7 @@ import pytest
 
 from governor.domain.errors import Conflict
 from governor.domain.model import Action, BudgetState, ExtensionState, Reason, Requester
-from governor.services import extensions
+from governor.services.money import extensions
 from tests.integration.conftest import BY, Governor
 
 D = Decimal

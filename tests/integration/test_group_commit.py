@@ -16,7 +16,8 @@ from governor.db import repository as repo
 from governor.db.group_commit import GroupCommit
 from governor.domain.errors import NotFound, RunEnded
 from governor.domain.model import Action, RunStatus
-from governor.services import checkins, metric_history
+from governor.services.jobs import checkins
+from governor.services.monitoring import metric_history
 from tests.integration.conftest import Governor, counted
 
 Step = tuple[str, int]  # a run, and the step to write on it

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from governor.api.route import LeanRoute
 from governor.api.routes import runs as run_routes
-from governor.services import checkins
+from governor.services.jobs import checkins
 from tests.integration.conftest import Governor, ok
 
 DEADLINE_S = 30.0

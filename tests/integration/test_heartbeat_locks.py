@@ -14,7 +14,8 @@ from sqlalchemy.orm import Session
 from governor.db import repository as repo
 from governor.db.tables import RunRow
 from governor.domain.model import Action
-from governor.services import checkins, pods
+from governor.services.fleet import pods
+from governor.services.jobs import checkins
 from tests.integration.conftest import BY, Governor
 
 

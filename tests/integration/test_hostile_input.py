@@ -18,7 +18,7 @@ from sqlalchemy import select
 
 from governor.app import create_app
 from governor.db.tables import Base
-from governor.services import tokens
+from governor.services.security import tokens
 from governor.settings import load_settings
 from tests.integration.api_scene import pilot
 from tests.integration.conftest import Governor

@@ -19,10 +19,11 @@ from governor.db.engine import read_only
 from governor.db.tables import LedgerEntryRow, RunPhaseRow, TokenRow
 from governor.domain.errors import Unauthenticated
 from governor.domain.model import Action, Phase, Role, RunStatus
-from governor.services import metering, tokens
-from governor.services import pods as pod_service
-from governor.services.checkins import Checkpoint
-from governor.services.tokens import TokenCache
+from governor.services.fleet import pods as pod_service
+from governor.services.jobs.checkins import Checkpoint
+from governor.services.money import metering
+from governor.services.security import tokens
+from governor.services.security.tokens import TokenCache
 from tests.clock import FrozenClock
 from tests.integration.conftest import BY, Governor, counted, make_governor
 

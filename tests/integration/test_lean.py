@@ -14,8 +14,8 @@ from governor.db.engine import reading, writing
 from governor.db.lean import Lean
 from governor.db.tables import BudgetRow, RunMetricRow, RunRow
 from governor.domain.model import Action, RunStatus
-from governor.services import metric_history
-from governor.services.book import KEPT_FIGURES
+from governor.services.money.book import KEPT_FIGURES
+from governor.services.monitoring import metric_history
 from tests.integration.conftest import Governor, counted
 
 # Of every kind a heartbeat reads: text, enums, aware UTC times, floats, JSON, micro-dollars.

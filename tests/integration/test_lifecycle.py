@@ -15,8 +15,9 @@ from governor.db.tables import GpuSampleRow, RunRow, StopOrderRow
 from governor.domain.errors import RunEnded
 from governor.domain.model import Action, PodState, Reason, RunStatus
 from governor.domain.stop_order import StopState
-from governor.services import metrics, pods
-from governor.services.checkins import Checkpoint, Directive
+from governor.services.fleet import pods
+from governor.services.jobs.checkins import Checkpoint, Directive
+from governor.services.view import metrics
 from tests.integration.conftest import BY, Governor, gpu_sample
 
 

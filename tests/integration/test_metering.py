@@ -10,7 +10,8 @@ from governor.db import repository as repo
 from governor.db.tables import LedgerEntryRow, PodRow
 from governor.domain.model import ChargeKind, EntryKind
 from governor.scheduler import tasks
-from governor.services import budgets, metering, pods
+from governor.services.fleet import budgets, pods
+from governor.services.money import metering
 from tests.integration.conftest import BY, Governor
 
 D = Decimal

@@ -14,7 +14,9 @@ from pathlib import Path
 from governor.db import repository as repo
 from governor.domain.model import Requester
 from governor.domain.telemetry import GIB
-from governor.services import budgets, extensions, metrics, pods
+from governor.services.fleet import budgets, pods
+from governor.services.money import extensions
+from governor.services.view import metrics
 from tests.clock import FrozenClock
 from tests.integration.conftest import BY, Governor, gpu_sample, make_governor
 

@@ -13,8 +13,10 @@ from governor.db import repository as repo
 from governor.db.tables import EventRow
 from governor.domain.model import Category, Severity
 from governor.domain.notice import Outcome
-from governor.services import events, pods, undelivered
+from governor.services import events
+from governor.services.fleet import pods
 from governor.services.notifications import Notifier, Retry, Subscription, route_events
+from governor.services.replica import undelivered
 from tests.integration.conftest import BY, Governor
 from tests.unit.services.test_notifications import FakeSink
 

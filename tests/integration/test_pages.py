@@ -7,7 +7,8 @@ import pytest
 
 from governor.domain.errors import NotFound
 from governor.domain.model import Phase
-from governor.services import checkins, pages
+from governor.services.jobs import checkins
+from governor.services.view import pages
 from tests.integration.conftest import Governor, gpu_sample
 
 

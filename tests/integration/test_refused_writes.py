@@ -15,7 +15,7 @@ from sqlalchemy import text
 
 from governor.app import create_app
 from governor.db import schema
-from governor.services import tokens
+from governor.services.security import tokens
 from governor.settings import load_settings
 from tests.clock import FrozenClock
 from tests.conftest import reset_postgres

@@ -32,18 +32,14 @@ from governor.domain.model import (
 )
 from governor.domain.money import ZERO, dollars, format_usd
 from governor.domain.ports import Billed
-from governor.services import (
-    admission,
-    billing,
-    checkins,
-    events,
-    extensions,
-    metering,
-    pods,
-    report,
-    report_html,
-    runs,
-)
+from governor.render import report_html
+from governor.services import events
+from governor.services.fleet import pods
+from governor.services.jobs import checkins
+from governor.services.money import billing, extensions, metering
+from governor.services.plans import admission
+from governor.services.runs import lifecycle
+from governor.services.view import report
 from tests.integration.conftest import BY, WORST_CASE, Governor, check, gpu_sample, plan, register
 from tests.plans import variant
 
@@ -307,8 +303,8 @@ def test_each_runs_metrics_end_at_their_last_values_and_health_findings_are_mode
     pod = gov.pod(budget)
     flat = HealthRule(Kind.FLATLINE, "reward_variance", Response.WARN, window=3)
     with gov.session() as s:
-        spec = runs.RunSpec("rl", pod, heartbeat_timeout_s=3600, health=(flat,))
-        run = runs.create(s, gov.ctx.config, budget, spec, gov.clock.now())[0].id
+        spec = lifecycle.RunSpec("rl", pod, heartbeat_timeout_s=3600, health=(flat,))
+        run = lifecycle.create(s, gov.ctx.config, budget, spec, gov.clock.now())[0].id
     beats = (
         (1, {"loss": 2.5, "reward_variance": 0.0, "lr": 1e-4}),
         (2, {"loss": 2.0, "reward_variance": 0.0}),

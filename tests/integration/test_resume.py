@@ -22,9 +22,12 @@ from governor.domain.model import (
     RunStatus,
 )
 from governor.domain.preflight.rules import Verdict
-from governor.services import admission, budgets, extensions, pods, resumes, tokens
-from governor.services.checkins import Checkpoint
-from governor.services.pods import ProviderUnavailable
+from governor.services.fleet import budgets, pods, resumes
+from governor.services.fleet.pods import ProviderUnavailable
+from governor.services.jobs.checkins import Checkpoint
+from governor.services.money import extensions
+from governor.services.plans import admission
+from governor.services.security import tokens
 from tests.integration.conftest import BY, Governor
 from tests.plans import variant
 

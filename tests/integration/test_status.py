@@ -19,8 +19,14 @@ from governor.domain.model import (
 from governor.domain.money import format_usd
 from governor.domain.preflight.rules import Verdict
 from governor.domain.telemetry import GIB
-from governor.services import admission, checkins, extensions, metric_history, pods, runs, status
-from governor.services.status import MetricValue, thin
+from governor.services.fleet import pods
+from governor.services.jobs import checkins
+from governor.services.money import extensions
+from governor.services.monitoring import metric_history
+from governor.services.plans import admission
+from governor.services.runs import lifecycle
+from governor.services.view import status
+from governor.services.view.status import MetricValue, thin
 from tests.integration.conftest import (
     BY,
     WORST_CASE,
@@ -198,8 +204,8 @@ def test_a_run_line_shows_its_latest_metrics_the_watched_ones_first(gov: Governo
     pod = gov.pod(budget)
     watch = HealthRule(Kind.NO_IMPROVEMENT, "reward_mean", window=50, goal=Goal.MAX)
     with gov.session() as s:
-        spec = runs.RunSpec("rl", pod, heartbeat_timeout_s=3600, health=(watch,))
-        run = runs.create(s, gov.ctx.config, budget, spec, gov.clock.now())[0].id
+        spec = lifecycle.RunSpec("rl", pod, heartbeat_timeout_s=3600, health=(watch,))
+        run = lifecycle.create(s, gov.ctx.config, budget, spec, gov.clock.now())[0].id
     [r] = read_dashboard(gov).budgets[0].runs
     assert r.metrics == ()
     # Each beat carries only what is new since the last one, as governor.client sends it.

@@ -9,7 +9,7 @@ from governor.db.tables import GpuSampleRow
 from governor.domain.model import Action, Category, PodState, Reason, Severity
 from governor.domain.policy import Watch
 from governor.domain.telemetry import GIB, DeviceProblem, GpuProcess, Reading
-from governor.services import telemetry
+from governor.services.monitoring import telemetry
 from tests.integration.conftest import Governor, gpu_sample
 
 

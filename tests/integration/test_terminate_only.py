@@ -18,8 +18,8 @@ from governor.domain.model import PodState, RunStatus, Severity
 from governor.domain.stop_order import StopState
 from governor.fakes.http_cloud import running
 from governor.fakes.lambda_cloud import FakeLambda
-from governor.services import pods
-from governor.services.checkins import Checkpoint
+from governor.services.fleet import pods
+from governor.services.jobs.checkins import Checkpoint
 from tests.clock import FrozenClock
 from tests.fake_clouds import TIMEOUT_S
 from tests.integration.conftest import BY, Governor, make_governor

@@ -11,7 +11,8 @@ import pytest
 from governor.db import repository as repo
 from governor.domain.errors import Conflict, Unauthenticated
 from governor.domain.model import Role
-from governor.services import budgets, logins, pods, tokens
+from governor.services.fleet import budgets, pods
+from governor.services.security import logins, tokens
 from tests.integration.conftest import BY, Governor
 
 

@@ -14,14 +14,17 @@ from governor.domain.health import HealthRule, Kind, Response
 from governor.domain.model import Action, Category, PodState, Reason, Severity
 from governor.domain.telemetry import GIB, GpuProcess, ProcessClaim, Reading, hosts, own_part
 from governor.fakes.nvml import HUNG_PID, HUNG_PROCESS, FakeNvml, uuid_for
-from governor.services import checkins, metric_history, pods, runs, telemetry
+from governor.services.fleet import pods
+from governor.services.jobs import checkins
+from governor.services.monitoring import metric_history, telemetry
+from governor.services.runs import lifecycle
 from tests.integration.conftest import Governor, gpu_sample, ok
 
 
 def health_run(gov: Governor, budget: str, pod: str, *rules: HealthRule) -> str:
-    spec = runs.RunSpec("rl", pod, heartbeat_timeout_s=3600, health=rules or None)
+    spec = lifecycle.RunSpec("rl", pod, heartbeat_timeout_s=3600, health=rules or None)
     with gov.session() as s:
-        row, _ = runs.create(s, gov.ctx.config, budget, spec, gov.clock.now())
+        row, _ = lifecycle.create(s, gov.ctx.config, budget, spec, gov.clock.now())
         return row.id
 
 

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from governor.app import create_app
-from governor.services import tokens
+from governor.services.security import tokens
 from governor.settings import load_settings
 from tests.integration.api_scene import pilot
 from tests.integration.conftest import Governor

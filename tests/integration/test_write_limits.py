@@ -15,8 +15,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from governor.app import create_app
-from governor.services import events, tokens
-from governor.services.write_limits import WriteKind, WriteLimiter
+from governor.services import events
+from governor.services.security import tokens
+from governor.services.security.write_limits import WriteKind, WriteLimiter
 from governor.settings import load_settings
 from tests.integration.api_scene import pilot
 from tests.integration.conftest import Governor

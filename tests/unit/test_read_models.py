@@ -9,7 +9,7 @@ from decimal import Decimal
 
 from governor.api.read_models import api_model, api_name
 from governor.api.routes import status as status_route
-from governor.services import status
+from governor.services.view import status
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from governor.domain.ports import SystemClock
 from governor.scheduler.runner import Driver
 from governor.scheduler.tasks import Periodic, batches, first_pods
 from governor.services.context import GovernorConfig, ServiceContext
-from governor.services.health import TickLog
-from governor.services.leadership import Lease
+from governor.services.replica.health import TickLog
+from governor.services.replica.leadership import Lease
 from tests.clock import FrozenClock
 
 

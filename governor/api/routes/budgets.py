@@ -6,7 +6,7 @@ from governor.api.error_responses import errors
 from governor.api.route import api_router
 from governor.api.safe_input import QueryName
 from governor.api.schemas import BudgetIn, BudgetOut, CloseIn, Page
-from governor.services import budgets
+from governor.services.fleet import budgets
 
 router = api_router(prefix="/v1/budgets", tags=["budgets"])
 

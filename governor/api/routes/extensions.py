@@ -11,8 +11,9 @@ from governor.api.route import api_router
 from governor.api.schemas import DecisionIn, ExtensionIn, ExtensionOut, Page
 from governor.db import repository as repo
 from governor.domain.model import ExtensionState, Requester, Role
-from governor.services import checkins, extensions
-from governor.services.tokens import Principal
+from governor.services.jobs import checkins
+from governor.services.money import extensions
+from governor.services.security.tokens import Principal
 
 router = api_router(tags=["extensions"])
 

@@ -8,8 +8,8 @@ from fastapi.responses import JSONResponse
 from governor.api.deps import Context, Now
 from governor.api.route import api_router
 from governor.db.engine import read_only
-from governor.services import leadership
-from governor.services.health import readiness
+from governor.services.replica import leadership
+from governor.services.replica.health import readiness
 
 router = api_router(tags=["health"])
 

@@ -16,7 +16,8 @@ from governor.api.deps import Context, Now, Tx
 from governor.api.error_responses import errors
 from governor.api.route import api_router
 from governor.domain.model import Role
-from governor.services import metrics, tokens
+from governor.services.security import tokens
+from governor.services.view import metrics
 
 router = api_router(tags=["metrics"])
 _bearer = HTTPBearer(auto_error=False, description="a viewer or operator token, when required")

@@ -17,7 +17,9 @@ from governor.api.schemas import (
     ReleaseIn,
 )
 from governor.domain.money import format_usd
-from governor.services import admission, budgets, checkins
+from governor.services.fleet import budgets
+from governor.services.jobs import checkins
+from governor.services.plans import admission
 
 router = api_router(prefix="/v1/budgets/{budget_id}/plans", tags=["plans"])
 

@@ -15,8 +15,8 @@ from governor.api.schemas import (
     StopOrderOut,
 )
 from governor.db import repository as repo
-from governor.services import budgets, pods, resumes
-from governor.services.book import open_books
+from governor.services.fleet import budgets, pods, resumes
+from governor.services.money.book import open_books
 
 router = api_router(tags=["pods"])
 

@@ -8,8 +8,8 @@ from governor.api.deps import Context, Now, Tx, Viewer
 from governor.api.report_markdown import render
 from governor.api.report_view import ReportOut, report
 from governor.api.route import api_router
-from governor.services import report as run_report
-from governor.services import report_html
+from governor.render import report_html
+from governor.services.view import report as run_report
 
 router = api_router(tags=["report"])
 # The page carries the report's own text (names, reasons, notes), escaped; it needs nothing

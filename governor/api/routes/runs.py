@@ -35,8 +35,11 @@ from governor.api.schemas import (
 from governor.db import repository as repo
 from governor.domain.health import HealthRule
 from governor.domain.model import RunStatus
-from governor.services import checkins, events, metric_history, runs
+from governor.services import events
 from governor.services.context import ServiceContext
+from governor.services.jobs import checkins
+from governor.services.monitoring import metric_history
+from governor.services.runs import lifecycle
 
 router = api_router(tags=["runs"])
 
@@ -116,13 +119,13 @@ def create(budget_id: str, body: RunIn, _: Operator, ctx: Context, tx: Tx, now: 
     """Create a run on a pod. The response carries the job's token, once."""
     policy = body.policy.model_dump(exclude_none=True, exclude={"health"}) if body.policy else None
     health = None if body.policy is None or body.policy.health is None else body.policy.health
-    spec = runs.RunSpec(
+    spec = lifecycle.RunSpec(
         **body.model_dump(exclude={"policy"}),
         policy=policy or None,
         health=None if health is None else tuple(HealthRule.of(r.model_dump()) for r in health),
     )
     with tx() as session:
-        row, token = runs.create(session, ctx.config, budget_id, spec, now)
+        row, token = lifecycle.create(session, ctx.config, budget_id, spec, now)
         return RunCreated(**views.run(session, row).model_dump(), token=token)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from governor.api.deps import Context, Now, Tx, Viewer
 from governor.api.read_models import api_model
 from governor.api.route import api_router
-from governor.services import status
+from governor.services.view import status
 
 router = api_router(tags=["status"])
 

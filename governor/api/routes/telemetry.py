@@ -20,7 +20,7 @@ from governor.domain.telemetry import (
     ProcessClaim,
     Reading,
 )
-from governor.services import telemetry
+from governor.services.monitoring import telemetry
 
 router = api_router(tags=["telemetry"])
 

@@ -6,7 +6,7 @@ from governor.api.route import api_router
 from governor.api.schemas import Page, TokenIn, TokenInfo, TokenOut
 from governor.db import repository as repo
 from governor.domain.errors import Invalid
-from governor.services import tokens
+from governor.services.security import tokens
 
 router = api_router(tags=["tokens"])
 

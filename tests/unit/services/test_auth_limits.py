@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from governor.services.auth_limits import (
+from governor.services.security.auth_limits import (
     FailureLimiter,
     TooManyAttempts,
     client_address,

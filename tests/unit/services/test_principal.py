@@ -6,7 +6,7 @@ import pytest
 
 from governor.domain.errors import Forbidden
 from governor.domain.model import Role
-from governor.services.tokens import Principal
+from governor.services.security.tokens import Principal
 
 
 @pytest.mark.parametrize(

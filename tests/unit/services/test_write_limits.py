@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from governor.services.write_limits import TooManyWrites, WriteKind, WriteLimiter
+from governor.services.security.write_limits import TooManyWrites, WriteKind, WriteLimiter
 
 
 class Ticking:

@@ -12,7 +12,7 @@ from sqlalchemy.exc import OperationalError
 
 from governor.domain.model import Severity
 from governor.domain.notice import Notice
-from governor.services.write_watch import WriteWatch
+from governor.services.replica.write_watch import WriteWatch
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

@@ -1,0 +1,254 @@
+"""Registering pods under a budget, and asking for a manual, preserving stop."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from sqlalchemy.orm import Session
+
+from governor.db import repository as repo
+from governor.db.tables import PodRow, StopOrderRow
+from governor.domain.errors import Conflict, Invalid
+from governor.domain.model import BudgetState, Category, PodState, RateSource, Severity
+from governor.domain.money import ZERO, dollars, format_usd
+from governor.domain.ports import (
+    AnyProvider,
+    Billed,
+    ProviderError,
+    ReportsBilling,
+    Storage,
+    TerminateOnly,
+)
+from governor.services import events
+from governor.services.context import ServiceContext
+from governor.services.ids import new_id
+from governor.services.money import billing
+from governor.services.money.book import open_book
+from governor.services.plans import admission
+from governor.services.security.tokens import Principal
+from governor.services.stopping.enforcement import enforce
+
+
+class ProviderUnavailable(Exception):
+    """The provider could not be asked right now; the caller may try again."""
+
+
+@dataclass(frozen=True)
+class Registration:
+    provider: str
+    provider_ref: str
+    hourly_rate_usd: Decimal | None = None
+    gpu_type: str | None = None
+    gpu_count: int | None = None
+    storage_gb: float = 0.0
+    storage_usd_per_gb_month: Decimal = ZERO
+    stopped_storage_usd_per_gb_month: Decimal | None = None
+    local: bool = False  # this server samples the pod's GPUs itself
+    node: str | None = None  # the machine it runs on: that machine's agent reports for it
+    gpu_uuids: list[str] | None = None  # its own GPUs on a shared machine; None: all
+    process_pids: list[int] | None = None  # its own processes there, by PID
+    process_pattern: str | None = None  # and/or by name (a glob); neither: every process
+    persistent_filesystem: str | None = None  # terminate-only: where checkpoints must land
+    plan_id: str | None = None  # the admitted plan it runs under
+    name: str | None = None  # what people call it within its budget; None: the provider's ref
+
+
+def register(
+    session: Session, ctx: ServiceContext, budget_id: str, reg: Registration, now: datetime
+) -> PodRow:
+    """Put a pod under a budget. The provider is asked first: its rate wins over a declared one."""
+    provider = ctx.provider(reg.provider)
+    try:
+        described = provider.describe(reg.provider_ref)
+    except ProviderError as exc:
+        if exc.retryable:
+            raise ProviderUnavailable(f"{reg.provider} did not answer: {exc}") from exc
+        raise Invalid(f"{reg.provider} cannot describe {reg.provider_ref!r}: {exc}") from exc
+    billed = _billed_so_far(provider, reg.provider_ref, now)
+    budget = repo.get_budget(session, budget_id, lock=True)
+    if budget.state is not BudgetState.OPEN:
+        raise Conflict(
+            f"budget {budget.id} is {budget.state.value}: no new pods until an approved "
+            "extension reopens it"
+        )
+    ceiling = open_book(session, budget.id, now, ctx.config).figures.effective_ceiling
+    plan = admission.bind(session, budget, reg.plan_id, ceiling)
+    if repo.pod_by_ref(session, reg.provider, reg.provider_ref) is not None:
+        raise Conflict(f"{reg.provider} pod {reg.provider_ref!r} is already registered")
+    name = reg.provider_ref if reg.name is None else reg.name
+    if (named := repo.pod_named(session, budget.id, name)) is not None:
+        raise Conflict(
+            f"budget {budget.id} already has a pod named {name!r} ({named.id}): give this one "
+            "another name"
+        )
+    if described.cannot_preserve and not isinstance(provider, TerminateOnly):
+        raise Invalid(
+            f"{reg.provider} pod {reg.provider_ref!r} cannot be stopped without losing its "
+            f"workspace: {described.cannot_preserve}"
+        )
+    mount = _persistent_mount(reg, described.filesystems)
+    if described.hourly_rate_usd is not None:
+        rate, source = described.hourly_rate_usd, RateSource.PROVIDER
+    elif reg.hourly_rate_usd is not None:
+        rate, source = reg.hourly_rate_usd, RateSource.DECLARED
+    else:
+        raise Invalid(
+            f"{reg.provider} does not report an hourly rate for {reg.provider_ref!r}: "
+            "declare hourly_rate_usd"
+        )
+    storage = described.storage or Storage(
+        Decimal(str(reg.storage_gb)),
+        reg.storage_usd_per_gb_month,
+        reg.storage_usd_per_gb_month
+        if reg.stopped_storage_usd_per_gb_month is None
+        else reg.stopped_storage_usd_per_gb_month,
+    )
+    pod = PodRow(
+        id=new_id("pod"),
+        budget_id=budget.id,
+        provider=reg.provider,
+        provider_ref=reg.provider_ref,
+        name=name,
+        gpu_type=reg.gpu_type,
+        gpu_count=reg.gpu_count,
+        hourly_rate_usd=rate,
+        rate_source=source,
+        storage_gb=float(storage.gb),
+        storage_usd_per_gb_month=storage.usd_per_gb_month,
+        stopped_storage_usd_per_gb_month=storage.stopped_usd_per_gb_month,
+        stop_latency_s=provider.stop_latency_s,
+        local=reg.local,
+        node=reg.node,
+        gpu_uuids=reg.gpu_uuids,
+        process_pids=reg.process_pids,
+        process_pattern=reg.process_pattern,
+        persistent_filesystem=reg.persistent_filesystem,
+        persistent_mount=mount,
+        plan_id=None if plan is None else plan.id,
+        state=described.state,
+        accrued_until=now,
+        created_at=now,
+    )
+    session.add(pod)
+    session.flush()
+    if billed is not None:
+        billing.book_billed(session, pod.id, billed, now)
+    declared_differs = reg.hourly_rate_usd is not None and reg.hourly_rate_usd != rate
+    if isinstance(provider, TerminateOnly):
+        _warn_terminate_only(session, pod, now)
+    events.record(
+        session,
+        now,
+        Severity.WARNING if declared_differs else Severity.INFO,
+        Category.OPERATOR,
+        f"pod:{pod.id}",
+        f"Pod {reg.provider}:{reg.provider_ref}"
+        + ("" if name == reg.provider_ref else f" ({name})")
+        + f" registered at {dollars(rate)}/h "
+        f"({source.value} rate)"
+        + (
+            f"; the declared {dollars(reg.hourly_rate_usd)}/h was overridden."
+            if declared_differs and reg.hourly_rate_usd is not None
+            else "."
+        ),
+        budget_id=budget.id,
+        evidence={
+            "name": name,
+            "hourly_rate_usd": format_usd(rate),
+            "rate_source": source.value,
+            "declared_rate_usd": None
+            if reg.hourly_rate_usd is None
+            else format_usd(reg.hourly_rate_usd),
+            "state": described.state.value,
+            "storage_gb": float(storage.gb),
+            "storage_source": "declared" if described.storage is None else "provider",
+        },
+    )
+    return pod
+
+
+def _billed_so_far(provider: AnyProvider, ref: str, now: datetime) -> Billed | None:
+    """What the provider has billed so far, so later bills are compared from registration on.
+    Asked before the budget is locked; a provider that does not answer now (or does not
+    report billing) gets its baseline at the next reconciliation."""
+    if not isinstance(provider, ReportsBilling):
+        return None
+    try:
+        return provider.billed({ref: now})[ref]
+    except ProviderError:
+        return None
+
+
+def _persistent_mount(reg: Registration, filesystems: Mapping[str, str]) -> str | None:
+    """Where the named persistent filesystem is mounted on the pod; it must be attached."""
+    if reg.persistent_filesystem is None:
+        return None
+    mount = filesystems.get(reg.persistent_filesystem)
+    if mount is None:
+        attached = ", ".join(sorted(filesystems)) or "none"
+        raise Invalid(
+            f"{reg.provider} pod {reg.provider_ref!r} has no filesystem named "
+            f"{reg.persistent_filesystem!r} attached (attached: {attached})"
+        )
+    return mount
+
+
+def _warn_terminate_only(session: Session, pod: PodRow, now: datetime) -> None:
+    if pod.persistent_filesystem:
+        message = (
+            f"{pod.provider} cannot stop a pod, only terminate it: the governor will terminate "
+            f"this one only after the job acknowledges a checkpoint under {pod.persistent_mount} "
+            f"(filesystem {pod.persistent_filesystem!r}); otherwise it alerts and keeps billing."
+        )
+    else:
+        message = (
+            f"{pod.provider} cannot stop a pod, only terminate it, and no persistent filesystem "
+            "was named: the governor will never terminate this pod. At a limit it alerts, and "
+            "the pod keeps billing until someone stops it. Register it with "
+            "persistent_filesystem to let the governor terminate it after a checkpoint there."
+        )
+    events.record(
+        session,
+        now,
+        Severity.WARNING,
+        Category.PROVIDER,
+        f"pod:{pod.id}",
+        message,
+        budget_id=pod.budget_id,
+        evidence={
+            "persistent_filesystem": pod.persistent_filesystem,
+            "persistent_mount": pod.persistent_mount,
+        },
+    )
+
+
+def stop_manually(
+    session: Session, ctx: ServiceContext, pod_id: str, reason: str, now: datetime, *, by: Principal
+) -> StopOrderRow:
+    """An operator's preserving stop. Asking again while one is under way returns that one.
+
+    The ask is the event that is told (who asked and why); the stop order it leads to is
+    recorded as information, so a manual stop sends one notice, not two."""
+    pod = repo.get_pod(session, pod_id)
+    repo.get_budget(session, pod.budget_id, lock=True)
+    session.refresh(pod)
+    if pod.state in (PodState.STOPPED, PodState.GONE):
+        latest = repo.latest_stop_order(session, pod.id)
+        if latest is None:
+            raise Conflict(f"pod {pod.id} is already {pod.state.value}")
+        return latest
+    events.record(
+        session,
+        now,
+        Severity.WARNING,
+        Category.OPERATOR,
+        f"pod:{pod.id}",
+        f"Pod stop asked by {by.said}: {reason}",
+        budget_id=pod.budget_id,
+        evidence={"reason": reason, "by": by.evidence},
+    )
+    book = enforce(session, ctx.config, pod.budget_id, now, manual_stop_pod=pod.id)
+    return repo.get_stop_order(session, book.orders[pod.id].id)  # the pass may hold a record

@@ -1,0 +1,6 @@
+"""Runs: a job's run started on a pod (with its own token, under its plan's verdict), and the
+runs that end with their pod.
+
+May use: `governor.domain`, `governor.db`, `plans`, `money`, `security`, and the shared
+modules.
+"""

@@ -1,0 +1,40 @@
+"""Dashboard sign-in: a viewer or operator token is checked once, then known by its id.
+
+The page's session remembers the token's id, never the token; every request asks again
+whether that token is still in force, so a revoked or expired token ends its sessions too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from governor.db.tables import TokenRow
+from governor.domain.model import Role
+from governor.services.security import tokens
+
+PAGE_ROLES = (Role.OPERATOR, Role.VIEWER)
+
+
+@dataclass(frozen=True)
+class Login:
+    token_id: str
+    role: Role
+
+
+def sign_in(session: Session, token: str, now: datetime) -> Login:
+    """Check a pasted token. Unauthenticated if unknown; Forbidden if not a page role."""
+    principal = tokens.authenticate(session, token.strip(), now)
+    principal.require(*PAGE_ROLES)
+    assert principal.token_id is not None  # authenticate found it on file
+    return Login(principal.token_id, principal.role)
+
+
+def role_of(session: Session, token_id: str, now: datetime) -> Role | None:
+    """The role of a token still in force, if it is one that may see the page."""
+    row = session.get(TokenRow, token_id)
+    if row is None or row.revoked_at is not None or row.role not in PAGE_ROLES:
+        return None
+    return None if row.expires_at is not None and row.expires_at <= now else row.role

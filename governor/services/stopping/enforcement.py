@@ -1,0 +1,263 @@
+"""One enforcement pass over a budget: build each pod's situation, let the policy decide, act.
+
+Acting here means writing intent (stop orders, directives, events), never calling a
+provider: stop orders are carried out by `stops.advance`, outside any transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from sqlalchemy.orm import Session
+
+from governor.db import records
+from governor.db.tables import BudgetRow, PodRow, RunRow, StopOrderRow
+from governor.domain.budget_lifecycle import after_ceiling
+from governor.domain.model import BILLS_COMPUTE, Action, Category, PodState, Reason
+from governor.domain.policy import Finding, Situation, decide, evaluate
+from governor.domain.run_lifecycle import HANGS, save_grace_s
+from governor.domain.stop_order import StopState
+from governor.services import events
+from governor.services.context import GovernorConfig
+from governor.services.ids import new_id
+from governor.services.money.book import (
+    Book,
+    heard_from,
+    heard_lately,
+    keep_figures,
+    live_books,
+    run_view,
+)
+from governor.services.monitoring import telemetry
+from governor.services.plans import admission
+
+CATEGORY_OF = {
+    Reason.CEILING: Category.BUDGET,
+    Reason.THRESHOLD: Category.BUDGET,
+    Reason.FORECAST: Category.BUDGET,
+    Reason.PRE_STOP: Category.BUDGET,
+    Reason.HEARTBEAT_LOST: Category.HARNESS,
+    Reason.FINISHED: Category.GOVERNOR,
+    Reason.MANUAL: Category.OPERATOR,
+    Reason.IDLE_HANG: Category.TELEMETRY,
+    Reason.STALLED: Category.HARNESS,
+    Reason.HEADROOM: Category.TELEMETRY,
+    Reason.FLATLINE: Category.MODEL,
+    Reason.NON_FINITE: Category.MODEL,
+    Reason.DIVERGING: Category.MODEL,
+    Reason.NO_IMPROVEMENT: Category.MODEL,
+    Reason.CANARY_HOLD: Category.BUDGET,
+}
+RUN_ALERT_FLAG = {
+    Reason.FORECAST: "forecast_warned",
+    Reason.IDLE_HANG: "idle_alerted",
+    Reason.STALLED: "stall_alerted",
+    Reason.HEADROOM: "headroom_warned",
+}
+
+
+def enforce(
+    session: Session,
+    config: GovernorConfig,
+    budget_id: str,
+    now: datetime,
+    *,
+    manual_stop_pod: str | None = None,
+) -> Book:
+    """Evaluate the policy for every running pod of one budget and record what it decides."""
+    [book] = enforce_budgets(session, config, [budget_id], now, manual_stop_pod=manual_stop_pod)
+    return book
+
+
+def enforce_budgets(
+    session: Session,
+    config: GovernorConfig,
+    budget_ids: Sequence[str],
+    now: datetime,
+    *,
+    manual_stop_pod: str | None = None,
+    heard_since: datetime | None = None,
+) -> list[Book]:
+    """Evaluate the policy for every running pod of these budgets, record what it decides,
+    and keep each budget's figures for the heartbeats until the next pass.
+
+    The queries are the same in number for one budget or a thousand: the pass costs what the
+    pods that can still cost money cost, and nothing for the rest. Budgets, pods and runs are
+    read as plain records, and what the pass changes on them is written when it ends, one
+    statement per table and set of columns. `heard_since`: when the governor became reachable
+    again after an outage (no silence counts from before it).
+    """
+    session.flush()  # the pass reads what its caller has written
+    books = live_books(session, budget_ids, now, config)
+    watches = {r.id: config.watch_for(r.policy) for b in books for r in b.runs}
+    deciding = [p for b in books for p in b.pods if p.state in BILLS_COMPUTE]
+    window = max(telemetry.lookback(w) for w in {config.watch, *watches.values()})
+    samples = telemetry.recent_samples(session, deciding, now - window)
+    held = admission.holds(session, books, now)
+    for book in books:
+        keep_figures(book)
+        for pod in book.pods:
+            # A pod whose stop failed for good stays `stopping`; only an operator retries it.
+            retry = pod.id == manual_stop_pod and pod.state is PodState.STOPPING
+            if (pod.state is not PodState.RUNNING and not retry) or pod.id in book.orders:
+                continue
+            for run in book.runs_on(pod.id) or [None]:
+                if pod.id in book.orders:
+                    break
+                watch = config.watch if run is None else watches[run.id]
+                situation = Situation(
+                    now=now,
+                    figures=book.figures,
+                    thresholds=tuple(book.budget.alert_thresholds),
+                    alerted_pct=book.budget.alerted_pct,
+                    manual_stop=pod.id == manual_stop_pod,
+                    run=None if run is None else run_view(run),
+                    other_live_runs=_others_heard_from(book, pod, run),
+                    finished_linger_s=config.finished_linger_s,
+                    watch=watch,
+                    gpus=telemetry.views(samples.get(pod.id, {}), now, watch, pod),
+                    heard_since=heard_since,
+                    canary=held.get(pod.id),
+                )
+                _act(book, session, pod, run, situation)
+    records.write_back(session, BudgetRow, [b.budget for b in books])
+    records.write_back(session, PodRow, [p for b in books for p in b.pods])
+    records.write_back(session, RunRow, [r for b in books for r in b.runs])
+    return books
+
+
+def _others_heard_from(book: Book, pod: PodRow, run: RunRow | None) -> int:
+    """How many other runs on the pod are alive as far as we know."""
+    return sum(1 for r in book.runs_on(pod.id) if r is not run and heard_from(r, book.now))
+
+
+def _act(
+    book: Book, session: Session, pod: PodRow, run: RunRow | None, situation: Situation
+) -> None:
+    findings = evaluate(situation)
+    decision = decide(findings)
+    if decision is not None and decision.action is Action.STOP:
+        order_stop(session, book, pod, decision)
+    elif decision is not None and decision.action is Action.CHECKPOINT and run is not None:
+        _ask_checkpoint(session, book, run, decision)
+    for finding in findings:
+        if finding.action is Action.CONTINUE:
+            _warn(session, book, run, finding)
+
+
+def order_stop(session: Session, book: Book, pod: PodRow, finding: Finding) -> StopOrderRow:
+    """Persist a stop order for `pod`; its jobs get `stop` with a deadline on their next call."""
+    now = book.now
+    live = [r for r in book.runs_on(pod.id) if r.status.is_live]
+    grace = max((_save_grace_s(r, finding.reason, now) for r in live), default=0.0)
+    safe = [_checkpoint(r) for r in live if finding.reason in HANGS and saved_since_progress(r)]
+    order = StopOrderRow(
+        id=new_id("stop"),
+        budget_id=pod.budget_id,
+        pod_id=pod.id,
+        reason=finding.reason,
+        state=StopState.REQUESTED,
+        deadline=now + timedelta(seconds=grace),
+        created_at=now,
+        updated_at=now,
+        next_attempt_at=now,
+    )
+    session.add(order)
+    book.orders[pod.id] = order
+    pod.state = PodState.STOPPING
+    for run in book.runs_on(pod.id):
+        run.directive = Action.STOP
+        run.directive_reason = finding.reason
+        run.directive_message = finding.message
+    if finding.reason is Reason.CEILING:
+        book.budget.state = after_ceiling(book.budget.state)
+    saved = (
+        f" Its work is already saved ({'; '.join(_said(c) for c in safe)}): no wait for a save."
+        if safe
+        else ""
+    )
+    _record(
+        session,
+        book,
+        f"pod:{pod.id}",
+        finding,
+        f"Stop ordered ({finding.reason.value}): {finding.message}{saved}",
+        stop_order=order.id,
+        deadline=order.deadline.isoformat(),
+        grace_s=grace,
+        safe_checkpoints=safe,
+    )
+    session.flush()
+    return order
+
+
+def saved_since_progress(run: RunRow) -> bool:
+    """The job's latest checkpoint is no older than its latest progress: nothing to lose."""
+    return run.checkpoint_at is not None and run.checkpoint_at >= run.progress_at
+
+
+def _save_grace_s(run: RunRow, reason: Reason, now: datetime) -> float:
+    return save_grace_s(
+        reason,
+        run.checkpoint_grace_s,
+        heard=heard_lately(run, now),
+        saved_since_progress=saved_since_progress(run),
+    )
+
+
+def _checkpoint(run: RunRow) -> dict[str, object]:
+    return {"run": run.id, "step": run.checkpoint_step, "path": run.checkpoint_path}
+
+
+def _said(checkpoint: dict[str, object]) -> str:
+    return f"run {checkpoint['run']}: checkpoint at step {checkpoint['step']}, {checkpoint['path']}"
+
+
+def _ask_checkpoint(session: Session, book: Book, run: RunRow, finding: Finding) -> None:
+    run.checkpoint_asked = True
+    if run.directive is Action.CONTINUE:
+        run.directive = Action.CHECKPOINT
+        run.directive_reason = finding.reason
+        run.directive_message = finding.message
+    _record(
+        session,
+        book,
+        f"run:{run.id}",
+        finding,
+        f"Checkpoint requested ({finding.reason.value}): {finding.message}",
+    )
+
+
+def _warn(session: Session, book: Book, run: RunRow | None, finding: Finding) -> None:
+    subject = f"budget:{book.budget.id}"
+    if finding.reason is Reason.THRESHOLD:
+        book.budget.alerted_pct = int(finding.evidence["threshold_pct"])  # type: ignore[call-overload]
+    elif run is not None:
+        setattr(run, RUN_ALERT_FLAG[finding.reason], True)
+        subject = f"run:{run.id}"
+        if run.directive is Action.CONTINUE:
+            run.directive_reason = finding.reason
+            run.directive_message = finding.message
+    _record(session, book, subject, finding, finding.message)
+
+
+def _record(
+    session: Session,
+    book: Book,
+    subject: str,
+    finding: Finding,
+    message: str,
+    **evidence: object,
+) -> None:
+    """A rule's firing, as an event with the inputs that made it fire."""
+    events.record(
+        session,
+        book.now,
+        finding.severity,
+        CATEGORY_OF[finding.reason],
+        subject,
+        message,
+        budget_id=book.budget.id,
+        evidence={**finding.evidence, "rule": finding.rule, **evidence},
+    )

@@ -1,0 +1,601 @@
+"""The dashboard's read model: every budget with its figures, chart series, pods, GPUs, runs,
+pending extensions, and the latest events, as of one instant. Plain values; the HTML page and
+GET /v1/status render the same thing.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import TypeVar
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from governor.db import repository as repo
+from governor.db.tables import (
+    EventRow,
+    GpuSampleRow,
+    LedgerEntryRow,
+    PodRow,
+    RunMetricRow,
+    RunRow,
+    StopOrderRow,
+)
+from governor.domain.health import json_number
+from governor.domain.model import (
+    Action,
+    BudgetState,
+    Category,
+    ExtensionState,
+    Phase,
+    PodState,
+    Reason,
+    Requester,
+    RunStatus,
+    Severity,
+)
+from governor.domain.money import ZERO
+from governor.domain.preflight.rules import Verdict
+from governor.domain.telemetry import owns
+from governor.services.context import GovernorConfig
+from governor.services.money.book import Book, heard_from, meter, open_books
+from governor.services.monitoring import metric_history
+from governor.services.monitoring.minutes import MINUTE, RAW
+from governor.services.plans import admission
+from governor.services.replica import leadership
+from governor.services.view import danger
+from governor.services.view.danger import NextStep, Problem
+
+CHART_POINTS = 240  # the most points of a spend series; older detail is thinned, never the end
+BURN = {"api": "burn_rate_usd_per_hour"}  # what the API calls a burn rate
+GPU_WINDOW = timedelta(minutes=15)  # how far back a GPU sparkline reaches from its last sample
+GPU_POINTS = 90
+EVENTS = 25
+RUN_METRICS = 4  # the latest metric values a run line shows
+METRIC_POINTS = 60  # the most recent values of a run metric its sparkline draws
+PRE_STOP = Decimal("0.9")  # committed share at which the policy asks for a checkpoint
+WARN_SPENT = Decimal("0.8")  # spent share from which threshold alerts are warnings
+# At the current burn, the ceiling (and the stop it brings) this near wants a look, however
+# small a share is spent: the line of the alert GovernorBudgetCeilingWithinAnHour.
+CEILING_SOON_S = 3600.0
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class SpendPoint:
+    at: datetime
+    spent: Decimal  # cumulative, from the budget's declaration to `at`
+
+
+@dataclass(frozen=True)
+class Threshold:
+    pct: int
+    amount: Decimal  # pct of the effective ceiling, as the threshold alerts count it
+
+
+@dataclass(frozen=True)
+class StopMark:
+    at: datetime
+    pod_id: str
+    what: str  # "requested" or "stopped"
+    reason: Reason
+
+
+@dataclass(frozen=True)
+class SpendChart:
+    start: datetime
+    end: datetime
+    points: tuple[SpendPoint, ...]
+    ceiling: Decimal
+    effective_ceiling: Decimal
+    thresholds: tuple[Threshold, ...]
+    stops: tuple[StopMark, ...]
+
+
+@dataclass(frozen=True)
+class GpuPoint:
+    at: datetime
+    utilization_pct: float | None
+    memory_used_bytes: int | None
+
+
+@dataclass(frozen=True)
+class GpuTrace:
+    uuid: str
+    index: int
+    name: str
+    own: bool  # the pod's own GPU; false: a neighbour's on a shared machine, shown as context
+    last_at: datetime
+    utilization_pct: float | None
+    memory_used_bytes: int | None
+    memory_total_bytes: int | None
+    peak_utilization_pct: float | None  # over the window shown
+    peak_memory_bytes: int | None  # the most any run on the pod held, or the window's most
+    points: tuple[GpuPoint, ...]
+
+
+@dataclass(frozen=True)
+class StopInfo:
+    state: str
+    reason: Reason
+    created_at: datetime
+    deadline: datetime  # the job's save deadline: the provider is asked to stop after it
+    confirmed_at: datetime | None
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class PodStatus:
+    id: str
+    name: str  # unique within its budget
+    provider: str
+    provider_ref: str
+    gpu_type: str | None
+    gpu_count: int | None
+    state: PodState
+    spent: Decimal
+    burn_per_hour: Decimal = field(metadata=BURN)  # what it costs now, in its current state
+    compute_per_hour: Decimal
+    storage_per_hour: Decimal
+    stopped_storage_per_hour: Decimal  # what its volume costs once stopped
+    stop: StopInfo | None
+    resumable: bool  # stopped, in a budget that is open again: an operator may resume it
+    telemetry_note: str | None
+    gpus: tuple[GpuTrace, ...]
+
+
+@dataclass(frozen=True)
+class MetricValue:
+    name: str
+    value: float | str  # a non-finite one as heartbeats carry it: "NaN", "Infinity", "-Infinity"
+    recent: tuple[float, ...]  # its last METRIC_POINTS finite values, oldest first: a sparkline
+
+
+@dataclass(frozen=True)
+class RunLine:
+    id: str
+    name: str
+    pod_id: str
+    attempt: int  # 2 and on: it continued after its pod was resumed
+    status: RunStatus
+    phase: Phase | None
+    step: int
+    total_steps: int | None
+    progress_pct: float | None
+    last_heartbeat_at: datetime | None
+    heartbeat_age_s: float | None
+    heartbeat_timeout_s: float
+    heartbeat_late: bool  # a live run not heard from within its timeout
+    directive: Action
+    directive_reason: Reason | None
+    directive_message: str | None
+    metrics: tuple[MetricValue, ...]  # the latest values: the watched metrics first, then by name
+
+
+@dataclass(frozen=True)
+class PendingExtension:
+    id: str
+    amount: Decimal
+    reason: str
+    requested_by: Requester
+    run_id: str | None
+    created_at: datetime
+    effective_ceiling_if_approved: Decimal
+
+
+@dataclass(frozen=True)
+class PlanLine:
+    """An admitted plan of the budget: its worst case, what its pods have spent, and what it
+    still reserves for admission (never part of committed spend)."""
+
+    plan_id: str  # its latest check
+    job_id: str
+    verdict: Verdict
+    overridden: bool  # a no_go an operator let through
+    worst_case: Decimal
+    spent: Decimal
+    reserved: Decimal  # its worst case less that spend, held back when another plan is judged
+    released: bool  # its runs have all ended: it reserves nothing
+
+
+def admitted_plans(session: Session, book: Book) -> tuple[PlanLine, ...]:
+    """The budget's admitted plans, as `GET /v1/budgets/{id}/plans/admitted` gives them."""
+    return tuple(
+        PlanLine(
+            plan_id=r.plan.id,
+            job_id=r.plan.job_id,
+            verdict=r.plan.verdict,
+            overridden=r.plan.override_reason is not None,
+            worst_case=r.plan.worst_case_usd,
+            spent=r.spent,
+            reserved=r.reserved,
+            released=r.released,
+        )
+        for r in admission.reservations(session, book)
+    )
+
+
+@dataclass(frozen=True)
+class BudgetStatus:
+    id: str
+    name: str
+    state: BudgetState
+    ceiling: Decimal
+    approved_extensions: Decimal
+    effective_ceiling: Decimal
+    reserve: Decimal
+    spent: Decimal
+    committed: Decimal
+    remaining: Decimal
+    burn_per_hour: Decimal = field(metadata=BURN)
+    projected_exhaustion_at: datetime | None
+    seconds_to_ceiling: float | None  # at the current burn; none: not burning
+    spent_pct: float
+    committed_pct: float
+    attention: Severity | None  # the worst of its figures (at, near or under an hour from
+    # the ceiling, stopping)
+    # and of its problems: a budget with an open problem is never shown as fine
+    next_step: NextStep  # what the governor will do next, and when
+    problems: tuple[Problem, ...]  # those of its runs, pods and GPUs, the worst first
+    chart: SpendChart
+    pods: tuple[PodStatus, ...]
+    runs: tuple[RunLine, ...]
+    pending_extensions: tuple[PendingExtension, ...]
+    plans: tuple[PlanLine, ...]  # its admitted plans: reserved vs actually spent
+
+
+@dataclass(frozen=True)
+class EventLine:
+    id: int
+    at: datetime
+    severity: Severity
+    category: Category
+    subject: str
+    budget_id: str | None
+    budget_name: str | None
+    message: str
+    count: int  # identical events folded into this one
+    last_at: datetime
+
+
+@dataclass(frozen=True)
+class LeaderLine:
+    """The replica running the periodic work, since when, in which term."""
+
+    replica: str
+    term: int
+    since: datetime
+
+
+@dataclass(frozen=True)
+class Dashboard:
+    """Everything the status page shows; GET /v1/status is its JSON, field for field."""
+
+    at: datetime
+    budgets: tuple[BudgetStatus, ...]  # the most urgent first (services.danger.urgency)
+    events: tuple[EventLine, ...]
+    leader: LeaderLine | None  # none: no replica leads, for now
+
+
+def dashboard(session: Session, config: GovernorConfig, now: datetime) -> Dashboard:
+    """Everything the status page shows, read in one transaction."""
+    budgets = tuple(
+        sorted(
+            (
+                budget_status(session, book)
+                for book in open_books(session, repo.budget_ids(session), now, config)
+            ),
+            key=urgency,
+        )
+    )
+    names = {b.id: b.name for b in budgets}
+    events = tuple(
+        event_line(e, names.get(e.budget_id or "")) for e in repo.events(session, limit=EVENTS)
+    )
+    lease = leadership.current(session)
+    leader = (
+        LeaderLine(lease.holder, lease.term, lease.since)
+        if lease.live(now) and lease.holder and lease.since
+        else None
+    )
+    return Dashboard(now, budgets, events, leader)
+
+
+def event_line(e: EventRow, budget_name: str | None) -> EventLine:
+    return EventLine(
+        e.id,
+        e.at,
+        e.severity,
+        e.category,
+        e.subject,
+        e.budget_id,
+        budget_name,
+        e.message,
+        e.count,
+        e.last_at,
+    )
+
+
+def budget_status(session: Session, book: Book) -> BudgetStatus:
+    row, f = book.budget, book.figures
+    pods = tuple(pod_status(session, book, p) for p in book.pods)
+    runs = run_lines(session, book.runs, book.now)
+    pending = tuple(
+        PendingExtension(
+            e.id,
+            e.amount_usd,
+            e.reason,
+            e.requested_by,
+            e.run_id,
+            e.created_at,
+            f.effective_ceiling + e.amount_usd,
+        )
+        for e in repo.extensions(session, budget_id=row.id, state=ExtensionState.PENDING)
+    )
+    seconds = f.seconds_to_ceiling() if row.state is BudgetState.OPEN else None
+    found = danger.problems(pods, runs, pending)
+    figures = attention(row.state, f.spent_fraction, f.committed_fraction, seconds)
+    return BudgetStatus(
+        id=row.id,
+        name=row.name,
+        state=row.state,
+        ceiling=row.ceiling_usd,
+        approved_extensions=f.effective_ceiling - row.ceiling_usd,
+        effective_ceiling=f.effective_ceiling,
+        reserve=row.reserve_usd,
+        spent=f.spent,
+        committed=f.committed,
+        remaining=f.remaining,
+        burn_per_hour=f.burn_per_hour,
+        projected_exhaustion_at=f.projected_exhaustion_at,
+        seconds_to_ceiling=seconds,
+        spent_pct=_pct(f.spent, f.effective_ceiling),
+        committed_pct=_pct(f.committed, f.effective_ceiling),
+        attention=danger.worst([figures, *(p.severity for p in found)]),
+        next_step=danger.next_step(row.state, seconds, f.projected_exhaustion_at, pods, runs),
+        problems=found,
+        chart=spend_chart(session, book),
+        pods=pods,
+        runs=runs,
+        pending_extensions=pending,
+        plans=admitted_plans(session, book),
+    )
+
+
+def urgency(b: BudgetStatus) -> tuple[int, float, int, int, str]:
+    return danger.urgency(b.state, b.attention, b.seconds_to_ceiling, b.problems, b.name)
+
+
+def attention(
+    state: BudgetState, spent: Decimal, committed: Decimal, seconds_to_ceiling: float | None
+) -> Severity | None:
+    """How urgently the budget wants a look: the same lines the policy acts on, and a
+    ceiling less than an hour away at the current burn (its pods are stopped there)."""
+    if state in (BudgetState.STOPPING, BudgetState.EXHAUSTED) or committed >= 1:
+        return Severity.CRITICAL
+    if committed >= PRE_STOP or spent >= WARN_SPENT:
+        return Severity.WARNING
+    if seconds_to_ceiling is not None and seconds_to_ceiling < CEILING_SOON_S:
+        return Severity.WARNING
+    return None
+
+
+# --- the spend chart -----------------------------------------------------------------------
+
+
+def spend_chart(session: Session, book: Book) -> SpendChart:
+    """Cumulative spend from the ledger, ending at the book's figure for now."""
+    row, f = book.budget, book.figures
+    ticks = session.execute(
+        select(LedgerEntryRow.period_end, func.sum(LedgerEntryRow.amount_usd))
+        .where(LedgerEntryRow.budget_id == row.id)
+        .group_by(LedgerEntryRow.period_end)
+        .order_by(LedgerEntryRow.period_end)
+    ).all()
+    points = [SpendPoint(row.created_at, ZERO)]
+    total = ZERO
+    for at, amount in ticks:
+        total += amount or ZERO
+        points.append(SpendPoint(at, total))
+    end = max(book.now, points[-1].at)
+    points.append(SpendPoint(end, f.spent))
+    orders = session.scalars(
+        select(StopOrderRow)
+        .where(StopOrderRow.budget_id == row.id)
+        .order_by(StopOrderRow.created_at)
+    ).all()
+    stops = [StopMark(o.created_at, o.pod_id, "requested", o.reason) for o in orders]
+    stops += [
+        StopMark(o.confirmed_at, o.pod_id, "stopped", o.reason) for o in orders if o.confirmed_at
+    ]
+    return SpendChart(
+        start=row.created_at,
+        end=end,
+        points=thin(points, CHART_POINTS),
+        ceiling=row.ceiling_usd,
+        effective_ceiling=f.effective_ceiling,
+        thresholds=tuple(
+            Threshold(pct, f.effective_ceiling * pct / 100) for pct in row.alert_thresholds
+        ),
+        stops=tuple(sorted(stops, key=lambda s: s.at)),
+    )
+
+
+def thin(items: Sequence[T], most: int) -> tuple[T, ...]:
+    """At most `most` items, evenly spread, always keeping the first and the last."""
+    if len(items) <= most:
+        return tuple(items)
+    step = (len(items) - 1) / (most - 1)
+    return tuple(items[round(i * step)] for i in range(most))
+
+
+# --- pods and their GPUs ---------------------------------------------------------------------
+
+
+def pod_status(session: Session, book: Book, pod: PodRow) -> PodStatus:
+    m = meter(pod)
+    order = repo.latest_stop_order(session, pod.id)
+    stop = None
+    if order is not None:
+        stop = StopInfo(
+            order.state.value,
+            order.reason,
+            order.created_at,
+            order.deadline,
+            order.confirmed_at,
+            order.last_error,
+        )
+    return PodStatus(
+        id=pod.id,
+        name=pod.name,
+        provider=pod.provider,
+        provider_ref=pod.provider_ref,
+        gpu_type=pod.gpu_type,
+        gpu_count=pod.gpu_count,
+        state=pod.state,
+        spent=book.spent_on(pod),
+        burn_per_hour=m.burn_per_hour,
+        compute_per_hour=m.compute_per_hour,
+        storage_per_hour=m.storage_per_hour,
+        stopped_storage_per_hour=m.stopped_storage_per_hour,
+        stop=stop,
+        resumable=pod.state is PodState.STOPPED and book.budget.state is BudgetState.OPEN,
+        telemetry_note=pod.telemetry_note,
+        gpus=gpu_traces(session, pod, book.runs_on(pod.id)),
+    )
+
+
+def gpu_traces(
+    session: Session,
+    pod: PodRow,
+    runs: Sequence[RunRow],
+    since: datetime | None = None,
+    most: int = GPU_POINTS,
+) -> tuple[GpuTrace, ...]:
+    """Each GPU's samples: the recent ones, up to GPU_WINDOW before the pod's newest; or, from
+    `since`, its whole history at every resolution kept (a minute's fold where raw ones have
+    expired), thinned to `most` points."""
+    resolutions = (RAW,) if since is None else (RAW, MINUTE)
+    newest = session.scalar(
+        select(func.max(GpuSampleRow.at)).where(
+            GpuSampleRow.pod_id == pod.id, GpuSampleRow.resolution.in_(resolutions)
+        )
+    )
+    if newest is None:
+        return ()
+    rows = session.scalars(
+        select(GpuSampleRow)
+        .where(
+            GpuSampleRow.pod_id == pod.id,
+            GpuSampleRow.resolution.in_(resolutions),
+            GpuSampleRow.at >= (newest - GPU_WINDOW if since is None else since),
+        )
+        .order_by(GpuSampleRow.at, GpuSampleRow.id)
+    ).all()
+    by_gpu: dict[str, list[GpuSampleRow]] = defaultdict(list)
+    for row in rows:
+        by_gpu[row.gpu_uuid].append(row)
+    peaks: dict[str, int] = {}
+    for peak in repo.peaks_of(session, [r.id for r in runs]):
+        peaks[peak.gpu_uuid] = max(peaks.get(peak.gpu_uuid, 0), peak.peak_used_bytes)
+    traces = [
+        _trace(samples, peaks.get(uuid), owns(pod.gpu_uuids, uuid), most)
+        for uuid, samples in by_gpu.items()
+    ]
+    return tuple(sorted(traces, key=lambda t: t.index))
+
+
+def _trace(
+    samples: list[GpuSampleRow], run_peak: int | None, own: bool, most: int = GPU_POINTS
+) -> GpuTrace:
+    last = samples[-1]
+    utils = [s.utilization_pct for s in samples if s.utilization_pct is not None]
+    used = [s.memory_used_bytes for s in samples if s.memory_used_bytes is not None]
+    window_peak = max(used, default=None)
+    peak_memory = max((p for p in (run_peak, window_peak) if p is not None), default=None)
+    return GpuTrace(
+        uuid=last.gpu_uuid,
+        index=last.gpu_index,
+        name=last.name,
+        own=own,
+        last_at=last.at,
+        utilization_pct=last.utilization_pct,
+        memory_used_bytes=last.memory_used_bytes,
+        memory_total_bytes=last.memory_total_bytes,
+        peak_utilization_pct=max(utils, default=None),
+        peak_memory_bytes=peak_memory,
+        points=thin(
+            [GpuPoint(s.at, s.utilization_pct, s.memory_used_bytes) for s in samples], most
+        ),
+    )
+
+
+# --- runs ----------------------------------------------------------------------------------
+
+
+def run_lines(session: Session, runs: Sequence[RunRow], now: datetime) -> tuple[RunLine, ...]:
+    """The runs' lines, their metrics read in two statements whatever their number: the latest
+    values, then the recent values of those shown."""
+    ids = [r.id for r in runs]
+    latest = metric_history.latest(session, ids)
+    shown = {r.id: shown_metrics(r, latest.get(r.id, ())) for r in runs}
+    names = sorted({name for values in shown.values() for name in values})
+    recent = metric_history.recent(session, ids, names, METRIC_POINTS)
+    return tuple(
+        run_line(
+            r,
+            now,
+            tuple(
+                MetricValue(name, json_number(value), tuple(recent.get((r.id, name), ())))
+                for name, value in shown[r.id].items()
+            ),
+        )
+        for r in runs
+    )
+
+
+def run_line(run: RunRow, now: datetime, metrics: tuple[MetricValue, ...]) -> RunLine:
+    age = None
+    if run.last_heartbeat_at is not None:
+        age = max(0.0, (now - run.last_heartbeat_at).total_seconds())
+    progress = None
+    if run.total_steps:
+        progress = min(100.0, 100.0 * run.step / run.total_steps)
+    return RunLine(
+        id=run.id,
+        name=run.name,
+        pod_id=run.pod_id,
+        attempt=run.attempt,
+        status=run.status,
+        phase=run.phase,
+        step=run.step,
+        total_steps=run.total_steps,
+        progress_pct=progress,
+        last_heartbeat_at=run.last_heartbeat_at,
+        heartbeat_age_s=age,
+        heartbeat_timeout_s=run.heartbeat_timeout_s,
+        heartbeat_late=run.status.is_live and not heard_from(run, now),
+        directive=run.directive,
+        directive_reason=run.directive_reason,
+        directive_message=run.directive_message,
+        metrics=metrics,
+    )
+
+
+def shown_metrics(run: RunRow, points: Sequence[RunMetricRow]) -> dict[str, float]:
+    """The run's latest metric values, at most RUN_METRICS: those its health rules watch first,
+    then the rest by name; a NaN its job sent last shows as NaN."""
+    values = metric_history.latest_values(run.metrics, points)
+    watched = dict.fromkeys(rule["metric"] for rule in run.health_rules or ())
+    rank = {name: i for i, name in enumerate(watched)}
+    names = sorted(values, key=lambda name: (rank.get(name, len(rank)), name))
+    return {name: values[name] for name in names[:RUN_METRICS]}
+
+
+def _pct(part: Decimal, whole: Decimal) -> float:
+    return 0.0 if whole <= 0 else round(float(part / whole * 100), 1)
