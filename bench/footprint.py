@@ -57,7 +57,7 @@ from server_process import (
 )
 
 from governor.api.schemas import JSON_BYTES
-from governor.db.keyset import MAX_LIMIT
+from governor.domain.paging import MAX_LIMIT
 
 MESSAGE_CHARS = 2000  # the longest event message the API accepts
 

@@ -9,15 +9,12 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy.exc import OperationalError
-from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from governor.db.engine import read_only, unit_of_work
-from governor.db.keyset import DEFAULT_LIMIT, MAX_CURSOR_CHARS, MAX_LIMIT, PageRequest
 from governor.domain.errors import Unauthenticated
 from governor.domain.model import Role
-from governor.services.context import ServiceContext
+from governor.domain.paging import DEFAULT_LIMIT, MAX_CURSOR_CHARS, MAX_LIMIT, PageRequest
+from governor.services.context import DatabaseRefused, ServiceContext, Session
 from governor.services.security.auth_limits import client_address
 from governor.services.security.tokens import Principal
 from governor.services.security.write_limits import WriteKind
@@ -41,7 +38,7 @@ class Transaction:
 
     @contextmanager
     def __call__(self) -> Iterator[Session]:
-        with self.watched(), unit_of_work(self._context.sessions) as session:
+        with self.watched(), self._context.unit_of_work() as session:
             yield session
 
     @contextmanager
@@ -50,12 +47,12 @@ class Transaction:
         database refuses, readiness says so at once; a commit ends an outage."""
         try:
             yield
-        except OperationalError as exc:
+        except DatabaseRefused as exc:
             self.settled(exc)
             raise
         self.settled(None)
 
-    def settled(self, refused: OperationalError | None) -> None:
+    def settled(self, refused: DatabaseRefused | None) -> None:
         """Readiness hears how a write went: refused by the database, or committed."""
         writes, now = self._context.writes, self._context.clock.now()
         if refused is None:
@@ -65,7 +62,7 @@ class Transaction:
 
     def read(self) -> AbstractContextManager[Session]:
         """A transaction that only reads: it never waits for a writer, nor makes one wait."""
-        return read_only(self._context.sessions)
+        return self._context.read_only()
 
 
 async def _transaction(context: Context) -> Transaction:

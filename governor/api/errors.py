@@ -9,10 +9,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException
 
 from governor.domain import errors
+from governor.services.context import DatabaseRefused
 from governor.services.fleet.pods import ProviderUnavailable
 from governor.services.security.windows import Throttled
 
@@ -125,5 +125,5 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(errors.GovernorError, _governor)
     app.add_exception_handler(HTTPException, _http)
     app.add_exception_handler(ProviderUnavailable, _unavailable)
-    app.add_exception_handler(OperationalError, _unavailable)
+    app.add_exception_handler(DatabaseRefused, _unavailable)
     app.add_exception_handler(Exception, _bug)

@@ -30,7 +30,7 @@ from governor.api.safe_input import (
     json_limits,
     line,
 )
-from governor.db import keyset
+from governor.domain import paging
 from governor.domain.health import MAX_WINDOW, Goal, Measure, Response
 from governor.domain.health import Kind as HealthKind
 from governor.domain.model import (
@@ -126,7 +126,7 @@ class Page(BaseModel, Generic[Item]):
     )
 
     @classmethod
-    def of(cls, page: keyset.Page[Any], convert: Callable[[Any], Item]) -> Page[Item]:
+    def of(cls, page: paging.Page[Any], convert: Callable[[Any], Item]) -> Page[Item]:
         return cls(items=[convert(i) for i in page.items], next_cursor=page.next_cursor)
 
 

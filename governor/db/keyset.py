@@ -13,38 +13,17 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import Select, and_, or_
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from governor.db.types import UTCDateTime
 from governor.domain.errors import Invalid
-
-DEFAULT_LIMIT = 100
-MAX_LIMIT = 1000
-MAX_CURSOR_CHARS = 200
+from governor.domain.paging import MAX_CURSOR_CHARS, Page, PageRequest
 
 T = TypeVar("T")
 Key = tuple[Any, ...]
-
-
-@dataclass(frozen=True)
-class PageRequest:
-    """How many items (1 to MAX_LIMIT), after which cursor (None: from the start)."""
-
-    limit: int = DEFAULT_LIMIT
-    cursor: str | None = None
-
-
-FIRST = PageRequest()
-WHOLE = PageRequest(limit=MAX_LIMIT)
-
-
-@dataclass(frozen=True)
-class Page(Generic[T]):
-    items: list[T]
-    next_cursor: str | None  # None: this is the last page
 
 
 @dataclass(frozen=True)

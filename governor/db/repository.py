@@ -27,7 +27,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from governor.db import bulk
-from governor.db.keyset import Keyset, Page, PageRequest
+from governor.db.keyset import Keyset
 from governor.db.lean import Lean
 from governor.db.one_of import one_of
 from governor.db.tables import (
@@ -57,6 +57,7 @@ from governor.domain.model import (
 )
 from governor.domain.money import ZERO
 from governor.domain.notice import at_least
+from governor.domain.paging import Page, PageRequest
 from governor.domain.stop_order import ACTIVE_STATES
 
 # The order of each list the API pages through, the row's id breaking ties.

@@ -15,13 +15,11 @@ from datetime import UTC, datetime
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
-from sqlalchemy.exc import OperationalError
 
-from governor.db.engine import unit_of_work
 from governor.domain.model import Category, Severity
 from governor.scheduler.tasks import TASKS, Periodic
 from governor.services import events
-from governor.services.context import ServiceContext
+from governor.services.context import DatabaseRefused, ServiceContext
 from governor.services.replica.leadership import Lease, NotLeader
 
 log = logging.getLogger(__name__)
@@ -40,7 +38,7 @@ def guarded(ctx: ServiceContext, lease: Lease, name: str, task: Periodic) -> Cal
         except NotLeader as exc:
             log.info("periodic task %r stopped: %s", name, exc)
             return
-        except OperationalError as exc:  # the database refused: said once a minute, not a trace
+        except DatabaseRefused as exc:  # the database refused: said once a minute, not a trace
             ctx.ticks.failed(name)
             ctx.writes.failed(name, exc, ctx.clock.now())
             return
@@ -151,7 +149,7 @@ class Driver:
     def _alarm(self, message: str, evidence: dict[str, object]) -> None:
         """A critical event from this replica (the event log writes it to the log too)."""
         try:
-            with unit_of_work(self._ctx.sessions) as session:
+            with self._ctx.unit_of_work() as session:
                 events.record(
                     session,
                     self._ctx.clock.now(),

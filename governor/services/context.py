@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from governor.db.engine import one_writer
+from governor.db.engine import one_writer, read_only, unit_of_work
 from governor.domain.errors import Invalid
 from governor.domain.health import HealthRule
 from governor.domain.policy import Watch
@@ -28,6 +30,10 @@ from governor.services.security.tokens import TokenCache
 from governor.services.security.write_limits import WriteLimiter
 
 ReadPlan = Callable[[dict[str, Any]], Plan]
+# What the callers of the use cases (the API, the dashboard, the scheduler) know of storage: a
+# session to hand to the use cases (`ServiceContext.unit_of_work`, `.read_only`), and the error
+# a database that refuses raises, which they answer as unavailable.
+DatabaseRefused = OperationalError
 DEFAULT_HEARTBEAT_TIMEOUT_S = 120.0
 DEFAULT_CHECKPOINT_GRACE_S = 300.0
 REACTION_INTERVALS = 4  # detect, send, poll, confirm: each may wait one enforcement interval
@@ -104,6 +110,27 @@ PODS_PER_TRANSACTION = 500
 PODS_PER_TRANSACTION_ONE_WRITER = 100
 
 
+def batches(budgets: Sequence[tuple[str, int]], pods: int) -> list[list[str]]:
+    """Budget ids, in their order, in batches of at most `pods` pods between them (a budget
+    with more pods than that is a batch of its own)."""
+    cut: list[list[str]] = []
+    count = 0
+    for budget_id, its_pods in budgets:
+        if not cut or count + its_pods > pods:
+            cut.append([])
+            count = 0
+        cut[-1].append(budget_id)
+        count += its_pods
+    return cut
+
+
+def first_pods(budgets: Sequence[tuple[str, int]], pods: int) -> list[tuple[str, int]]:
+    """The first budgets, in their order, with at most `pods` pods between them (always the
+    first budget, however many pods it has)."""
+    first = batches(budgets, pods)[:1]
+    return list(budgets[: len(first[0])]) if first else []
+
+
 @dataclass(frozen=True)
 class ServiceContext:
     engine: Engine
@@ -120,6 +147,14 @@ class ServiceContext:
     read_plan: ReadPlan | None = None  # a stored plan document read back, for re-checks
     auth_failures: FailureLimiter = field(default_factory=FailureLimiter)  # per address, prefix
     write_limits: WriteLimiter = field(default_factory=WriteLimiter)  # per token and kind
+
+    def unit_of_work(self) -> AbstractContextManager[Session]:
+        """One unit of work: committed once at its end, or rolled back."""
+        return unit_of_work(self.sessions)
+
+    def read_only(self) -> AbstractContextManager[Session]:
+        """A transaction that only reads: it never waits for a writer, nor makes one wait."""
+        return read_only(self.sessions)
 
     def leading(self) -> bool:
         """May this replica act on the world now: does it hold an unexpired lease?"""

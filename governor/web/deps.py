@@ -11,11 +11,9 @@ from urllib.parse import parse_qsl
 
 from fastapi import Depends, Request
 from fastapi.templating import Jinja2Templates
-from sqlalchemy.orm import Session
 from starlette.exceptions import HTTPException
 
-from governor.db.engine import unit_of_work
-from governor.services.context import ServiceContext
+from governor.services.context import ServiceContext, Session
 from governor.services.security import logins
 from governor.web.auth import COOKIE, Keys, PageSession
 
@@ -47,7 +45,7 @@ Now = Annotated[datetime, Depends(_now)]
 
 def _transaction(context: Context) -> Callable[[], AbstractContextManager[Session]]:
     """`with tx() as session:` opens one unit of work: committed once, or rolled back."""
-    return lambda: unit_of_work(context.sessions)
+    return context.unit_of_work
 
 
 Tx = Annotated[Callable[[], AbstractContextManager[Session]], Depends(_transaction)]
@@ -66,7 +64,7 @@ def _page_session(request: Request, kit: WebKit, context: Context, now: Now) -> 
     if found is None:
         return None
     session_id, token_id, expires_at = found
-    with unit_of_work(context.sessions) as session:
+    with context.unit_of_work() as session:
         role = logins.role_of(session, token_id, now)
     if role is None:
         return None

@@ -15,8 +15,8 @@ from typing import Any, Literal
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 
-from governor.db.keyset import WHOLE
 from governor.domain.errors import Conflict, Forbidden, NotFound, Unauthenticated
+from governor.domain.paging import WHOLE
 from governor.render import report_html
 from governor.services.fleet import resumes
 from governor.services.fleet.pods import ProviderUnavailable

@@ -11,9 +11,9 @@ import pytest
 
 from governor.api.schemas import PlanIn
 from governor.db import repository as repo
-from governor.db.keyset import FIRST
 from governor.db.tables import PlanCheckRow
 from governor.domain.errors import Invalid, NotFound
+from governor.domain.paging import FIRST
 from governor.domain.preflight.rules import Verdict
 from governor.services.plans import admission
 from tests.integration.conftest import Governor

@@ -120,7 +120,7 @@ def test_the_meter_waits_while_a_budget_is_being_read(gov: Governor) -> None:
 def test_the_hours_close_is_spread_over_passes_and_spend_stays_exact(
     gov: Governor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tasks, "ACCRUE_PODS_PER_PASS", 3)
+    monkeypatch.setattr(metering, "ACCRUE_PODS_PER_PASS", 3)
     declared = [gov.budget() for _ in range(4)]
     for i in range(8):  # two pods in each budget
         gov.pod(declared[i % 4], f"pod-{i}")

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from governor.db.keyset import MAX_LIMIT
+from governor.domain.paging import MAX_LIMIT
 from tests.conftest import reset_postgres
 from tests.integration.api_scene import Scene, served_scene
 from tests.plans import variant

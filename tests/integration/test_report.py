@@ -17,7 +17,6 @@ from governor.api import report_view
 from governor.api.report_markdown import render
 from governor.api.schemas import PlanIn
 from governor.db import repository as repo
-from governor.db.keyset import PageRequest
 from governor.domain.health import HealthRule, Kind, Response
 from governor.domain.model import (
     Category,
@@ -31,6 +30,7 @@ from governor.domain.model import (
     Severity,
 )
 from governor.domain.money import ZERO, dollars, format_usd
+from governor.domain.paging import PageRequest
 from governor.domain.ports import Billed
 from governor.render import report_html
 from governor.services import events

@@ -15,8 +15,8 @@ from governor.db.tables import EventRow
 from governor.domain.model import Severity
 from governor.domain.ports import SystemClock
 from governor.scheduler.runner import Driver
-from governor.scheduler.tasks import Periodic, batches, first_pods
-from governor.services.context import GovernorConfig, ServiceContext
+from governor.scheduler.tasks import Periodic
+from governor.services.context import GovernorConfig, ServiceContext, batches, first_pods
 from governor.services.replica.health import TickLog
 from governor.services.replica.leadership import Lease
 from tests.clock import FrozenClock

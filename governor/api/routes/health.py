@@ -7,7 +7,6 @@ from fastapi.responses import JSONResponse
 
 from governor.api.deps import Context, Now
 from governor.api.route import api_router
-from governor.db.engine import read_only
 from governor.services.replica import leadership
 from governor.services.replica.health import readiness
 
@@ -36,7 +35,7 @@ def readyz(ctx: Context, now: Now) -> JSONResponse:
         "scheduler": "on" if ctx.ticks.enabled else "disabled in this process",
     }
     if result.ready:
-        with read_only(ctx.sessions) as session:
+        with ctx.read_only() as session:
             body["leader"] = _leader(leadership.current(session), now)
     return JSONResponse(body, status_code=200 if result.ready else 503)
 

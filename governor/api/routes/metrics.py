@@ -10,12 +10,12 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy.exc import OperationalError
 
 from governor.api.deps import Context, Now, Tx
 from governor.api.error_responses import errors
 from governor.api.route import api_router
 from governor.domain.model import Role
+from governor.services.context import DatabaseRefused
 from governor.services.security import tokens
 from governor.services.view import metrics
 
@@ -41,7 +41,7 @@ def scrape(ctx: Context, tx: Tx, now: Now, credentials: Credentials) -> Response
                 token = credentials.credentials if credentials else None
                 tokens.authenticate(session, token, now).require(Role.OPERATOR, Role.VIEWER)
             families = metrics.collect(session, ctx.config, now, ctx.replica, ctx.leading())
-    except OperationalError:
+    except DatabaseRefused:
         if ctx.config.metrics_require_token:
             raise
         families = []

@@ -4,7 +4,6 @@ from collections.abc import Sequence
 from typing import Annotated
 
 from fastapi import Query, Response
-from sqlalchemy.exc import OperationalError
 
 from governor.api import views
 from governor.api.deps import (
@@ -36,7 +35,7 @@ from governor.db import repository as repo
 from governor.domain.health import HealthRule
 from governor.domain.model import RunStatus
 from governor.services import events
-from governor.services.context import ServiceContext
+from governor.services.context import DatabaseRefused, ServiceContext
 from governor.services.jobs import checkins
 from governor.services.monitoring import metric_history
 from governor.services.runs import lifecycle
@@ -66,10 +65,10 @@ def heartbeats(
         answers = checkins.check_in_group(
             ctx.sessions, [(run_id, _beat(body)) for run_id, body in beats], ctx.clock.now()
         )
-    except OperationalError as refused:
+    except DatabaseRefused as refused:
         tx.settled(refused)
         raise
-    tx.settled(next((a for a in answers if isinstance(a, OperationalError)), None))
+    tx.settled(next((a for a in answers if isinstance(a, DatabaseRefused)), None))
     return [_answer(a) if isinstance(a, checkins.Directive) else a for a in answers]
 
 

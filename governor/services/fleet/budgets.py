@@ -10,12 +10,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
-from governor.db.keyset import Page, PageRequest
 from governor.db.tables import BudgetRow, PodRow
 from governor.domain.budget_lifecycle import may_close
 from governor.domain.errors import Conflict
 from governor.domain.model import BudgetState, Category, PodState, Severity
 from governor.domain.money import dollars, format_usd
+from governor.domain.paging import Page, PageRequest
 from governor.services import events
 from governor.services.context import GovernorConfig
 from governor.services.ids import new_id

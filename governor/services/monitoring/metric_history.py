@@ -13,10 +13,11 @@ from typing import Any
 from sqlalchemy import Connection, and_, func, insert, select
 from sqlalchemy.orm import Session
 
-from governor.db.keyset import FIRST, Keyset, Page, PageRequest
+from governor.db.keyset import Keyset
 from governor.db.lean import Lean
 from governor.db.tables import RunMetricRow
 from governor.domain.health import number
+from governor.domain.paging import FIRST, Page, PageRequest
 from governor.services.monitoring import minutes
 from governor.services.monitoring.minutes import MINUTE, RAW
 

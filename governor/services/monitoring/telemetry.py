@@ -29,6 +29,7 @@ from governor.domain.telemetry import (
     owns,
 )
 from governor.services import events
+from governor.services.context import ServiceContext
 from governor.services.monitoring import minutes
 from governor.services.monitoring.minutes import MINUTE, RAW
 
@@ -441,3 +442,17 @@ def _folded(pod_id: str, minute: datetime, rows: Sequence[GpuSampleRow]) -> GpuS
         processes=last.processes,
         clock_event_reasons=last.clock_event_reasons,
     )
+
+
+def sample_local(ctx: ServiceContext) -> None:
+    """Read this machine's GPUs for the pods registered as local (none: no reading at all)."""
+    if ctx.telemetry is None:
+        return
+    with ctx.unit_of_work() as session:
+        pod_ids = [p.id for p in repo.local_pods(session)]
+    if not pod_ids:
+        return
+    reading = ctx.telemetry.read()
+    with ctx.unit_of_work() as session:
+        for pod_id in pod_ids:
+            ingest(session, repo.get_pod(session, pod_id), [reading], ctx.clock.now())

@@ -27,11 +27,11 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
-from governor.db.keyset import Page, PageRequest
 from governor.db.tables import BudgetRow, PlanCheckRow, PodRow, RunRow
 from governor.domain.errors import Conflict, Invalid
 from governor.domain.model import Action, Category, Reason, Severity
 from governor.domain.money import MAX_USD, ZERO, dollars, format_usd
+from governor.domain.paging import Page, PageRequest
 from governor.domain.policy import CanaryHold
 from governor.domain.preflight.placement import FreeGpu, Need, placement
 from governor.domain.preflight.plan import CANARY, Plan

@@ -21,10 +21,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from governor.db import repository as repo
 from governor.db.engine import read_only
-from governor.db.keyset import Page, PageRequest
 from governor.db.tables import TokenRow
 from governor.domain.errors import Conflict, Forbidden, Unauthenticated
 from governor.domain.model import Category, Role, Severity
+from governor.domain.paging import Page, PageRequest
 from governor.services import events
 from governor.services.ids import new_id
 

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from sqlalchemy.orm import Session
 
 from governor.db import records
+from governor.db import repository as repo
 from governor.db.tables import BudgetRow, PodRow, RunRow, StopOrderRow
 from governor.domain.budget_lifecycle import after_ceiling
 from governor.domain.model import BILLS_COMPUTE, Action, Category, PodState, Reason
@@ -19,7 +20,7 @@ from governor.domain.policy import Finding, Situation, decide, evaluate
 from governor.domain.run_lifecycle import HANGS, save_grace_s
 from governor.domain.stop_order import StopState
 from governor.services import events
-from governor.services.context import GovernorConfig
+from governor.services.context import GovernorConfig, ServiceContext, batches
 from governor.services.ids import new_id
 from governor.services.money.book import (
     Book,
@@ -261,3 +262,16 @@ def _record(
         budget_id=book.budget.id,
         evidence={**finding.evidence, "rule": finding.rule, **evidence},
     )
+
+
+def enforce_all(ctx: ServiceContext) -> None:
+    """Let the policy look at every budget with a pod that bills, and record what it decides:
+    in batches of budgets, each a transaction of its own."""
+    with ctx.read_only() as session:
+        billing = repo.billing_budgets(session)
+    for batch in batches(billing, ctx.pods_per_transaction):
+        with ctx.unit_of_work() as session:
+            repo.lock_budgets(session, batch)  # the clock is read once we hold them
+            enforce_budgets(
+                session, ctx.config, batch, ctx.clock.now(), heard_since=ctx.lease.resumed_at
+            )

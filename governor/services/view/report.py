@@ -28,7 +28,6 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
-from governor.db.keyset import PageRequest
 from governor.db.tables import (
     EventRow,
     ExtensionRow,
@@ -45,6 +44,7 @@ from governor.domain.attribution import BUCKETS, PhaseSpan, attribute, spans_of
 from governor.domain.ledger import Charge, accrue
 from governor.domain.model import Category, EntryKind, Phase, Severity
 from governor.domain.money import ZERO
+from governor.domain.paging import PageRequest
 from governor.services.context import GovernorConfig
 from governor.services.money.book import Book, meter, open_book
 from governor.services.monitoring import metric_history
