@@ -2,6 +2,7 @@
 
 from fastapi import APIRouter
 
+from governor.api.heartbeat import route as heartbeat
 from governor.api.routes import (
     budgets,
     events,
@@ -20,13 +21,14 @@ from governor.api.routes import (
 
 def routers() -> tuple[APIRouter, ...]:
     """The API's routers, each to be included by the app itself: a request is matched against
-    them in this order (the probes, then the runs, whose heartbeat, the busiest route by far,
-    is their first), and a router nested in another would cost every request a level more
+    them in this order (the probes, then the heartbeat, the busiest route by far, then the
+    runs' other routes), and a router nested in another would cost every request a level more
     of matching."""
     return tuple(
         module.router
         for module in (
             health,
+            heartbeat,
             runs,
             budgets,
             pods,

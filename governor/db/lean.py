@@ -29,7 +29,9 @@ class _Compiled:
 
     __slots__ = ("binds", "dialect", "names", "positional", "results", "row", "text", "types")
 
-    def __init__(self, statement: Executable, dialect: Dialect, keys: Sequence[str]) -> None:
+    def __init__(
+        self, statement: Executable, dialect: Dialect, keys: Sequence[str], row: Any
+    ) -> None:
         compiled = statement.compile(dialect=dialect, column_keys=list(keys))
         fetches = ("insert_prefetch", "update_prefetch", "returning")
         if (
@@ -47,7 +49,10 @@ class _Compiled:
             if (processor := _bind_processor(compiled.binds[name], dialect)) is not None
         ]
         columns = list(getattr(statement, "selected_columns", ()))
-        self.row: Any = namedtuple("Row", [c.key for c in columns]) if columns else None
+        names = [c.key for c in columns]
+        if row is not None and tuple(names) != row._fields:
+            raise ValueError(f"{row.__name__} has fields {row._fields}, the statement {names}")
+        self.row: Any = (row or namedtuple("Row", names)) if columns else None
         self.types = [column.type for column in columns]
         self.dialect = dialect
         self.results: list[tuple[int, Callable[[Any], Any]]] | None = None  # on the first rows
@@ -61,10 +66,13 @@ class Lean:
     """One statement, compiled once per dialect (and set of inserted columns) and run on the
     driver's cursor of a SQLAlchemy connection."""
 
-    __slots__ = ("_compiled", "_inserts", "_statement")
+    __slots__ = ("_compiled", "_inserts", "_row", "_statement")
 
-    def __init__(self, statement: Executable) -> None:
+    def __init__(self, statement: Executable, *, row: Any = None) -> None:
+        """`row`: the named tuple class its rows come as (its fields the selected columns, in
+        order); by default one made from the columns' names."""
         self._statement = statement
+        self._row = row
         self._inserts = getattr(statement, "is_insert", False) is True  # compiled per columns
         self._compiled: dict[tuple[str, tuple[str, ...]], _Compiled] = {}
 
@@ -103,7 +111,7 @@ class Lean:
         key = (dialect.name, tuple(first) if self._inserts else ())
         compiled = self._compiled.get(key)
         if compiled is None:
-            compiled = self._compiled[key] = _Compiled(self._statement, dialect, key[1])
+            compiled = self._compiled[key] = _Compiled(self._statement, dialect, key[1], self._row)
         return compiled
 
 

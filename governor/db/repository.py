@@ -5,13 +5,11 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from datetime import datetime
 from decimal import Decimal
-from functools import cache
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
     ARRAY,
     ColumnElement,
-    Connection,
     Row,
     Select,
     String,
@@ -26,9 +24,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from governor.db import bulk
 from governor.db.keyset import Keyset
-from governor.db.lean import Lean
 from governor.db.one_of import one_of
 from governor.db.tables import (
     BudgetRow,
@@ -183,53 +179,6 @@ def run_with(session: Session, run_id: str, *budget_columns: str) -> tuple[RunRo
     if row is None:
         raise NotFound(f"no run {run_id!r}")
     return row[0], row
-
-
-# A group's runs are read by a statement for the next of these sizes of group (its ids
-# padded with its first), so that each size is compiled once; a larger group in several.
-READ_SIZES = (1, 4, 16, 64, 256)
-
-
-@cache
-def _run_rows_with(
-    run_columns: tuple[str, ...], budget_columns: tuple[str, ...], size: int
-) -> Lean:
-    runs, budgets = RunRow.__table__.c, BudgetRow.__table__.c
-    return Lean(
-        select(*(runs[name] for name in run_columns), *(budgets[name] for name in budget_columns))
-        .join_from(RunRow.__table__, BudgetRow.__table__, RunRow.budget_id == BudgetRow.id)
-        .where(RunRow.id.in_([bindparam(f"run_{n}") for n in range(size)]))
-    )
-
-
-def run_rows_with(
-    connection: Connection,
-    run_ids: Collection[str],
-    run_columns: tuple[str, ...],
-    budget_columns: tuple[str, ...],
-) -> dict[str, Any]:
-    """These columns of these runs (`id` among them) and of their budgets, as named tuples by
-    run id (a run that does not exist is missing): one read for up to 256 runs, which builds
-    no statement and no ORM object (`Lean`: the heartbeats' hot path)."""
-    ids, found = list(run_ids), {}
-    for start in range(0, len(ids), READ_SIZES[-1]):
-        some = ids[start : start + READ_SIZES[-1]]
-        size = next(size for size in READ_SIZES if size >= len(some))
-        padded = some + some[:1] * (size - len(some))
-        read = _run_rows_with(run_columns, budget_columns, size)
-        rows = read.execute(connection, {f"run_{n}": run_id for n, run_id in enumerate(padded)})
-        found.update((row.id, row) for row in rows)
-    return found
-
-
-def update_runs(connection: Connection, changes: Sequence[tuple[str, dict[str, Any]]]) -> None:
-    """Set these columns of these runs: one write per set of columns (`bulk`), its runs in
-    the order of their ids."""
-    by_columns: dict[frozenset[str], list[dict[str, Any]]] = {}
-    for run_id, changed in sorted(changes, key=lambda change: change[0]):
-        by_columns.setdefault(frozenset(changed), []).append({"id": run_id, **changed})
-    for rows in by_columns.values():
-        bulk.update_rows(connection, RunRow.__table__, rows)
 
 
 def get_extension(session: Session, extension_id: str) -> ExtensionRow:

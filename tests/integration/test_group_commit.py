@@ -14,6 +14,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 
 from governor.db import repository as repo
 from governor.db.group_commit import GroupCommit
+from governor.db.heartbeats import insert_points, update_runs
 from governor.domain.errors import NotFound, RunEnded
 from governor.domain.model import Action, RunStatus
 from governor.services.jobs import checkins
@@ -50,10 +51,10 @@ class HeldFirstGroup:
             raise OperationalError("UPDATE", None, Exception("the server closed the connection"))
         if any(step < 0 for _, step in items):
             raise ValueError("a step cannot be negative")
-        repo.update_runs(connection, [(run, {"step": step}) for run, step in items])
+        update_runs(connection, [(run, {"step": step}) for run, step in items])
         for _, step in items:
             if step == REFUSED:
-                metric_history.insert_points(
+                insert_points(
                     connection, metric_history.points("run_gone", step, {"loss": 1.0}, AT)
                 )
         if len(self.groups) == 1:

@@ -14,13 +14,13 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
-from governor.api.route import LeanRoute
-from governor.api.routes import runs as run_routes
+from governor.api.heartbeat import route as heartbeat_route
+from governor.api.heartbeat.lean import LeanRoute
 from governor.services.jobs import checkins
 from tests.integration.conftest import Governor, ok
 
 DEADLINE_S = 30.0
-[HEARTBEAT] = [r for r in run_routes.router.routes if isinstance(r, LeanRoute)]
+[HEARTBEAT] = [r for r in heartbeat_route.router.routes if isinstance(r, LeanRoute)]
 
 
 def wait_until(condition: Callable[[], bool]) -> None:

@@ -7,6 +7,7 @@ from sqlalchemy.orm import Session
 
 from governor.db import records
 from governor.db import repository as repo
+from governor.db.heartbeats import update_runs
 from governor.db.tables import RunRow
 from governor.domain.model import Action, Reason
 from governor.scheduler import tasks
@@ -27,7 +28,7 @@ def test_only_what_was_set_is_written_and_a_held_row_sees_it(gov: Governor) -> N
         one.directive, one.directive_reason = Action.STOP, Reason.MANUAL
         two.stall_alerted = True
         # written by someone else after the read
-        repo.update_runs(s.connection(), [(first, {"step": 7})])
+        update_runs(s.connection(), [(first, {"step": 7})])
         records.write_back(s, RunRow, [one, two])
         assert held.directive is Action.STOP
         assert one.changed == two.changed == {}

@@ -5,16 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
-from weakref import WeakKeyDictionary
+from typing import Any, Protocol
 
-from sqlalchemy import Connection, Engine, insert
 from sqlalchemy.orm import Session, sessionmaker
 
 from governor.db import repository as repo
-from governor.db.engine import reading, unit_of_work, without_flush_wait
-from governor.db.group_commit import GroupCommit
-from governor.db.lean import Lean
+from governor.db.engine import unit_of_work
+from governor.db.heartbeats import PlainRun, PlainWrite, commit_plain, read_plain_runs
 from governor.db.tables import RunPhaseRow, RunRow, StopOrderRow
 from governor.domain.errors import NotFound, RunEnded
 from governor.domain.health import Response
@@ -68,8 +65,8 @@ def check_in(
 ) -> Directive:
     """Take a job's heartbeat: its cost does not depend on the size of the budget.
 
-    A plain beat is taken as one of a group (`check_in_group`, a group of one here); any other
-    beat takes the full path, `heartbeat`, in a unit of work of its own."""
+    A beat that may be plain is taken as one of a group (`check_in_group`, a group of one
+    here); any other beat takes the full path (`check_in_fully`)."""
     [answer] = check_in_group(sessions, [(run_id, beat)], now)
     if answer is None:
         return check_in_fully(sessions, config, run_id, beat, now)
@@ -102,34 +99,33 @@ def check_in_group(
 
     A plain beat (progress, phase and metrics; no checkpoint, no new status, no step back,
     no stop under way, on a budget a pass has looked at) reads its run and the figures the
-    latest enforcement pass kept on its budget (one read for up to 256 runs of the group,
-    with no ORM object), then writes the run's own columns, its metrics and the phase it
-    entered, if any, committed together with the group's other plain beats and with any
-    others that arrive meanwhile (`GroupCommit`): under load many beats share one read and
-    one commit, and on SQLite one turn of its single writer. An answer is given once its
-    write is committed. Deciding stays with the enforcement pass, whose reaction time the
-    committed spend already covers.
+    latest enforcement pass kept on its budget (`PlainRun`: one read for up to 256 runs of
+    the group), then writes the run's own columns, its metrics and the phase it entered, if
+    any, committed together with the group's other plain beats and with any others that
+    arrive meanwhile (`commit_plain`): under load many beats share one read and one commit,
+    and on SQLite one turn of its single writer. An answer is given once its write is
+    committed. A beat that says by itself that it is not plain (a checkpoint, an ended
+    status: a stop's acknowledgement) is not read here at all. Deciding stays with the
+    enforcement pass, whose reaction time the committed spend already covers.
     """
     engine = sessions.kw["bind"]
-    with reading(engine) as connection:
-        runs = repo.run_rows_with(
-            connection, {run_id for run_id, _ in beats}, _PLAIN_READS, KEPT_FIGURES
-        )
+    runs = read_plain_runs(engine, {run_id for run_id, beat in beats if _may_be_plain(beat)})
     answers: list[Directive | Exception | None] = []
-    writes: dict[int, _PlainWrite] = {}  # by the place of its beat's answer
+    writes: dict[int, PlainWrite] = {}  # by the place of its beat's answer
     seen: set[str] = set()
     for run_id, beat in beats:
-        try:
-            answer, write = _plain_beat(runs.get(run_id), run_id, beat, now)
-        except (NotFound, RunEnded) as refusal:
-            answer, write = refusal, None
-        if run_id in seen:
-            answer, write = None, None
+        answer: Directive | Exception | None = None
+        write: PlainWrite | None = None
+        if run_id not in seen and _may_be_plain(beat):
+            try:
+                answer, write = _plain_beat(runs.get(run_id), run_id, beat, now)
+            except (NotFound, RunEnded) as refusal:
+                answer = refusal
         seen.add(run_id)
         if write is not None:
             writes[len(answers)] = write
         answers.append(answer)
-    failures = _plain_writes(engine).commit_all(list(writes.values()))
+    failures = commit_plain(engine, list(writes.values()))
     for place, failure in zip(writes, failures, strict=True):
         if failure is not None and not isinstance(failure, Exception):
             raise failure  # interrupted
@@ -138,71 +134,58 @@ def check_in_group(
     return answers
 
 
+def _may_be_plain(beat: Heartbeat) -> bool:
+    """A beat that names a checkpoint or an ended status is never plain, whatever its run."""
+    return beat.checkpoint is None and beat.status.is_live
+
+
+class RunFacts(Protocol):
+    """What a beat's answer and its checks read of its run: a plain beat's `PlainRun` or the
+    full path's row."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def status(self) -> RunStatus: ...
+    @property
+    def ended_at(self) -> datetime | None: ...
+    @property
+    def step(self) -> int: ...
+    @property
+    def phase(self) -> Phase | None: ...
+    @property
+    def pace_at(self) -> datetime | None: ...
+    @property
+    def heartbeat_timeout_s(self) -> float: ...
+    @property
+    def directive(self) -> Action: ...
+    @property
+    def directive_reason(self) -> Reason | None: ...
+    @property
+    def directive_message(self) -> str | None: ...
+    @property
+    def health_rules(self) -> list[dict[str, Any]] | None: ...
+    @property
+    def health_state(self) -> dict[str, Any] | None: ...
+
+
 def _plain_beat(
-    run: Any, run_id: str, beat: Heartbeat, now: datetime
-) -> tuple[Directive | None, _PlainWrite | None]:
+    run: PlainRun | None, run_id: str, beat: Heartbeat, now: datetime
+) -> tuple[Directive | None, PlainWrite | None]:
     """A plain beat's directive and what it writes; (None, None) for a beat that is not."""
     if run is None:
         raise NotFound(f"no run {run_id!r}")
-    refuse_after_end(run, late_ack=_late_ack(beat))
-    health, found = training_health.judge(run, beat.metrics, beat.step)
+    refuse_after_end(run)
+    health, found = training_health.judge(
+        run.health_rules, run.health_state, beat.metrics, beat.step
+    )
     figures = figures_of(run)
     if figures is None or found or not _plain(run, beat):
         return None, None
     points = metric_history.points(run_id, beat.step, beat.metrics, now)
     phases = [{"run_id": run_id, "phase": beat.phase, "at": now}] if _new_phase(run, beat) else []
-    write = _PlainWrite(run_id, _changes(run, beat, now, health), points, phases)
-    return _directive(run, run, None, figures, now), write
-
-
-# What a plain beat reads of its run (with the figures kept on its budget): what tells a
-# plain beat from another, what its health rules judge, and what it answers with.
-_PLAIN_READS = (
-    "id",
-    "status",
-    "ended_at",
-    "step",
-    "phase",
-    "pace_at",
-    "heartbeat_timeout_s",
-    "directive",
-    "directive_reason",
-    "directive_message",
-    "health_rules",
-    "health_state",
-)
-
-
-@dataclass(frozen=True)
-class _PlainWrite:
-    run_id: str
-    changes: dict[str, Any]  # the run's own columns
-    points: list[dict[str, Any]]  # its metrics' rows
-    phases: list[dict[str, Any]]  # the phase it entered, as a row of its history
-
-
-# built once, for the heartbeat's hot path; inline: its new ids are not read back
-_PHASES = Lean(insert(RunPhaseRow.__table__).inline())
-
-
-def _write_plain(connection: Connection, writes: Sequence[_PlainWrite]) -> None:
-    without_flush_wait(connection)  # a beat lost with the database server is sent again
-    repo.update_runs(connection, [(write.run_id, write.changes) for write in writes])
-    metric_history.insert_points(connection, [p for write in writes for p in write.points])
-    phases = [phase for write in writes for phase in write.phases]
-    if phases:
-        _PHASES.execute(connection, phases)
-
-
-# One group of plain beats' writes per database the process writes to.
-_groups: WeakKeyDictionary[Engine, GroupCommit[_PlainWrite]] = WeakKeyDictionary()
-
-
-def _plain_writes(engine: Engine) -> GroupCommit[_PlainWrite]:
-    group = _groups.get(engine)
-    if group is None:
-        group = _groups.setdefault(engine, GroupCommit(engine, _write_plain))
-    return group
+    write = PlainWrite(run_id, _changes(run, beat, now, health), points, phases)
+    return _directive(run, run.figures_at, None, figures, now), write
 
 
 def heartbeat(
@@ -216,7 +199,10 @@ def heartbeat(
     the stop order, then the run's row; the other way round, a beat writing its run while the
     stop task ends that run under the order's lock would deadlock."""
     run, kept = repo.run_with(session, run_id, *KEPT_FIGURES)
-    health, found = training_health.judge(run, beat.metrics, beat.step)
+    refuse_after_end(run, late_ack=_late_ack(beat))
+    health, found = training_health.judge(
+        run.health_rules, run.health_state, beat.metrics, beat.step
+    )
     stopping = run.health_stop is None and any(f.action is Response.STOP for f in found)
     if stopping:
         repo.get_budget(session, run.budget_id, lock=True)
@@ -233,10 +219,10 @@ def heartbeat(
     figures = figures_of(kept)
     if figures is None:  # no pass has looked at this budget yet
         figures = open_book(session, run.budget_id, now, config).figures
-    return _directive(run, kept, order, figures, now)
+    return _directive(run, kept.figures_at, order, figures, now)
 
 
-def refuse_after_end(run: RunRow, *, late_ack: bool = False) -> None:
+def refuse_after_end(run: RunFacts, *, late_ack: bool = False) -> None:
     """A job may act for its run only while the run lives; after its end only a stop's late
     acknowledgement is taken (its checkpoint is worth recording). RunEnded otherwise."""
     if run.status.is_live or late_ack:
@@ -258,7 +244,7 @@ def _late_ack(beat: Heartbeat) -> bool:
     return beat.checkpoint is not None and beat.status in (RunStatus.STOPPING, RunStatus.STOPPED)
 
 
-def _plain(run: RunRow, beat: Heartbeat) -> bool:
+def _plain(run: RunFacts, beat: Heartbeat) -> bool:
     """A beat that changes nothing but the run's own progress columns (its phase too, with a
     row of the run's phase history)."""
     return (
@@ -269,14 +255,18 @@ def _plain(run: RunRow, beat: Heartbeat) -> bool:
     )
 
 
-def _new_phase(run: RunRow, beat: Heartbeat) -> bool:
+def _new_phase(run: RunFacts, beat: Heartbeat) -> bool:
     return beat.phase is not None and beat.phase is not run.phase
 
 
 def _directive(
-    run: Any, kept: Any, order: StopOrderRow | None, figures: Figures, now: datetime
+    run: RunFacts,
+    figures_at: datetime | None,
+    order: StopOrderRow | None,
+    figures: Figures,
+    now: datetime,
 ) -> Directive:
-    age_s = 0.0 if kept.figures_at is None else (now - kept.figures_at).total_seconds()
+    age_s = 0.0 if figures_at is None else (now - figures_at).total_seconds()
     to_ceiling = figures.seconds_to_ceiling()
     return Directive(
         action=run.directive if run.status.is_live else Action.STOP,  # a late ack: stay stopped
@@ -284,7 +274,7 @@ def _directive(
         message=run.directive_message,
         deadline=None if order is None else order.deadline,
         figures=figures,
-        figures_at=kept.figures_at or now,
+        figures_at=figures_at or now,
         next_heartbeat_s=next_heartbeat_s(
             run.heartbeat_timeout_s, None if to_ceiling is None else max(0.0, to_ceiling - age_s)
         ),
@@ -292,7 +282,7 @@ def _directive(
 
 
 def _changes(
-    run: RunRow, beat: Heartbeat, now: datetime, health: dict[str, Any] | None
+    run: RunFacts, beat: Heartbeat, now: datetime, health: dict[str, Any] | None
 ) -> dict[str, Any]:
     """The run's own columns a beat moves: when it was heard, its step, phase and metrics, and
     its health rules' running statistics."""

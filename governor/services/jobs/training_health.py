@@ -16,13 +16,16 @@ from governor.services import events
 
 
 def judge(
-    run: RunRow, metrics: Mapping[str, object] | None, step: int
+    rules: list[dict[str, Any]] | None,
+    state: dict[str, Any] | None,
+    metrics: Mapping[str, object] | None,
+    step: int,
 ) -> tuple[dict[str, Any] | None, list[HealthFinding]]:
-    """The run's health state after this beat's metrics, and what fired (constant cost)."""
-    if not metrics or not run.health_rules:
-        return run.health_state, []
-    rules = [HealthRule.of(r) for r in run.health_rules]
-    return observe(rules, run.health_state, metrics, step)
+    """A run's health state after this beat's metrics, judged by the run's rules from its
+    state before, and what fired (constant cost)."""
+    if not metrics or not rules:
+        return state, []
+    return observe([HealthRule.of(r) for r in rules], state, metrics, step)
 
 
 def act(session: Session, run: RunRow, findings: list[HealthFinding], now: datetime) -> bool:

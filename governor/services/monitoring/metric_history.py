@@ -10,11 +10,11 @@ from datetime import datetime
 from statistics import fmean
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, insert, select
+from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
+from governor.db.heartbeats import insert_points
 from governor.db.keyset import Keyset
-from governor.db.lean import Lean
 from governor.db.tables import RunMetricRow
 from governor.domain.health import number
 from governor.domain.paging import FIRST, Page, PageRequest
@@ -23,8 +23,6 @@ from governor.services.monitoring.minutes import MINUTE, RAW
 
 SERIES_LIMIT = 10_000  # points a chart reads
 POINTS = Keyset("metrics", (RunMetricRow.at, RunMetricRow.id))
-# built once, for the heartbeat's hot path; inline: its new ids are not read back
-_INSERT = Lean(insert(RunMetricRow.__table__).inline())
 
 
 def record(
@@ -32,12 +30,6 @@ def record(
 ) -> None:
     """Keep the beat's finite numbers, in one statement (names are bounded at the edge)."""
     insert_points(session.connection(), points(run_id, step, metrics, now))
-
-
-def insert_points(connection: Connection, rows: Sequence[dict[str, Any]]) -> None:
-    """Insert these `points`, of any runs, in one statement."""
-    if rows:
-        _INSERT.execute(connection, rows)
 
 
 def points(

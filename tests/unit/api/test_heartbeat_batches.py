@@ -10,8 +10,8 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from governor.api import batches
-from governor.api.batches import Batches
+from governor.api.heartbeat import batches
+from governor.api.heartbeat.batches import Batches
 
 DEADLINE_S = 30.0
 
