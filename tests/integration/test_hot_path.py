@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from governor.db import repository as repo
@@ -283,3 +284,43 @@ def test_concurrent_meters_charge_each_second_once(gov: Governor) -> None:
     assert sum(amount for _, _, amount in entries) == recorded[0] == recorded[1] == D("4.20")
     for (_, end, _), (start, _, _) in pairwise(entries):
         assert end <= start, "two meters charged the same time"
+
+
+def run_reads(statements: list[str]) -> list[str]:
+    """The statements that read a run's row."""
+    return [s for s in statements if s.lstrip().upper().startswith("SELECT") and " runs" in s]
+
+
+def test_a_stop_acknowledgement_over_http_reads_its_run_once(
+    gov: Governor, client: TestClient
+) -> None:
+    """An acknowledgement names its checkpoint: the beat's group leaves it to the full path
+    without reading its run, and the full path reads it once."""
+    run = fleet(gov, 1)[0]
+    with gov.session() as s:
+        pod_id = repo.get_run(s, run).pod_id
+    with gov.session() as s:
+        pod_service.stop_manually(s, gov.ctx, pod_id, "end of day", gov.clock.now(), by=BY)
+    assert gov.beat(run).action is Action.STOP
+    ack = {"step": 3, "status": "stopping", "checkpoint": {"step": 3, "path": "/ws/c3"}}
+    with counted(gov) as statements:
+        answer = client.post(f"/v1/runs/{run}/heartbeat", json=ack)
+    assert answer.status_code == 200 and answer.json()["action"] == "stop", answer.text
+    assert len(run_reads(statements)) == 1, statements
+    with gov.session() as s:
+        assert repo.get_run(s, run).checkpoint_path == "/ws/c3"
+
+
+def test_a_beat_its_run_makes_not_plain_reads_its_run_twice_over_http(
+    gov: Governor, client: TestClient
+) -> None:
+    """A step back (a restart from a checkpoint) is known only from the run: read once by the
+    group, which leaves it to the full path, and once there."""
+    run = fleet(gov, 1)[0]
+    assert client.post(f"/v1/runs/{run}/heartbeat", json={"step": 9}).status_code == 200
+    with counted(gov) as statements:
+        answer = client.post(f"/v1/runs/{run}/heartbeat", json={"step": 4})
+    assert answer.status_code == 200, answer.text
+    assert len(run_reads(statements)) == 2, statements
+    with gov.session() as s:
+        assert repo.get_run(s, run).step == 4
