@@ -13,7 +13,6 @@ from starlette.exceptions import HTTPException
 
 from governor.domain import errors
 from governor.services.context import DatabaseRefused
-from governor.services.fleet.pods import ProviderUnavailable
 from governor.services.security.windows import Throttled
 
 log = logging.getLogger(__name__)
@@ -104,7 +103,7 @@ def _unavailable(request: Request, exc: Exception) -> JSONResponse:
     request.app.state.context.writes.say("requests answered 503", exc)
     message = (
         str(exc)
-        if isinstance(exc, ProviderUnavailable)
+        if isinstance(exc, errors.Unavailable)
         else "the database is not reachable right now; try again shortly"
     )
     return JSONResponse(
@@ -124,6 +123,6 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(errors.GovernorError, _governor)
     app.add_exception_handler(HTTPException, _http)
-    app.add_exception_handler(ProviderUnavailable, _unavailable)
+    app.add_exception_handler(errors.Unavailable, _unavailable)
     app.add_exception_handler(DatabaseRefused, _unavailable)
     app.add_exception_handler(Exception, _bug)

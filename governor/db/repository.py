@@ -332,15 +332,6 @@ _OVER_ARRAYS = _over(
 )
 
 
-def pod_total(session: Session, pod_id: str, kind: EntryKind) -> Decimal:
-    total = session.scalar(
-        select(func.sum(LedgerEntryRow.amount_usd)).where(
-            LedgerEntryRow.pod_id == pod_id, LedgerEntryRow.kind == kind
-        )
-    )
-    return total or ZERO
-
-
 def runs(
     session: Session,
     request: PageRequest,
@@ -358,12 +349,6 @@ def runs(
     if status is not None:
         query = query.where(RunRow.status == status)
     return RUNS.page(session, query, request)
-
-
-def runs_of(session: Session, budget_id: str) -> Sequence[RunRow]:
-    return session.scalars(
-        select(RunRow).where(RunRow.budget_id == budget_id).order_by(RunRow.created_at)
-    ).all()
 
 
 def runs_of_budgets(session: Session, budget_ids: Sequence[str]) -> Sequence[RunRow]:

@@ -7,6 +7,8 @@ GovernorError
   Forbidden       the caller is known but may not do this (403)
   Unauthenticated no valid token (401)
   Invalid         well-formed input that is still wrong, e.g. an unknown provider (422)
+  Unavailable     what the use case needs did not answer (a provider): try again (503)
+  NotLeader       this replica's term is over: its periodic work stops until it leads again
 """
 
 
@@ -42,3 +44,16 @@ class RunEnded(Conflict):
     """A job's token acts for a run that has ended: its job should stop (409)."""
 
     code = "run_ended"
+
+
+class Unavailable(GovernorError):
+    """What the use case needs could not be asked right now (a provider); the caller may try
+    again (503)."""
+
+    code = "unavailable"
+
+
+class NotLeader(GovernorError):
+    """This replica's term is over: another replica leads, or the lease ran out."""
+
+    code = "not_leader"

@@ -16,11 +16,12 @@ from datetime import UTC, datetime
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from governor.domain.errors import NotLeader
 from governor.domain.model import Category, Severity
 from governor.scheduler.tasks import TASKS, Periodic
 from governor.services import events
 from governor.services.context import DatabaseRefused, ServiceContext
-from governor.services.replica.leadership import Lease, NotLeader
+from governor.services.replica.leadership import Lease
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,10 @@ from typing import Any, Literal
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 
-from governor.domain.errors import Conflict, Forbidden, NotFound, Unauthenticated
+from governor.domain.errors import Conflict, Forbidden, NotFound, Unauthenticated, Unavailable
 from governor.domain.paging import WHOLE
 from governor.render import report_html
 from governor.services.fleet import resumes
-from governor.services.fleet.pods import ProviderUnavailable
 from governor.services.money import extensions
 from governor.services.security import logins, tokens
 from governor.services.security.auth_limits import TooManyAttempts, client_address
@@ -269,7 +268,7 @@ def resume(pod_id: str, page: SignedIn, kit: WebKit, form: Form, ctx: Context, t
         by = tokens.holder(session, page.token_id)
     try:
         resumed = resumes.resume(ctx, pod_id, "from the dashboard", by=by)
-    except (Conflict, NotFound, ProviderUnavailable) as exc:
+    except (Conflict, NotFound, Unavailable) as exc:
         return _said("Not resumed", str(exc), 409)
     if resumed.run is None or resumed.token is None:
         return _said(

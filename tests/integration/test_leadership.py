@@ -15,12 +15,13 @@ from governor.db import schema
 from governor.db.engine import build_engine, session_factory, unit_of_work
 from governor.db.file_lock import sqlite_scheduler_lock
 from governor.db.tables import EventRow
+from governor.domain.errors import NotLeader
 from governor.domain.model import Category, Severity
 from governor.services import events
 from governor.services.context import GovernorConfig
 from governor.services.replica import leadership
 from governor.services.replica.health import Tick
-from governor.services.replica.leadership import Lease, NotLeader
+from governor.services.replica.leadership import Lease
 from governor.services.security.shared_secrets import shared_secret
 from governor.services.view import metrics
 from tests.clock import FrozenClock

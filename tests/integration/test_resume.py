@@ -10,7 +10,7 @@ import pytest
 
 from governor.api.schemas import read_plan
 from governor.db import repository as repo
-from governor.domain.errors import Conflict, Unauthenticated
+from governor.domain.errors import Conflict, Unauthenticated, Unavailable
 from governor.domain.model import (
     Action,
     BudgetState,
@@ -23,7 +23,6 @@ from governor.domain.model import (
 )
 from governor.domain.preflight.rules import Verdict
 from governor.services.fleet import budgets, pods, resumes
-from governor.services.fleet.pods import ProviderUnavailable
 from governor.services.jobs.checkins import Checkpoint
 from governor.services.money import extensions
 from governor.services.plans import admission
@@ -157,7 +156,7 @@ def test_a_provider_that_does_not_answer_is_unavailable_and_the_pod_stays_stoppe
     extend(gov, budget, "10")
     gov.cloud.state.pods["pod-1"].stop_requested_at = gov.clock.now().isoformat()
     gov.cloud.state.pods["pod-1"].stopped_at = None  # the cloud says it is still stopping
-    with pytest.raises(ProviderUnavailable):
+    with pytest.raises(Unavailable):
         resume(gov, pod)
     with gov.session() as s:
         assert repo.get_pod(s, pod).state is PodState.STOPPED

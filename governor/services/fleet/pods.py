@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
 from governor.db.tables import PodRow, StopOrderRow
-from governor.domain.errors import Conflict, Invalid
+from governor.domain.errors import Conflict, Invalid, Unavailable
 from governor.domain.model import BudgetState, Category, PodState, RateSource, Severity
 from governor.domain.money import ZERO, dollars, format_usd
 from governor.domain.ports import (
@@ -30,10 +30,6 @@ from governor.services.money.book import open_book
 from governor.services.plans import admission
 from governor.services.security.tokens import Principal
 from governor.services.stopping.enforcement import enforce
-
-
-class ProviderUnavailable(Exception):
-    """The provider could not be asked right now; the caller may try again."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +61,7 @@ def register(
         described = provider.describe(reg.provider_ref)
     except ProviderError as exc:
         if exc.retryable:
-            raise ProviderUnavailable(f"{reg.provider} did not answer: {exc}") from exc
+            raise Unavailable(f"{reg.provider} did not answer: {exc}") from exc
         raise Invalid(f"{reg.provider} cannot describe {reg.provider_ref!r}: {exc}") from exc
     billed = _billed_so_far(provider, reg.provider_ref, now)
     budget = repo.get_budget(session, budget_id, lock=True)

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from governor.db import repository as repo
 from governor.db.engine import read_only, unit_of_work
 from governor.db.tables import PodRow, RunRow
-from governor.domain.errors import Conflict, Invalid
+from governor.domain.errors import Conflict, Invalid, Unavailable
 from governor.domain.model import (
     Action,
     BudgetState,
@@ -38,7 +38,6 @@ from governor.domain.ports import CallOutcome, CallResult, PodDescription, Provi
 from governor.domain.preflight.rules import Verdict
 from governor.services import events
 from governor.services.context import ServiceContext
-from governor.services.fleet.pods import ProviderUnavailable
 from governor.services.money.book import meter, open_book
 from governor.services.money.metering import accrue_pod
 from governor.services.plans import admission
@@ -95,7 +94,7 @@ def resume(ctx: ServiceContext, pod_id: str, reason: str, *, by: Principal) -> R
         ctx.tokens.forget(lambda p: p.run_id == run_id)
     if resumed is None:
         if result.outcome is CallOutcome.RETRYABLE:
-            raise ProviderUnavailable(f"{name} did not start the pod: {result.detail}")
+            raise Unavailable(f"{name} did not start the pod: {result.detail}")
         raise ResumeRefused(f"{name} refused to start the pod: {result.detail}")
     return resumed
 
@@ -105,7 +104,7 @@ def _describe(provider: Resumes, name: str, ref: str) -> PodDescription:
         return provider.describe(ref)  # type: ignore[attr-defined, no-any-return]
     except ProviderError as exc:
         if exc.retryable:
-            raise ProviderUnavailable(f"{name} did not answer: {exc}") from exc
+            raise Unavailable(f"{name} did not answer: {exc}") from exc
         raise Conflict(f"{name} cannot describe {ref!r}: {exc}") from exc
 
 

@@ -36,6 +36,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from governor.db.engine import READ_ONLY, unit_of_work
 from governor.db.file_lock import FileLock
 from governor.db.tables import LeaseRow
+from governor.domain.errors import NotLeader
 from governor.domain.ports import Clock
 from governor.services.replica.health import Tick
 from governor.services.replica.write_watch import WriteWatch
@@ -44,10 +45,6 @@ log = logging.getLogger("governor.leadership")
 
 SCHEDULER = "scheduler"
 TAKE_LOCK_TIMEOUT_MS = 1000  # a replica waits this long for the row, then tries next probe
-
-
-class NotLeader(Exception):
-    """This replica's term is over: another replica leads, or the lease ran out."""
 
 
 @dataclass(frozen=True)

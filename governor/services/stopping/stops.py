@@ -19,6 +19,7 @@ from governor.db import repository as repo
 from governor.db.engine import unit_of_work
 from governor.db.tables import BudgetRow, PodRow, StopOrderRow
 from governor.domain.budget_lifecycle import after_pods_stopped
+from governor.domain.errors import NotLeader
 from governor.domain.model import Category, PodState, Reason, Severity
 from governor.domain.ports import (
     AnyProvider,
@@ -40,7 +41,6 @@ from governor.domain.stop_order import (
 from governor.services import events
 from governor.services.context import ServiceContext
 from governor.services.money.metering import accrue_pod
-from governor.services.replica.leadership import NotLeader
 from governor.services.runs import lifecycle
 
 log = logging.getLogger(__name__)
