@@ -13,6 +13,8 @@ import posixpath
 from datetime import datetime
 from enum import StrEnum
 
+from governor.domain.backoff import backoff_s
+
 
 class StopState(StrEnum):
     REQUESTED = "requested"
@@ -70,7 +72,7 @@ def retry_delay_s(attempts: int, *, asked_s: float | None = None, spread: float 
     `spread` (a random fraction in [0, 1)) so many governors do not retry in step; never
     less than what the provider asked for (its Retry-After), up to MAX_ASKED_DELAY_S.
     """
-    backoff = min(MAX_RETRY_DELAY_S, 2.0 ** max(0, attempts - 1)) * (1.0 - JITTER * spread)
+    backoff = backoff_s(attempts, most_s=MAX_RETRY_DELAY_S) * (1.0 - JITTER * spread)
     if asked_s is None:
         return backoff
     return max(backoff, min(asked_s, MAX_ASKED_DELAY_S))

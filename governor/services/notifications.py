@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from governor.db.engine import after_commit
 from governor.db.tables import BudgetRow, EventRow
+from governor.domain.backoff import backoff_s
 from governor.domain.model import Severity
 from governor.domain.notice import Delivery, Money, Notice, Outcome, Sink, at_least
 
@@ -56,7 +57,7 @@ class Retry:
 
     def delay_s(self, attempt: int) -> float:
         """The wait after failed attempt number `attempt`: backoff, doubling, capped."""
-        return min(self.max_backoff_s, self.backoff_s * 2.0 ** (attempt - 1))
+        return backoff_s(attempt, first_s=self.backoff_s, most_s=self.max_backoff_s)
 
 
 @dataclass(frozen=True)
