@@ -23,8 +23,8 @@ from governor.db.tables import PlanCheckRow
 from governor.domain.model import Category, PodState
 from governor.domain.money import format_usd
 from governor.domain.preflight.rules import Verdict
+from governor.services.view.dashboard_model import PlanLine
 from governor.services.view.report import Peak, PodBill, PodSpend, Report, Stop
-from governor.services.view.status import PlanLine
 
 
 class PhaseSpendOut(BaseModel):
@@ -98,7 +98,7 @@ class VerdictOut(BaseModel):
     usable_gib: float
     worst_case_usd: UsdText
     available_usd: UsdText
-    reasons: list[PlanReasonOut]
+    reasons: list[PlanReasonOut]  # type: ignore[valid-type]
     created_at: datetime
     override_reason: str | None = Field(description="an operator let this no_go through")
     withdrawn_at: datetime | None

@@ -17,7 +17,8 @@ from governor.domain.model import Action, Phase, Reason, RunStatus, Severity
 from governor.domain.money import dollars, format_usd
 from governor.domain.telemetry import GIB
 
-PRE_STOP_FRACTION = Decimal("0.9")
+PRE_STOP_FRACTION = Decimal("0.9")  # committed share of the ceiling that asks for a checkpoint
+WARNING_THRESHOLD_FRACTION = Decimal("0.8")  # from this share on, threshold alerts are warnings
 HELD_MEMORY_BYTES = GIB  # a GPU holding more than this is not simply unused
 WARMUP_PHASES = (Phase.LOADING, Phase.COMPILING)
 STEPLESS_PHASES = (Phase.CHECKPOINTING, Phase.EVALUATION, Phase.EXPORT)  # no steps expected
@@ -418,7 +419,7 @@ def thresholds(s: Situation) -> Finding | None:
         "thresholds",
         Action.CONTINUE,
         Reason.THRESHOLD,
-        Severity.WARNING if pct >= 80 else Severity.INFO,
+        Severity.WARNING if pct >= WARNING_THRESHOLD_FRACTION * 100 else Severity.INFO,
         f"Spend has passed {pct}% of the ceiling "
         f"({dollars(s.figures.spent)} of {dollars(s.figures.effective_ceiling)}).",
         {**_money(s.figures), "threshold_pct": pct},

@@ -38,7 +38,7 @@ from governor.services.runs import lifecycle
 from governor.services.security import tokens
 from governor.services.security.tokens import Principal
 from governor.services.view import status
-from governor.services.view.status import Dashboard
+from governor.services.view.dashboard_model import Dashboard
 from governor.settings import load_settings
 from tests.clock import FrozenClock
 from tests.plans import variant

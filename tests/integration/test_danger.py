@@ -7,7 +7,7 @@ from decimal import Decimal
 
 from governor.domain.model import BudgetState, Requester, Severity
 from governor.services.money import extensions
-from governor.services.view.status import BudgetStatus
+from governor.services.view.dashboard_model import BudgetStatus
 from tests.clock import FrozenClock
 from tests.integration.conftest import Governor, gpu_sample, make_governor, read_dashboard
 

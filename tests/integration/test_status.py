@@ -26,7 +26,8 @@ from governor.services.monitoring import metric_history
 from governor.services.plans import admission
 from governor.services.runs import lifecycle
 from governor.services.view import status
-from governor.services.view.status import MetricValue, thin
+from governor.services.view.dashboard_model import MetricValue
+from governor.services.view.status import thin
 from tests.integration.conftest import (
     BY,
     WORST_CASE,

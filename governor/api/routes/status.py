@@ -6,14 +6,15 @@ from governor.api.deps import Context, Now, Tx, Viewer
 from governor.api.read_models import api_model
 from governor.api.route import api_router
 from governor.services.view import status
+from governor.services.view.dashboard_model import Dashboard
 
 router = api_router(tags=["status"])
 
-StatusOut = api_model(status.Dashboard)
+StatusOut = api_model(Dashboard)
 
 
 @router.get("/v1/status")
-def get_status(_: Viewer, ctx: Context, tx: Tx, now: Now) -> StatusOut:
+def get_status(_: Viewer, ctx: Context, tx: Tx, now: Now) -> StatusOut:  # type: ignore[valid-type]
     """Everything the /status page shows, as one JSON document."""
     with tx.read() as session:
         return StatusOut.model_validate(status.dashboard(session, ctx.config, now))

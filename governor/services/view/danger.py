@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from governor.domain.model import Action, BudgetState, PodState, Reason, Severity
 from governor.domain.money import dollars
 from governor.domain.stop_order import StopState
-
-if TYPE_CHECKING:
-    from governor.services.view.status import PendingExtension, PodStatus, RunLine
+from governor.services.view.dashboard_model import (
+    NextStep,
+    PendingExtension,
+    PodStatus,
+    Problem,
+    RunLine,
+)
 
 RANK = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2, None: 3}
 STATE_RANK = {
@@ -40,27 +42,6 @@ RUN_PROBLEMS = {
     Reason.DIVERGING: "training health: a metric is diverging",
     Reason.NO_IMPROVEMENT: "training health: no improvement",
 }
-
-
-@dataclass(frozen=True)
-class Problem:
-    """Something wrong now, raised from a run, pod or GPU to its budget."""
-
-    severity: Severity
-    kind: str  # heartbeat-lost, stop-failing, stop-held, gpu-memory, extension-pending, or the
-    # reason of a run's warning (forecast, headroom, a training-health rule's ...)
-    subject: str  # the run's or pod's name
-    message: str
-
-
-@dataclass(frozen=True)
-class NextStep:
-    """What the governor will do next for a budget, and when, read as "{what} {at} {unless}":
-    "stops h100-sft in 4 min unless extended"."""
-
-    what: str
-    at: datetime | None = None
-    unless: str | None = None  # what a person can do to change it
 
 
 def problems(

@@ -1,6 +1,7 @@
 """The read models of the dashboard's detail pages: a budget's page (its card, its events and
 its run report) and a run's page (its metric history, its pod's GPU history over the run, the
-phases it went through, and what happened to it). Plain values, like services.status.
+phases it went through, and what happened to it). Plain values, like those of
+services.view.dashboard_model.
 """
 
 from __future__ import annotations
@@ -18,15 +19,14 @@ from governor.services.context import GovernorConfig
 from governor.services.money.book import open_book
 from governor.services.monitoring.metric_history import SERIES_LIMIT
 from governor.services.view import report, status
-from governor.services.view.status import (
-    CHART_POINTS,
+from governor.services.view.dashboard_model import (
     BudgetStatus,
     EventLine,
     GpuTrace,
     PodStatus,
     RunLine,
-    thin,
 )
+from governor.services.view.status import CHART_POINTS, thin
 
 PAGE_EVENTS = 100
 

@@ -48,7 +48,8 @@ from governor.domain.paging import PageRequest
 from governor.services.context import GovernorConfig
 from governor.services.money.book import Book, meter, open_book
 from governor.services.monitoring import metric_history
-from governor.services.view.status import PlanLine, admitted_plans
+from governor.services.view.dashboard_model import PlanLine
+from governor.services.view.status import admitted_plans
 
 SPEND_LINES = (*BUCKETS, EntryKind.TRUE_UP.value, EntryKind.ADJUSTMENT.value)
 FAILURE_CATEGORIES = (Category.HARNESS, Category.MODEL, Category.PROVIDER)

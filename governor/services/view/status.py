@@ -1,13 +1,12 @@
-"""The dashboard's read model: every budget with its figures, chart series, pods, GPUs, runs,
-pending extensions, and the latest events, as of one instant. Plain values; the HTML page and
-GET /v1/status render the same thing.
+"""The dashboard's read model built from storage as of one instant (its types are in
+services.view.dashboard_model): every budget with its figures, chart series, pods, GPUs, runs,
+pending extensions and admitted plans, and the latest events.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TypeVar
@@ -26,20 +25,9 @@ from governor.db.tables import (
     StopOrderRow,
 )
 from governor.domain.health import json_number
-from governor.domain.model import (
-    Action,
-    BudgetState,
-    Category,
-    ExtensionState,
-    Phase,
-    PodState,
-    Reason,
-    Requester,
-    RunStatus,
-    Severity,
-)
+from governor.domain.model import BudgetState, ExtensionState, PodState, Severity
 from governor.domain.money import ZERO
-from governor.domain.preflight.rules import Verdict
+from governor.domain.policy import PRE_STOP_FRACTION, WARNING_THRESHOLD_FRACTION
 from governor.domain.telemetry import owns
 from governor.services.context import GovernorConfig
 from governor.services.money.book import Book, heard_from, meter, open_books
@@ -48,159 +36,36 @@ from governor.services.monitoring.minutes import MINUTE, RAW
 from governor.services.plans import admission
 from governor.services.replica import leadership
 from governor.services.view import danger
-from governor.services.view.danger import NextStep, Problem
+from governor.services.view.dashboard_model import (
+    BudgetStatus,
+    Dashboard,
+    EventLine,
+    GpuPoint,
+    GpuTrace,
+    LeaderLine,
+    MetricValue,
+    PendingExtension,
+    PlanLine,
+    PodStatus,
+    RunLine,
+    SpendChart,
+    SpendPoint,
+    StopInfo,
+    StopMark,
+    Threshold,
+)
 
 CHART_POINTS = 240  # the most points of a spend series; older detail is thinned, never the end
-BURN = {"api": "burn_rate_usd_per_hour"}  # what the API calls a burn rate
 GPU_WINDOW = timedelta(minutes=15)  # how far back a GPU sparkline reaches from its last sample
 GPU_POINTS = 90
 EVENTS = 25
 RUN_METRICS = 4  # the latest metric values a run line shows
 METRIC_POINTS = 60  # the most recent values of a run metric its sparkline draws
-PRE_STOP = Decimal("0.9")  # committed share at which the policy asks for a checkpoint
-WARN_SPENT = Decimal("0.8")  # spent share from which threshold alerts are warnings
 # At the current burn, the ceiling (and the stop it brings) this near wants a look, however
 # small a share is spent: the line of the alert GovernorBudgetCeilingWithinAnHour.
 CEILING_SOON_S = 3600.0
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class SpendPoint:
-    at: datetime
-    spent: Decimal  # cumulative, from the budget's declaration to `at`
-
-
-@dataclass(frozen=True)
-class Threshold:
-    pct: int
-    amount: Decimal  # pct of the effective ceiling, as the threshold alerts count it
-
-
-@dataclass(frozen=True)
-class StopMark:
-    at: datetime
-    pod_id: str
-    what: str  # "requested" or "stopped"
-    reason: Reason
-
-
-@dataclass(frozen=True)
-class SpendChart:
-    start: datetime
-    end: datetime
-    points: tuple[SpendPoint, ...]
-    ceiling: Decimal
-    effective_ceiling: Decimal
-    thresholds: tuple[Threshold, ...]
-    stops: tuple[StopMark, ...]
-
-
-@dataclass(frozen=True)
-class GpuPoint:
-    at: datetime
-    utilization_pct: float | None
-    memory_used_bytes: int | None
-
-
-@dataclass(frozen=True)
-class GpuTrace:
-    uuid: str
-    index: int
-    name: str
-    own: bool  # the pod's own GPU; false: a neighbour's on a shared machine, shown as context
-    last_at: datetime
-    utilization_pct: float | None
-    memory_used_bytes: int | None
-    memory_total_bytes: int | None
-    peak_utilization_pct: float | None  # over the window shown
-    peak_memory_bytes: int | None  # the most any run on the pod held, or the window's most
-    points: tuple[GpuPoint, ...]
-
-
-@dataclass(frozen=True)
-class StopInfo:
-    state: str
-    reason: Reason
-    created_at: datetime
-    deadline: datetime  # the job's save deadline: the provider is asked to stop after it
-    confirmed_at: datetime | None
-    last_error: str | None
-
-
-@dataclass(frozen=True)
-class PodStatus:
-    id: str
-    name: str  # unique within its budget
-    provider: str
-    provider_ref: str
-    gpu_type: str | None
-    gpu_count: int | None
-    state: PodState
-    spent: Decimal
-    burn_per_hour: Decimal = field(metadata=BURN)  # what it costs now, in its current state
-    compute_per_hour: Decimal
-    storage_per_hour: Decimal
-    stopped_storage_per_hour: Decimal  # what its volume costs once stopped
-    stop: StopInfo | None
-    resumable: bool  # stopped, in a budget that is open again: an operator may resume it
-    telemetry_note: str | None
-    gpus: tuple[GpuTrace, ...]
-
-
-@dataclass(frozen=True)
-class MetricValue:
-    name: str
-    value: float | str  # a non-finite one as heartbeats carry it: "NaN", "Infinity", "-Infinity"
-    recent: tuple[float, ...]  # its last METRIC_POINTS finite values, oldest first: a sparkline
-
-
-@dataclass(frozen=True)
-class RunLine:
-    id: str
-    name: str
-    pod_id: str
-    attempt: int  # 2 and on: it continued after its pod was resumed
-    status: RunStatus
-    phase: Phase | None
-    step: int
-    total_steps: int | None
-    progress_pct: float | None
-    last_heartbeat_at: datetime | None
-    heartbeat_age_s: float | None
-    heartbeat_timeout_s: float
-    heartbeat_late: bool  # a live run not heard from within its timeout
-    directive: Action
-    directive_reason: Reason | None
-    directive_message: str | None
-    metrics: tuple[MetricValue, ...]  # the latest values: the watched metrics first, then by name
-
-
-@dataclass(frozen=True)
-class PendingExtension:
-    id: str
-    amount: Decimal
-    reason: str
-    requested_by: Requester
-    run_id: str | None
-    created_at: datetime
-    effective_ceiling_if_approved: Decimal
-
-
-@dataclass(frozen=True)
-class PlanLine:
-    """An admitted plan of the budget: its worst case, what its pods have spent, and what it
-    still reserves for admission (never part of committed spend)."""
-
-    plan_id: str  # its latest check
-    job_id: str
-    verdict: Verdict
-    overridden: bool  # a no_go an operator let through
-    worst_case: Decimal
-    spent: Decimal
-    reserved: Decimal  # its worst case less that spend, held back when another plan is judged
-    released: bool  # its runs have all ended: it reserves nothing
 
 
 def admitted_plans(session: Session, book: Book) -> tuple[PlanLine, ...]:
@@ -218,68 +83,6 @@ def admitted_plans(session: Session, book: Book) -> tuple[PlanLine, ...]:
         )
         for r in admission.reservations(session, book)
     )
-
-
-@dataclass(frozen=True)
-class BudgetStatus:
-    id: str
-    name: str
-    state: BudgetState
-    ceiling: Decimal
-    approved_extensions: Decimal
-    effective_ceiling: Decimal
-    reserve: Decimal
-    spent: Decimal
-    committed: Decimal
-    remaining: Decimal
-    burn_per_hour: Decimal = field(metadata=BURN)
-    projected_exhaustion_at: datetime | None
-    seconds_to_ceiling: float | None  # at the current burn; none: not burning
-    spent_pct: float
-    committed_pct: float
-    attention: Severity | None  # the worst of its figures (at, near or under an hour from
-    # the ceiling, stopping)
-    # and of its problems: a budget with an open problem is never shown as fine
-    next_step: NextStep  # what the governor will do next, and when
-    problems: tuple[Problem, ...]  # those of its runs, pods and GPUs, the worst first
-    chart: SpendChart
-    pods: tuple[PodStatus, ...]
-    runs: tuple[RunLine, ...]
-    pending_extensions: tuple[PendingExtension, ...]
-    plans: tuple[PlanLine, ...]  # its admitted plans: reserved vs actually spent
-
-
-@dataclass(frozen=True)
-class EventLine:
-    id: int
-    at: datetime
-    severity: Severity
-    category: Category
-    subject: str
-    budget_id: str | None
-    budget_name: str | None
-    message: str
-    count: int  # identical events folded into this one
-    last_at: datetime
-
-
-@dataclass(frozen=True)
-class LeaderLine:
-    """The replica running the periodic work, since when, in which term."""
-
-    replica: str
-    term: int
-    since: datetime
-
-
-@dataclass(frozen=True)
-class Dashboard:
-    """Everything the status page shows; GET /v1/status is its JSON, field for field."""
-
-    at: datetime
-    budgets: tuple[BudgetStatus, ...]  # the most urgent first (services.danger.urgency)
-    events: tuple[EventLine, ...]
-    leader: LeaderLine | None  # none: no replica leads, for now
 
 
 def dashboard(session: Session, config: GovernorConfig, now: datetime) -> Dashboard:
@@ -378,7 +181,7 @@ def attention(
     ceiling less than an hour away at the current burn (its pods are stopped there)."""
     if state in (BudgetState.STOPPING, BudgetState.EXHAUSTED) or committed >= 1:
         return Severity.CRITICAL
-    if committed >= PRE_STOP or spent >= WARN_SPENT:
+    if committed >= PRE_STOP_FRACTION or spent >= WARNING_THRESHOLD_FRACTION:
         return Severity.WARNING
     if seconds_to_ceiling is not None and seconds_to_ceiling < CEILING_SOON_S:
         return Severity.WARNING
