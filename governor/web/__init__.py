@@ -1,4 +1,4 @@
-"""The dashboard at /status: server-rendered HTML over services.status, no front-end build."""
+"""The dashboard at /status: server-rendered HTML over services.view, no front-end build."""
 
 from __future__ import annotations
 
@@ -7,17 +7,39 @@ from pathlib import Path
 from fastapi import APIRouter, Depends, Request
 from fastapi.templating import Jinja2Templates
 
-from governor.render import templating
-from governor.web import charts, routes
+from governor.render import charts, templating
+from governor.render.format import (
+    clock,
+    duration,
+    gib,
+    label,
+    metric,
+    pct,
+    per_hour,
+    relative,
+    short_time,
+    usd,
+)
+from governor.web import routes
 from governor.web.deps import Kit
-from governor.web.format import FILTERS
 
 TEMPLATES = Path(__file__).parent / "templates"
 
 
 def templates() -> Jinja2Templates:
     env = templating.environment(TEMPLATES)
-    env.filters.update(FILTERS)
+    env.filters.update(
+        usd=usd,
+        per_hour=per_hour,
+        pct=pct,
+        gib=gib,
+        metric=metric,
+        duration=duration,
+        clock=clock,
+        relative=relative,
+        short_time=short_time,
+        label=label,
+    )
     env.globals.update(
         spend_plot=charts.spend_plot,
         utilization_spark=charts.utilization_spark,

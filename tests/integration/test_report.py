@@ -14,7 +14,6 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from governor.api import report_view
-from governor.api.report_markdown import render
 from governor.api.schemas import PlanIn
 from governor.db import repository as repo
 from governor.domain.health import HealthRule, Kind, Response
@@ -33,6 +32,7 @@ from governor.domain.money import ZERO, dollars, format_usd
 from governor.domain.paging import PageRequest
 from governor.domain.ports import Billed
 from governor.render import report_html
+from governor.render.report_markdown import render
 from governor.services import events
 from governor.services.fleet import pods
 from governor.services.jobs import checkins

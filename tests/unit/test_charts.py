@@ -2,7 +2,7 @@
 
 from datetime import UTC, datetime, timedelta
 
-from governor.web.charts import SPARK_H, WIDTH, bands, line_plot, metric_spark
+from governor.render.charts import SPARK_H, WIDTH, bands, line_plot, metric_spark
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 

@@ -5,10 +5,9 @@ from typing import Annotated, Literal
 from fastapi import Query, Response
 
 from governor.api.deps import Context, Now, Tx, Viewer
-from governor.api.report_markdown import render
 from governor.api.report_view import ReportOut, report
 from governor.api.route import api_router
-from governor.render import report_html
+from governor.render import report_html, report_markdown
 from governor.services.view import report as run_report
 
 router = api_router(tags=["report"])
@@ -36,7 +35,9 @@ def get_report(
     with tx.read() as session:
         built = run_report.build(session, ctx.config, budget_id, now)
         if fmt == "md":
-            return Response(render(built), media_type="text/markdown; charset=utf-8")
+            return Response(
+                report_markdown.render(built), media_type="text/markdown; charset=utf-8"
+            )
         if fmt == "html":
             return Response(
                 report_html.document(built),

@@ -130,6 +130,11 @@ class Report:
     admitted: tuple[PlanLine, ...]  # the admitted plans: reserved vs actually spent
 
     @property
+    def pods(self) -> dict[str, PodRow]:
+        """The budget's pods by id: its runs and its stops name theirs."""
+        return {pod.id: pod for pod in self.book.pods}
+
+    @property
     def by_phase(self) -> dict[str, Decimal]:
         totals = dict.fromkeys(SPEND_LINES, ZERO)
         for pod in self.spend:

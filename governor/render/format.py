@@ -1,4 +1,5 @@
-"""How numbers read on the page: dollars, percentages, GiB, ages and instants (Jinja filters)."""
+"""How figures read for people, one way in the reports and on the dashboard: dollars,
+percentages and shares, GiB, lengths of time and ages, instants, metric values and labels."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from governor.domain.money import dollars
-
-GIB = 1024**3
+from governor.domain.telemetry import GIB
 
 
 def usd(amount: Decimal | None) -> str:
@@ -27,13 +27,25 @@ def per_hour(amount: Decimal | None) -> str:
 
 
 def pct(value: float | None) -> str:
+    """A percentage: "42%", under ten to the tenth: "4.5%"."""
     if value is None:
         return "—"
     return f"{value:.0f}%" if value >= 10 or value == 0 else f"{value:.1f}%"
 
 
+def share(amount: Decimal, total: Decimal) -> str:
+    """`amount` as a share of `total`, to the tenth of a percent: "12.5%"; of nothing: "—"."""
+    return f"{amount / total:.1%}" if total else "—"
+
+
+def in_gib(value: int | None) -> str:
+    """Bytes in GiB to the tenth, where the unit is said beside: "79.6"."""
+    return "—" if value is None else f"{value / GIB:.1f}"
+
+
 def gib(value: int | None) -> str:
-    return "—" if value is None else f"{value / GIB:.1f} GiB"
+    """Bytes in GiB to the tenth, with the unit: "79.6 GiB"."""
+    return "—" if value is None else f"{in_gib(value)} GiB"
 
 
 def metric(value: float | str) -> str:
@@ -55,6 +67,11 @@ def duration(seconds: float | None) -> str:
         return f"{h} h {m} min" if m else f"{h} h"
     d, h = divmod(s // 3600, 24)
     return f"{d} d {h} h" if h else f"{d} d"
+
+
+def instant(at: datetime | None) -> str:
+    """An instant to the second, with its date: "2026-01-02 14:05:09 UTC"."""
+    return "—" if at is None else at.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def clock(at: datetime | None, now: datetime | None = None) -> str:
@@ -83,17 +100,3 @@ def label(value: Any) -> str:
     """An enum or code for people: "job_notified" -> "job notified"."""
     text = getattr(value, "value", value)
     return "—" if text is None else str(text).replace("_", " ").replace("-", " ")
-
-
-FILTERS = {
-    "usd": usd,
-    "per_hour": per_hour,
-    "pct": pct,
-    "gib": gib,
-    "metric": metric,
-    "duration": duration,
-    "clock": clock,
-    "relative": relative,
-    "short_time": short_time,
-    "label": label,
-}

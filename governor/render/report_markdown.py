@@ -4,24 +4,13 @@ Pods are named as people call them, their provider's reference beside the name."
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
-from datetime import datetime
-from decimal import Decimal
 
-from governor.db.tables import EventRow, PodRow
-from governor.domain.attribution import STOPPED_STORAGE, UNPHASED
-from governor.domain.model import EntryKind
 from governor.domain.money import ZERO, dollars
-from governor.services.view.report import Listed, PodBill, Report, Stop
+from governor.render.format import in_gib, instant, share
+from governor.render.report_text import evidence, spend_line
+from governor.services.view.report import Listed, PodBill, Report
 
-LABEL = {
-    STOPPED_STORAGE: "stopped storage",
-    UNPHASED: "no phase reported",
-    EntryKind.TRUE_UP.value: "provider true-up",
-    EntryKind.ADJUSTMENT.value: "operator adjustment",
-}
-GIB = 1024**3
 POD_HEADERS = ("pod", "id", "provider", "GPUs", "state", "rate", "spent", "billed", "bill through")
 NO_BILL = "no bill read yet"
 
@@ -32,7 +21,7 @@ def render(r: Report) -> str:
         _runs(r),
         _metrics(r),
         _spend(r),
-        _stops(r.stops, _pods(r)),
+        _stops(r),
         _failures(r),
         _extensions(r),
         _memory(r),
@@ -56,7 +45,7 @@ def _summary(r: Report) -> str:
         [
             f"# Run report: {budget.name} ({budget.id})",
             "",
-            f"Generated {_time(r.book.now)}. Budget state: **{budget.state.value}**."
+            f"Generated {instant(r.book.now)}. Budget state: **{budget.state.value}**."
             + (f" Note: {budget.note}" if budget.note else ""),
             "",
             _table(("", "amount"), rows, right=(1,)),
@@ -64,12 +53,7 @@ def _summary(r: Report) -> str:
     )
 
 
-def _pods(r: Report) -> dict[str, PodRow]:
-    return {pod.id: pod for pod in r.book.pods}
-
-
 def _runs(r: Report) -> str:
-    pods = _pods(r)
     rows = []
     for run in r.book.runs:
         steps = f"{run.step}" + (f" / {run.total_steps}" if run.total_steps else "")
@@ -77,7 +61,7 @@ def _runs(r: Report) -> str:
             f"step {run.checkpoint_step} at {run.checkpoint_path}" if run.checkpoint_path else "—"
         )
         phase = run.phase.value if run.phase else "—"
-        pod = pods[run.pod_id].name
+        pod = r.pods[run.pod_id].name
         rows.append((run.name, run.id, pod, run.status.value, phase, steps, checkpoint))
     headers = ("run", "id", "pod", "status", "last phase", "step", "last checkpoint")
     return "## Runs\n\n" + (_table(headers, rows) if rows else "No runs.")
@@ -85,7 +69,7 @@ def _runs(r: Report) -> str:
 
 def _metrics(r: Report) -> str:
     rows = [
-        (run.name, m.name, f"{m.value:.6g}", str(m.step), _time(m.at))
+        (run.name, m.name, f"{m.value:.6g}", str(m.step), instant(m.at))
         for run in r.book.runs
         for m in r.metrics.get(run.id, ())
     ]
@@ -103,11 +87,11 @@ def _metrics(r: Report) -> str:
 def _spend(r: Report) -> str:
     spent = r.book.figures.spent
     phases = [
-        (LABEL.get(line, line), dollars(amount), _share(amount, spent))
+        (spend_line(line), dollars(amount), share(amount, spent))
         for line, amount in r.by_phase.items()
         if amount != ZERO
     ]
-    phases.append(("**total**", f"**{dollars(spent)}**", _share(spent, spent)))
+    phases.append(("**total**", f"**{dollars(spent)}**", share(spent, spent)))
     pods = [
         (
             s.pod.name,
@@ -136,24 +120,24 @@ def _bill(bill: PodBill) -> tuple[str, str]:
     """What the provider billed and the instant that bill runs to, if it was read."""
     if bill.billed is None or bill.through is None:
         return "—", NO_BILL
-    return dollars(bill.billed), _time(bill.through)
+    return dollars(bill.billed), instant(bill.through)
 
 
-def _stops(stops: Sequence[Stop], pods: dict[str, PodRow]) -> str:
-    if not stops:
+def _stops(r: Report) -> str:
+    if not r.stops:
         return "## Stops\n\nNo stop was ordered."
     lines = ["## Stops", ""]
-    for stop in stops:
-        o, pod = stop.order, pods[stop.order.pod_id]
+    for stop in r.stops:
+        o, pod = stop.order, r.pods[stop.order.pod_id]
         lines.append(
             f"- **{pod.name}** ({pod.provider} {pod.provider_ref}, {pod.id}): "
-            f"`{o.reason.value}`, ordered {_time(o.created_at)}"
+            f"`{o.reason.value}`, ordered {instant(o.created_at)}"
             f" (state `{o.state.value}`). Why: {stop.why or 'not recorded'}"
         )
         steps = [("save deadline", o.deadline), ("job notified", o.notified_at)]
         steps += [("job acknowledged", o.acked_at), ("provider stop sent", o.sent_at)]
         steps += [("stop confirmed", o.confirmed_at)]
-        lines += [f"  - {what}: {_time(at)}" for what, at in steps if at is not None]
+        lines += [f"  - {what}: {instant(at)}" for what, at in steps if at is not None]
         if o.ack_checkpoint:
             checkpoint = o.ack_checkpoint
             lines.append(f"  - saved: step {checkpoint.get('step')} at {checkpoint.get('path')}")
@@ -175,12 +159,12 @@ def _failures(r: Report) -> str:
 def _extensions(r: Report) -> str:
     rows = [
         (
-            _time(e.created_at),
+            instant(e.created_at),
             dollars(e.amount_usd),
             e.requested_by.value,
             e.reason,
             e.state.value,
-            _time(e.decided_at) if e.decided_at else "—",
+            instant(e.decided_at),
             e.decision_note or "—",
         )
         for e in r.extensions
@@ -194,9 +178,9 @@ def _memory(r: Report) -> str:
         (
             p.run.name,
             f"{p.peak.gpu_name} {p.peak.gpu_uuid}",
-            _gib(p.peak.peak_used_bytes),
-            _gib(p.peak.memory_total_bytes),
-            _time(p.peak.at),
+            in_gib(p.peak.peak_used_bytes),
+            in_gib(p.peak.memory_total_bytes),
+            instant(p.peak.at),
         )
         for p in r.peaks
     ]
@@ -211,11 +195,11 @@ def _memory(r: Report) -> str:
             f"{p.usable_gib:.1f}",
             dollars(p.worst_case_usd),
             dollars(p.available_usd),
-            _time(p.created_at),
+            instant(p.created_at),
         )
         for p in r.plans
     ]
-    plan_headers = ("plan", "verdict", "GPU", "modeled GiB/GPU", "usable GiB")
+    plan_headers: tuple[str, ...] = ("plan", "verdict", "GPU", "modeled GiB/GPU", "usable GiB")
     plan_headers += ("worst case", "available", "checked")
     admitted = [
         (
@@ -252,20 +236,16 @@ def _timeline(timeline: Listed) -> str:
 
 def _listed(listed: Listed) -> list[str]:
     note = listed.note
-    return [*([f"*{note}*", ""] if note else []), *_events(listed.events)]
-
-
-def _events(events: Iterable[EventRow]) -> list[str]:
-    lines = []
-    for e in events:
+    lines = [f"*{note}*", ""] if note else []
+    for e in listed.events:
         lines.append(
-            f"- {_time(e.at)} **{e.severity.value}** {e.category.value} `{e.subject}`: "
+            f"- {instant(e.at)} **{e.severity.value}** {e.category.value} `{e.subject}`: "
             + " ".join(e.message.split())
-            + (f" ({e.count} times, last {_time(e.last_at)})" if e.count > 1 else "")
+            + (f" ({e.count} times, last {instant(e.last_at)})" if e.count > 1 else "")
         )
         if e.evidence:
-            evidence = json.dumps(e.evidence, sort_keys=True, default=str).replace("`", "'")
-            lines.append(f"  - evidence: `{evidence}`")
+            written = evidence(e.evidence).replace("`", "'")
+            lines.append(f"  - evidence: `{written}`")
     return lines
 
 
@@ -282,15 +262,3 @@ def _row(cells: Sequence[str]) -> str:
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _time(at: datetime) -> str:
-    return at.strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def _share(amount: Decimal, total: Decimal) -> str:
-    return f"{amount / total:.1%}" if total else "—"
-
-
-def _gib(value: int | None) -> str:
-    return "—" if value is None else f"{value / GIB:.1f}"

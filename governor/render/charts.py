@@ -10,9 +10,10 @@ from datetime import datetime
 from decimal import Decimal
 from itertools import pairwise
 
+from governor.domain.telemetry import GIB
+from governor.render.format import clock, usd
+from governor.services.view.dashboard_model import GpuPoint, SpendChart
 from governor.services.view.pages import MetricPoint
-from governor.services.view.status import GpuPoint, SpendChart
-from governor.web.format import GIB, clock, usd
 
 WIDTH, HEIGHT = 1000, 300  # the spend chart's viewBox; it stretches to its box, labels are HTML
 SPARK_W, SPARK_H = 120, 28
