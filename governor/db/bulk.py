@@ -71,9 +71,11 @@ def _copy(
     converters = [table.c[c].type.dialect_impl(dialect).bind_processor(dialect) for c in columns]
     pairs = list(zip(columns, converters, strict=True))
     statement = f"COPY {quote(table.name)} ({', '.join(quote(c) for c in columns)}) FROM STDIN"
+    # SQLAlchemy types driver_connection as optional (a pool record's, once let go); an open
+    # Connection's is always there.
     driver = connection.connection.driver_connection
     try:
-        with driver.cursor() as cursor, cursor.copy(statement) as copy:
+        with driver.cursor() as cursor, cursor.copy(statement) as copy:  # type: ignore[union-attr]
             for row in rows:
                 copy.write_row([row[c] if f is None else f(row[c]) for c, f in pairs])
     except dialect.loaded_dbapi.Error as error:

@@ -14,7 +14,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any
+from typing import Any, Final
 from weakref import WeakKeyDictionary
 
 from sqlalchemy import Connection, Engine, create_engine, event, text
@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from governor.db.lean import Lean, raise_as_sqlalchemy
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
-READ_ONLY = "governor_read_only"
+READ_ONLY: Final = "governor_read_only"
 ONE_STATEMENT = "governor_one_statement"  # SQLite: a read outside any transaction
 PING_AFTER_IDLE_S = 1.0  # a pooled connection idle longer is pinged before it is lent
 _RETURNED_AT = "governor_returned_at"
@@ -260,7 +260,10 @@ def without_flush_wait(connection: Connection) -> None:
 def _pipelined(connection: Connection) -> AbstractContextManager[object]:
     if connection.dialect.name != "postgresql":
         return nullcontext()
-    return connection.connection.driver_connection.pipeline()  # type: ignore[no-any-return]
+    # SQLAlchemy types driver_connection as optional (a pool record's, once let go); an open
+    # Connection's is always there. The driver's connection is Any, so is its pipeline.
+    driver = connection.connection.driver_connection
+    return driver.pipeline()  # type: ignore[union-attr,no-any-return]
 
 
 @contextmanager

@@ -9,10 +9,11 @@ as one array (`column = ANY(:ids)`); SQLite keeps the expanded `IN`.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from sqlalchemy import ARRAY, Boolean, ColumnElement, String, any_, bindparam
 from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.orm import QueryableAttribute
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.visitors import InternalTraversal
 
@@ -22,12 +23,14 @@ class OneOf(ColumnElement[bool]):
 
     inherit_cache = True
     type = Boolean()
-    _traverse_internals: ClassVar[Any] = [
+    # Declared on SQLAlchemy's base as an instance attribute (a ClassVar here would contradict
+    # it), though every element class sets it on the class.
+    _traverse_internals: list[tuple[str, InternalTraversal]] = [  # noqa: RUF012
         ("column", InternalTraversal.dp_clauseelement),
         ("name", InternalTraversal.dp_string),
     ]
 
-    def __init__(self, column: ColumnElement[Any], name: str) -> None:
+    def __init__(self, column: ColumnElement[Any] | QueryableAttribute[Any], name: str) -> None:
         self.column = column
         self.name = name
 
@@ -35,7 +38,7 @@ class OneOf(ColumnElement[bool]):
         return self  # already a condition: never compared with true (`= 1`) on SQLite
 
 
-def one_of(column: ColumnElement[Any], name: str) -> OneOf:
+def one_of(column: ColumnElement[Any] | QueryableAttribute[Any], name: str) -> OneOf:
     return OneOf(column, name)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import (
     ARRAY,
@@ -55,6 +55,8 @@ from governor.domain.money import ZERO
 from governor.domain.notice import at_least
 from governor.domain.paging import Page, PageRequest
 from governor.domain.stop_order import ACTIVE_STATES
+
+_Model = TypeVar("_Model")
 
 # The order of each list the API pages through, the row's id breaking ties.
 BUDGETS = Keyset("budgets", (BudgetRow.created_at, BudgetRow.id))
@@ -152,7 +154,7 @@ def open_budget_named(session: Session, name: str) -> BudgetRow | None:
     ).first()
 
 
-def _get(session: Session, model: type, key: str, what: str):  # type: ignore[no-untyped-def]
+def _get(session: Session, model: type[_Model], key: str, what: str) -> _Model:
     row = session.get(model, key)
     if row is None:
         raise NotFound(f"no {what} {key!r}")
@@ -246,7 +248,7 @@ def pods_not_gone(session: Session) -> Sequence[PodRow]:
 
 def pods_to_reconcile(
     session: Session, since: datetime, providers: Collection[str]
-) -> Sequence[Row[tuple[str, str, str, str, datetime, datetime | None]]]:
+) -> Sequence[Row[str, str, str, str, datetime, datetime | None]]:
     """The pods of `providers` whose bills may still change: every such pod, not released
     before `since`, of a budget that had a pod running at some instant since `since` (whatever
     its state now); each as its id, budget, provider, ref, registration and `billed_through`."""
@@ -299,7 +301,7 @@ def entries_over(
     return over
 
 
-def _over(w: Any) -> tuple[Select[Any], Select[Any]]:
+def _over(w: Any) -> tuple[Select[str, EntryKind, Decimal], Select[LedgerEntryRow]]:
     """Over the windows `w` (pod_id, start, end): the sums of the entries wholly inside each,
     by pod and kind, and the entries at their edges."""
     entries = LedgerEntryRow
@@ -449,6 +451,7 @@ def expire_pending_extensions(session: Session, budget_id: str, now: datetime) -
         .values(state=ExtensionState.EXPIRED, decided_at=now, decision_note="budget closed")
         .execution_options(synchronize_session=False)
     )
+    # Session.execute is typed to return a Result; an UPDATE's is a CursorResult, with rowcount.
     return int(result.rowcount)  # type: ignore[attr-defined]
 
 
@@ -466,7 +469,8 @@ def decide_extension(
         .values(state=state, decided_at=now, decision_note=note)
         .execution_options(synchronize_session=False)
     )
-    return result.rowcount == 1  # type: ignore[attr-defined]
+    # Session.execute is typed to return a Result; an UPDATE's is a CursorResult, with rowcount.
+    return int(result.rowcount) == 1  # type: ignore[attr-defined]
 
 
 def token_by_hash(session: Session, token_hash: str) -> TokenRow | None:

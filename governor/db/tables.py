@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -15,6 +15,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     String,
+    Table,
     Text,
     false,
     text,
@@ -68,6 +69,11 @@ def _enum(enum: type[StrEnum]) -> SAEnum:
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
+
+    if TYPE_CHECKING:
+        # Each row class here is mapped to a Table of its own (by __tablename__), never to
+        # another kind of FromClause, which is all SQLAlchemy's base can promise.
+        __table__: ClassVar[Table]
 
 
 class BudgetRow(Base):

@@ -37,7 +37,7 @@ def spans_of(
 ) -> list[PhaseSpan]:
     """A run's phase history as spans: each phase lasts until the next, the last until the end."""
     ordered = sorted(changes, key=lambda c: c[0])
-    ends = [at for at, _ in ordered[1:]] + [ended_at] if ordered else []
+    ends: list[datetime | None] = [*(at for at, _ in ordered[1:]), ended_at] if ordered else []
     return [PhaseSpan(phase, at, end) for (at, phase), end in zip(ordered, ends, strict=True)]
 
 

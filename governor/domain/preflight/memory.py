@@ -319,6 +319,7 @@ def _logits(plan: Plan) -> Component:
     t, vocab = plan.training, plan.model.vocab_size
     tokens = t.micro_batch * t.seq_len
     logits, what = _logit_count(plan)
+    floor: float  # chunked upcast divides by the chunk count: not a whole number of bytes
     match t.ce_impl:
         case CrossEntropy.NAIVE:
             floor = NAIVE_CE_BYTES * logits
