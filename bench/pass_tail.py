@@ -47,7 +47,7 @@ from fleet import (
 )
 from server_process import DEFAULT_ADMIN_URL
 
-from governor.cli import SWITCH_INTERVAL_S
+from governor.cli.serve import SWITCH_INTERVAL_S
 from governor.scheduler.tasks import TASKS
 from governor.services.context import ServiceContext
 from governor.services.jobs import checkins

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from governor.cli import SWITCH_INTERVAL_S
+from governor.cli.serve import SWITCH_INTERVAL_S
 from governor.scheduler.tasks import TASKS
 from tests.bench.scripts import DATABASES, run_script
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from governor.cli import build_parser
-from governor.operator import BUDGET_HEADERS
+from governor.cli.budgets import BUDGET_HEADERS
+from governor.cli.parser import build_parser
 from tests.e2e.conftest import (
     OPERATOR_TOKEN,
     GovernorServer,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, inspect
 
-from governor.cli import SWITCH_INTERVAL_S
+from governor.cli.serve import SWITCH_INTERVAL_S
 from tests.conftest import reset_postgres
 from tests.e2e.conftest import BASE_ENV, GovernorServer, clean_environ, free_port, ok
 

@@ -1,6 +1,6 @@
-"""`governor agent`: samples this machine's GPUs and pushes the readings to the governor server,
-for one pod (`--pod`, an agent token for that pod) or for whatever pods run on this machine
-(`--node`, a node agent's token: a Kubernetes DaemonSet on the GPU nodes).
+"""The agent `governor agent` starts: it samples this machine's GPUs and pushes the readings to
+the governor server, for one pod (`--pod`, an agent token for that pod) or for whatever pods
+run on this machine (`--node`, a node agent's token: a Kubernetes DaemonSet on the GPU nodes).
 
 A reading is never lost to a short outage: while the server cannot be reached, readings wait
 in a bounded backlog (the oldest are dropped first when it is full) and are sent in order

@@ -1,7 +1,7 @@
 """`governor demo`: a simulated pilot nears its ceiling, saves, and stops with its workspace kept.
 
 Everything is real except the cloud: the server, its SQLite database, the scheduler and the
-HTTP API. The budget requires a plan, so the demo checks one (governor.demo_plan) before it
+HTTP API. The budget requires a plan, so the demo checks one (plan.py beside this) before it
 registers the pod under it. The pod belongs to the fake provider and bills $18,000/h, so a $100
 ceiling arrives in seconds; the training job is a thread that checks in over HTTP like a real
 one would.
@@ -26,9 +26,11 @@ from typing import Any
 import httpx
 import uvicorn
 
-from governor import demo_plan
 from governor.app import create_app
 from governor.bootstrap import bootstrap_operator, build_context, prepare_database
+from governor.cli.demo import plan as demo_plan
+from governor.cli.http import connect
+from governor.cli.output import refused
 from governor.db.schema import MigrationsMissing
 from governor.domain.model import PodState
 from governor.domain.money import dollars
@@ -44,6 +46,8 @@ STEPS_PER_BEAT = 4
 HEARTBEAT_S = 0.3
 SPEND_EVERY_S = 2.0
 GIVE_UP_AFTER_S = 60.0
+TIMEOUT_S = 10.0  # how long one of the pilot's or the job's calls may take
+DEMO = "governor demo"
 
 
 def say(line: str = "") -> None:
@@ -56,13 +60,11 @@ def run_demo(port: int, keep_serving: bool) -> int:
         listener = socket.create_server((HOST, port))
     except OSError as exc:
         why = os.strerror(exc.errno) if exc.errno else str(exc)
-        print(
-            f"governor demo: cannot listen on {HOST}:{port} ({why}); is 'governor serve' "
-            f"(make serve) running there? Give the demo another port: --port {port + 1} "
-            f"(make demo PORT={port + 1}).",
-            file=sys.stderr,
+        return refused(
+            f"cannot listen on {HOST}:{port} ({why}); is 'governor serve' (make serve) running "
+            f"there? Give the demo another port: --port {port + 1} (make demo PORT={port + 1}).",
+            DEMO,
         )
-        return 2
     # Keep the terminal readable: no request logs, and the narration already prints events.
     logging.getLogger().setLevel(max(logging.getLogger().level, logging.WARNING))
     logging.getLogger("governor.events").disabled = True
@@ -84,8 +86,7 @@ def run_demo(port: int, keep_serving: bool) -> int:
         prepare_database(settings)
     except MigrationsMissing as exc:  # an install without the migrations/ folder
         listener.close()
-        print(f"governor demo: {exc}", file=sys.stderr)
-        return 2
+        return refused(str(exc), DEMO)
     ctx = build_context(settings)
     bootstrap_operator(ctx, settings)
     fake = ctx.providers["fake"]
@@ -125,7 +126,7 @@ def run_demo(port: int, keep_serving: bool) -> int:
 def _pilot(url: str, token: str, fake: FakeProvider, home: Path, halt: threading.Event) -> bool:
     """Declare, register, start the job, narrate until the pod is stopped, then sum up."""
     started = time.time()
-    with httpx.Client(base_url=url, headers=_bearer(token), timeout=10) as api:
+    with connect(url, token, timeout_s=TIMEOUT_S) as api:
         budget = _call(
             api,
             "POST",
@@ -246,7 +247,7 @@ def _job(url: str, run_id: str, token: str, workspace: Path, halt: threading.Eve
     step, checkpoint = 0, None
     path = f"/v1/runs/{run_id}/heartbeat"
     try:
-        with httpx.Client(base_url=url, headers=_bearer(token), timeout=10) as api:
+        with connect(url, token, timeout_s=TIMEOUT_S) as api:
             while not halt.is_set():
                 beat = {"step": step, "total_steps": TOTAL_STEPS, "phase": "training"}
                 directive = _call(api, "POST", path, {**beat, "checkpoint": checkpoint})
@@ -306,10 +307,6 @@ def _call(
     response = api.request(method, path, json=body, params=params)
     response.raise_for_status()
     return response.json()
-
-
-def _bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
 
 
 def _dollars(amount: str) -> str:

@@ -6,8 +6,8 @@ from datetime import timedelta
 import httpx
 import pytest
 
-from governor.agent import Agent, Rejected, Target
 from governor.cli import main
+from governor.cli.agent.loop import Agent, Rejected, Target
 from governor.domain.telemetry import Reading
 from tests.clock import FrozenClock
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from governor.cli import build_parser
+from governor.cli import run_command
+from governor.cli.parser import build_parser
 from tests.plans import gpu_groups, variant, write
 
 
@@ -26,7 +27,7 @@ def test_plan_check_prints_a_line_per_gpu_model(
         }
     )
     args = build_parser().parse_args(["plan", "check", str(write(doc, tmp_path / "plan.json"))])
-    assert args.handler(args) == 2  # no_go
+    assert run_command(args) == 2  # no_go
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "NO_GO: pilot-gemma3-lora-001 on 1 x A100-40GB + 1 x H200"
     assert out[1:4] == [
