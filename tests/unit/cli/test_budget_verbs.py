@@ -1,0 +1,137 @@
+"""`governor budget declare|list|show|close`: the request each sends, and what it prints."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.unit.cli.scripted import (
+    BUDGET_ID,
+    TOKEN,
+    URL,
+    Governor,
+    body,
+    budget_out,
+    page,
+)
+
+SHOWN = f"""\
+id                   {BUDGET_ID}
+name                 pilot
+state                open
+ceiling              $1,000.00
+approved extensions  $50.00
+effective ceiling    $1,050.00
+reserve              $25.00
+spent                $412.50
+committed            $430.00
+remaining            $620.00
+burn rate            $3.60/h
+exhausted at         2026-05-01T12:00:00+00:00
+closed at            -
+note                 the pilot
+"""
+
+
+def test_declare_posts_what_was_given_and_shows_the_budget(governor: Governor) -> None:
+    governor.answer("POST", "/v1/budgets", budget_out(), status=201)
+    ran = governor.run(
+        "budget", "declare", "pilot", "--ceiling", "1000", "--reserve", "25",
+        "--storage-tail-hours", "48", "--thresholds", "50,80,90", "--note", "the pilot",
+    )  # fmt: skip
+    assert (ran.code, ran.out, ran.err) == (0, SHOWN, "")
+    assert ran.sent == [("POST", "/v1/budgets")]
+    assert body(ran.last) == {
+        "name": "pilot",
+        "ceiling_usd": "1000",
+        "reserve_usd": "25",
+        "storage_tail_hours": 48.0,
+        "alert_thresholds": [50, 80, 90],
+        "note": "the pilot",
+    }
+    assert ran.last.headers["authorization"] == f"Bearer {TOKEN}"
+    assert ran.last.headers["content-type"] == "application/json"
+    assert str(ran.last.url).startswith(URL)
+
+
+def test_declare_leaves_what_was_not_given_to_the_server(governor: Governor) -> None:
+    governor.answer("POST", "/v1/budgets", budget_out(), status=201)
+    ran = governor.run("budget", "declare", "pilot", "--ceiling", "1000")
+    assert body(ran.last) == {"name": "pilot", "ceiling_usd": "1000"}
+
+
+def test_declare_refuses_thresholds_that_are_not_percentages(
+    governor: Governor, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        governor.run("budget", "declare", "pilot", "--ceiling", "1", "--thresholds", "50,lots")
+    assert exit_.value.code == 2
+    assert "a comma-separated list of percentages" in capsys.readouterr().err
+
+
+def test_list_is_a_table_with_money_right_aligned(governor: Governor) -> None:
+    side = budget_out(
+        id="bud_00000000000000a2",
+        name="side",
+        effective_ceiling_usd="25000.00",
+        spent_usd="0",
+        committed_usd="0",
+        remaining_usd="25000.00",
+        burn_rate_usd_per_hour="0",
+    )
+    governor.answer("GET", "/v1/budgets", page(budget_out(), side))
+    ran = governor.run("budget", "list")
+    assert ran.sent == [("GET", "/v1/budgets?limit=100")]
+    assert ran.code == 0
+    assert ran.out.splitlines() == [
+        "id                    name   state     ceiling    spent  committed   remaining     burn",
+        f"{BUDGET_ID}  pilot  open    $1,050.00  $412.50    $430.00     $620.00  $3.60/h",
+        "bud_00000000000000a2  side   open   $25,000.00    $0.00      $0.00  $25,000.00  $0.00/h",
+    ]
+
+
+def test_list_pages_on_with_the_cursor_it_was_given(governor: Governor) -> None:
+    governor.answer("GET", "/v1/budgets", page(budget_out(), next_cursor="c2"))
+    ran = governor.run("budget", "list", "--limit", "1", "--cursor", "c1")
+    assert ran.sent == [("GET", "/v1/budgets?limit=1&cursor=c1")]
+    assert ran.out.endswith("\n\n1 shown; there are more: run the same command with --cursor c2\n")
+
+
+def test_list_of_none_says_so(governor: Governor) -> None:
+    governor.answer("GET", "/v1/budgets", page())
+    assert governor.run("budget", "list").out == "(none)\n"
+
+
+def test_show_looks_a_name_up_first(governor: Governor) -> None:
+    governor.has("/v1/budgets", budget_out())
+    governor.answer("GET", f"/v1/budgets/{BUDGET_ID}", budget_out())
+    ran = governor.run("budget", "show", "pilot")
+    assert ran.sent == [
+        ("GET", "/v1/budgets?name=pilot&limit=1000"),
+        ("GET", f"/v1/budgets/{BUDGET_ID}"),
+    ]
+    assert (ran.code, ran.out) == (0, SHOWN)
+
+
+def test_show_takes_an_id_as_it_is(governor: Governor) -> None:
+    governor.answer("GET", f"/v1/budgets/{BUDGET_ID}", budget_out())
+    ran = governor.run("budget", "show", BUDGET_ID)
+    assert ran.sent == [("GET", f"/v1/budgets/{BUDGET_ID}")]
+
+
+def test_show_prints_the_servers_json_with_json(governor: Governor) -> None:
+    governor.answer("GET", f"/v1/budgets/{BUDGET_ID}", budget_out())
+    ran = governor.run("budget", "show", BUDGET_ID, "--json")
+    assert ran.out == json.dumps(budget_out(), indent=2) + "\n"
+
+
+def test_close_posts_the_reason_and_whether_storage_is_gone(governor: Governor) -> None:
+    closed = budget_out(state="closed", closed_at="2026-04-02T09:00:00+00:00")
+    governor.answer("POST", f"/v1/budgets/{BUDGET_ID}/close", closed)
+    ran = governor.run("budget", "close", BUDGET_ID, "--reason", "done", "--storage-deleted")
+    assert ran.sent == [("POST", f"/v1/budgets/{BUDGET_ID}/close")]
+    assert body(ran.last) == {"reason": "done", "storage_deleted": True}
+    assert "state                closed\n" in ran.out
+    assert "closed at            2026-04-02T09:00:00+00:00\n" in ran.out
+    assert body(governor.run("budget", "close", BUDGET_ID).last) == {}
