@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Holds rented GPU pods under a hard dollar ceiling: meters spend, makes "
         "training jobs check in, and when a limit is hit has the job save, then stops the pod "
         "in the way that keeps its workspace.",
-        epilog="Settings come from GOVERNOR_* environment variables (see the README).",
+        epilog="Settings come from GOVERNOR_* environment variables (see docs/settings.md).",
     )
     parser.add_argument("--version", action="version", version=f"governor {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

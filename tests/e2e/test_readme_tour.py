@@ -1,6 +1,7 @@
-"""The README's "A tour of the API", taken from README.md itself and run with bash against a
-live server, as a reader pastes it: every response has the keys, types and states the
-README's `# ->` lines show (their ids, figures and times are illustrations)."""
+"""The tour of the API (docs/tour.md, linked from the README's Quickstart), taken from the page
+itself and run with bash against a live server, as a reader pastes it: every response has the
+keys, types and states the tour's `# ->` lines show (their ids, figures and times are
+illustrations)."""
 
 from __future__ import annotations
 
@@ -28,9 +29,10 @@ from tests.e2e.conftest import (
 
 pytestmark = pytest.mark.e2e
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+TOUR = ROOT / "docs" / "tour.md"
 SECTION = "## A tour of the API"
-README_SERVER = "http://127.0.0.1:8000"  # what `make serve` listens on; the test's own port here
+TOUR_SERVER = "http://127.0.0.1:8000"  # what `make serve` listens on; the test's own port here
 TOUR_TIMEOUT_S = 120
 # Values a reader compares word for word: states, verdicts and what they typed themselves.
 EXACT = {
@@ -62,9 +64,9 @@ RECORDER = """curl() {
 
 
 def tour_script() -> str:
-    """The shell blocks of the README's tour section, in order, joined."""
-    text = README.read_text()
-    assert SECTION in text, f"README.md has no {SECTION!r} section"
+    """The shell blocks of the tour's section, in order, joined."""
+    text = TOUR.read_text()
+    assert SECTION in text, f"docs/tour.md has no {SECTION!r} section"
     section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"^```sh\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
     assert blocks, "the tour has no ```sh block"
@@ -95,7 +97,7 @@ def illustrations(script: str) -> list[Illustration]:
         try:
             shape = json.loads(ELISION.sub("", text))
         except json.JSONDecodeError as exc:
-            raise AssertionError(f"README tour line {number}: not JSON ({exc}): {text}") from exc
+            raise AssertionError(f"tour line {number}: not JSON ({exc}): {text}") from exc
         found.append(Illustration(number, text, shape))
     return found
 
@@ -105,14 +107,14 @@ def test_the_readme_tour_runs_top_to_bottom_and_shows_what_comes_back(
     start_server: ServerFactory, tmp_path: Path
 ) -> None:
     for tool in ("curl", "jq"):
-        assert shutil.which(tool), f"the README's tour needs {tool} (apt-get install {tool})"
+        assert shutil.which(tool), f"the tour needs {tool} (apt-get install {tool})"
     script = tour_script()
     shown = illustrations(script)
     assert len(shown) >= 10, "the tour shows too few responses"
-    assert script.count(README_SERVER) == 1, f"the tour names the server once, as {README_SERVER}"
+    assert script.count(TOUR_SERVER) == 1, f"the tour names the server once, as {TOUR_SERVER}"
     server = start_server(GOVERNOR_FAKE_HOURLY_RATE_USD="2.00")  # what `make serve` bills
 
-    responses = run_tour(script.replace(README_SERVER, server.url), server, tmp_path)
+    responses = run_tour(script.replace(TOUR_SERVER, server.url), server, tmp_path)
 
     for number, body in sorted(responses.items()):
         assert not (isinstance(body, dict) and "error" in body), f"line {number}: {body}"
@@ -120,9 +122,9 @@ def test_the_readme_tour_runs_top_to_bottom_and_shows_what_comes_back(
     previous = 0
     for shown_here in shown:
         calls = [n for n in responses if previous < n < shown_here.line]
-        assert calls, f"README tour line {shown_here.line}: no call before it shows a response"
+        assert calls, f"tour line {shown_here.line}: no call before it shows a response"
         actual = responses[max(calls)]
-        where = f"README tour line {shown_here.line} ({shown_here.text[:60]}...)"
+        where = f"tour line {shown_here.line} ({shown_here.text[:60]}...)"
         matches(shown_here.shape, actual, where, ids)
         previous = shown_here.line
 
@@ -142,7 +144,7 @@ def run_tour(script: str, server: GovernorServer, workdir: Path) -> dict[int, An
     recorded = workdir / "responses"
     recorded.mkdir()
     examples = Path("docs", "examples")  # the tour runs from the repository's root
-    shutil.copytree(README.parent / examples, workdir / examples)
+    shutil.copytree(ROOT / examples, workdir / examples)
     prelude = f"PRELUDE={RECORDER.count(chr(10)) + 1}\n{RECORDER}"
     env = {
         **clean_environ(),
@@ -197,7 +199,7 @@ def matches_text(shape: str, actual: str, what: str, ids: dict[str, str], name: 
         prefix = shape.split("_", 1)[0] + "_"
         assert actual.startswith(prefix), f"{what}: expected an id {prefix}..., got {actual!r}"
         assert ids.setdefault(shape, actual) == actual, (
-            f"{what}: the README shows {shape} again, but this is {actual}, not {ids[shape]}"
+            f"{what}: the tour shows {shape} again, but this is {actual}, not {ids[shape]}"
         )
     elif MONEY.match(shape):
         assert MONEY.match(actual), f"{what}: expected a decimal string, got {actual!r}"
@@ -209,7 +211,7 @@ def matches_text(shape: str, actual: str, what: str, ids: dict[str, str], name: 
         try:
             datetime.fromisoformat(shape)
         except ValueError:
-            return  # free text (a message): a string is all the README promises
+            return  # free text (a message): a string is all the tour promises
         assert datetime.fromisoformat(actual).tzinfo is not None, (
             f"{what}: expected an aware ISO time, got {actual!r}"
         )
