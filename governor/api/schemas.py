@@ -1,9 +1,12 @@
-"""Request and response shapes. Money comes in as a string or a number, goes out as a string."""
+"""Request and response shapes. Money comes in as a string or a number, goes out as a string.
+
+A response is a read model of the services, its schema derived from the read model's
+dataclasses (read_models.py); the requests are written here.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any, Generic, Literal, TypeVar
@@ -30,19 +33,13 @@ from governor.api.safe_input import (
     json_limits,
     line,
 )
-from governor.domain import paging
 from governor.domain.health import MAX_WINDOW, Goal, Measure, Response
 from governor.domain.health import Kind as HealthKind
 from governor.domain.model import (
     Action,
-    BudgetState,
     Category,
-    ExtensionState,
     Phase,
-    PodState,
-    RateSource,
     Reason,
-    Requester,
     Role,
     RunStatus,
     Severity,
@@ -69,8 +66,17 @@ from governor.domain.preflight.plan import (
     Training,
     WeightsBreakdown,
 )
-from governor.domain.preflight.rules import Finding, Verdict
-from governor.domain.stop_order import StopState
+from governor.domain.preflight.rules import Finding
+from governor.services.event_model import Event
+from governor.services.fleet.budget_model import Budget
+from governor.services.fleet.pod_model import Pod, ResumedPod
+from governor.services.money.extension_model import Extension
+from governor.services.monitoring.agent_reports import Accepted, NodeAccepted
+from governor.services.monitoring.metric_point_model import MetricPoint
+from governor.services.plans.plan_check_model import AdmittedPlan, PlanCheck
+from governor.services.runs.run_model import CreatedRun, Run, RunDirective
+from governor.services.security import token_model
+from governor.services.stopping.stop_order_model import StopOrder
 
 _MONEY_SCHEMA = WithJsonSchema(
     {"anyOf": [{"type": "string"}, {"type": "number"}], "examples": ["12.50"]}
@@ -125,9 +131,10 @@ class Page(BaseModel, Generic[Item]):
         description="pass it as `cursor` for the next page; null on the last page"
     )
 
-    @classmethod
-    def of(cls, page: paging.Page[Any], convert: Callable[[Any], Item]) -> Page[Item]:
-        return cls(items=[convert(i) for i in page.items], next_cursor=page.next_cursor)
+
+def page_of(item: type[BaseModel]) -> type[BaseModel]:
+    """The page of `item`s, for a route's response_model."""
+    return Page[item]  # type: ignore[valid-type]  # a model built at run time
 
 
 # --- budgets -------------------------------------------------------------------------
@@ -158,25 +165,7 @@ class BudgetIn(Strict):
         return self
 
 
-class BudgetOut(BaseModel):
-    id: str
-    name: str
-    state: BudgetState
-    ceiling_usd: UsdText
-    approved_extensions_usd: UsdText
-    effective_ceiling_usd: UsdText
-    reserve_usd: UsdText
-    spent_usd: UsdText
-    committed_usd: UsdText
-    remaining_usd: UsdText
-    burn_rate_usd_per_hour: UsdText
-    projected_exhaustion_at: datetime | None
-    storage_tail_hours: float
-    alert_thresholds: list[int]
-    note: str | None
-    require_plan: bool
-    created_at: datetime
-    closed_at: datetime | None
+BudgetOut = api_model(Budget)
 
 
 class CloseIn(Strict):
@@ -241,89 +230,8 @@ class ResumeIn(Strict):
     reason: Text = "resumed by an operator"
 
 
-class StopOrderOut(BaseModel):
-    id: str
-    pod_id: str
-    reason: Reason
-    state: StopState
-    deadline: datetime
-    created_at: datetime
-    notified_at: datetime | None
-    acked_at: datetime | None
-    ack_checkpoint: dict[str, Any] | None
-    sent_at: datetime | None
-    attempts: int
-    confirmed_at: datetime | None
-    last_error: str | None
-
-
-class GpuProcessOut(BaseModel):
-    pid: int
-    used_memory_bytes: int | None
-    name: str | None = Field(None, description="as NVML names it; null: unknown")
-
-
-class GpuOut(BaseModel):
-    uuid: str
-    index: int
-    name: str
-    at: datetime
-    utilization_pct: float | None
-    utilization_max_pct: float | None
-    memory_total_bytes: int | None
-    memory_used_bytes: int | None
-    memory_free_bytes: int | None
-    power_w: float | None
-    temperature_c: float | None
-    processes: list[GpuProcessOut] | None
-    clock_event_reasons: int | None
-    own: bool = Field(
-        True,
-        description="one of the pod's own GPUs (the rules judge these); false: a neighbour's, "
-        "shown as context",
-    )
-
-
-class PodTelemetryOut(BaseModel):
-    note: str | None = Field(description="why there is no telemetry, e.g. no NVML")
-    lost_gpus: list[str]
-    gpus: list[GpuOut]
-
-
-class PodOut(BaseModel):
-    id: str
-    gpu_uuids: list[str] | None = Field(description="the pod's own GPUs; null: all it reports")
-    process_pids: list[int] | None = Field(description="the pod's own processes by PID")
-    process_pattern: str | None = Field(description="the pod's own processes by name (a glob)")
-    budget_id: str
-    name: str = Field(description="unique within its budget; the provider_ref unless named")
-    provider: str
-    provider_ref: str
-    gpu_type: str | None
-    gpu_count: int | None
-    state: PodState
-    hourly_rate_usd: UsdText
-    rate_source: RateSource
-    storage_gb: float
-    storage_usd_per_gb_month: UsdText
-    stopped_storage_usd_per_gb_month: UsdText
-    spent_usd: UsdText
-    accrued_until: datetime
-    stopped_at: datetime | None
-    resumed_at: datetime | None
-    released_at: datetime | None = Field(description="its storage was deleted: no longer counted")
-    stop_order: StopOrderOut | None
-    local: bool
-    node: str | None
-    persistent_filesystem: str | None
-    persistent_mount: str | None
-    plan_id: str | None
-    billed_usd: UsdText | None = Field(
-        description="what the provider has billed since the pod was registered, when it says"
-    )
-    billed_through: datetime | None
-    billing_drift: bool = Field(description="metered and billed disagree by more than 5%")
-    telemetry: PodTelemetryOut
+StopOrderOut = api_model(StopOrder)
+PodOut = api_model(Pod)
 
 
 # --- runs ----------------------------------------------------------------------------
@@ -365,82 +273,16 @@ class RunIn(Strict):
     policy: PolicyIn | None = None
 
 
-class DirectiveState(BaseModel):
-    action: Action
-    reason: Reason | None
-    message: str | None
-
-
 class CheckpointIn(Strict):
     step: Step
     path: line(4096, min_length=1)
 
 
-class CheckpointOut(BaseModel):
-    step: int
-    path: str
-    at: datetime
-
-
-class PeakOut(BaseModel):
-    gpu_uuid: str
-    gpu_name: str
-    peak_used_bytes: int
-    memory_total_bytes: int | None
-    at: datetime
-
-
-class RunOut(BaseModel):
-    id: str
-    budget_id: str
-    pod_id: str
-    name: str
-    attempt: int = Field(description="1, then one more each time its pod is resumed")
-    status: RunStatus
-    phase: Phase | None
-    step: int
-    total_steps: int | None
-    heartbeat_timeout_s: float
-    checkpoint_grace_s: float
-    last_heartbeat_at: datetime | None
-    checkpoint: CheckpointOut | None
-    directive: DirectiveState
-    policy: dict[str, float]
-    health_rules: list[dict[str, Any]] = Field(
-        description="the training-health rules the run's metrics are judged by"
-    )
-    metrics: dict[str, Any] | None = Field(description="the latest metrics its job sent")
-    peaks: list[PeakOut]
-    created_at: datetime
-    started_at: datetime = Field(description="when its current attempt began")
-    ended_at: datetime | None = Field(
-        description="when the run ended: its job said so, its pod stopped, or it was lost"
-    )
-
-
-class MetricPointOut(BaseModel):
-    name: str
-    at: datetime
-    step: int
-    resolution: Literal["raw", "minute"] = Field(
-        description="one beat, or a minute of beats folded: the mean, with the least and most"
-    )
-    value: float
-    least: float
-    most: float
-
-
-class RunCreated(RunOut):
-    token: str = Field(description="The job's token. Shown once: store it now.")
-
-
-class ResumedOut(BaseModel):
-    pod: PodOut
-    run: RunOut | None = Field(description="the run taking up its next attempt, if any")
-    token: str | None = Field(
-        description="That attempt's job token (the previous one has ended). Shown once: hand "
-        "it to whatever relaunches the job."
-    )
+DirectiveState = api_model(RunDirective, name="DirectiveState")  # before the run's own
+RunOut = api_model(Run)
+RunCreated = api_model(CreatedRun, name="RunCreated")
+MetricPointOut = api_model(MetricPoint)
+ResumedOut = api_model(ResumedPod, name="ResumedOut")
 
 
 Metric = float | int | str | bool | None
@@ -514,36 +356,13 @@ class DecisionIn(Strict):
     note: Note | None = None
 
 
-class ExtensionOut(BaseModel):
-    id: str
-    budget_id: str
-    amount_usd: UsdText
-    reason: str
-    requested_by: Requester
-    run_id: str | None
-    state: ExtensionState
-    created_at: datetime
-    decided_at: datetime | None
-    decision_note: str | None
+ExtensionOut = api_model(Extension)
 
 
 # --- events and tokens ---------------------------------------------------------------
 
 
-class EventOut(BaseModel):
-    id: int
-    at: datetime
-    severity: Severity
-    category: Category
-    subject: str
-    budget_id: str | None
-    message: str
-    evidence: dict[str, Any]
-    count: int = Field(
-        description="How many identical events (the same subject, message and severity) this "
-        "one stands for: each recorded within a minute of the one before is folded into it"
-    )
-    last_at: datetime = Field(description="When the latest of them was recorded")
+EventOut = api_model(Event)
 
 
 class TokenIn(Strict):
@@ -568,29 +387,8 @@ class TokenIn(Strict):
         return self
 
 
-class TokenInfo(BaseModel):
-    """A token on file: never the token itself, which is not kept."""
-
-    id: str
-    role: Role
-    label: str | None
-    run_id: str | None
-    pod_id: str | None
-    node: str | None
-    bootstrap: bool = Field(description="adopted from GOVERNOR_OPERATOR_TOKEN")
-    created_at: datetime
-    expires_at: datetime | None
-    revoked_at: datetime | None
-
-
-class TokenOut(BaseModel):
-    id: str
-    role: Role
-    label: str | None
-    pod_id: str | None
-    node: str | None
-    expires_at: datetime | None
-    token: str = Field(description="Shown once: store it now.")
+TokenInfo = api_model(token_model.TokenInfo, name="TokenInfo", described=True)
+TokenOut = api_model(token_model.IssuedToken, name="TokenOut")
 
 
 # --- telemetry -----------------------------------------------------------------------
@@ -653,13 +451,8 @@ class TelemetryIn(Strict):
     )
 
 
-class TelemetryAccepted(BaseModel):
-    readings: int
-    samples: int
-
-
-class NodeTelemetryAccepted(TelemetryAccepted):
-    pods: list[str] = Field(description="the pods running on the node, which got the readings")
+TelemetryAccepted = api_model(Accepted, name="TelemetryAccepted")
+NodeTelemetryAccepted = api_model(NodeAccepted, name="NodeTelemetryAccepted")
 
 
 # --- plans (preflight admission) -------------------------------------------------------
@@ -982,100 +775,5 @@ def read_plan(document: dict[str, Any]) -> Plan:
 PlanReasonOut = api_model(Finding)
 
 
-class PlanComponentOut(BaseModel):
-    name: str
-    declared_gib: float
-    floor_gib: float = Field(description="the governor's minimum, recomputed from the plan")
-    used_gib: float = Field(description="the larger of the two")
-    basis: str
-
-
-class PlanGroupFitOut(BaseModel):
-    gpu_type: str
-    gpus: int = Field(description="GPUs of this model, over all nodes")
-    usable_gib: float
-    usable_memory: Literal["verified", "derived", "unchecked"]
-    usable_source: str | None
-    modeled_gib: float = Field(description="the modeled peak per GPU of this model")
-    ratio: float
-    verdict: Verdict = Field(description="the memory verdict on this model alone")
-
-
-class PlanMemoryOut(BaseModel):
-    gpu_type: str = Field(description="the GPU model that decides: the tightest group's")
-    usable_gib: float
-    usable_memory: Literal["verified", "derived", "unchecked"] | None = Field(
-        None,
-        description="where usable_gib comes from: a card's driver report, a datasheet, "
-        "or only the plan (an unknown card)",
-    )
-    usable_source: str | None = None
-    declared_gib: float
-    modeled_gib: float
-    ratio: float
-    components: list[PlanComponentOut]
-    groups: list[PlanGroupFitOut] = Field(
-        [], description="each GPU model of the plan, the tightest first"
-    )
-
-
-class PlanGroupCostOut(BaseModel):
-    gpu_type: str
-    gpus: int
-    rate_usd_per_gpu_hour: UsdText = Field(description="after drift")
-    compute_usd: UsdText = Field(description="its GPUs at max hours")
-
-
-class PlanCostOut(BaseModel):
-    rate_usd_per_gpu_hour: UsdText = Field(
-        description="after drift; with several GPU models, their mean over the plan's GPUs"
-    )
-    rate_drift: float
-    compute_usd: UsdText
-    storage_usd: UsdText
-    other_usd: UsdText
-    contingency: float
-    worst_case_usd: UsdText
-    canary_worst_case_usd: UsdText
-    expected_usd: UsdText
-    groups: list[PlanGroupCostOut] = Field([], description="each GPU model's rate and compute")
-    remaining_usd: UsdText | None
-    reserved_for_plans_usd: UsdText = Field(
-        "0.00", description="held back for the budget's other admitted plans"
-    )
-    reserve_usd: UsdText | None
-    available_usd: UsdText | None
-
-
-class PlanCheckOut(BaseModel):
-    id: str
-    budget_id: str
-    job_id: str
-    verdict: Verdict
-    effective_ceiling_usd: UsdText | None = Field(
-        description="the ceiling it was judged against: another one needs a new check"
-    )
-    override_reason: str | None = Field(description="an operator let this no_go through")
-    withdrawn_at: datetime | None
-    canary_released_at: datetime | None = Field(
-        description="canary_only: when training was released, on the measured peak"
-    )
-    canary_peak_gib: float | None
-    canary_released_by: str | None
-    reasons: list[PlanReasonOut]
-    memory: PlanMemoryOut
-    cost: PlanCostOut
-    plan: dict[str, Any]
-    created_at: datetime
-
-
-class AdmittedPlanOut(BaseModel):
-    """An admitted plan and what it holds back from the budget's money for admission."""
-
-    plan: PlanCheckOut = Field(description="its latest check")
-    spent_usd: UsdText = Field(description="what its pods have cost so far")
-    reserved_usd: UsdText = Field(
-        description="its worst case less that spend: held back when another plan is judged "
-        "(never part of committed spend)"
-    )
-    released: bool = Field(description="its runs have all ended: it holds nothing back")
+PlanCheckOut = api_model(PlanCheck)
+AdmittedPlanOut = api_model(AdmittedPlan, described=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from fnmatch import fnmatchcase
 from posixpath import basename
@@ -16,7 +16,9 @@ GIB = 1024**3
 class GpuProcess:
     pid: int
     used_memory_bytes: int | None  # None: the driver cannot say (WDDM, MIG, containers)
-    name: str | None = None  # as NVML names it (usually the executable's path); None: unknown
+    name: str | None = field(  # usually the executable's path
+        default=None, metadata={"doc": "as NVML names it; null: unknown", "required": False}
+    )
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,19 @@
 from __future__ import annotations
 
-from governor.api import views
 from governor.api.deps import Context, Now, Operator, Paging, Tx, Viewer
 from governor.api.error_responses import errors
 from governor.api.route import api_router
 from governor.api.safe_input import QueryName
-from governor.api.schemas import BudgetIn, BudgetOut, CloseIn, Page
-from governor.services.fleet import budgets
+from governor.api.schemas import BudgetIn, BudgetOut, CloseIn, page_of
+from governor.domain.paging import Page
+from governor.services.fleet import budget_model, budgets
+from governor.services.fleet.budget_model import Budget
 
 router = api_router(prefix="/v1/budgets", tags=["budgets"])
 
 
-@router.post("", status_code=201, responses=errors(409))
-def declare(body: BudgetIn, _: Operator, ctx: Context, tx: Tx, now: Now) -> BudgetOut:
+@router.post("", status_code=201, response_model=BudgetOut, responses=errors(409))
+def declare(body: BudgetIn, _: Operator, ctx: Context, tx: Tx, now: Now) -> Budget:
     """Declare a budget and its hard ceiling, in writing, before any pod is registered. Its
     name is unique among the budgets not closed (409 otherwise)."""
     declaration = budgets.Declaration(
@@ -25,33 +26,32 @@ def declare(body: BudgetIn, _: Operator, ctx: Context, tx: Tx, now: Now) -> Budg
         require_plan=ctx.config.require_plan if body.require_plan is None else body.require_plan,
     )
     with tx() as session:
-        row = budgets.declare(session, declaration, now)
-        return views.budget(budgets.book(session, ctx.config, row.id, now))
+        return budget_model.declare(session, ctx.config, declaration, now)
 
 
-@router.get("")
+@router.get("", response_model=page_of(BudgetOut))
 def list_budgets(
     _: Viewer, ctx: Context, tx: Tx, now: Now, paging: Paging, name: QueryName | None = None
-) -> Page[BudgetOut]:
+) -> Page[Budget]:
     """Budgets, oldest first; `name`: those so named (one open, any number closed)."""
     with tx.read() as session:
-        page = budgets.books(session, ctx.config, now, paging, name=name)
-        return Page[BudgetOut].of(page, views.budget)
+        return budget_model.page(session, ctx.config, now, paging, name=name)
 
 
-@router.get("/{budget_id}")
-def get_budget(budget_id: str, _: Viewer, ctx: Context, tx: Tx, now: Now) -> BudgetOut:
+@router.get("/{budget_id}", response_model=BudgetOut)
+def get_budget(budget_id: str, _: Viewer, ctx: Context, tx: Tx, now: Now) -> Budget:
     with tx.read() as session:
-        return views.budget(budgets.book(session, ctx.config, budget_id, now))
+        return budget_model.get(session, ctx.config, budget_id, now)
 
 
-@router.post("/{budget_id}/close", responses=errors(409))
+@router.post("/{budget_id}/close", response_model=BudgetOut, responses=errors(409))
 def close(
     budget_id: str, caller: Operator, ctx: Context, tx: Tx, now: Now, body: CloseIn
-) -> BudgetOut:
+) -> Budget:
     """Close the budget once none of its pods bills compute: its runs end, pending requests
     expire. With `storage_deleted` its stopped pods are released and stop counting storage
     (say so only once the storage is deleted: the governor never deletes anything)."""
     with tx() as session:
-        budgets.close(session, budget_id, body.reason, body.storage_deleted, now, by=caller)
-        return views.budget(budgets.book(session, ctx.config, budget_id, now))
+        return budget_model.close(
+            session, ctx.config, budget_id, body.reason, body.storage_deleted, now, by=caller
+        )

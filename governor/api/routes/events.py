@@ -1,17 +1,18 @@
 from __future__ import annotations
 
-from governor.api import views
 from governor.api.deps import Paging, Tx, Viewer
 from governor.api.route import api_router
 from governor.api.safe_input import QueryTime
-from governor.api.schemas import EventOut, Page
-from governor.db import repository as repo
+from governor.api.schemas import EventOut, page_of
 from governor.domain.model import Category, Severity
+from governor.domain.paging import Page
+from governor.services import event_model
+from governor.services.event_model import Event
 
 router = api_router(tags=["events"])
 
 
-@router.get("/v1/events")
+@router.get("/v1/events", response_model=page_of(EventOut))
 def list_events(
     _: Viewer,
     tx: Tx,
@@ -22,12 +23,12 @@ def list_events(
     category: Category | None = None,
     subject: str | None = None,
     since: QueryTime | None = None,
-) -> Page[EventOut]:
+) -> Page[Event]:
     """The event log, newest first. `severity`: that severity alone; `min_severity`: that
     or worse (`warning` brings warnings and critical events). `since` without a zone is
     taken as UTC."""
     with tx.read() as session:
-        page = repo.events_page(
+        return event_model.page(
             session,
             paging,
             budget_id=budget_id,
@@ -37,4 +38,3 @@ def list_events(
             subject=subject,
             since=since,
         )
-        return Page[EventOut].of(page, views.event)

@@ -4,49 +4,54 @@ from typing import Annotated
 
 from fastapi import Query
 
-from governor.api import views
 from governor.api.deps import Context, ExtensionWriter, Now, Operator, Paging, Tx, Viewer
 from governor.api.error_responses import errors
 from governor.api.route import api_router
-from governor.api.schemas import DecisionIn, ExtensionIn, ExtensionOut, Page
-from governor.db import repository as repo
+from governor.api.schemas import DecisionIn, ExtensionIn, ExtensionOut, page_of
 from governor.domain.model import ExtensionState, Requester, Role
+from governor.domain.paging import Page
 from governor.services.jobs import checkins
-from governor.services.money import extensions
+from governor.services.money import extension_model
+from governor.services.money.extension_model import Extension
 from governor.services.security.tokens import Principal
 
 router = api_router(tags=["extensions"])
 
 
-@router.post("/v1/budgets/{budget_id}/extensions", status_code=201, responses=errors(409))
+@router.post(
+    "/v1/budgets/{budget_id}/extensions",
+    status_code=201,
+    response_model=ExtensionOut,
+    responses=errors(409),
+)
 def request(
     budget_id: str, body: ExtensionIn, caller: ExtensionWriter, tx: Tx, now: Now
-) -> ExtensionOut:
+) -> Extension:
     """Ask for more budget. It stays pending, and changes nothing, until an operator decides."""
     requester = Requester.JOB if caller.role is Role.JOB else Requester.OPERATOR
     with tx() as session:
         checkins.refuse_ended_job(session, caller)
-        row = extensions.request(
+        return extension_model.request(
             session, budget_id, body.amount_usd, body.reason, requester, now, run_id=caller.run_id
         )
-        return views.extension(row)
 
 
-@router.get("/v1/extensions")
+@router.get("/v1/extensions", response_model=page_of(ExtensionOut))
 def list_extensions(
     _: Viewer,
     tx: Tx,
     paging: Paging,
     budget_id: str | None = None,
     state: Annotated[ExtensionState | None, Query()] = None,
-) -> Page[ExtensionOut]:
+) -> Page[Extension]:
     """Extension requests, oldest first; narrowed to a budget's, or to one state."""
     with tx.read() as session:
-        page = repo.extensions_page(session, paging, budget_id=budget_id, state=state)
-        return Page[ExtensionOut].of(page, views.extension)
+        return extension_model.page(session, paging, budget_id=budget_id, state=state)
 
 
-@router.post("/v1/extensions/{extension_id}/approve", responses=errors(409))
+@router.post(
+    "/v1/extensions/{extension_id}/approve", response_model=ExtensionOut, responses=errors(409)
+)
 def approve(
     extension_id: str,
     caller: Operator,
@@ -54,12 +59,14 @@ def approve(
     tx: Tx,
     now: Now,
     body: DecisionIn | None = None,
-) -> ExtensionOut:
+) -> Extension:
     """Approve a pending request: the effective ceiling rises by its amount. Once only."""
     return _decide(extension_id, True, body, caller, ctx, tx, now)
 
 
-@router.post("/v1/extensions/{extension_id}/deny", responses=errors(409))
+@router.post(
+    "/v1/extensions/{extension_id}/deny", response_model=ExtensionOut, responses=errors(409)
+)
 def deny(
     extension_id: str,
     caller: Operator,
@@ -67,7 +74,7 @@ def deny(
     tx: Tx,
     now: Now,
     body: DecisionIn | None = None,
-) -> ExtensionOut:
+) -> Extension:
     """Deny a pending request. Once only."""
     return _decide(extension_id, False, body, caller, ctx, tx, now)
 
@@ -80,9 +87,9 @@ def _decide(
     ctx: Context,
     tx: Tx,
     now: Now,
-) -> ExtensionOut:
+) -> Extension:
     note = body.note if body else None
     with tx() as session:
-        return views.extension(
-            extensions.decide(session, ctx.config, extension_id, approve, note, now, by=caller)
+        return extension_model.decide(
+            session, ctx.config, extension_id, approve, note, now, by=caller
         )

@@ -4,27 +4,26 @@ from typing import Annotated
 
 from fastapi import Query
 
-from governor.api import views
 from governor.api.deps import Context, JobOfBudget, Now, Operator, Paging, Tx, Viewer
 from governor.api.error_responses import errors
 from governor.api.route import api_router
 from governor.api.schemas import (
     AdmittedPlanOut,
     OverrideIn,
-    Page,
     PlanCheckOut,
     PlanIn,
     ReleaseIn,
+    page_of,
 )
-from governor.domain.money import format_usd
-from governor.services.fleet import budgets
+from governor.domain.paging import Page
 from governor.services.jobs import checkins
-from governor.services.plans import admission
+from governor.services.plans import plan_check_model
+from governor.services.plans.plan_check_model import AdmittedPlan, PlanCheck
 
 router = api_router(prefix="/v1/budgets/{budget_id}/plans", tags=["plans"])
 
 
-@router.post("", status_code=201, responses=errors(409))
+@router.post("", status_code=201, response_model=PlanCheckOut, responses=errors(409))
 def check(
     budget_id: str,
     body: PlanIn,
@@ -36,12 +35,12 @@ def check(
         str | None,
         Query(max_length=32, description="also judge the free memory this pod's GPUs report"),
     ] = None,
-) -> PlanCheckOut:
+) -> PlanCheck:
     """Check a plan before renting: go, canary_only or no_go, with every reason. Kept. With
     `pod_id`, the verdict also names which of the pod's GPUs have room for it."""
     with tx() as session:
         checkins.refuse_ended_job(session, caller)
-        row = admission.check(
+        return plan_check_model.check(
             session,
             ctx.config,
             budget_id,
@@ -50,65 +49,49 @@ def check(
             now,
             pod_id=pod_id,
         )
-        return views.plan_check(row)
 
 
-@router.get("")
-def history(budget_id: str, _: Viewer, tx: Tx, paging: Paging) -> Page[PlanCheckOut]:
+@router.get("", response_model=page_of(PlanCheckOut))
+def history(budget_id: str, _: Viewer, tx: Tx, paging: Paging) -> Page[PlanCheck]:
     """The verdicts given on the budget's plans, oldest first."""
     with tx.read() as session:
-        page = admission.history(session, budget_id, paging)
-        return Page[PlanCheckOut].of(page, views.plan_check)
+        return plan_check_model.history(session, budget_id, paging)
 
 
-@router.get("/admitted")
+@router.get("/admitted", response_model=page_of(AdmittedPlanOut))
 def admitted(
     budget_id: str, _: Viewer, ctx: Context, tx: Tx, now: Now, paging: Paging
-) -> Page[AdmittedPlanOut]:
+) -> Page[AdmittedPlan]:
     """The budget's admitted plans, by their latest check, oldest first: what each has spent
     and still holds back."""
     with tx.read() as session:
-        book = budgets.book(session, ctx.config, budget_id, now)
-        page = admission.reservations_page(session, book, paging)
-        return Page[AdmittedPlanOut].of(
-            page,
-            lambda r: AdmittedPlanOut(
-                plan=views.plan_check(r.plan),
-                spent_usd=format_usd(r.spent),
-                reserved_usd=format_usd(r.reserved),
-                released=r.released,
-            ),
-        )
+        return plan_check_model.admitted(session, ctx.config, budget_id, now, paging)
 
 
-@router.post("/{plan_id}/override", responses=errors(409))
+@router.post("/{plan_id}/override", response_model=PlanCheckOut, responses=errors(409))
 def override(
     budget_id: str, plan_id: str, body: OverrideIn, caller: Operator, tx: Tx, now: Now
-) -> PlanCheckOut:
+) -> PlanCheck:
     """Let a no_go plan admit pods and runs anyway, with a written reason (audited), until the
     plan is checked again."""
     with tx() as session:
-        return views.plan_check(
-            admission.override(session, budget_id, plan_id, body.reason, now, by=caller)
-        )
+        return plan_check_model.override(session, budget_id, plan_id, body.reason, now, by=caller)
 
 
-@router.post("/{plan_id}/release", responses=errors(409))
+@router.post("/{plan_id}/release", response_model=PlanCheckOut, responses=errors(409))
 def release(
     budget_id: str, plan_id: str, body: ReleaseIn, caller: Operator, tx: Tx, now: Now
-) -> PlanCheckOut:
+) -> PlanCheck:
     """Release a canary_only plan's training on the canary's measured peak (a pod without
     telemetry is released only this way); 409 with the figures when the peak does not fit."""
     with tx() as session:
-        return views.plan_check(
-            admission.release_by_operator(
-                session, budget_id, plan_id, body.measured_peak_gib, body.reason, now, by=caller
-            )
+        return plan_check_model.release(
+            session, budget_id, plan_id, body.measured_peak_gib, body.reason, now, by=caller
         )
 
 
-@router.delete("/{plan_id}")
-def withdraw(budget_id: str, plan_id: str, caller: Operator, tx: Tx, now: Now) -> PlanCheckOut:
+@router.delete("/{plan_id}", response_model=PlanCheckOut)
+def withdraw(budget_id: str, plan_id: str, caller: Operator, tx: Tx, now: Now) -> PlanCheck:
     """Take a plan back: it reserves nothing more and admits no new pod."""
     with tx() as session:
-        return views.plan_check(admission.withdraw(session, budget_id, plan_id, now, by=caller))
+        return plan_check_model.withdraw(session, budget_id, plan_id, now, by=caller)

@@ -12,7 +12,6 @@ from governor.api.schemas import (
     TelemetryAccepted,
     TelemetryIn,
 )
-from governor.db import repository as repo
 from governor.domain.telemetry import (
     DeviceProblem,
     GpuProcess,
@@ -20,7 +19,8 @@ from governor.domain.telemetry import (
     ProcessClaim,
     Reading,
 )
-from governor.services.monitoring import telemetry
+from governor.services.monitoring import agent_reports
+from governor.services.monitoring.agent_reports import Accepted, NodeAccepted
 
 router = api_router(tags=["telemetry"])
 
@@ -46,35 +46,26 @@ def _reading(body: ReadingIn) -> Reading:
     )
 
 
-@router.post("/v1/pods/{pod_id}/telemetry", status_code=202)
-def report(pod_id: str, body: TelemetryIn, _: AgentOfPod, tx: Tx, now: Now) -> TelemetryAccepted:
+@router.post("/v1/pods/{pod_id}/telemetry", status_code=202, response_model=TelemetryAccepted)
+def report(pod_id: str, body: TelemetryIn, _: AgentOfPod, tx: Tx, now: Now) -> Accepted:
     """A batch of GPU readings from the pod's agent (oldest first; a backlog is fine)."""
     readings = [_reading(r) for r in body.readings]
+    claim = ProcessClaim.of(body.process_pids, body.process_pattern)
     with tx() as session:
-        pod = repo.get_pod(session, pod_id)
-        if body.gpu_uuids is not None:
-            telemetry.claim(session, pod, body.gpu_uuids, now)
-        claim = ProcessClaim.of(body.process_pids, body.process_pattern)
-        if claim is not None:
-            telemetry.claim_processes(session, pod, claim, now)
-        count = telemetry.ingest(session, pod, readings, now)
-    return TelemetryAccepted(readings=len(readings), samples=count)
+        return agent_reports.report(session, pod_id, readings, body.gpu_uuids, claim, now)
 
 
-@router.post("/v1/nodes/{node}/telemetry", status_code=202)
+@router.post("/v1/nodes/{node}/telemetry", status_code=202, response_model=NodeTelemetryAccepted)
 def report_node(
     node: Annotated[str, Path(max_length=253)],
     body: TelemetryIn,
     _: AgentOfNode,
     tx: Tx,
     now: Now,
-) -> NodeTelemetryAccepted:
+) -> NodeAccepted:
     """A batch of GPU readings from a machine's node agent, for every pod running there.
 
     A machine with no governed pod right now is no error: the readings are dropped."""
     readings = [_reading(r) for r in body.readings]
     with tx() as session:
-        counts = telemetry.ingest_node(session, node, readings, now)
-    return NodeTelemetryAccepted(
-        readings=len(readings), samples=sum(counts.values()), pods=list(counts)
-    )
+        return agent_reports.report_node(session, node, readings, now)

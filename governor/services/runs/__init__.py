@@ -1,5 +1,5 @@
-"""Runs: a job's run started on a pod (with its own token, under its plan's verdict), and the
-runs that end with their pod.
+"""Runs: a job's run started on a pod (with its own token, under its plan's verdict), what its
+job reports on it, and the runs that end with their pod.
 
 May use: `governor.domain`, `governor.db`, `plans`, `money`, `security`, and the shared
 modules.

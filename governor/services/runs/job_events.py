@@ -1,0 +1,40 @@
+"""What a job reports on its run, a failure or a note, recorded in the event log."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from governor.db import repository as repo
+from governor.domain.model import Category, Severity
+from governor.services import events
+from governor.services.event_model import Event, event
+
+
+def report(
+    session: Session,
+    run_id: str,
+    now: datetime,
+    *,
+    severity: Severity,
+    category: Category,
+    kind: str | None,
+    message: str,
+    evidence: Mapping[str, object] | None,
+) -> Event:
+    """The job's report, as an event on its run and budget, its `kind` in the evidence."""
+    run = repo.get_run(session, run_id)
+    row = events.record(
+        session,
+        now,
+        severity,
+        category,
+        f"run:{run.id}",
+        message,
+        budget_id=run.budget_id,
+        evidence={**(evidence or {}), "kind": kind, "reported_by": "job"},
+    )
+    session.flush()
+    return event(row)
