@@ -26,7 +26,6 @@ from governor.adapters.providers.local import LocalCommandProvider, LocalProvide
 from governor.adapters.providers.runpod import RunPodProvider
 from governor.adapters.providers.vast import VastProvider
 from governor.adapters.telemetry.nvml import NvmlSource
-from governor.api.schemas import read_plan
 from governor.db import schema
 from governor.db.engine import build_engine, session_factory, unit_of_work
 from governor.db.file_lock import sqlite_scheduler_lock
@@ -391,7 +390,6 @@ def build_context(settings: Settings, clock: Clock | None = None) -> ServiceCont
         sessions=sessions,
         clock=clock,
         providers=providers,
-        read_plan=read_plan,
         auth_failures=FailureLimiter(
             per_address=settings.auth_failures_per_minute,
             per_prefix=10 * settings.auth_failures_per_minute,

@@ -43,8 +43,8 @@ def _plan_check(args: argparse.Namespace, api: Api) -> int:
     from pydantic import ValidationError
 
     from governor.api.errors import problem
-    from governor.api.schemas import PlanIn
     from governor.domain.preflight.rules import admit
+    from governor.services.plans.document import PlanIn
 
     where = f"governor plan check: {args.file}"
     try:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Any
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
@@ -19,7 +18,6 @@ from governor.domain.errors import Invalid
 from governor.domain.health import HealthRule
 from governor.domain.policy import Watch
 from governor.domain.ports import AnyProvider, Clock
-from governor.domain.preflight.plan import Plan
 from governor.domain.telemetry import TelemetrySource
 from governor.services.notifications import Notifier
 from governor.services.replica.health import TickLog
@@ -29,7 +27,6 @@ from governor.services.security.auth_limits import FailureLimiter, Network
 from governor.services.security.tokens import TokenCache
 from governor.services.security.write_limits import WriteLimiter
 
-ReadPlan = Callable[[dict[str, Any]], Plan]
 # What the callers of the use cases (the API, the dashboard, the scheduler) know of storage: a
 # session to hand to the use cases (`ServiceContext.unit_of_work`, `.read_only`), and the error
 # a database that refuses raises, which they answer as unavailable.
@@ -144,7 +141,6 @@ class ServiceContext:
     notifier: Notifier | None = None  # webhook sinks for warning and critical events
     unconfigured: Mapping[str, str] = field(default_factory=dict)  # provider -> how to enable
     tokens: TokenCache = field(default_factory=TokenCache)  # who each bearer token is, cached
-    read_plan: ReadPlan | None = None  # a stored plan document read back, for re-checks
     auth_failures: FailureLimiter = field(default_factory=FailureLimiter)  # per address, prefix
     write_limits: WriteLimiter = field(default_factory=WriteLimiter)  # per token and kind
 

@@ -15,7 +15,6 @@ from fastapi.testclient import TestClient
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
-from governor.api.schemas import read_plan
 from governor.app import create_app
 from governor.db import repository as repo
 from governor.db import schema
@@ -32,6 +31,7 @@ from governor.services.jobs import checkins
 from governor.services.money.book import Book
 from governor.services.monitoring import telemetry
 from governor.services.plans import admission
+from governor.services.plans.document import read_plan
 from governor.services.replica.health import TickLog
 from governor.services.replica.leadership import Lease
 from governor.services.runs import lifecycle
@@ -195,7 +195,6 @@ def make_governor(
         config=GovernorConfig(enforce_interval_s=5.0, finished_linger_s=60.0),
         ticks=TickLog(),
         lease=lease,
-        read_plan=read_plan,
     )
     return Governor(ctx, clock, cloud)
 

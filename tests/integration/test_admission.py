@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from governor.api.schemas import PlanIn
 from governor.db import repository as repo
 from governor.db.tables import PlanCheckRow
 from governor.domain.errors import Invalid, NotFound
 from governor.domain.paging import FIRST
 from governor.domain.preflight.rules import Verdict
 from governor.services.plans import admission
+from governor.services.plans.document import PlanIn
 from tests.integration.conftest import Governor
 from tests.plans import variant
 

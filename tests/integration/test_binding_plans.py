@@ -9,7 +9,6 @@ from decimal import Decimal
 
 import pytest
 
-from governor.api.schemas import read_plan
 from governor.db import repository as repo
 from governor.db.tables import PlanCheckRow
 from governor.domain.errors import Conflict
@@ -19,6 +18,7 @@ from governor.services.fleet import budgets
 from governor.services.money import extensions
 from governor.services.monitoring import telemetry
 from governor.services.plans import admission
+from governor.services.plans.document import read_plan
 from tests.integration.conftest import BY, WORST_CASE, Governor, check, gpu_sample, plan, register
 
 D = Decimal

@@ -14,7 +14,6 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from governor.api import report_view
-from governor.api.schemas import PlanIn
 from governor.db import repository as repo
 from governor.domain.health import HealthRule, Kind, Response
 from governor.domain.model import (
@@ -38,6 +37,7 @@ from governor.services.fleet import pods
 from governor.services.jobs import checkins
 from governor.services.money import billing, extensions, metering
 from governor.services.plans import admission
+from governor.services.plans.document import PlanIn
 from governor.services.runs import lifecycle
 from governor.services.view import report
 from tests.integration.conftest import BY, WORST_CASE, Governor, check, gpu_sample, plan, register

@@ -8,7 +8,6 @@ from decimal import Decimal
 
 import pytest
 
-from governor.api.schemas import read_plan
 from governor.db import repository as repo
 from governor.domain.errors import Conflict, Unauthenticated, Unavailable
 from governor.domain.model import (
@@ -26,6 +25,7 @@ from governor.services.fleet import budgets, pods, resumes
 from governor.services.jobs.checkins import Checkpoint
 from governor.services.money import extensions
 from governor.services.plans import admission
+from governor.services.plans.document import read_plan
 from governor.services.security import tokens
 from tests.integration.conftest import BY, Governor
 from tests.plans import variant

@@ -3,11 +3,11 @@ from __future__ import annotations
 from governor.api.deps import Context, Now, Operator, Paging, Tx, Viewer
 from governor.api.error_responses import errors
 from governor.api.route import api_router
-from governor.api.safe_input import QueryName
 from governor.api.schemas import BudgetIn, BudgetOut, CloseIn, page_of
 from governor.domain.paging import Page
 from governor.services.fleet import budget_model, budgets
 from governor.services.fleet.budget_model import Budget
+from governor.services.safe_input import QueryName
 
 router = api_router(prefix="/v1/budgets", tags=["budgets"])
 

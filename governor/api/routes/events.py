@@ -2,12 +2,12 @@ from __future__ import annotations
 
 from governor.api.deps import Paging, Tx, Viewer
 from governor.api.route import api_router
-from governor.api.safe_input import QueryTime
 from governor.api.schemas import EventOut, page_of
 from governor.domain.model import Category, Severity
 from governor.domain.paging import Page
 from governor.services import event_model
 from governor.services.event_model import Event
+from governor.services.safe_input import QueryTime
 
 router = api_router(tags=["events"])
 

@@ -11,13 +11,13 @@ from governor.api.schemas import (
     AdmittedPlanOut,
     OverrideIn,
     PlanCheckOut,
-    PlanIn,
     ReleaseIn,
     page_of,
 )
 from governor.domain.paging import Page
 from governor.services.jobs import checkins
 from governor.services.plans import plan_check_model
+from governor.services.plans.document import PlanIn
 from governor.services.plans.plan_check_model import AdmittedPlan, PlanCheck
 
 router = api_router(prefix="/v1/budgets/{budget_id}/plans", tags=["plans"])

@@ -3,7 +3,6 @@ from __future__ import annotations
 from governor.api.deps import Context, Now, Operator, Paging, Tx, Viewer
 from governor.api.error_responses import errors
 from governor.api.route import api_router
-from governor.api.safe_input import QueryName
 from governor.api.schemas import (
     PodIn,
     PodOut,
@@ -16,6 +15,7 @@ from governor.api.schemas import (
 from governor.domain.paging import Page
 from governor.services.fleet import pod_model, pods
 from governor.services.fleet.pod_model import Pod, ResumedPod
+from governor.services.safe_input import QueryName
 from governor.services.stopping.stop_order_model import StopOrder
 
 router = api_router(tags=["pods"])

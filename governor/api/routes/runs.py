@@ -15,7 +15,6 @@ from governor.api.deps import (
 )
 from governor.api.error_responses import errors
 from governor.api.route import api_router
-from governor.api.safe_input import QueryName, QueryTime
 from governor.api.schemas import (
     EventOut,
     MetricPointOut,
@@ -34,6 +33,7 @@ from governor.services.monitoring import metric_point_model
 from governor.services.monitoring.metric_point_model import MetricPoint
 from governor.services.runs import job_events, lifecycle, run_model
 from governor.services.runs.run_model import CreatedRun, Run
+from governor.services.safe_input import QueryName, QueryTime
 
 router = api_router(tags=["runs"])
 

@@ -148,7 +148,7 @@ def _begin(
             f"an extension of more than {dollars(committed - figures.effective_ceiling)} "
             "is needed"
         )
-    verdict = admission.recheck(session, ctx.config, budget.id, now, ctx.read_plan)
+    verdict = admission.recheck(session, ctx.config, budget.id, now)
     if verdict is not None and verdict.verdict is Verdict.NO_GO:
         reasons = "; ".join(str(r.get("message", "")) for r in verdict.reasons) or "see the plan"
         raise Conflict(

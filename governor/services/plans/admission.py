@@ -44,10 +44,11 @@ from governor.domain.preflight.rules import (
 )
 from governor.domain.telemetry import GIB, owns
 from governor.services import events
-from governor.services.context import GovernorConfig, ReadPlan
+from governor.services.context import GovernorConfig
 from governor.services.ids import new_id
 from governor.services.money.book import Book, open_book
 from governor.services.monitoring import telemetry
+from governor.services.plans.document import read_plan
 from governor.services.security.tokens import Principal
 
 
@@ -133,14 +134,12 @@ def recheck(
     config: GovernorConfig,
     budget_id: str,
     now: datetime,
-    read_plan: ReadPlan | None,
 ) -> PlanCheckRow | None:
     """Judge the budget's latest plan again, against the money left now (before a resume),
     recording the verdict with the caller's transaction. None when the budget has no plan."""
     checks = repo.plan_checks_of(session, budget_id)
     if not checks:
         return None
-    assert read_plan is not None, "a governor that keeps plans reads them back"
     document = checks[-1].plan
     return check(session, config, budget_id, read_plan(document), document, now)
 

@@ -8,10 +8,14 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from governor.api import safe_input, schemas
+from governor.api import schemas
+from governor.services import safe_input
+from governor.services.plans import document
+
+REQUESTS = (schemas, document)  # the API's request schemas, and the plan document's
 
 
-def _requests(cls: type[BaseModel] = schemas.Strict) -> list[type[BaseModel]]:
+def _requests(cls: type[BaseModel] = safe_input.Strict) -> list[type[BaseModel]]:
     return [m for sub in cls.__subclasses__() for m in (sub, *_requests(sub))]
 
 

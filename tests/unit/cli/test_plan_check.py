@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from governor.api.schemas import PlanIn
 from governor.cli import run_command
 from governor.cli.parser import build_parser
 from governor.domain.preflight.rules import admit
+from governor.services.plans.document import PlanIn
 from tests.plans import gpu_groups, variant, write
 from tests.unit.cli.scripted import BUDGET_ID, POD_ID, TOKEN, Governor, body, pod_out
 

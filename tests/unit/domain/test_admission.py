@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from governor.api.schemas import PlanIn
 from governor.domain.preflight.cost import billed_hours, reserve
 from governor.domain.preflight.plan import Plan
 from governor.domain.preflight.rules import RULES, Admission, Verdict, admit
+from governor.services.plans.document import PlanIn
 from tests.plans import EXAMPLE, EXAMPLE_FILE, GATHER, MOE_4BIT, gpu_groups, variant
 
 D = Decimal

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from governor.api.schemas import PlanIn
 from governor.domain.preflight.gpus import GPUS, Provenance, gpu_class
 from governor.domain.preflight.rules import Admission, Verdict, admit
+from governor.services.plans.document import PlanIn
 from tests.plans import variant
 
 FRESH = date(2026, 10, 8)

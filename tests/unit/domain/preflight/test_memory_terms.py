@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from governor.api.schemas import PlanIn
 from governor.domain.preflight.memory import Component
 from governor.domain.preflight.plan import CrossEntropy, Dequantize, KernelFormat, Plan
 from governor.domain.preflight.rules import Admission, Verdict, admit
 from governor.domain.telemetry import GIB
+from governor.services.plans.document import PlanIn
 from tests.plans import GATHER, MOE_4BIT, gpu_groups, variant
 
 FRESH = date(2026, 10, 8)

@@ -1,5 +1,6 @@
-"""What a client may send: text, JSON documents, whole numbers and times that every database
-stores and every reader serves back. Every request schema builds its fields from these.
+"""What a client may send: text, JSON documents, whole numbers, amounts of money and times that
+every database stores and every reader serves back. Every request schema (the API's, and the
+plan document's) builds its fields from these.
 
 Text never carries a lone surrogate (no encoder takes it: not UTF-8, not the databases, not a
 JSON response) nor a NUL (PostgreSQL text cannot hold one); a one-line field carries no
@@ -13,10 +14,22 @@ import json
 import math
 import re
 from datetime import UTC, date, datetime
+from decimal import Decimal
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, AwareDatetime, BeforeValidator, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+)
 from pydantic_core import PydanticCustomError
+
+from governor.domain.money import parse_usd
 
 MAX_INT64 = 2**63 - 1
 EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
@@ -148,3 +161,21 @@ QueryName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 # An instant a client filters by: without a zone it is taken as UTC.
 QueryTime = Annotated[datetime, AfterValidator(_assume_utc), AfterValidator(_in_window)]
 ClientDate = Annotated[date, AfterValidator(_day_in_window)]
+
+
+class Strict(BaseModel):
+    # a request document: a field it does not know is refused
+    model_config = ConfigDict(extra="forbid")
+
+
+_MONEY_SCHEMA = WithJsonSchema(
+    {"anyOf": [{"type": "string"}, {"type": "number"}], "examples": ["12.50"]}
+)
+# Dollars, as a decimal string or a number: at most 6 decimal places, never negative.
+Usd = Annotated[Decimal, BeforeValidator(parse_usd), _MONEY_SCHEMA]
+PositiveUsd = Annotated[
+    Decimal, BeforeValidator(lambda v: parse_usd(v, positive=True)), _MONEY_SCHEMA
+]
+Name = line(200, min_length=1, pattern=r"\S")
+Note = free_text(2000)
+Step = Annotated[int, Field(ge=0, le=MAX_INT64)]
