@@ -9,7 +9,7 @@ Fields marked "for the record" are stored with the verdict but decide nothing.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     Field,
@@ -63,7 +63,8 @@ PlanUsd = Annotated[Usd, _AS_TEXT]
 PlanRate = Annotated[PositiveUsd, _AS_TEXT]
 
 
-PLAN_V1, PLAN_V2 = "preflight-plan/0.1", "preflight-plan/0.2"
+PLAN_V1: Final = "preflight-plan/0.1"
+PLAN_V2: Final = "preflight-plan/0.2"
 GpuCount = Annotated[int, Field(ge=1, le=1024)]
 
 
@@ -109,7 +110,7 @@ class PlanGpusIn(Strict):
 class PlanHardwareIn(PlanHostIn, PlanGpusIn):
     """0.1: one GPU model, its usable memory declared."""
 
-    usable_mib_per_gpu: Count  # type: ignore[assignment]
+    usable_mib_per_gpu: Count
 
     def groups(self) -> tuple[GpuGroup, ...]:
         return (self.group(),)
