@@ -10,7 +10,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from governor.api.errors import error_body
-from governor.services.safe_input import bad_character
+from governor.services.security.safe_input import bad_character
 
 
 class CleanUrl:

@@ -23,8 +23,9 @@ from governor.db.tables import PlanCheckRow
 from governor.domain.model import Category, PodState
 from governor.domain.money import format_usd
 from governor.domain.preflight.rules import Verdict
+from governor.services.money.pod_bill_model import PodBill
 from governor.services.view.dashboard_model import PlanLine
-from governor.services.view.report import Peak, PodBill, PodSpend, Report, Stop
+from governor.services.view.report import Peak, PodSpend, Report, Stop
 
 
 class PhaseSpendOut(BaseModel):

@@ -33,7 +33,7 @@ from governor.domain.model import (
     Severity,
 )
 from governor.domain.preflight.rules import Finding
-from governor.services.event_model import Event
+from governor.services.events import Event
 from governor.services.fleet.budget_model import Budget
 from governor.services.fleet.pod_model import Pod, ResumedPod
 from governor.services.money.extension_model import Extension
@@ -41,7 +41,8 @@ from governor.services.monitoring.agent_reports import Accepted, NodeAccepted
 from governor.services.monitoring.metric_point_model import MetricPoint
 from governor.services.plans.plan_check_model import AdmittedPlan, PlanCheck
 from governor.services.runs.run_model import CreatedRun, Run, RunDirective
-from governor.services.safe_input import (
+from governor.services.security import token_model
+from governor.services.security.safe_input import (
     MAX_INT64,
     ClientTime,
     Name,
@@ -54,7 +55,6 @@ from governor.services.safe_input import (
     json_limits,
     line,
 )
-from governor.services.security import token_model
 from governor.services.stopping.stop_order_model import StopOrder
 
 UsdText = Annotated[str, Field(examples=["12.50"], description="decimal dollars")]

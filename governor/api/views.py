@@ -19,7 +19,7 @@ from governor.api.schemas import (
 from governor.db.tables import EventRow, ExtensionRow, RunRow, StopOrderRow
 from governor.domain.ledger import Figures
 from governor.domain.money import format_usd
-from governor.services import event_model
+from governor.services import events
 from governor.services.context import Session
 from governor.services.fleet import budget_model
 from governor.services.money import extension_model
@@ -56,4 +56,4 @@ def extension(row: ExtensionRow) -> BaseModel:
 
 
 def event(row: EventRow) -> BaseModel:
-    return EventOut.model_validate(event_model.event(row))
+    return EventOut.model_validate(events.event(row))

@@ -9,7 +9,8 @@ from collections.abc import Iterable, Sequence
 from governor.domain.money import ZERO, dollars
 from governor.render.format import in_gib, instant, share
 from governor.render.report_text import evidence, spend_line
-from governor.services.view.report import Listed, PodBill, Report
+from governor.services.money.pod_bill_model import PodBill
+from governor.services.view.report import Listed, Report
 
 POD_HEADERS = ("pod", "id", "provider", "GPUs", "state", "rate", "spent", "billed", "bill through")
 NO_BILL = "no bill read yet"

@@ -15,9 +15,8 @@ one above; rooms on one line are independent):
     monitoring                GPU telemetry and run metrics as time series
     context                   what every use case receives
     replica                   this replica: its lease, its writes, its passes' health
-    security                  tokens, sign-in, limiters
-    ids, events, notifications  shared by every room (an event's read model beside events)
-    safe_input                what a client may send: the API's requests and the plan document
+    security                  tokens, sign-in, limiters, what a client may send
+    ids, events, notifications  shared by every room (the event log, written and read)
 
 The import-linter contracts in pyproject.toml check this order.
 """

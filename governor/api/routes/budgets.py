@@ -7,7 +7,7 @@ from governor.api.schemas import BudgetIn, BudgetOut, CloseIn, page_of
 from governor.domain.paging import Page
 from governor.services.fleet import budget_model, budgets
 from governor.services.fleet.budget_model import Budget
-from governor.services.safe_input import QueryName
+from governor.services.security.safe_input import QueryName
 
 router = api_router(prefix="/v1/budgets", tags=["budgets"])
 

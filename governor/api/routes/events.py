@@ -5,9 +5,9 @@ from governor.api.route import api_router
 from governor.api.schemas import EventOut, page_of
 from governor.domain.model import Category, Severity
 from governor.domain.paging import Page
-from governor.services import event_model
-from governor.services.event_model import Event
-from governor.services.safe_input import QueryTime
+from governor.services import events
+from governor.services.events import Event
+from governor.services.security.safe_input import QueryTime
 
 router = api_router(tags=["events"])
 
@@ -28,7 +28,7 @@ def list_events(
     or worse (`warning` brings warnings and critical events). `since` without a zone is
     taken as UTC."""
     with tx.read() as session:
-        return event_model.page(
+        return events.page(
             session,
             paging,
             budget_id=budget_id,

@@ -15,7 +15,7 @@ from governor.api.schemas import (
 from governor.domain.paging import Page
 from governor.services.fleet import pod_model, pods
 from governor.services.fleet.pod_model import Pod, ResumedPod
-from governor.services.safe_input import QueryName
+from governor.services.security.safe_input import QueryName
 from governor.services.stopping.stop_order_model import StopOrder
 
 router = api_router(tags=["pods"])

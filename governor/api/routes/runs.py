@@ -27,13 +27,13 @@ from governor.api.schemas import (
 from governor.domain.health import HealthRule
 from governor.domain.model import RunStatus
 from governor.domain.paging import Page
-from governor.services.event_model import Event
+from governor.services.events import Event
 from governor.services.jobs import checkins
 from governor.services.monitoring import metric_point_model
 from governor.services.monitoring.metric_point_model import MetricPoint
 from governor.services.runs import job_events, lifecycle, run_model
 from governor.services.runs.run_model import CreatedRun, Run
-from governor.services.safe_input import QueryName, QueryTime
+from governor.services.security.safe_input import QueryName, QueryTime
 
 router = api_router(tags=["runs"])
 

@@ -42,7 +42,7 @@ from governor.domain.preflight.plan import (
     Training,
     WeightsBreakdown,
 )
-from governor.services.safe_input import (
+from governor.services.security.safe_input import (
     ClientDate,
     Name,
     Note,

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 from governor.db import repository as repo
 from governor.domain.model import Category, Severity
 from governor.services import events
-from governor.services.event_model import Event, event
+from governor.services.events import Event, event
 
 
 def report(

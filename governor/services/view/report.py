@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -47,6 +47,7 @@ from governor.domain.money import ZERO
 from governor.domain.paging import PageRequest
 from governor.services.context import GovernorConfig
 from governor.services.money.book import Book, meter, open_book
+from governor.services.money.pod_bill_model import PodBill, bill_of
 from governor.services.monitoring import metric_history
 from governor.services.view.dashboard_model import PlanLine
 from governor.services.view.status import admitted_plans
@@ -54,22 +55,6 @@ from governor.services.view.status import admitted_plans
 SPEND_LINES = (*BUCKETS, EntryKind.TRUE_UP.value, EntryKind.ADJUSTMENT.value)
 FAILURE_CATEGORIES = (Category.HARNESS, Category.MODEL, Category.PROVIDER)
 FAILURES_LISTED = 10  # each failure category: its count, and the latest so many events
-
-
-@dataclass(frozen=True)
-class PodBill:
-    """The pod's bill as its provider last gave it: what it billed since the pod's
-    registration (for a bill read a window at a time, over that window) and the instant the
-    bill runs to; both None while no bill was read (or the provider gives none)."""
-
-    billed: Decimal | None
-    through: datetime | None = field(metadata={"api": "billed_through"})
-
-
-def bill_of(pod: PodRow) -> PodBill:
-    if pod.billed_usd is None or pod.billed_baseline_usd is None:
-        return PodBill(None, None)
-    return PodBill(pod.billed_usd - pod.billed_baseline_usd, pod.billed_through)
 
 
 @dataclass(frozen=True)

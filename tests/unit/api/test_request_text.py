@@ -9,8 +9,8 @@ import pytest
 from pydantic import BaseModel
 
 from governor.api import schemas
-from governor.services import safe_input
 from governor.services.plans import document
+from governor.services.security import safe_input
 
 REQUESTS = (schemas, document)  # the API's request schemas, and the plan document's
 
