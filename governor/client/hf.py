@@ -101,6 +101,7 @@ class GovernorCallback(TrainerCallback):
     def on_save(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any
     ) -> None:
+        assert args.output_dir is not None  # TrainingArguments sets its default when none is given
         path = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
         self.governor.checkpoint(path, state.global_step)
 

@@ -61,7 +61,9 @@ class GovernorLightningCallback(pl.Callback):
             self.governor.phase("compiling")
         else:
             self.governor.phase("canary" if self.governor.directive.held_to_canary else "training")
-        if trainer.global_step % max(1, trainer.log_every_n_steps) == 0:  # the loggers' pace
+        # The loggers' pace; Lightning's logger connector sets it on the Trainer, undeclared.
+        pace = trainer.log_every_n_steps  # type: ignore[attr-defined]
+        if trainer.global_step % max(1, pace) == 0:
             self.governor.metrics(trainer.callback_metrics)
         if self.governor.should_stop() and not trainer.should_stop:
             if self.governor.directive.save_first:

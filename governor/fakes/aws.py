@@ -35,6 +35,7 @@ import hmac
 import re
 import uuid
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -102,7 +103,8 @@ class CloudInstance:
 
     def bill_usd(self, now: datetime) -> Decimal:
         """The hourly rate for every second it ran, by the cloud's own clock."""
-        runs = [*self.earlier_runs, [self.started_at, self.stop_requested_at]]
+        latest = [self.started_at, self.stop_requested_at]
+        runs: list[Sequence[str | None]] = [*self.earlier_runs, latest]
         return bill_runs(Decimal(self.hourly_rate_usd), runs, now)
 
     def settle(self, now: datetime) -> None:

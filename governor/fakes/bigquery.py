@@ -18,7 +18,7 @@ answers of each job) and a `pageToken` when more than `page_size` rows remain.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -60,7 +60,7 @@ class Metered:
     zone: str
     resource: str
     rate: Decimal
-    runs: list[tuple[datetime, datetime | None]]
+    runs: Sequence[tuple[datetime, datetime | None]]
 
 
 @dataclass

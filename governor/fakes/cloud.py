@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -53,7 +53,7 @@ class FakePod:
 
     def bill_usd(self, now: datetime) -> Decimal:
         """What this pod's compute has cost, by the cloud's own clock."""
-        runs = [*self.earlier_runs, [self.started_at, self.stopped_at]]
+        runs: list[Sequence[str | None]] = [*self.earlier_runs, [self.started_at, self.stopped_at]]
         return bill_runs(Decimal(self.hourly_rate_usd), runs, now)
 
     def resume(self, now: datetime) -> None:

@@ -119,7 +119,7 @@ class CloudInstance:
 
     def bill_usd(self, at: datetime) -> Decimal:
         """Its rate for every second it ran until TERMINATED, by the cloud's own clock."""
-        runs = [*self.earlier_runs, [self.started_at, self.stopped_at]]
+        runs: list[Sequence[str | None]] = [*self.earlier_runs, [self.started_at, self.stopped_at]]
         return bill_runs(Decimal(self.hourly_rate_usd), runs, at)
 
 
@@ -183,8 +183,13 @@ class FakeGcp(FakeCloud):
         """What each VM and each of its persistent disks bill, and while what runs."""
         found = []
         for instance in self.state.instances.values():
-            runs = [*instance.earlier_runs, [instance.started_at, instance.stopped_at]]
-            spans = [(_instant(a), None if b is None else _instant(b)) for a, b in runs]
+            stopped = instance.stopped_at
+            spans: list[tuple[datetime, datetime | None]] = [
+                (_instant(a), _instant(b)) for a, b in instance.earlier_runs
+            ]
+            spans.append(
+                (_instant(instance.started_at), None if stopped is None else _instant(stopped))
+            )
             rate = Decimal(instance.hourly_rate_usd)
             found.append(Metered(instance.zone, instance.name, rate, spans))
             for key in instance.disks:
@@ -400,7 +405,8 @@ class FakeGcp(FakeCloud):
         on_page: dict[str, list[dict[str, Any]]] = {}
         for zone, body in every[start : start + size]:
             on_page.setdefault(f"zones/{zone}", []).append(body)
-        zones = {r.zone for r in [*self.state.instances.values(), *self.state.disks.values()]}
+        zones = {i.zone for i in self.state.instances.values()}
+        zones.update(d.zone for d in self.state.disks.values())
         items = {
             scope: {collection: on_page[scope]} if scope in on_page else _no_results(scope)
             for scope in sorted(f"zones/{zone}" for zone in zones)

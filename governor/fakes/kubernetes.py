@@ -364,7 +364,9 @@ class FakeKubernetes(FakeCloud):
         if not isinstance(patch, dict):
             return self.error(400, "the patch is not a JSON object")
         metadata = workload.manifest["metadata"]
-        asked = patch.get("metadata") if isinstance(patch.get("metadata"), dict) else {}
+        asked = patch.get("metadata")
+        if not isinstance(asked, dict):
+            asked = {}
         expected = asked.get("resourceVersion")
         if expected is not None and expected != metadata["resourceVersion"]:
             group, resource, _ = KINDS[workload.kind]
@@ -419,7 +421,9 @@ class _TlsHandler(_Handler):
         del self.headers[CERT_USER]
         assert isinstance(self.connection, ssl.SSLSocket)
         certificate = self.connection.getpeercert() or {}
-        subject = dict(pair for rdn in certificate.get("subject", ()) for pair in rdn)
+        # The stubs type every value of the certificate's dict alike (text, or RDNs nested one
+        # level or two); its "subject" is always the RDNs, each a tuple of (name, value) pairs.
+        subject = dict(pair for rdn in certificate.get("subject", ()) for pair in rdn)  # type: ignore[misc]
         if "commonName" in subject:
             self.headers[CERT_USER] = subject["commonName"]
         return True

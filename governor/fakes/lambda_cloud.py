@@ -197,10 +197,10 @@ class FakeLambda(FakeCloud):
             live = [i.api() for i in self.state.instances.values() if i.status != "terminated"]
             return Reply(200, {"data": live})
         if request.method == "GET" and path.startswith("/instances/"):
-            instance = self.state.instances.get(path.removeprefix("/instances/"))
-            if instance is None:
+            asked = self.state.instances.get(path.removeprefix("/instances/"))
+            if asked is None:
                 return no_such_instance()
-            return Reply(200, {"data": instance.api()})
+            return Reply(200, {"data": asked.api()})
         if request.method == "GET" and path == "/file-systems":
             listed = [self._filesystem(fs) for fs in self.state.filesystems.values()]
             return Reply(200, {"data": listed})

@@ -365,7 +365,7 @@ class FakeNvml:
     # -- symbol table ---------------------------------------------------------------------------
 
     def _symbols(self) -> dict[str, Callable[..., int]]:
-        system = {
+        system: dict[str, Callable[..., int]] = {
             "nvmlInitWithFlags": self._init,
             "nvmlShutdown": lambda: SUCCESS,
             "nvmlSystemGetDriverVersion": self._driver_version,
@@ -373,7 +373,7 @@ class FakeNvml:
             "nvmlDeviceGetHandleByIndex_v2": self._handle,
             "nvmlSystemGetProcessName": self._process_name,
         }
-        device = {
+        device: dict[str, Callable[..., int]] = {
             "nvmlDeviceGetName": self._name,
             "nvmlDeviceGetUUID": self._uuid,
             "nvmlDeviceGetIndex": self._index,

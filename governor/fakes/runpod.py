@@ -16,6 +16,7 @@ whose host has no GPU free.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -45,7 +46,7 @@ class CloudPod:
 
     def bill_usd(self, now: datetime, since: datetime | None = None) -> Decimal:
         """costPerHr for every second it ran (from `since`), by the cloud's own clock."""
-        runs = [*self.earlier_runs, [self.started_at, self.stopped_at]]
+        runs: list[Sequence[str | None]] = [*self.earlier_runs, [self.started_at, self.stopped_at]]
         return bill_runs(Decimal(self.cost_per_hr), runs, now, since)
 
     def billing_records(self, now: datetime) -> list[dict[str, Any]]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -84,7 +84,8 @@ class CloudInstance:
         start = datetime.fromisoformat(self.started_at)
         gone = datetime.fromisoformat(self.destroyed_at) if self.destroyed_at else at
         exists_until = min(at, gone)
-        runs = [*self.earlier_runs, [self.resumed_at or self.started_at, self.stops_at]]
+        latest = [self.resumed_at or self.started_at, self.stops_at]
+        runs: list[Sequence[str | None]] = [*self.earlier_runs, latest]
         records = []
         hour = start
         while hour < exists_until:

@@ -152,7 +152,7 @@ class Ec2Provider:
         """Every instance the credentials can see, stopped ones included (their EBS volumes
         still bill); terminated ones are gone, though EC2 shows them for a while."""
         instances: list[dict[str, Any]] = []
-        params: dict[str, str] = {}
+        params: dict[str, Any] = {}  # the request's parameters, as `_call` takes them
         while True:
             answer = self._call("DescribeInstances", **params)
             instances += [i for i in self._instances(answer) if i["State"]["Name"] != "terminated"]

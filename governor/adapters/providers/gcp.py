@@ -347,7 +347,9 @@ def _google_error(response: httpx.Response) -> tuple[str, frozenset[str]] | None
     error = body.get("error") if isinstance(body, dict) else None
     if not isinstance(error, dict):
         return None
-    details = error.get("errors") if isinstance(error.get("errors"), list) else []
+    details = error.get("errors")
+    if not isinstance(details, list):
+        details = []
     reasons = frozenset(
         str(d["reason"]) for d in details if isinstance(d, dict) and d.get("reason")
     )

@@ -134,8 +134,8 @@ class KubernetesHttp(ProviderHttp):
         delay = exc.retry_after_s
         if delay is None and response.status_code == 429:
             asked = details.get("retryAfterSeconds")
-            counted = isinstance(asked, int) and not isinstance(asked, bool) and asked > 0
-            delay = float(asked) if counted else None
+            if isinstance(asked, int) and not isinstance(asked, bool) and asked > 0:
+                delay = float(asked)
         reason = str(status.get("reason") or "")
         verb = "rate limited the request" if response.status_code == 429 else "answered"
         said = f"{verb}: HTTP {response.status_code} {reason}: {status.get('message', '')}"

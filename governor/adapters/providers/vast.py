@@ -178,7 +178,8 @@ class VastProvider:
         wanted = {f"instance-{_instance_id(ref)}": ref for ref in since}
         bills = {ref: Billed(Decimal(0), start) for ref in since}
         for charge in self._paged("/api/v0/charges/", params, "results"):
-            ref = wanted.get(charge.get("source"))
+            source = charge.get("source")
+            ref = wanted.get(source) if isinstance(source, str) else None
             if ref is None:
                 continue
             try:

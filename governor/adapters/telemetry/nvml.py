@@ -106,8 +106,14 @@ class NvmlSource:
             if not self._initialised:
                 return
             self._initialised = False
-            with contextlib.suppress(self._nvml.NVMLError):  # shutting down anyway
-                self._nvml.nvmlShutdown()
+            with contextlib.suppress(self._loaded.NVMLError):  # shutting down anyway
+                self._loaded.nvmlShutdown()
+
+    @property
+    def _loaded(self) -> ModuleType:
+        """The pynvml module: imported (or given) before anything asks NVML."""
+        assert self._nvml is not None, "NVML asked before it was imported"
+        return self._nvml
 
     # -- init ---------------------------------------------------------------------------------
 
@@ -131,8 +137,9 @@ class NvmlSource:
         try:
             self._nvml.nvmlInit()
         except Exception as exc:  # NVMLError, or a broken/shadowed pynvml: never crash a poll
-            code = getattr(exc, "value", None)
-            plain = _INIT_REASONS.get(code) or f"nvmlInit failed: {type(exc).__name__}: {exc}"
+            code = getattr(exc, "value", None)  # an NVMLError's; another exception has none
+            known = _INIT_REASONS.get(code) if isinstance(code, int) else None
+            plain = known or f"nvmlInit failed: {type(exc).__name__}: {exc}"
             return f"no NVML: {plain}"
         try:
             self._driver_version = _text(self._query(_Device(), "nvmlSystemGetDriverVersion"))
@@ -143,7 +150,7 @@ class NvmlSource:
     # -- poll ---------------------------------------------------------------------------------
 
     def _poll(self, at: datetime) -> Reading:
-        nvml = self._nvml
+        nvml = self._loaded
         try:
             count = nvml.nvmlDeviceGetCount()
         except nvml.NVMLError as exc:
@@ -159,7 +166,7 @@ class NvmlSource:
             uuid = self._uuid_by_index.get(index)
             try:
                 handle = self._call("nvmlDeviceGetHandleByIndex", index)
-                uuid = _text(self._call("nvmlDeviceGetUUID", handle))
+                uuid = _decoded(self._call("nvmlDeviceGetUUID", handle))
                 self._uuid_by_index[index] = uuid
                 gpus.append(self._sample(index, uuid, handle))
             except _CallFailed as failed:
@@ -250,8 +257,8 @@ class NvmlSource:
     def _call(self, function: str, *args: Any, **kwargs: Any) -> Any:
         """Call one pynvml function; an NVML error becomes `_CallFailed` naming the function."""
         try:
-            return getattr(self._nvml, function)(*args, **kwargs)
-        except self._nvml.NVMLError as exc:
+            return getattr(self._loaded, function)(*args, **kwargs)
+        except self._loaded.NVMLError as exc:
             raise _CallFailed(function, exc) from exc
 
     def _query(
@@ -279,13 +286,18 @@ class NvmlSource:
                     return None
                 if failed.code not in UNSUPPORTED:
                     raise
-            except self._nvml.NVMLLibraryMismatchError:
+            except self._loaded.NVMLLibraryMismatchError:
                 pass  # unversioned wrapper whose _vN symbol this driver lacks: unsupported
         device.unsupported.add(key)
         return None
 
 
 def _text(value: str | bytes | None) -> str | None:
+    """Text NVML may not give: None stays None."""
+    return None if value is None else _decoded(value)
+
+
+def _decoded(value: str | bytes) -> str:
     """Older bindings return bytes where 11.515+ return str: accept both."""
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
