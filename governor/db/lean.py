@@ -20,8 +20,10 @@ from collections import namedtuple
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
-from sqlalchemy import Connection, Executable, exc
+from sqlalchemy import BindParameter, ClauseElement, Connection, exc
 from sqlalchemy.engine import Dialect
+from sqlalchemy.engine.interfaces import DBAPIModule
+from sqlalchemy.sql.compiler import SQLCompiler
 
 
 class _Compiled:
@@ -30,12 +32,13 @@ class _Compiled:
     __slots__ = ("binds", "dialect", "names", "positional", "results", "row", "text", "types")
 
     def __init__(
-        self, statement: Executable, dialect: Dialect, keys: Sequence[str], row: Any
+        self, statement: ClauseElement, dialect: Dialect, keys: Sequence[str], row: Any
     ) -> None:
         compiled = statement.compile(dialect=dialect, column_keys=list(keys))
         fetches = ("insert_prefetch", "update_prefetch", "returning")
         if (
-            any(getattr(compiled, name, None) for name in fetches)
+            not isinstance(compiled, SQLCompiler)  # DDL, say
+            or any(getattr(compiled, name, None) for name in fetches)
             or compiled.escaped_bind_names
             or any(bind.expanding for bind in compiled.binds.values())
         ):
@@ -58,7 +61,7 @@ class _Compiled:
         self.results: list[tuple[int, Callable[[Any], Any]]] | None = None  # on the first rows
 
 
-def _bind_processor(bind: Any, dialect: Dialect) -> Callable[[Any], Any] | None:
+def _bind_processor(bind: BindParameter[Any], dialect: Dialect) -> Callable[[Any], Any] | None:
     return bind.type.dialect_impl(dialect).bind_processor(dialect)
 
 
@@ -68,7 +71,7 @@ class Lean:
 
     __slots__ = ("_compiled", "_inserts", "_row", "_statement")
 
-    def __init__(self, statement: Executable, *, row: Any = None) -> None:
+    def __init__(self, statement: ClauseElement, *, row: Any = None) -> None:
         """`row`: the named tuple class its rows come as (its fields the selected columns, in
         order); by default one made from the columns' names."""
         self._statement = statement
@@ -81,8 +84,11 @@ class Lean:
     ) -> list[Any]:
         """Run the statement once with `parameters`, or once a row for a sequence of them (its
         rows are then not fetched); the rows it returns, as named tuples."""
-        many = not isinstance(parameters, Mapping)
-        rows = parameters if many else [parameters]
+        rows: Sequence[Mapping[str, Any]]
+        if isinstance(parameters, Mapping):
+            many, rows = False, [parameters]
+        else:
+            many, rows = True, parameters
         if not rows:
             return []
         dialect = connection.dialect
@@ -90,7 +96,9 @@ class Lean:
         bound = [_bound(compiled, row) for row in rows]
         sent: Any = bound if many else bound[0]
         driver = connection.connection.driver_connection
-        cursor = driver.cursor()
+        # SQLAlchemy types driver_connection as optional (a pool record's, once let go); an
+        # open Connection's is always there.
+        cursor = driver.cursor()  # type: ignore[union-attr]
         dispatch = connection.dispatch
         try:
             if dispatch.before_cursor_execute:
@@ -152,7 +160,7 @@ def _result_processors(
 
 
 def raise_as_sqlalchemy(
-    connection: Connection, statement: str, parameters: Any, error: Exception
+    connection: Connection, statement: str, parameters: Any, error: DBAPIModule.Error
 ) -> NoReturn:
     """Raise a driver's `error` as SQLAlchemy raises it from a statement; a connection lost
     is let go (invalidated) as SQLAlchemy lets it go."""

@@ -10,7 +10,7 @@ caller that holds one reads what the pass wrote.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Executable, update
 from sqlalchemy.orm import Session
@@ -20,8 +20,12 @@ from governor.db.tables import Base
 
 class Record:
     """One row's columns as attributes. What is set on it is kept in `changed` until written
-    back."""
+    back.
 
+    A subclass names the columns a statement selects, as annotations only (no class attribute,
+    no per-row check): what its records are typed as."""
+
+    id: str  # every table written back is keyed by a string `id`
     changed: dict[str, Any]
 
     def __init__(self, values: Iterable[tuple[str, Any]]) -> None:
@@ -37,11 +41,17 @@ class Record:
         return f"Record({shown})"
 
 
-def load(session: Session, statement: Executable, params: Mapping[str, Any]) -> list[Record]:
-    """The rows `statement` selects, as records (every selected column labelled by its name)."""
+R = TypeVar("R", bound=Record)
+
+
+def load(
+    session: Session, statement: Executable, params: Mapping[str, Any], kind: type[R]
+) -> list[R]:
+    """The rows `statement` selects, as records of `kind` (every selected column labelled by
+    its name, as `kind` names it)."""
     result = session.execute(statement, params)
     keys = tuple(result.keys())
-    return [Record(zip(keys, row, strict=True)) for row in result.all()]
+    return [kind(zip(keys, row, strict=True)) for row in result.all()]
 
 
 def write_back(session: Session, table: type[Base], records: Iterable[Record]) -> None:

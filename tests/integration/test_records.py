@@ -23,7 +23,7 @@ def test_only_what_was_set_is_written_and_a_held_row_sees_it(gov: Governor) -> N
     first, second = gov.run(budget, pod), gov.run(budget, pod)
     with gov.session() as s:
         held = repo.get_run(s, first)  # the caller's ORM object of the same row
-        loaded = {r.id: r for r in records.load(s, RUN, {"ids": [first, second]})}
+        loaded = {r.id: r for r in records.load(s, RUN, {"ids": [first, second]}, records.Record)}
         one, two = loaded[first], loaded[second]
         one.directive, one.directive_reason = Action.STOP, Reason.MANUAL
         two.stall_alerted = True

@@ -48,7 +48,9 @@ class LeanRoute(ApiRoute):
         [access] = accesses(self.dependant)
         [path_param] = self.dependant.path_params
         [body_param] = self.dependant.body_params
-        model: type[BaseModel] = body_param.field_info.annotation
+        model = body_param.field_info.annotation
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            raise TypeError(f"a lean route's body is a pydantic model, not {model!r}")
         admit = get_args(self.writer)[1].dependency
         endpoint, group, queues = self.endpoint, type(self).group, type(self).queues
 
@@ -69,8 +71,8 @@ class LeanRoute(ApiRoute):
             caller = await admit(context, caller)
             path_value = request.path_params[path_param.name]
             answer = await batches(request.app).submit((path_value, body))
-            if answer is None:
-                answer = await run_in_threadpool(endpoint, path_value, body, caller, context)
+            if answer is None:  # the group left it to the endpoint
+                return await run_in_threadpool(endpoint, path_value, body, caller, context)
             return answer
 
         return lean

@@ -34,7 +34,14 @@ from governor.domain.model import (
     Severity,
 )
 from governor.domain.money import charge, dollars, format_usd
-from governor.domain.ports import CallOutcome, CallResult, PodDescription, ProviderError, Resumes
+from governor.domain.ports import (
+    CallOutcome,
+    CallResult,
+    PodDescription,
+    Provider,
+    ProviderError,
+    Resumes,
+)
 from governor.domain.preflight.rules import Verdict
 from governor.services import events
 from governor.services.context import ServiceContext
@@ -99,9 +106,9 @@ def resume(ctx: ServiceContext, pod_id: str, reason: str, *, by: Principal) -> R
     return resumed
 
 
-def _describe(provider: Resumes, name: str, ref: str) -> PodDescription:
+def _describe(provider: Provider, name: str, ref: str) -> PodDescription:
     try:
-        return provider.describe(ref)  # type: ignore[attr-defined, no-any-return]
+        return provider.describe(ref)
     except ProviderError as exc:
         if exc.retryable:
             raise Unavailable(f"{name} did not answer: {exc}") from exc

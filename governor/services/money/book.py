@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -15,17 +15,155 @@ from sqlalchemy.orm import Session
 from governor.db import records
 from governor.db import repository as repo
 from governor.db.one_of import one_of
+from governor.db.records import Record
 from governor.db.tables import BudgetRow, ExtensionRow, PodRow, RunRow, StopOrderRow
 from governor.domain.errors import NotFound
 from governor.domain.ledger import BudgetTerms, Figures, PodMeter, PodPosition, figures, unaccrued
-from governor.domain.model import BILLS_COMPUTE, ExtensionState, PodState, Reason
+from governor.domain.model import (
+    BILLS_COMPUTE,
+    Action,
+    BudgetState,
+    ExtensionState,
+    Phase,
+    PodState,
+    Reason,
+    RunStatus,
+)
 from governor.domain.money import ZERO
 from governor.domain.policy import HealthStop, RunView
-from governor.domain.stop_order import ACTIVE_STATES
+from governor.domain.stop_order import ACTIVE_STATES, StopState
 from governor.services.context import GovernorConfig
 
 
-def meter(pod: PodRow) -> PodMeter:
+class LiveBudget(Record):
+    """A budget as an enforcement pass reads it (`_LIVE_BUDGETS`): every column, and what
+    approved extensions add to its ceiling."""
+
+    id: str
+    name: str
+    ceiling_usd: Decimal
+    reserve_usd: Decimal
+    storage_tail_hours: float
+    alert_thresholds: list[int]
+    note: str | None
+    state: BudgetState
+    alerted_pct: int
+    created_at: datetime
+    recorded_usd: Decimal
+    figures_at: datetime | None
+    figures_spent_usd: Decimal | None
+    figures_committed_usd: Decimal | None
+    figures_ceiling_usd: Decimal | None
+    figures_burn_usd_per_hour: Decimal | None
+    closed_at: datetime | None
+    require_plan: bool
+    approved_extensions_usd: Decimal | None  # None: no extension approved
+
+
+class LivePod(Record):
+    """A pod as an enforcement pass reads it (`_LIVE_PODS`): what the figures, the GPU rules
+    and the canary holds read."""
+
+    id: str
+    budget_id: str
+    state: PodState
+    plan_id: str | None
+    gpu_uuids: list[str] | None
+    process_pids: list[int] | None
+    process_pattern: str | None
+    hourly_rate_usd: Decimal
+    storage_gb: float
+    storage_usd_per_gb_month: Decimal
+    stopped_storage_usd_per_gb_month: Decimal
+    accrued_until: datetime
+    stop_latency_s: float
+    recorded_usd: Decimal
+
+
+class LiveRun(Record):
+    """A run as an enforcement pass reads it (`_LIVE_RUNS`): every column a rule may read."""
+
+    id: str
+    budget_id: str
+    pod_id: str
+    started_at: datetime
+    total_steps: int | None
+    heartbeat_timeout_s: float
+    checkpoint_grace_s: float
+    step: int
+    phase: Phase | None
+    phase_since: datetime | None
+    progress_at: datetime | None
+    policy: dict[str, float] | None
+    status: RunStatus
+    last_heartbeat_at: datetime | None
+    ended_at: datetime | None
+    checkpoint_step: int | None
+    checkpoint_path: str | None
+    checkpoint_at: datetime | None
+    directive: Action
+    directive_reason: Reason | None
+    directive_message: str | None
+    checkpoint_asked: bool
+    forecast_warned: bool
+    idle_alerted: bool
+    stall_alerted: bool
+    headroom_warned: bool
+    health_stop: dict[str, Any] | None
+    pace_step: int | None
+    pace_at: datetime | None
+
+
+class LiveOrder(Record):
+    """A stop order under way as an enforcement pass reads it (`_ACTIVE_ORDERS`): every column."""
+
+    id: str
+    budget_id: str
+    pod_id: str
+    reason: Reason
+    state: StopState
+    deadline: datetime
+    created_at: datetime
+    updated_at: datetime
+    notified_at: datetime | None
+    acked_at: datetime | None
+    ack_checkpoint: dict[str, Any] | None
+    sent_at: datetime | None
+    attempts: int
+    next_attempt_at: datetime
+    confirmed_at: datetime | None
+    last_error: str | None
+    alerted_at: datetime | None
+
+
+# What the functions below read, from either shape: the row (ORM object) or its live record.
+Budget = BudgetRow | LiveBudget
+Pod = PodRow | LivePod
+Run = RunRow | LiveRun
+Order = StopOrderRow | LiveOrder
+
+
+class Metered(Protocol):
+    """What a pod's meter reads: a pod row, its live record, or a plain row of the pods table
+    (`metering.accrue_budgets`)."""
+
+    @property
+    def state(self) -> PodState: ...
+    @property
+    def hourly_rate_usd(self) -> Decimal: ...
+    @property
+    def storage_gb(self) -> float: ...
+    @property
+    def storage_usd_per_gb_month(self) -> Decimal: ...
+    @property
+    def stopped_storage_usd_per_gb_month(self) -> Decimal: ...
+    @property
+    def accrued_until(self) -> datetime: ...
+    @property
+    def stop_latency_s(self) -> float: ...
+
+
+def meter(pod: Metered) -> PodMeter:
     return PodMeter(
         state=pod.state,
         hourly_rate=pod.hourly_rate_usd,
@@ -37,18 +175,18 @@ def meter(pod: PodRow) -> PodMeter:
     )
 
 
-def heard_from(run: RunRow, now: datetime) -> bool:
+def heard_from(run: Run, now: datetime) -> bool:
     """The job is alive as far as we know: live status and a heartbeat within its timeout."""
     last = run.last_heartbeat_at or run.started_at
     return run.status.is_live and (now - last).total_seconds() <= run.heartbeat_timeout_s
 
 
-def heard_lately(run: RunRow, now: datetime) -> bool:
+def heard_lately(run: Run, now: datetime) -> bool:
     """The job has checked in at least once, and within its timeout: it can still save."""
     return run.last_heartbeat_at is not None and heard_from(run, now)
 
 
-def run_view(run: RunRow) -> RunView:
+def run_view(run: Run) -> RunView:
     steps_per_s = None
     if run.pace_at is not None and run.pace_step is not None and run.last_heartbeat_at:
         elapsed = (run.last_heartbeat_at - run.pace_at).total_seconds()
@@ -81,13 +219,13 @@ def run_view(run: RunRow) -> RunView:
     )
 
 
-def grace_s(runs_on_pod: Sequence[RunRow], now: datetime) -> float:
+def grace_s(runs_on_pod: Sequence[Run], now: datetime) -> float:
     """How long a stop waits for a pod's jobs to save: the longest grace of a live job."""
     return max((r.checkpoint_grace_s for r in runs_on_pod if heard_from(r, now)), default=0.0)
 
 
 def _grace_left_s(
-    runs_on_pod: Sequence[RunRow], pod: PodRow, orders: dict[str, StopOrderRow], now: datetime
+    runs_on_pod: Sequence[Run], pod: Pod, orders: Mapping[str, Order], now: datetime
 ) -> float:
     """How much of a checkpoint grace a pod may still spend before its stop is sent."""
     order = orders.get(pod.id)
@@ -98,31 +236,42 @@ def _grace_left_s(
     return 0.0
 
 
-@dataclass
-class Book:
-    """A budget's rows and figures as of `now`. The rows are ORM objects (`open_books`), or in
-    an enforcement pass plain records with the same attributes (`live_books`)."""
+BudgetT = TypeVar("BudgetT", bound=Budget)
+PodT = TypeVar("PodT", bound=Pod)
+RunT = TypeVar("RunT", bound=Run)
+OrderT = TypeVar("OrderT", bound=Order)
 
-    budget: BudgetRow
-    pods: list[PodRow]
-    runs: list[RunRow]
-    orders: dict[str, StopOrderRow]
+
+@dataclass
+class BookOf(Generic[BudgetT, PodT, RunT, OrderT]):
+    """A budget's rows and figures as of `now`, the rows of one shape: a `Book` of ORM
+    objects (`open_books`), or in an enforcement pass a `LiveBook` of records (`live_books`)."""
+
+    budget: BudgetT
+    pods: list[PodT]
+    runs: list[RunT]
+    orders: dict[str, OrderT]
     figures: Figures
     now: datetime
-    runs_by_pod: dict[str, list[RunRow]]  # the same runs, by the pod they run on
+    runs_by_pod: dict[str, list[RunT]]  # the same runs, by the pod they run on
 
-    def runs_on(self, pod_id: str) -> list[RunRow]:
+    def runs_on(self, pod_id: str) -> list[RunT]:
         return self.runs_by_pod.get(pod_id, [])
 
     def grace_s(self, pod_id: str) -> float:
         return grace_s(self.runs_on(pod_id), self.now)
 
-    def spent_on(self, pod: PodRow) -> Decimal:
+    def spent_on(self, pod: PodT) -> Decimal:
         return pod.recorded_usd + unaccrued(meter(pod), self.now)
 
 
-def by_pod(runs: Sequence[RunRow]) -> dict[str, list[RunRow]]:
-    grouped: dict[str, list[RunRow]] = defaultdict(list)
+Book = BookOf[BudgetRow, PodRow, RunRow, StopOrderRow]
+# A pass's book: the orders it reads are records, those it places ORM objects (`order_stop`).
+LiveBook = BookOf[LiveBudget, LivePod, LiveRun, LiveOrder | StopOrderRow]
+
+
+def by_pod(runs: Sequence[RunT]) -> dict[str, list[RunT]]:
+    grouped: dict[str, list[RunT]] = defaultdict(list)
     for run in runs:
         grouped[run.pod_id].append(run)
     return grouped
@@ -226,7 +375,7 @@ _ACTIVE_ORDERS = select(_ORDERS).where(
 
 def live_books(
     session: Session, budget_ids: Sequence[str], now: datetime, config: GovernorConfig
-) -> list[Book]:
+) -> list[LiveBook]:
     """What an enforcement pass decides about, read as plain records (no ORM object): the
     budgets with what approved extensions add to them, locked for update until commit; their
     pods not gone, the runs on those that still bill compute, and their stop orders under way.
@@ -235,15 +384,20 @@ def live_books(
     What the pass sets on a record is written by `records.write_back`, not by the session.
     """
     params = {"budget_ids": list(budget_ids)}
-    budgets = records.load(session, _LIVE_BUDGETS, params)
-    extended = {b.id: getattr(b, _EXTENDED) or ZERO for b in budgets}
-    pods = by_budget(records.load(session, _LIVE_PODS, params))
-    runs = by_budget(records.load(session, _LIVE_RUNS, params))
-    orders = by_budget(records.load(session, _ACTIVE_ORDERS, params))
+    budgets = records.load(session, _LIVE_BUDGETS, params, LiveBudget)
+    extended = {b.id: b.approved_extensions_usd or ZERO for b in budgets}
+    pods = by_budget(records.load(session, _LIVE_PODS, params, LivePod))
+    runs = by_budget(records.load(session, _LIVE_RUNS, params, LiveRun))
+    orders = by_budget(records.load(session, _ACTIVE_ORDERS, params, LiveOrder))
     return [_book(b, extended, pods[b.id], runs[b.id], orders[b.id], now, config) for b in budgets]
 
 
-T = TypeVar("T")
+class OfBudget(Protocol):
+    @property
+    def budget_id(self) -> str: ...
+
+
+T = TypeVar("T", bound=OfBudget)
 
 
 def by_budget(rows: Iterable[T]) -> defaultdict[str, list[T]]:
@@ -255,14 +409,14 @@ def by_budget(rows: Iterable[T]) -> defaultdict[str, list[T]]:
 
 
 def _book(
-    budget: BudgetRow,
+    budget: BudgetT,
     extended: dict[str, Decimal],
-    pods: list[PodRow],
-    runs: list[RunRow],
-    orders: list[StopOrderRow],
+    pods: list[PodT],
+    runs: list[RunT],
+    orders: Sequence[OrderT],
     now: datetime,
     config: GovernorConfig,
-) -> Book:
+) -> BookOf[BudgetT, PodT, RunT, OrderT]:
     """One budget's book from its rows: its figures as of `now`."""
     terms = BudgetTerms(
         ceiling=budget.ceiling_usd,
@@ -279,7 +433,7 @@ def _book(
         if p.state is not PodState.GONE
     ]
     f = figures(terms, positions, now, config.reaction_s)
-    return Book(budget, pods, runs, orders_by_pod, f, now, on_pod)
+    return BookOf(budget, pods, runs, orders_by_pod, f, now, on_pod)
 
 
 KEPT_FIGURES = (
@@ -305,7 +459,7 @@ def figures_of(kept: Any) -> Figures | None:
     return Figures(*values, projected_exhaustion_at=None)
 
 
-def keep_figures(book: Book) -> None:
+def keep_figures(book: Book | LiveBook) -> None:
     """Keep the book's figures on its budget, for heartbeats to answer with until the next pass."""
     budget, f = book.budget, book.figures
     budget.figures_at = book.now

@@ -121,9 +121,9 @@ def decide(
         evidence=evidence,
     )
     covers = book.figures.committed < book.figures.effective_ceiling
-    state = after_extension(budget.state, covers=covers) if approve else budget.state
-    if state is not budget.state:
-        budget.state = state
+    budget_state = after_extension(budget.state, covers=covers) if approve else budget.state
+    if budget_state is not budget.state:
+        budget.state = budget_state
         events.record(
             session,
             now,

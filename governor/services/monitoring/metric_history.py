@@ -75,12 +75,12 @@ def latest(
     in one statement."""
     if not run_ids or names == ():
         return {}
-    newest = select(
+    query = select(
         RunMetricRow.run_id, RunMetricRow.name, func.max(RunMetricRow.at).label("at")
     ).where(RunMetricRow.run_id.in_(run_ids))
     if names is not None:
-        newest = newest.where(RunMetricRow.name.in_(names))
-    newest = newest.group_by(RunMetricRow.run_id, RunMetricRow.name).subquery()
+        query = query.where(RunMetricRow.name.in_(names))
+    newest = query.group_by(RunMetricRow.run_id, RunMetricRow.name).subquery()
     rows = session.scalars(
         select(RunMetricRow)
         .join(
@@ -119,11 +119,13 @@ def recent(
         .where(RunMetricRow.run_id.in_(run_ids), RunMetricRow.name.in_(names))
         .subquery()
     )
-    rows = session.execute(
+    last = (
         select(ranked.c.run_id, ranked.c.name, ranked.c.value)
         .where(ranked.c.nth <= most)
         .order_by(ranked.c.nth.desc())
-    ).all()
+    )
+    # a subquery's columns are untyped
+    rows: Sequence[tuple[Any, ...]] = session.execute(last).all()
     values: dict[tuple[str, str], list[float]] = defaultdict(list)
     for run_id, name, value in rows:
         values[(run_id, name)].append(value)

@@ -9,8 +9,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, replace
 from datetime import datetime, timedelta
 from statistics import fmean
+from typing import Any, Protocol
 
-from sqlalchemy import JSON, case, null, select, type_coerce
+from sqlalchemy import JSON, ColumnElement, case, null, select, type_coerce
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
@@ -99,7 +100,21 @@ def claim_processes(session: Session, pod: PodRow, claim: ProcessClaim, now: dat
     )
 
 
-def claim_of(pod: PodRow) -> ProcessClaim | None:
+class OwnGpus(Protocol):
+    """What the GPU rules read of a pod, a row or an enforcement pass's record: which GPUs
+    and which processes on them are its own."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def gpu_uuids(self) -> list[str] | None: ...
+    @property
+    def process_pids(self) -> list[int] | None: ...
+    @property
+    def process_pattern(self) -> str | None: ...
+
+
+def claim_of(pod: OwnGpus) -> ProcessClaim | None:
     """The processes a pod names as its own; None: every process on its GPUs."""
     return ProcessClaim.of(pod.process_pids, pod.process_pattern)
 
@@ -310,31 +325,36 @@ def lookback(watch: Watch) -> timedelta:
 Samples = dict[str, list[tuple[datetime, GpuSample]]]  # GPU uuid -> samples, newest first
 
 
-def recent_samples(session: Session, pods: Sequence[PodRow], since: datetime) -> dict[str, Samples]:
+def recent_samples(
+    session: Session, pods: Sequence[OwnGpus], since: datetime
+) -> dict[str, Samples]:
     """The raw samples of every GPU of these pods since `since`, in one query; their process
     lists only for the pods that name their processes (no one else's rules read them)."""
     found: dict[str, Samples] = defaultdict(lambda: defaultdict(list))
     if not pods:
         return found
     claimed = [pod.id for pod in pods if claim_of(pod) is not None]
-    listed = null()
+    listed: ColumnElement[Any] = null()
     if claimed:
-        processes = GpuSampleRow.processes
-        listed = case((one_of(GpuSampleRow.pod_id, "claimed"), processes), else_=null())
-    rows = session.execute(
+        listed = case(
+            (one_of(GpuSampleRow.pod_id, "claimed"), GpuSampleRow.processes), else_=null()
+        )
+    query = (
         select(GpuSampleRow.pod_id, GpuSampleRow.at, type_coerce(listed, JSON), *_SAMPLE_COLUMNS)
         .where(
             one_of(GpuSampleRow.pod_id, "pod_ids"),
             GpuSampleRow.at >= since,
             GpuSampleRow.resolution == RAW,
         )
-        .order_by(GpuSampleRow.at.desc(), GpuSampleRow.id.desc()),
-        {"pod_ids": [pod.id for pod in pods], "claimed": claimed},
-    ).all()
-    for pod_id, at, processes, *values in rows:
-        listed = None if processes is None else tuple(GpuProcess(**p) for p in processes)
-        sample = GpuSample(*values, processes=listed, clock_event_reasons=None)
-        found[pod_id][sample.uuid].append((at, sample))
+        .order_by(GpuSampleRow.at.desc(), GpuSampleRow.id.desc())
+    )
+    params = {"pod_ids": [pod.id for pod in pods], "claimed": claimed}
+    # more columns than SQLAlchemy types a row of
+    rows: Sequence[tuple[Any, ...]] = session.execute(query, params).all()
+    for pod_id, at, processes, uuid, index, name, util, util_max, total, used, free, w, c in rows:
+        held = None if processes is None else tuple(GpuProcess(**p) for p in processes)
+        sample = GpuSample(uuid, index, name, util, util_max, total, used, free, w, c, held, None)
+        found[pod_id][uuid].append((at, sample))
     return found
 
 
@@ -352,7 +372,7 @@ _SAMPLE_COLUMNS = (
 )
 
 
-def views(samples: Samples, now: datetime, watch: Watch, pod: PodRow) -> tuple[GpuView, ...]:
+def views(samples: Samples, now: datetime, watch: Watch, pod: OwnGpus) -> tuple[GpuView, ...]:
     """Each of the pod's own GPUs (its `gpu_uuids`; all when None) as the rules see it: fresh
     or not, idle since when, what it holds. A neighbour's GPU on a shared machine is not
     judged. Where the pod names its processes, a GPU none of them is on is not judged either,

@@ -27,7 +27,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
-from governor.db.tables import BudgetRow, PlanCheckRow, PodRow, RunRow
+from governor.db.tables import BudgetRow, PlanCheckRow, PodRow
 from governor.domain.errors import Conflict, Invalid
 from governor.domain.model import Action, Category, Reason, Severity
 from governor.domain.money import MAX_USD, ZERO, dollars, format_usd
@@ -46,7 +46,7 @@ from governor.domain.telemetry import GIB, owns
 from governor.services import events
 from governor.services.context import GovernorConfig
 from governor.services.ids import new_id
-from governor.services.money.book import Book, open_book
+from governor.services.money.book import Book, LiveBook, LivePod, LiveRun, open_book
 from governor.services.monitoring import telemetry
 from governor.services.plans.document import read_plan
 from governor.services.security.tokens import Principal
@@ -218,9 +218,10 @@ def bind(
     name = f"plan {plan.job_id!r} ({plan.id})"
     if plan.withdrawn_at is not None:
         raise Conflict(f"{name} was withdrawn: check it again to use it")
-    if plan.effective_ceiling_usd not in (None, effective_ceiling):
+    judged = plan.effective_ceiling_usd  # None: judged against no ceiling in particular
+    if judged is not None and judged != effective_ceiling:
         raise Conflict(
-            f"{name} was judged against a ceiling of {dollars(plan.effective_ceiling_usd)}; the "
+            f"{name} was judged against a ceiling of {dollars(judged)}; the "
             f"budget's is now {dollars(effective_ceiling)}: check the plan again"
         )
     if plan.verdict is Verdict.NO_GO and plan.override_reason is None:
@@ -275,7 +276,7 @@ class Canary:
         if plan.verdict is not Verdict.CANARY_ONLY or plan.canary_released_at is not None:
             return None
         phases = plan.plan.get("phases", [])
-        canary = next((p for p in phases if p.get("name") == CANARY), {})
+        canary: dict[str, Any] = next((p for p in phases if p.get("name") == CANARY), {})
         return cls(
             cap=Decimal(plan.figures["cost"]["canary_worst_case_usd"]),
             threshold_gib=MEASURED_SHARE * plan.usable_gib,
@@ -325,7 +326,7 @@ def release_canary(
     )
 
 
-def holds(session: Session, books: Sequence[Book], now: datetime) -> dict[str, CanaryHold]:
+def holds(session: Session, books: Sequence[LiveBook], now: datetime) -> dict[str, CanaryHold]:
     """The canary holds over these budgets' pods, by pod; a canary whose run has taken its
     steps with a measured peak under the threshold is released here instead (by telemetry)."""
     if not any(p.plan_id is not None for b in books for p in b.pods):
@@ -337,7 +338,7 @@ def holds(session: Session, books: Sequence[Book], now: datetime) -> dict[str, C
     latest_of = {(c.budget_id, c.job_id): c for c in checks}  # oldest first: the last wins
     held: dict[str, CanaryHold] = {}
     for book in books:
-        by_plan: dict[PlanCheckRow, list[PodRow]] = defaultdict(list)
+        by_plan: dict[PlanCheckRow, list[LivePod]] = defaultdict(list)
         for pod in book.pods:
             if pod.plan_id is not None:
                 by_plan[latest_of[job_of[pod.plan_id]]].append(pod)
@@ -356,7 +357,7 @@ def holds(session: Session, books: Sequence[Book], now: datetime) -> dict[str, C
     return held
 
 
-def _proven_peak(session: Session, runs: Sequence[RunRow], canary: Canary) -> float | None:
+def _proven_peak(session: Session, runs: Sequence[LiveRun], canary: Canary) -> float | None:
     """The measured peak per GPU (GiB) of a run past the canary's steps, if it fits."""
     stepped = {r.id for r in runs if r.step >= canary.min_steps}
     peaks: dict[str, float] = defaultdict(float)

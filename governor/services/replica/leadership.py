@@ -26,10 +26,10 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import event, select, update
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, CursorResult
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -243,10 +243,14 @@ class Lease:
             mine = [LeaseRow.name == self.name, LeaseRow.term == self._term]
             if self.gate is None:  # on SQLite the file lock is held: a late renewal still holds
                 mine += [LeaseRow.holder == self.replica, LeaseRow.expires_at > now]
-            renewed = session.execute(
-                update(LeaseRow)
-                .where(*mine)
-                .values(renewed_at=now, expires_at=now + self.lease, ticks=_stored(ticks))
+            # Session.execute is typed to return a Result; an UPDATE's is a CursorResult
+            renewed = cast(
+                CursorResult[Any],
+                session.execute(
+                    update(LeaseRow)
+                    .where(*mine)
+                    .values(renewed_at=now, expires_at=now + self.lease, ticks=_stored(ticks))
+                ),
             ).rowcount
         if renewed:
             self._expires = now + self.lease

@@ -23,7 +23,9 @@ from governor.services import events
 from governor.services.context import GovernorConfig, ServiceContext, batches
 from governor.services.ids import new_id
 from governor.services.money.book import (
-    Book,
+    LiveBook,
+    LivePod,
+    LiveRun,
     heard_from,
     heard_lately,
     keep_figures,
@@ -65,7 +67,7 @@ def enforce(
     now: datetime,
     *,
     manual_stop_pod: str | None = None,
-) -> Book:
+) -> LiveBook:
     """Evaluate the policy for every running pod of one budget and record what it decides."""
     [book] = enforce_budgets(session, config, [budget_id], now, manual_stop_pod=manual_stop_pod)
     return book
@@ -79,7 +81,7 @@ def enforce_budgets(
     *,
     manual_stop_pod: str | None = None,
     heard_since: datetime | None = None,
-) -> list[Book]:
+) -> list[LiveBook]:
     """Evaluate the policy for every running pod of these budgets, record what it decides,
     and keep each budget's figures for the heartbeats until the next pass.
 
@@ -103,7 +105,7 @@ def enforce_budgets(
             retry = pod.id == manual_stop_pod and pod.state is PodState.STOPPING
             if (pod.state is not PodState.RUNNING and not retry) or pod.id in book.orders:
                 continue
-            for run in book.runs_on(pod.id) or [None]:
+            for run in book.runs_on(pod.id) or (None,):
                 if pod.id in book.orders:
                     break
                 watch = config.watch if run is None else watches[run.id]
@@ -128,13 +130,13 @@ def enforce_budgets(
     return books
 
 
-def _others_heard_from(book: Book, pod: PodRow, run: RunRow | None) -> int:
+def _others_heard_from(book: LiveBook, pod: LivePod, run: LiveRun | None) -> int:
     """How many other runs on the pod are alive as far as we know."""
     return sum(1 for r in book.runs_on(pod.id) if r is not run and heard_from(r, book.now))
 
 
 def _act(
-    book: Book, session: Session, pod: PodRow, run: RunRow | None, situation: Situation
+    book: LiveBook, session: Session, pod: LivePod, run: LiveRun | None, situation: Situation
 ) -> None:
     findings = evaluate(situation)
     decision = decide(findings)
@@ -147,7 +149,7 @@ def _act(
             _warn(session, book, run, finding)
 
 
-def order_stop(session: Session, book: Book, pod: PodRow, finding: Finding) -> StopOrderRow:
+def order_stop(session: Session, book: LiveBook, pod: LivePod, finding: Finding) -> StopOrderRow:
     """Persist a stop order for `pod`; its jobs get `stop` with a deadline on their next call."""
     now = book.now
     live = [r for r in book.runs_on(pod.id) if r.status.is_live]
@@ -193,12 +195,14 @@ def order_stop(session: Session, book: Book, pod: PodRow, finding: Finding) -> S
     return order
 
 
-def saved_since_progress(run: RunRow) -> bool:
-    """The job's latest checkpoint is no older than its latest progress: nothing to lose."""
-    return run.checkpoint_at is not None and run.checkpoint_at >= run.progress_at
+def saved_since_progress(run: LiveRun) -> bool:
+    """The job's latest checkpoint is no older than its latest progress (or, before any, its
+    start): nothing to lose."""
+    progress_at = run.progress_at or run.started_at
+    return run.checkpoint_at is not None and run.checkpoint_at >= progress_at
 
 
-def _save_grace_s(run: RunRow, reason: Reason, now: datetime) -> float:
+def _save_grace_s(run: LiveRun, reason: Reason, now: datetime) -> float:
     return save_grace_s(
         reason,
         run.checkpoint_grace_s,
@@ -207,7 +211,7 @@ def _save_grace_s(run: RunRow, reason: Reason, now: datetime) -> float:
     )
 
 
-def _checkpoint(run: RunRow) -> dict[str, object]:
+def _checkpoint(run: LiveRun) -> dict[str, object]:
     return {"run": run.id, "step": run.checkpoint_step, "path": run.checkpoint_path}
 
 
@@ -215,7 +219,7 @@ def _said(checkpoint: dict[str, object]) -> str:
     return f"run {checkpoint['run']}: checkpoint at step {checkpoint['step']}, {checkpoint['path']}"
 
 
-def _ask_checkpoint(session: Session, book: Book, run: RunRow, finding: Finding) -> None:
+def _ask_checkpoint(session: Session, book: LiveBook, run: LiveRun, finding: Finding) -> None:
     run.checkpoint_asked = True
     if run.directive is Action.CONTINUE:
         run.directive = Action.CHECKPOINT
@@ -230,9 +234,10 @@ def _ask_checkpoint(session: Session, book: Book, run: RunRow, finding: Finding)
     )
 
 
-def _warn(session: Session, book: Book, run: RunRow | None, finding: Finding) -> None:
+def _warn(session: Session, book: LiveBook, run: LiveRun | None, finding: Finding) -> None:
     subject = f"budget:{book.budget.id}"
     if finding.reason is Reason.THRESHOLD:
+        # evidence values are typed `object`; the threshold rule's `threshold_pct` is an int
         book.budget.alerted_pct = int(finding.evidence["threshold_pct"])  # type: ignore[call-overload]
     elif run is not None:
         setattr(run, RUN_ALERT_FLAG[finding.reason], True)
@@ -245,7 +250,7 @@ def _warn(session: Session, book: Book, run: RunRow | None, finding: Finding) ->
 
 def _record(
     session: Session,
-    book: Book,
+    book: LiveBook,
     subject: str,
     finding: Finding,
     message: str,

@@ -37,6 +37,7 @@ from governor.services.money.book import Book, open_books
 from governor.services.monitoring import metric_history, telemetry
 from governor.services.replica import leadership
 from governor.services.replica.leadership import Leader
+from governor.services.security.write_limits import WriteKind
 
 Labels = tuple[str, ...]
 
@@ -88,7 +89,7 @@ def collect(
 
 
 def this_replica(
-    refused: Mapping[str, int],
+    refused: Mapping[WriteKind, int],
     write_failures: Mapping[str, int],
     writes_failing: bool,
     deliveries: Mapping[tuple[str, str], int],
