@@ -8,7 +8,6 @@ preflight admission (governor.services.plans.document).
 from __future__ import annotations
 
 import math
-from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any, Generic, TypeVar
 
@@ -24,18 +23,16 @@ from governor.api.read_models import api_model
 from governor.domain.health import MAX_WINDOW, Goal, Measure, Response
 from governor.domain.health import Kind as HealthKind
 from governor.domain.model import (
-    Action,
     Category,
     Phase,
-    Reason,
     Role,
     RunStatus,
     Severity,
 )
-from governor.domain.preflight.rules import Finding
 from governor.services.events import Event
 from governor.services.fleet.budget_model import Budget
 from governor.services.fleet.pod_model import Pod, ResumedPod
+from governor.services.jobs import checkins
 from governor.services.money.extension_model import Extension
 from governor.services.monitoring.agent_reports import Accepted, NodeAccepted
 from governor.services.monitoring.metric_point_model import MetricPoint
@@ -56,8 +53,6 @@ from governor.services.security.safe_input import (
     line,
 )
 from governor.services.stopping.stop_order_model import StopOrder
-
-UsdText = Annotated[str, Field(examples=["12.50"], description="decimal dollars")]
 
 
 def _finite(value: Any) -> Any:
@@ -270,24 +265,8 @@ class HeartbeatIn(Strict):
         return status
 
 
-class BudgetBrief(BaseModel):
-    spent_usd: UsdText
-    committed_usd: UsdText
-    effective_ceiling_usd: UsdText
-    remaining_usd: UsdText
-    burn_rate_usd_per_hour: UsdText
-    as_of: datetime = Field(
-        description="when these figures were taken: the latest enforcement pass over the budget"
-    )
-
-
-class DirectiveOut(BaseModel):
-    action: Action
-    reason: Reason | None
-    message: str | None
-    deadline: datetime | None
-    budget: BudgetBrief
-    next_heartbeat_s: float
+BudgetBrief = api_model(checkins.BudgetBrief, name="BudgetBrief")
+DirectiveOut = api_model(checkins.Directive)
 
 
 class RunEventIn(Strict):
@@ -433,9 +412,6 @@ class ReleaseIn(Strict):
         description="the canary's measured peak memory per GPU, in GiB"
     )
     reason: free_text(2000, min_length=1) = Field(description="where the figure comes from")
-
-
-PlanReasonOut = api_model(Finding)
 
 
 PlanCheckOut = api_model(PlanCheck)

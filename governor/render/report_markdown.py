@@ -9,8 +9,9 @@ from collections.abc import Iterable, Sequence
 from governor.domain.money import ZERO, dollars
 from governor.render.format import in_gib, instant, share
 from governor.render.report_text import evidence, spend_line
+from governor.services.events import Event
 from governor.services.money.pod_bill_model import PodBill
-from governor.services.view.report import Listed, Report
+from governor.services.view.report import Report
 
 POD_HEADERS = ("pod", "id", "provider", "GPUs", "state", "rate", "spent", "billed", "bill through")
 NO_BILL = "no bill read yet"
@@ -26,27 +27,27 @@ def render(r: Report) -> str:
         _failures(r),
         _extensions(r),
         _memory(r),
-        _timeline(r.timeline),
+        _timeline(r),
     ]
     return "\n\n".join(sections) + "\n"
 
 
 def _summary(r: Report) -> str:
-    budget, f = r.book.budget, r.book.figures
+    budget = r.budget
     rows = [
-        ("Ceiling (declared)", dollars(budget.ceiling_usd)),
-        ("Approved extensions", dollars(f.effective_ceiling - budget.ceiling_usd)),
-        ("Effective ceiling", dollars(f.effective_ceiling)),
-        ("Spent", dollars(f.spent)),
-        ("Committed", dollars(f.committed)),
-        ("Remaining", dollars(f.remaining)),
-        ("Burn rate", f"{dollars(f.burn_per_hour)}/h"),
+        ("Ceiling (declared)", dollars(budget.ceiling)),
+        ("Approved extensions", dollars(budget.approved_extensions)),
+        ("Effective ceiling", dollars(budget.effective_ceiling)),
+        ("Spent", dollars(budget.spent)),
+        ("Committed", dollars(budget.committed)),
+        ("Remaining", dollars(budget.remaining)),
+        ("Burn rate", f"{dollars(budget.burn_rate_per_hour)}/h"),
     ]
     return "\n".join(
         [
             f"# Run report: {budget.name} ({budget.id})",
             "",
-            f"Generated {instant(r.book.now)}. Budget state: **{budget.state.value}**."
+            f"Generated {instant(r.generated_at)}. Budget state: **{budget.state.value}**."
             + (f" Note: {budget.note}" if budget.note else ""),
             "",
             _table(("", "amount"), rows, right=(1,)),
@@ -56,11 +57,10 @@ def _summary(r: Report) -> str:
 
 def _runs(r: Report) -> str:
     rows = []
-    for run in r.book.runs:
+    for run in r.runs:
         steps = f"{run.step}" + (f" / {run.total_steps}" if run.total_steps else "")
-        checkpoint = (
-            f"step {run.checkpoint_step} at {run.checkpoint_path}" if run.checkpoint_path else "—"
-        )
+        saved = run.checkpoint
+        checkpoint = f"step {saved.step} at {saved.path}" if saved else "—"
         phase = run.phase.value if run.phase else "—"
         pod = r.pods[run.pod_id].name
         rows.append((run.name, run.id, pod, run.status.value, phase, steps, checkpoint))
@@ -69,11 +69,7 @@ def _runs(r: Report) -> str:
 
 
 def _metrics(r: Report) -> str:
-    rows = [
-        (run.name, m.name, f"{m.value:.6g}", str(m.step), instant(m.at))
-        for run in r.book.runs
-        for m in r.metrics.get(run.id, ())
-    ]
+    rows = [(m.run_name, m.name, f"{m.value:.6g}", str(m.step), instant(m.at)) for m in r.metrics]
     headers = ("run", "metric", "last value", "step", "at")
     return "\n\n".join(
         [
@@ -86,25 +82,25 @@ def _metrics(r: Report) -> str:
 
 
 def _spend(r: Report) -> str:
-    spent = r.book.figures.spent
+    spent = r.spend.spent
     phases = [
-        (spend_line(line), dollars(amount), share(amount, spent))
-        for line, amount in r.by_phase.items()
-        if amount != ZERO
+        (spend_line(p.phase), dollars(p.spent), share(p.spent, spent))
+        for p in r.spend.by_phase
+        if p.spent != ZERO
     ]
     phases.append(("**total**", f"**{dollars(spent)}**", share(spent, spent)))
     pods = [
         (
-            s.pod.name,
-            s.pod.id,
-            f"{s.pod.provider} {s.pod.provider_ref}",
-            f"{s.pod.gpu_count or '?'} x {s.pod.gpu_type}" if s.pod.gpu_type else "—",
-            s.pod.state.value,
-            f"{dollars(s.pod.hourly_rate_usd)}/h",
+            s.name,
+            s.pod_id,
+            f"{s.provider} {s.provider_ref}",
+            f"{s.gpu_count or '?'} x {s.gpu_type}" if s.gpu_type else "—",
+            s.state.value,
+            f"{dollars(s.hourly_rate)}/h",
             dollars(s.spent),
             *_bill(s.bill),
         )
-        for s in r.spend
+        for s in r.spend.by_pod
     ]
     return "\n\n".join(
         [
@@ -128,12 +124,13 @@ def _stops(r: Report) -> str:
     if not r.stops:
         return "## Stops\n\nNo stop was ordered."
     lines = ["## Stops", ""]
-    for stop in r.stops:
-        o, pod = stop.order, r.pods[stop.order.pod_id]
+    pods = r.pods
+    for o in r.stops:
+        pod = pods[o.pod_id]
         lines.append(
-            f"- **{pod.name}** ({pod.provider} {pod.provider_ref}, {pod.id}): "
+            f"- **{pod.name}** ({pod.provider} {pod.provider_ref}, {pod.pod_id}): "
             f"`{o.reason.value}`, ordered {instant(o.created_at)}"
-            f" (state `{o.state.value}`). Why: {stop.why or 'not recorded'}"
+            f" (state `{o.state.value}`). Why: {o.why or 'not recorded'}"
         )
         steps = [("save deadline", o.deadline), ("job notified", o.notified_at)]
         steps += [("job acknowledged", o.acked_at), ("provider stop sent", o.sent_at)]
@@ -150,10 +147,10 @@ def _stops(r: Report) -> str:
 
 def _failures(r: Report) -> str:
     lines = ["## Failures by category", ""]
-    lines += [f"- {c.value}: {listed.total}" for c, listed in r.failures.items()]
-    for category, listed in r.failures.items():
-        if listed.events:
-            lines += ["", f"### {category.value}", "", *_listed(listed)]
+    lines += [f"- {f.category.value}: {f.total}" for f in r.failures]
+    for f in r.failures:
+        if f.events:
+            lines += ["", f"### {f.category.value}", "", *_listed(f.events, f.note)]
     return "\n".join(lines)
 
 
@@ -161,7 +158,7 @@ def _extensions(r: Report) -> str:
     rows = [
         (
             instant(e.created_at),
-            dollars(e.amount_usd),
+            dollars(e.amount),
             e.requested_by.value,
             e.reason,
             e.state.value,
@@ -177,13 +174,13 @@ def _extensions(r: Report) -> str:
 def _memory(r: Report) -> str:
     peaks = [
         (
-            p.run.name,
-            f"{p.peak.gpu_name} {p.peak.gpu_uuid}",
-            in_gib(p.peak.peak_used_bytes),
-            in_gib(p.peak.memory_total_bytes),
-            instant(p.peak.at),
+            p.run_name,
+            f"{p.gpu_name} {p.gpu_uuid}",
+            in_gib(p.peak_used_bytes),
+            in_gib(p.memory_total_bytes),
+            instant(p.at),
         )
-        for p in r.peaks
+        for p in r.memory.peaks
     ]
     plans = [
         (
@@ -194,11 +191,11 @@ def _memory(r: Report) -> str:
             p.gpu_type,
             f"{p.modeled_gib:.1f}",
             f"{p.usable_gib:.1f}",
-            dollars(p.worst_case_usd),
-            dollars(p.available_usd),
+            dollars(p.worst_case),
+            dollars(p.available),
             instant(p.created_at),
         )
-        for p in r.plans
+        for p in r.memory.plans
     ]
     plan_headers: tuple[str, ...] = ("plan", "verdict", "GPU", "modeled GiB/GPU", "usable GiB")
     plan_headers += ("worst case", "available", "checked")
@@ -211,7 +208,7 @@ def _memory(r: Report) -> str:
             dollars(p.reserved),
             "yes" if p.released else "no",
         )
-        for p in r.admitted
+        for p in r.memory.admitted
     ]
     admitted_headers = ("plan", "verdict", "worst case", "spent", "reserved", "released")
     return "\n\n".join(
@@ -231,14 +228,13 @@ def _memory(r: Report) -> str:
     )
 
 
-def _timeline(timeline: Listed) -> str:
-    return "\n".join(["## Timeline", "", *(_listed(timeline) or ["No events."])])
+def _timeline(r: Report) -> str:
+    return "\n".join(["## Timeline", "", *(_listed(r.timeline, r.timeline_note) or ["No events."])])
 
 
-def _listed(listed: Listed) -> list[str]:
-    note = listed.note
+def _listed(events: Sequence[Event], note: str | None) -> list[str]:
     lines = [f"*{note}*", ""] if note else []
-    for e in listed.events:
+    for e in events:
         lines.append(
             f"- {instant(e.at)} **{e.severity.value}** {e.category.value} `{e.subject}`: "
             + " ".join(e.message.split())

@@ -94,5 +94,5 @@ def test_the_pass_counts_approved_extensions_alone(gov: Governor) -> None:
         gov.tick(300)
     answer = gov.beat(run, step=7)
     assert answer.action is Action.CONTINUE
-    assert answer.figures.spent > D("1.00")
-    assert answer.figures.effective_ceiling == D("13.00")
+    assert answer.budget.spent > D("1.00")
+    assert answer.budget.effective_ceiling == D("13.00")

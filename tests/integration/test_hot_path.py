@@ -107,12 +107,12 @@ def test_the_figures_answered_are_the_latest_passs(gov: Governor) -> None:
     gov.tick(600)
     directive = gov.beat(run, step=5)
     book = gov.book(repo_budget(gov, run))
-    assert directive.figures_at == gov.clock.now()
-    assert directive.figures.spent == book.figures.spent
+    assert directive.budget.as_of == gov.clock.now()
+    assert directive.budget.spent == book.figures.spent
     gov.clock.advance(60)  # no pass since: the answer says how old its figures are
     later = gov.beat(run, step=6)
-    assert later.figures_at == directive.figures_at
-    assert later.figures.spent == directive.figures.spent
+    assert later.budget.as_of == directive.budget.as_of
+    assert later.budget.spent == directive.budget.spent
 
 
 def repo_budget(gov: Governor, run: str) -> str:

@@ -103,19 +103,12 @@ def test_a_model_and_those_built_on_its_way_are_of_the_module_that_asked_first()
     assert api_model(Line).__module__ == __name__
 
 
-# Built by hand, for now: the heartbeat's answer (serialised once, on the busiest route) and
-# the run report, whose own read model still holds storage rows.
-BUILT_BY_HAND = {"DirectiveOut", "ReportOut"}
-
-
 def test_every_response_model_is_a_read_models_or_a_page_of_them() -> None:
     for router in routers():
         for route in router.routes:
             model = getattr(route, "response_model", None)
             if not isinstance(model, type) or not issubclass(model, BaseModel):
                 continue  # plain JSON (/healthz) or none (/readyz, /metrics)
-            if model.__name__ in BUILT_BY_HAND:
-                continue
             items = model.__pydantic_generic_metadata__["args"]
             assert issubclass(items[0] if items else model, Out), route.path
 

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 
 from fastapi import Response
 
-from governor.api import views
 from governor.api.deps import Context, HeartbeatWriter, Transaction
 from governor.api.error_responses import errors
 from governor.api.heartbeat.lean import lean_route
@@ -65,17 +64,10 @@ def _beat(body: HeartbeatIn) -> checkins.Heartbeat:
 
 
 def _answer(directive: checkins.Directive) -> Response:
-    answer = DirectiveOut(
-        action=directive.action,
-        reason=directive.reason,
-        message=directive.message,
-        deadline=directive.deadline,
-        budget=views.brief(directive.figures, directive.figures_at),
-        next_heartbeat_s=directive.next_heartbeat_s,
-    )
-    # Built and serialised once: returned as a model, it would be dumped, validated again
-    # (in a second worker thread) and serialised; response_model keeps its OpenAPI entry.
-    return Response(answer.model_dump_json(), media_type="application/json")
+    # Built and serialised once: returned as the read model, it would be validated (in a
+    # second worker thread) and then serialised; response_model keeps its OpenAPI entry.
+    answer = DirectiveOut.model_validate(directive).model_dump_json()
+    return Response(answer, media_type="application/json")
 
 
 # The first route after the probes: the busiest route is matched first;

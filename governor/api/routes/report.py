@@ -5,7 +5,7 @@ from typing import Annotated, Literal
 from fastapi import Query, Response
 
 from governor.api.deps import Context, Now, Tx, Viewer
-from governor.api.report_view import ReportOut, report
+from governor.api.report_view import ReportOut
 from governor.api.route import api_router
 from governor.render import report_html, report_markdown
 from governor.services.view import report as run_report
@@ -28,7 +28,7 @@ def get_report(
     tx: Tx,
     now: Now,
     fmt: Annotated[Literal["json", "md", "html"], Query(alias="format")] = "json",
-) -> ReportOut | Response:
+) -> run_report.Report | Response:
     """The run record: spend by pod and by phase, stops and why, failures by category,
     extensions, measured peaks next to the preflight verdicts, and every decision with its
     evidence. `?format=md` gives it as Markdown, `?format=html` as a page for a browser."""
@@ -44,4 +44,4 @@ def get_report(
                 media_type="text/html; charset=utf-8",
                 headers={"Content-Security-Policy": HTML_POLICY},
             )
-        return report(session, built)
+        return built

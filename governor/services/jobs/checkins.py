@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from typing import Any, Protocol
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -46,13 +47,28 @@ class Heartbeat:
 
 
 @dataclass(frozen=True)
+class BudgetBrief:
+    """The budget's figures a heartbeat is answered with."""
+
+    spent: Decimal
+    committed: Decimal
+    effective_ceiling: Decimal
+    remaining: Decimal
+    burn_rate_per_hour: Decimal
+    as_of: datetime = field(
+        metadata={
+            "doc": "when these figures were taken: the latest enforcement pass over the budget"
+        }
+    )
+
+
+@dataclass(frozen=True)
 class Directive:
     action: Action
     reason: Reason | None
     message: str | None
     deadline: datetime | None
-    figures: Figures
-    figures_at: datetime  # the figures are as of the latest enforcement pass
+    budget: BudgetBrief
     next_heartbeat_s: float
 
 
@@ -273,8 +289,14 @@ def _directive(
         reason=run.directive_reason,
         message=run.directive_message,
         deadline=None if order is None else order.deadline,
-        figures=figures,
-        figures_at=figures_at or now,
+        budget=BudgetBrief(
+            spent=figures.spent,
+            committed=figures.committed,
+            effective_ceiling=figures.effective_ceiling,
+            remaining=figures.remaining,
+            burn_rate_per_hour=figures.burn_per_hour,
+            as_of=figures_at or now,
+        ),
         next_heartbeat_s=next_heartbeat_s(
             run.heartbeat_timeout_s, None if to_ceiling is None else max(0.0, to_ceiling - age_s)
         ),

@@ -72,7 +72,7 @@ def plan_check(row: PlanCheckRow) -> PlanCheck:
         canary_released_at=row.canary_released_at,
         canary_peak_gib=row.canary_peak_gib,
         canary_released_by=row.canary_released_by,
-        reasons=tuple(_finding(r) for r in row.reasons),
+        reasons=tuple(finding(r) for r in row.reasons),
         memory=memory(row.figures["memory"]),
         cost=cost(row.figures["cost"]),
         plan=row.plan,
@@ -80,7 +80,8 @@ def plan_check(row: PlanCheckRow) -> PlanCheck:
     )
 
 
-def _finding(stored: dict[str, Any]) -> Finding:
+def finding(stored: dict[str, Any]) -> Finding:
+    """A finding as a check stored it."""
     return Finding(
         rule=stored["rule"],
         verdict=Verdict(stored["verdict"]),

@@ -12,13 +12,17 @@ A report lists at most `report_timeline_events` events in its timeline (the late
 the latest few (FAILURES_LISTED) in each failure category, whose events the timeline lists
 too; it says how many it left out and where to page through them. Its figures (spend, failure
 counts) always count everything. What a report holds is bounded by those numbers of events.
+
+A report is a read model made of read models (the budget, its runs, events, extensions, stop
+orders, bills and admitted plans as the API gives them elsewhere): its JSON follows from it
+field by field, and its HTML and Markdown read the same values.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -30,25 +34,32 @@ from sqlalchemy.orm import Session
 from governor.db import repository as repo
 from governor.db.tables import (
     EventRow,
-    ExtensionRow,
-    GpuPeakRow,
     LedgerEntryRow,
     PlanCheckRow,
-    PodRow,
-    RunMetricRow,
     RunPhaseRow,
     RunRow,
     StopOrderRow,
 )
 from governor.domain.attribution import BUCKETS, PhaseSpan, attribute, spans_of
 from governor.domain.ledger import Charge, accrue
-from governor.domain.model import Category, EntryKind, Phase, Severity
+from governor.domain.model import Category, EntryKind, Phase, PodState, Severity
 from governor.domain.money import ZERO
 from governor.domain.paging import PageRequest
+from governor.domain.preflight.rules import Finding, Verdict
+from governor.services import events
 from governor.services.context import GovernorConfig
+from governor.services.events import Event
+from governor.services.fleet import budget_model
+from governor.services.fleet.budget_model import Budget
+from governor.services.money import extension_model
 from governor.services.money.book import Book, meter, open_book
+from governor.services.money.extension_model import Extension
 from governor.services.money.pod_bill_model import PodBill, bill_of
 from governor.services.monitoring import metric_history
+from governor.services.plans.plan_check_model import finding
+from governor.services.runs import run_model
+from governor.services.runs.run_model import Run
+from governor.services.stopping.stop_order_model import StopOrder, stop_order
 from governor.services.view.dashboard_model import PlanLine
 from governor.services.view.status import admitted_plans
 
@@ -58,33 +69,59 @@ FAILURES_LISTED = 10  # each failure category: its count, and the latest so many
 
 
 @dataclass(frozen=True)
-class PodSpend:
-    pod: PodRow
+class PhaseSpend:
+    phase: str  # a line of SPEND_LINES
     spent: Decimal
-    by_phase: dict[str, Decimal]  # every line of SPEND_LINES
-    bill: PodBill
 
 
 @dataclass(frozen=True)
-class Stop:
-    order: StopOrderRow
+class PodSpend:
+    pod_id: str
+    name: str
+    provider: str
+    provider_ref: str
+    gpu_type: str | None
+    gpu_count: int | None
+    state: PodState
+    hourly_rate: Decimal
+    spent: Decimal
+    by_phase: tuple[PhaseSpend, ...]  # every line of SPEND_LINES
+    bill: PodBill = field(
+        metadata={
+            "doc": "what the provider last billed and the instant that bill runs to "
+            "(null both: no bill read yet)"
+        }
+    )
+
+
+@dataclass(frozen=True)
+class Spend:
+    spent: Decimal  # the budget's spent figure: its lines add up to it exactly
+    by_phase: tuple[PhaseSpend, ...]  # every line of SPEND_LINES, over all the pods
+    by_pod: tuple[PodSpend, ...]
+
+
+@dataclass(frozen=True)
+class Stop(StopOrder):
     why: str | None  # the message of the decision that ordered it
 
 
 @dataclass(frozen=True)
-class Peak:
-    run: RunRow
-    peak: GpuPeakRow
+class Failures:
+    """A failure category's events as a report lists them: the latest, oldest first, and
+    those it leaves out."""
 
-
-@dataclass(frozen=True)
-class Listed:
-    """Events as a report lists them: the latest, oldest first, and those it leaves out."""
-
-    events: list[EventRow]
-    left_out: int  # the earlier events not listed
-    occurrences: int  # of all of them, listed or not, those folded into them included
-    earlier: str | None  # the API call that pages through those left out
+    category: Category
+    occurrences: int = field(
+        metadata={"api": "count", "doc": "every occurrence, listed or not (folded ones included)"}
+    )
+    events: tuple[Event, ...] = field(metadata={"doc": "the latest 10 at most, oldest first"})
+    left_out: int = field(
+        metadata={"api": "events_left_out", "doc": "the earlier events not listed"}
+    )
+    earlier: str | None = field(
+        metadata={"api": "earlier_events", "doc": "the API call that pages through them"}
+    )
 
     @property
     def total(self) -> int:
@@ -92,64 +129,139 @@ class Listed:
 
     @property
     def note(self) -> str | None:
-        """What a reader is told when some are left out."""
-        if not self.left_out:
-            return None
-        return (
-            f"The latest {len(self.events)} of {self.total} events are listed; the "
-            f"{self.left_out} earlier ones are left out. GET {self.earlier} pages through them."
-        )
+        return left_out_note(len(self.events), self.left_out, self.earlier)
+
+
+@dataclass(frozen=True)
+class Metric:
+    run_id: str
+    run_name: str
+    name: str
+    value: float = field(metadata={"doc": "the last finite value (a minute's mean once folded)"})
+    step: int
+    at: datetime
+
+
+@dataclass(frozen=True)
+class Peak:
+    run_id: str
+    run_name: str
+    gpu_uuid: str
+    gpu_name: str
+    peak_used_bytes: int
+    memory_total_bytes: int | None
+    at: datetime
+
+
+@dataclass(frozen=True)
+class PlanVerdict:
+    """A verdict given on one of the budget's plans, as the report lists it."""
+
+    id: str
+    job_id: str
+    verdict: Verdict
+    gpu_type: str
+    modeled_gib: float
+    usable_gib: float
+    worst_case: Decimal
+    available: Decimal
+    reasons: tuple[Finding, ...]
+    created_at: datetime
+    override_reason: str | None = field(metadata={"doc": "an operator let this no_go through"})
+    withdrawn_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Memory:
+    peaks: tuple[Peak, ...]
+    plans: tuple[PlanVerdict, ...]  # every verdict given, oldest first
+    admitted: tuple[PlanLine, ...] = field(
+        metadata={
+            "doc": "each admitted plan: its worst case, what it spent, what it still reserves"
+        }
+    )
 
 
 @dataclass(frozen=True)
 class Report:
-    book: Book
-    spend: list[PodSpend]
-    timeline: Listed  # the budget's events
-    stops: list[Stop]
-    failures: dict[Category, Listed]  # warning and critical, per failure category
-    extensions: Sequence[ExtensionRow]
-    metrics: dict[str, list[RunMetricRow]]  # per run: the last point of each metric, by name
-    peaks: list[Peak]
-    plans: Sequence[PlanCheckRow]  # every verdict given, oldest first
-    admitted: tuple[PlanLine, ...]  # the admitted plans: reserved vs actually spent
+    budget: Budget
+    generated_at: datetime
+    runs: tuple[Run, ...]
+    metrics: tuple[Metric, ...] = field(
+        metadata={"doc": "each run's last value of each of its metrics"}
+    )
+    spend: Spend
+    stops: tuple[Stop, ...]
+    failures: tuple[Failures, ...]  # warning and critical, per failure category
+    extensions: tuple[Extension, ...]
+    memory: Memory
+    timeline: tuple[Event, ...] = field(
+        metadata={
+            "doc": "the budget's latest events (GOVERNOR_REPORT_TIMELINE_EVENTS), oldest first"
+        }
+    )
+    timeline_left_out: int = field(metadata={"doc": "the earlier events not in the timeline"})
+    earlier_events: str | None = field(
+        metadata={"doc": "the API call that pages through the events left out (null: none are)"}
+    )
 
     @property
-    def pods(self) -> dict[str, PodRow]:
+    def pods(self) -> dict[str, PodSpend]:
         """The budget's pods by id: its runs and its stops name theirs."""
-        return {pod.id: pod for pod in self.book.pods}
+        return {pod.pod_id: pod for pod in self.spend.by_pod}
 
     @property
-    def by_phase(self) -> dict[str, Decimal]:
-        totals = dict.fromkeys(SPEND_LINES, ZERO)
-        for pod in self.spend:
-            for line, amount in pod.by_phase.items():
-                totals[line] += amount
-        return totals
+    def timeline_note(self) -> str | None:
+        return left_out_note(len(self.timeline), self.timeline_left_out, self.earlier_events)
+
+
+def left_out_note(listed: int, left_out: int, earlier: str | None) -> str | None:
+    """What a reader is told when some events are left out."""
+    if not left_out:
+        return None
+    return (
+        f"The latest {listed} of {listed + left_out} events are listed; the "
+        f"{left_out} earlier ones are left out. GET {earlier} pages through them."
+    )
 
 
 def build(session: Session, config: GovernorConfig, budget_id: str, now: datetime) -> Report:
     book = open_book(session, budget_id, now, config)
     cap = config.report_timeline_events
     few = min(cap, FAILURES_LISTED)
+    by_pod = _spend(session, book)
+    _, timeline, left_out, earlier = _listed(session, cap, budget_id=budget_id)
     return Report(
-        book=book,
-        spend=_spend(session, book),
-        timeline=_listed(session, cap, budget_id=budget_id),
+        budget=budget_model.budget(book),
+        generated_at=book.now,
+        runs=tuple(run_model.run(session, run) for run in book.runs),
+        metrics=_metrics(session, book.runs),
+        spend=Spend(book.figures.spent, _by_phase(by_pod), by_pod),
         stops=_stops(session, budget_id),
-        failures={
-            c: _listed(session, few, budget_id=budget_id, category=c, min_severity=Severity.WARNING)
+        failures=tuple(
+            Failures(
+                c,
+                *_listed(
+                    session, few, budget_id=budget_id, category=c, min_severity=Severity.WARNING
+                ),
+            )
             for c in FAILURE_CATEGORIES
-        },
-        extensions=repo.extensions(session, budget_id=budget_id),
-        metrics=metric_history.latest(session, [r.id for r in book.runs]),
-        peaks=_peaks(session, book.runs),
-        plans=repo.plan_checks_of(session, budget_id),
-        admitted=admitted_plans(session, book),
+        ),
+        extensions=tuple(
+            extension_model.extension(e) for e in repo.extensions(session, budget_id=budget_id)
+        ),
+        memory=Memory(
+            peaks=_peaks(session, book.runs),
+            plans=tuple(_verdict(p) for p in repo.plan_checks_of(session, budget_id)),
+            admitted=admitted_plans(session, book),
+        ),
+        timeline=timeline,
+        timeline_left_out=left_out,
+        earlier_events=earlier,
     )
 
 
-def _spend(session: Session, book: Book) -> list[PodSpend]:
+def _spend(session: Session, book: Book) -> tuple[PodSpend, ...]:
     entries: dict[str, list[LedgerEntryRow]] = defaultdict(list)
     for entry in session.scalars(
         select(LedgerEntryRow)
@@ -172,8 +284,34 @@ def _spend(session: Session, book: Book) -> list[PodSpend]:
         for entry in entries[pod.id]:
             if entry.kind is not EntryKind.ACCRUAL:
                 by_phase[entry.kind.value] += entry.amount_usd
-        result.append(PodSpend(pod, book.spent_on(pod), by_phase, bill_of(pod)))
-    return result
+        result.append(
+            PodSpend(
+                pod_id=pod.id,
+                name=pod.name,
+                provider=pod.provider,
+                provider_ref=pod.provider_ref,
+                gpu_type=pod.gpu_type,
+                gpu_count=pod.gpu_count,
+                state=pod.state,
+                hourly_rate=pod.hourly_rate_usd,
+                spent=book.spent_on(pod),
+                by_phase=_lines(by_phase),
+                bill=bill_of(pod),
+            )
+        )
+    return tuple(result)
+
+
+def _by_phase(pods: Sequence[PodSpend]) -> tuple[PhaseSpend, ...]:
+    totals = dict.fromkeys(SPEND_LINES, ZERO)
+    for pod in pods:
+        for line in pod.by_phase:
+            totals[line.phase] += line.spent
+    return _lines(totals)
+
+
+def _lines(amounts: dict[str, Decimal]) -> tuple[PhaseSpend, ...]:
+    return tuple(PhaseSpend(line, amount) for line, amount in amounts.items())
 
 
 def _phase_spans(session: Session, runs: Sequence[RunRow]) -> dict[str, list[PhaseSpan]]:
@@ -186,19 +324,23 @@ def _phase_spans(session: Session, runs: Sequence[RunRow]) -> dict[str, list[Pha
     return {r.id: spans_of(changes[r.id], r.ended_at) for r in runs}
 
 
-def _listed(session: Session, cap: int, **narrowed: Any) -> Listed:
-    """The latest `cap` events so narrowed, and how to read the rest over the API."""
+def _listed(
+    session: Session, cap: int, **narrowed: Any
+) -> tuple[int, tuple[Event, ...], int, str | None]:
+    """The latest `cap` events so narrowed, and how to read the rest over the API, as a
+    failure category lists them: every occurrence, the events listed (oldest first), how
+    many earlier ones are left out, and the API call that pages through those."""
     latest = repo.events_page(session, PageRequest(limit=cap), **narrowed)
     rows, occurrences = repo.event_tally(session, **narrowed)
     earlier = None
     if latest.next_cursor is not None:
         query = {k: getattr(v, "value", v) for k, v in narrowed.items()}
         earlier = f"/v1/events?{urlencode({**query, 'cursor': latest.next_cursor})}"
-    shown = latest.items[::-1]
-    return Listed(shown, max(rows - len(shown), 0), occurrences, earlier)
+    shown = tuple(events.event(e) for e in latest.items[::-1])
+    return occurrences, shown, max(rows - len(shown), 0), earlier
 
 
-def _stops(session: Session, budget_id: str) -> list[Stop]:
+def _stops(session: Session, budget_id: str) -> tuple[Stop, ...]:
     """The budget's stop orders, each with the decision that ordered it: the first event
     recorded at the order's instant that names it."""
     orders = session.scalars(
@@ -214,10 +356,49 @@ def _stops(session: Session, budget_id: str) -> list[Stop]:
             .order_by(EventRow.id)
         )
         why = next((e.message for e in recorded if e.evidence.get("stop_order") == order.id), None)
-        stops.append(Stop(order, why))
-    return stops
+        stops.append(Stop(**vars(stop_order(order)), why=why))
+    return tuple(stops)
 
 
-def _peaks(session: Session, runs: Sequence[RunRow]) -> list[Peak]:
+def _metrics(session: Session, runs: Sequence[RunRow]) -> tuple[Metric, ...]:
+    latest = metric_history.latest(session, [r.id for r in runs])
+    return tuple(
+        Metric(run.id, run.name, m.name, m.value, m.step, m.at)
+        for run in runs
+        for m in latest.get(run.id, ())
+    )
+
+
+def _peaks(session: Session, runs: Sequence[RunRow]) -> tuple[Peak, ...]:
     peaks = repo.peaks_of(session, [r.id for r in runs])
-    return [Peak(run, p) for run in runs for p in peaks if p.run_id == run.id]
+    return tuple(
+        Peak(
+            run.id,
+            run.name,
+            p.gpu_uuid,
+            p.gpu_name,
+            p.peak_used_bytes,
+            p.memory_total_bytes,
+            p.at,
+        )
+        for run in runs
+        for p in peaks
+        if p.run_id == run.id
+    )
+
+
+def _verdict(row: PlanCheckRow) -> PlanVerdict:
+    return PlanVerdict(
+        id=row.id,
+        job_id=row.job_id,
+        verdict=row.verdict,
+        gpu_type=row.gpu_type,
+        modeled_gib=row.modeled_gib,
+        usable_gib=row.usable_gib,
+        worst_case=row.worst_case_usd,
+        available=row.available_usd,
+        reasons=tuple(finding(r) for r in row.reasons),
+        created_at=row.created_at,
+        override_reason=row.override_reason,
+        withdrawn_at=row.withdrawn_at,
+    )
