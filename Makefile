@@ -33,6 +33,7 @@ lint: $(DEV)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 # Two workers even on two cores: most end-to-end tests wait on servers they started.
 test: lint

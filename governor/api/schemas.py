@@ -63,15 +63,17 @@ def _finite(value: Any) -> Any:
 
 
 Seconds = Annotated[float, Field(gt=0, le=86_400), BeforeValidator(_finite)]
-GpuUuids = Annotated[list[line(100, min_length=1)], Field(min_length=1, max_length=64)]
+GpuUuids = Annotated[
+    list[Annotated[str, line(100, min_length=1)]], Field(min_length=1, max_length=64)
+]
 Pid = Annotated[int, Field(ge=0, le=2**32)]
 ProcessPids = Annotated[list[Pid], Field(min_length=1, max_length=64)]
-ProcessPattern = line(200, min_length=1, pattern=r"\S")
-Text = free_text(2000, min_length=1, pattern=r"\S")
+ProcessPattern = Annotated[str, line(200, min_length=1, pattern=r"\S")]
+Text = Annotated[str, free_text(2000, min_length=1, pattern=r"\S")]
 Steps = Annotated[int, Field(ge=1, le=MAX_INT64)]
 JSON_BYTES = 16 * 1024  # the most a client's JSON document (evidence, metrics) may take
 Node = Annotated[
-    line(253, min_length=1, pattern=r"^[A-Za-z0-9]([A-Za-z0-9._:-]*[A-Za-z0-9])?$"),
+    Annotated[str, line(253, min_length=1, pattern=r"^[A-Za-z0-9]([A-Za-z0-9._:-]*[A-Za-z0-9])?$")],
     Field(
         description="a machine's name, as its node agent reports it (a Kubernetes node name, "
         "a hostname)",
@@ -140,14 +142,14 @@ class CloseIn(Strict):
 
 
 class PodIn(Strict):
-    provider: line(40, min_length=1)
-    provider_ref: line(200, min_length=1)
+    provider: Annotated[str, line(40, min_length=1)]
+    provider_ref: Annotated[str, line(200, min_length=1)]
     name: Name | None = Field(
         None,
         description="what people call it, unique within its budget; unset: its provider_ref",
     )
     hourly_rate_usd: PositiveUsd | None = None
-    gpu_type: line(100) | None = None
+    gpu_type: Annotated[str, line(100)] | None = None
     gpu_count: Annotated[int, Field(ge=1, le=1024)] | None = None
     storage_gb: Annotated[float, Field(ge=0, le=1_000_000), BeforeValidator(_finite)] = 0.0
     storage_usd_per_gb_month: Usd = Decimal(0)
@@ -171,12 +173,12 @@ class PodIn(Strict):
     node: Node | None = Field(
         None, description="the machine the pod runs on: that machine's node agent reports for it"
     )
-    persistent_filesystem: line(200, min_length=1) | None = Field(
+    persistent_filesystem: Annotated[str, line(200, min_length=1)] | None = Field(
         None,
         description="terminate-only providers (Lambda): the attached filesystem a checkpoint "
         "must be saved on before the governor may terminate the pod",
     )
-    plan_id: line(32) | None = Field(
+    plan_id: Annotated[str, line(32)] | None = Field(
         None, description="the checked plan it runs under: its verdict admits the pod or not"
     )
 
@@ -214,7 +216,7 @@ class HealthRuleIn(Strict):
     """A training-health rule over one heartbeat metric (docs/health.md)."""
 
     kind: HealthKind
-    metric: line(100, min_length=1)
+    metric: Annotated[str, line(100, min_length=1)]
     action: Response = Response.WARN
     window: Annotated[int, Field(ge=1, le=MAX_WINDOW)] = 20
     threshold: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 1e-8
@@ -225,7 +227,7 @@ class HealthRuleIn(Strict):
 
 class RunIn(Strict):
     name: Name
-    pod_id: line(32, min_length=1)
+    pod_id: Annotated[str, line(32, min_length=1)]
     total_steps: Steps | None = None
     heartbeat_timeout_s: Seconds = 120.0
     checkpoint_grace_s: Annotated[float, Field(ge=0, le=86_400), BeforeValidator(_finite)] = 300.0
@@ -234,7 +236,7 @@ class RunIn(Strict):
 
 class CheckpointIn(Strict):
     step: Step
-    path: line(4096, min_length=1)
+    path: Annotated[str, line(4096, min_length=1)]
 
 
 DirectiveState = api_model(RunDirective, name="DirectiveState")  # before the run's own
@@ -254,7 +256,10 @@ class HeartbeatIn(Strict):
     status: RunStatus = RunStatus.RUNNING
     checkpoint: CheckpointIn | None = None
     metrics: (
-        Annotated[dict[line(100), Metric], Field(max_length=64), json_limits(JSON_BYTES)] | None
+        Annotated[
+            dict[Annotated[str, line(100)], Metric], Field(max_length=64), json_limits(JSON_BYTES)
+        ]
+        | None
     ) = None
 
     @field_validator("status")
@@ -271,7 +276,7 @@ DirectiveOut = api_model(checkins.Directive)
 
 class RunEventIn(Strict):
     category: Category = Field(description="harness, model or provider")
-    kind: line(40) | None = Field(
+    kind: Annotated[str, line(40)] | None = Field(
         None, description='e.g. "oom": an out-of-memory crash is always a model failure'
     )
     severity: Severity = Severity.WARNING
@@ -313,8 +318,8 @@ class TokenIn(Strict):
         description="operator, viewer, or agent (with pod_id, or node for a node agent); job "
         "tokens come with their run"
     )
-    label: line(200) | None = Field(None, description="who or what it is for")
-    pod_id: line(32) | None = None
+    label: Annotated[str, line(200)] | None = Field(None, description="who or what it is for")
+    pod_id: Annotated[str, line(32)] | None = None
     node: Node | None = None
     expires_at: ClientTime | None = Field(None, description="when it stops working; never if unset")
 
@@ -343,13 +348,13 @@ Bytes = Annotated[int, Field(ge=0, le=MAX_INT64)]
 class GpuProcessIn(Strict):
     pid: Pid
     used_memory_bytes: Bytes | None = None
-    name: line(200) | None = None
+    name: Annotated[str, line(200)] | None = None
 
 
 class GpuSampleIn(Strict):
-    uuid: line(100, min_length=1)
+    uuid: Annotated[str, line(100, min_length=1)]
     index: Annotated[int, Field(ge=0, le=1023)]
-    name: line(100) = ""
+    name: Annotated[str, line(100)] = ""
     utilization_pct: Percent | None = None
     utilization_max_pct: Percent | None = None
     memory_total_bytes: Bytes | None = None
@@ -363,7 +368,7 @@ class GpuSampleIn(Strict):
 
 class DeviceProblemIn(Strict):
     index: Annotated[int, Field(ge=0, le=1023)]
-    uuid: line(100) | None = None
+    uuid: Annotated[str, line(100)] | None = None
     error: Note
     lost: bool = False
 
@@ -374,7 +379,7 @@ class ReadingIn(Strict):
     problems: Annotated[list[DeviceProblemIn], Field(max_length=64)] = []  # noqa: RUF012 (copied)
     available: bool = True
     unavailable_reason: Note | None = None
-    driver_version: line(100) | None = None
+    driver_version: Annotated[str, line(100)] | None = None
 
 
 class TelemetryIn(Strict):
@@ -402,7 +407,7 @@ NodeTelemetryAccepted = api_model(NodeAccepted, name="NodeTelemetryAccepted")
 
 
 class OverrideIn(Strict):
-    reason: free_text(2000, min_length=1) = Field(
+    reason: Annotated[str, free_text(2000, min_length=1)] = Field(
         description="why this no_go may go ahead anyway (recorded, and shown in the report)"
     )
 
@@ -411,7 +416,9 @@ class ReleaseIn(Strict):
     measured_peak_gib: Annotated[float, Field(ge=0, le=10_000, allow_inf_nan=False)] = Field(
         description="the canary's measured peak memory per GPU, in GiB"
     )
-    reason: free_text(2000, min_length=1) = Field(description="where the figure comes from")
+    reason: Annotated[str, free_text(2000, min_length=1)] = Field(
+        description="where the figure comes from"
+    )
 
 
 PlanCheckOut = api_model(PlanCheck)

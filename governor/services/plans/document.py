@@ -57,7 +57,7 @@ Gib = Annotated[float, Field(ge=0, le=1_000_000, allow_inf_nan=False)]
 Params = Annotated[float, Field(ge=0, le=1e15, allow_inf_nan=False)]
 Hours = Annotated[Decimal, Field(ge=0, le=8760)]
 Count = Annotated[int, Field(ge=1, le=10_000_000)]
-Label = line(100, min_length=1)
+Label = Annotated[str, line(100, min_length=1)]
 _AS_TEXT = PlainSerializer(format_usd, when_used="json")  # stored as "4.59", not "4.590000"
 PlanUsd = Annotated[Usd, _AS_TEXT]
 PlanRate = Annotated[PositiveUsd, _AS_TEXT]

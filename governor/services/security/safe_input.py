@@ -13,10 +13,13 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Annotated, Any
 
+from annotated_types import GroupedMetadata
 from pydantic import (
     AfterValidator,
     AwareDatetime,
@@ -73,16 +76,29 @@ def _free_text(value: Any) -> Any:
     return value
 
 
-def line(max_length: int, *, min_length: int = 0, pattern: str | None = None) -> Any:
+@dataclass(frozen=True)
+class _Text(GroupedMetadata):
+    """A text field's limits and the characters it refuses: the metadata of a field typed
+    `Annotated[str, line(...)]` or `Annotated[str, free_text(...)]`."""
+
+    max_length: int
+    min_length: int
+    pattern: str | None
+    refuse: Callable[[Any], Any]
+
+    def __iter__(self) -> Iterator[object]:
+        yield Field(min_length=self.min_length, max_length=self.max_length, pattern=self.pattern)
+        yield BeforeValidator(self.refuse)
+
+
+def line(max_length: int, *, min_length: int = 0, pattern: str | None = None) -> _Text:
     """One line of text (a name, an id, a path): no control characters."""
-    limits = Field(min_length=min_length, max_length=max_length, pattern=pattern)
-    return Annotated[str, limits, BeforeValidator(_one_line)]
+    return _Text(max_length, min_length, pattern, _one_line)
 
 
-def free_text(max_length: int, *, min_length: int = 0, pattern: str | None = None) -> Any:
+def free_text(max_length: int, *, min_length: int = 0, pattern: str | None = None) -> _Text:
     """Text that may run over lines (a reason, a message): tab, newline and CR allowed."""
-    limits = Field(min_length=min_length, max_length=max_length, pattern=pattern)
-    return Annotated[str, limits, BeforeValidator(_free_text)]
+    return _Text(max_length, min_length, pattern, _free_text)
 
 
 def _at(path: str) -> str:
@@ -176,6 +192,6 @@ Usd = Annotated[Decimal, BeforeValidator(parse_usd), _MONEY_SCHEMA]
 PositiveUsd = Annotated[
     Decimal, BeforeValidator(lambda v: parse_usd(v, positive=True)), _MONEY_SCHEMA
 ]
-Name = line(200, min_length=1, pattern=r"\S")
-Note = free_text(2000)
+Name = Annotated[str, line(200, min_length=1, pattern=r"\S")]
+Note = Annotated[str, free_text(2000)]
 Step = Annotated[int, Field(ge=0, le=MAX_INT64)]

@@ -3,7 +3,7 @@ JSON document checked as a whole): a new field cannot skip them by being a bare 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from pydantic import BaseModel
@@ -55,7 +55,7 @@ def test_a_bare_string_is_seen() -> None:
     class Careless(BaseModel):
         name: str
         note: str | None = None
-        checked: safe_input.line(10)
+        checked: Annotated[str, safe_input.line(10)]
 
     found = _bare_strings(Careless.__pydantic_core_schema__, "Careless")
     assert found == ["Careless.name", "Careless.note"]
