@@ -5,14 +5,17 @@ Each commit is checked out in a worktree of its own (removed at the end); the be
 script of that commit runs there, with that commit's code, `--repeats` times, before and
 after taking turns (before, after, before, after, ...). The script's JSON lines are kept with
 the side and the round they came from (`--out`), and for each measurement (the same `db`,
-`measure`, `pods_in_budget` and `jobs`) the median of each ratio the script reports (its
-keys ending in `ratio`, or starting with `ratio_`) is printed for both sides, with after over
-before: below 1.0 a ratio to `/healthz` got better.
+`measure`, `task`, `pods`, `pods_in_budget` and `jobs`) the median of each ratio the script
+reports (its keys ending in `ratio`, or starting with `ratio_`; or the keys named by `--key`)
+is printed for both sides, with after over before: below 1.0 a ratio to `/healthz` (or a
+time) got better.
 
     .venv/bin/python bench/compare.py --before 34d3981 --after HEAD -- \\
         heartbeats.py --db both --measures sequential,closed
     .venv/bin/python bench/compare.py --before HEAD~1 --after HEAD --repeats 5 -- \\
         heartbeats.py --db sqlite --measures sequential
+    .venv/bin/python bench/compare.py --before HEAD~1 --key best_s -- \\
+        enforce_scale.py --pods 1000,10000 --db sqlite
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-IDENTITY = ("db", "measure", "pods_in_budget", "jobs")
+IDENTITY = ("db", "measure", "task", "pods", "pods_in_budget", "jobs")
 
 
 def worktree(commit: str, into: Path) -> Path:
@@ -55,22 +58,24 @@ def run(tree: Path, script: Sequence[str]) -> list[dict[str, Any]]:
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
-def ratios(record: dict[str, Any]) -> dict[str, float]:
+def compared(record: dict[str, Any], keys: Sequence[str] = ()) -> dict[str, float]:
+    """The record's figures to compare: `keys`, or else every ratio it reports."""
     return {
         key: value
         for key, value in record.items()
-        if (key.endswith("ratio") or key.startswith("ratio_")) and isinstance(value, int | float)
+        if (key in keys if keys else key.endswith("ratio") or key.startswith("ratio_"))
+        and isinstance(value, int | float)
     }
 
 
-def summary(records: list[dict[str, Any]]) -> list[str]:
-    """One line per measurement and ratio: the medians of both sides and after / before."""
+def summary(records: list[dict[str, Any]], keys: Sequence[str] = ()) -> list[str]:
+    """One line per measurement and figure: the medians of both sides and after / before."""
     values: defaultdict[tuple[Any, ...], defaultdict[str, list[float]]] = defaultdict(
         lambda: defaultdict(list)
     )
     for record in records:
         identity = tuple(record.get(key) for key in IDENTITY)
-        for key, value in ratios(record).items():
+        for key, value in compared(record, keys).items():
             values[(*identity, key)][record["side"]].append(value)
     lines = [f"{'measurement':<48} {'before':>8} {'after':>8} {'after/before':>12}  (medians)"]
     for (*identity, key), sides in values.items():
@@ -91,6 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--after", default="HEAD", help="the commit after it (default HEAD)")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each (default 3)")
     parser.add_argument("--out", type=Path, help="also write every record here, as JSON lines")
+    parser.add_argument(
+        "--key", action="append", default=[], help="a figure to compare (default: the ratios)"
+    )
     parser.add_argument("script", nargs=argparse.REMAINDER, help="-- SCRIPT.py [ITS ARGUMENTS]")
     args = parser.parse_args(argv)
     script = args.script[1:] if args.script[:1] == ["--"] else args.script
@@ -115,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
     if args.out:
         args.out.write_text("".join(json.dumps(r) + "\n" for r in records))
-    print("\n".join(summary(records)))
+    print("\n".join(summary(records, args.key)))
     return 0
 
 

@@ -36,6 +36,17 @@ def test_the_summary_gives_each_measurements_medians_and_after_over_before() -> 
     assert closed.split() == ["sqlite", "closed_loop", "ratio", "0.500", "0.600", "1.200"]
 
 
+def test_named_figures_are_compared_instead_of_the_ratios() -> None:
+    records = [
+        {"side": "before", "db": "sqlite", "task": "enforce", "pods": 1000, "best_s": 0.2,
+         "ratio": 3.0},
+        {"side": "after", "db": "sqlite", "task": "enforce", "pods": 1000, "best_s": 0.1,
+         "ratio": 3.0},
+    ]  # fmt: skip
+    _, enforce = compare.summary(records, ["best_s"])
+    assert enforce.split() == ["sqlite", "enforce", "1000", "best_s", "0.200", "0.100", "0.500"]
+
+
 @pytest.mark.e2e
 def test_a_quick_comparison_of_a_commit_with_itself(tmp_path: Path) -> None:
     out = tmp_path / "records.jsonl"
