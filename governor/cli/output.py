@@ -9,8 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 from governor.domain.money import dollars
-
-GIB = 1024**3
+from governor.domain.telemetry import GIB
 
 
 def table(

@@ -29,8 +29,9 @@ from typing import Any
 
 import pynvml
 
+from governor.domain.telemetry import GIB
+
 MIB = 1024**2
-GIB = 1024**3
 
 # NVML return codes the fake gives
 SUCCESS = 0
