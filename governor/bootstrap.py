@@ -462,6 +462,11 @@ def prepare_database(settings: Settings) -> None:
         return
     if settings.embedded:
         schema.upgrade(settings.database_url)
+        log.info(
+            "the embedded database was %s: its schema is now at %s",
+            f"at {status.current}" if status.current else "new",
+            status.head,
+        )
         return
     raise DatabaseBehind(
         f"the database is at revision {status.current or '(empty)'} but this governor needs "

@@ -8,10 +8,9 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from functools import partial
 from typing import TYPE_CHECKING
 
-from governor.cli.http import Api, connect
+from governor.cli.http import Api, connect, operator_token
 from governor.cli.parser import build_parser
 from governor.settings import load_settings
 
@@ -39,8 +38,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
     )
-    # httpx and botocore at DEBUG would log request headers (botocore: the AWS key id)
-    for noisy in ("apscheduler", "alembic.runtime.plugins", "httpx", "botocore", "urllib3"):
+    # httpx and botocore at DEBUG would log request headers (botocore: the AWS key id);
+    # alembic's migration context logs two lines each time the schema is looked at (every
+    # /readyz) and each migration's whole docstring as it runs: the governor says it in one
+    noisy_loggers = ("apscheduler", "alembic", "httpx", "botocore", "urllib3")
+    for noisy in noisy_loggers:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         return run_command(args)
@@ -51,10 +53,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run_command(args: argparse.Namespace, transport: httpx.BaseTransport | None = None) -> int:
     """Carry out the command `args` were parsed for; its exit status. A command over HTTP is
-    given the governor's API at its --url, with its --token: one client for the invocation,
-    over `transport` if one is given (else httpx's own), closed when the command ends."""
+    given the governor's API at its --url, with its --token (or GOVERNOR_OPERATOR_TOKEN): one
+    client for the invocation, over `transport` if one is given (else httpx's own), closed
+    when the command ends."""
     if "remote" not in args:
         return int(args.handler(args))
     url = args.url.rstrip("/")
-    with Api(url, partial(connect, url, args.token, transport=transport)) as api:
+
+    def client() -> httpx.Client:  # the token is looked for once a request is made
+        return connect(url, operator_token(args.token, os.environ), transport=transport)
+
+    with Api(url, client) as api:
         return int(args.remote(args, api))

@@ -36,6 +36,7 @@ def show_budget(b: dict[str, Any]) -> str:
             ("id", b["id"]),
             ("name", b["name"]),
             ("state", b["state"]),
+            ("requires a plan", "yes" if b["require_plan"] else "no"),
             ("ceiling", usd(b["ceiling_usd"])),
             ("approved extensions", usd(b["approved_extensions_usd"])),
             ("effective ceiling", usd(b["effective_ceiling_usd"])),
@@ -59,6 +60,7 @@ def budget_declare(api: Api, a: argparse.Namespace) -> Shown:
         storage_tail_hours=a.storage_tail_hours,
         alert_thresholds=a.thresholds,
         note=a.note,
+        require_plan=a.require_plan,
     )
     return api.call("POST", "/v1/budgets", body=body), show_budget
 
@@ -96,6 +98,12 @@ def add_commands(commands: Commands) -> None:
         "--thresholds", type=_thresholds, metavar="PCTS", help="alert thresholds, e.g. 50,80,90"
     )
     declare.add_argument("--note", help="what the budget covers")
+    declare.add_argument(
+        "--require-plan",
+        action=argparse.BooleanOptionalAction,
+        help="no pod without a checked plan ('governor plan submit', then 'pod add --plan'); "
+        "default: the server's GOVERNOR_REQUIRE_PLAN",
+    )
     paging(verb(budgets, "list", "budgets with their figures", budget_list), "oldest first")
     budget_arg(verb(budgets, "show", "one budget with its figures", budget_show))
     closing = verb(

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -18,6 +19,28 @@ if TYPE_CHECKING:
 DEFAULT_URL = "http://127.0.0.1:8000"
 TIMEOUT_S = 30.0
 WHOLE_PAGE = 1000  # the server's largest page: what reading a whole list takes per call
+
+
+OPERATOR_TOKEN = "GOVERNOR_OPERATOR_TOKEN"  # the operator token the verbs send
+FORMER_TOKEN = "GOVERNOR_TOKEN"  # its former name on the command line, still read
+
+
+def operator_token(given: str | None, environ: Mapping[str, str]) -> str | None:
+    """The token a verb sends: --token, else GOVERNOR_OPERATOR_TOKEN (the variable 'governor
+    serve' prints at its first start), else the former GOVERNOR_TOKEN with a line on stderr
+    saying to move to the new name."""
+    if given:
+        return given
+    if environ.get(OPERATOR_TOKEN):
+        return environ[OPERATOR_TOKEN]
+    former = environ.get(FORMER_TOKEN)
+    if former:
+        print(
+            f"governor: {FORMER_TOKEN} is deprecated for the command line: set "
+            f"{OPERATOR_TOKEN} instead (it is also the name 'governor serve' prints)",
+            file=sys.stderr,
+        )
+    return former or None
 
 
 class OperatorError(Exception):
@@ -118,7 +141,7 @@ def _refusal(response: httpx.Response) -> str:
         sent = "authorization" in response.request.headers
         what = f"the token was refused: {message}" if sent else "no token was sent"
         return (
-            f"{what}. Set GOVERNOR_TOKEN (or --token) to an operator token: 'governor serve' "
-            "prints one at first start, or set GOVERNOR_OPERATOR_TOKEN on the server"
+            f"{what}. Set {OPERATOR_TOKEN} (or --token) to an operator token: 'governor serve' "
+            f"prints one at first start, or set {OPERATOR_TOKEN} on the server too"
         )
     return f"the server answered {response.status_code}: {message}"

@@ -1,5 +1,6 @@
 """`governor plan check`: a preflight plan's verdict before renting, offline or by the server
-against a pod's budget and GPUs."""
+against a pod's budget and GPUs; `governor plan submit`: the server's verdict against a
+budget, kept there, whose plan id `pod add --plan` names."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from governor.cli.http import DEFAULT_URL, Api, OperatorError
-from governor.cli.names import POD, path_of
+from governor.cli.names import BUDGET, POD, path_of, resolve
 from governor.cli.output import usd
 from governor.cli.verbs import Commands
 from governor.domain.money import MoneyError, parse_usd
@@ -36,29 +37,42 @@ def _usd_arg(text: str) -> Decimal:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _plan_check(args: argparse.Namespace, api: Api) -> int:
+def _read(args: argparse.Namespace, where: str) -> tuple[Any, dict[str, Any]] | None:
+    """The plan in `args.file`, validated, and the document as written; None (said on stderr)
+    if it cannot be read or is not a valid plan."""
     import json
-    from datetime import UTC, datetime
 
     from pydantic import ValidationError
 
     from governor.api.errors import problem
-    from governor.domain.preflight.rules import admit
     from governor.services.plans.document import PlanIn
 
-    where = f"governor plan check: {args.file}"
     try:
-        plan = PlanIn.model_validate_json(Path(args.file).read_bytes()).to_plan()
+        text = Path(args.file).read_bytes()
+        plan = PlanIn.model_validate_json(text).to_plan()
     except OSError as exc:
         print(f"{where}: cannot read it ({exc.strerror})", file=sys.stderr)
-        return PLAN_INVALID
+        return None
     except ValidationError as exc:
         for error in exc.errors():
             field = ".".join(str(p) for p in error["loc"]) or "the file"
             print(f"{where}: {field}: {problem(error)}", file=sys.stderr)
+        return None
+    return plan, json.loads(text)
+
+
+def _plan_check(args: argparse.Namespace, api: Api) -> int:
+    import json
+    from datetime import UTC, datetime
+
+    from governor.domain.preflight.rules import admit
+
+    read = _read(args, f"governor plan check: {args.file}")
+    if read is None:
         return PLAN_INVALID
+    plan, document = read
     if args.pod is not None:
-        return _plan_check_on_pod(args, api, json.loads(Path(args.file).read_bytes()))
+        return _asked(args, api, document, "check", budget=None, pod=args.pod)
     admission = admit(plan, datetime.now(UTC).date(), args.remaining_usd)
     verdict = admission.as_json()
     if args.json:
@@ -68,24 +82,44 @@ def _plan_check(args: argparse.Namespace, api: Api) -> int:
     return PLAN_EXIT[admission.verdict.value]
 
 
-def _plan_check_on_pod(args: argparse.Namespace, api: Api, document: dict[str, object]) -> int:
-    """The server's verdict on the plan, on the pod's budget and the pod's GPUs."""
+def _plan_submit(args: argparse.Namespace, api: Api) -> int:
+    read = _read(args, f"governor plan submit: {args.file}")
+    if read is None:
+        return PLAN_INVALID
+    return _asked(args, api, read[1], "submit", budget=args.budget, pod=args.pod)
+
+
+def _asked(
+    args: argparse.Namespace,
+    api: Api,
+    document: dict[str, Any],
+    verb: str,
+    *,
+    budget: str | None,
+    pod: str | None,
+) -> int:
+    """The server's verdict on the plan, kept with the budget (the pod's, if only a pod is
+    named); with a pod, also judged against the free memory its GPUs report."""
     import json
 
     try:
-        pod = api.call("GET", path_of(api, POD, args.pod))
-        pod_id, budget_id = pod["id"], pod["budget_id"]
+        budget_id = None if budget is None else resolve(api, BUDGET, budget)
+        pod_id = None
+        if pod is not None:
+            found = api.call("GET", path_of(api, POD, pod))
+            pod_id, budget_id = found["id"], budget_id or found["budget_id"]
         verdict = api.call(
             "POST", f"/v1/budgets/{budget_id}/plans", body=document, params={"pod_id": pod_id}
         )
     except OperatorError as exc:
-        print(f"governor plan check: {exc}", file=sys.stderr)
+        print(f"governor plan {verb}: {exc}", file=sys.stderr)
         return PLAN_UNASKED
     if args.json:
         print(json.dumps(verdict, indent=2))
     else:
-        where = f"{verdict['job_id']} on pod {args.pod} (plan {verdict['id']}, kept with budget "
-        print(_verdict_text(verdict, f"{where}{budget_id}), {_gpus(verdict)}"))
+        on = f" on pod {pod}" if pod is not None else ""
+        where = f"{verdict['job_id']}{on} (plan {verdict['id']}, kept with budget {budget_id})"
+        print(_verdict_text(verdict, f"{where}, {_gpus(verdict)}"))
     return PLAN_EXIT[verdict["verdict"]]
 
 
@@ -134,7 +168,9 @@ def _verdict_text(verdict: dict[str, Any], what: str) -> str:
 
 
 def add_command(commands: Commands) -> None:
-    plan = commands.add_parser("plan", help="check a preflight plan before renting (offline)")
+    plan = commands.add_parser(
+        "plan", help="check a preflight plan before renting (offline), or submit it to a budget"
+    )
     plan_commands = plan.add_subparsers(
         dest="plan_command", required=True, metavar="VERB", parser_class=_PlanParser
     )
@@ -164,7 +200,29 @@ def add_command(commands: Commands) -> None:
     )
     check.add_argument(
         "--token",
-        default=os.environ.get("GOVERNOR_TOKEN"),
-        help="with --pod: an operator token (or GOVERNOR_TOKEN)",
+        help="with --pod: an operator token (or GOVERNOR_OPERATOR_TOKEN)",
     )
     check.set_defaults(remote=_plan_check)
+
+    submit = plan_commands.add_parser(
+        "submit",
+        help="have the server check the plan against a budget and keep it: the verdict and the "
+        "plan's id (for 'pod add --plan'); exit 0, 1 or 2 (3: invalid plan, 4: not asked)",
+    )
+    submit.add_argument("file", help="the plan, as JSON (schema preflight-plan/0.1 or 0.2)")
+    submit.add_argument(
+        "--budget", required=True, metavar="BUDGET", help="the budget to judge it against"
+    )
+    submit.add_argument(
+        "--pod",
+        metavar="POD",
+        help="also judge the free memory this pod's GPUs report (its name or id)",
+    )
+    submit.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    submit.add_argument(
+        "--url",
+        default=os.environ.get("GOVERNOR_URL", DEFAULT_URL),
+        help="the governor's URL (or GOVERNOR_URL)",
+    )
+    submit.add_argument("--token", help="an operator token (or GOVERNOR_OPERATOR_TOKEN)")
+    submit.set_defaults(remote=_plan_submit)

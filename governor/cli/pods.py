@@ -37,6 +37,7 @@ def show_pod(p: dict[str, Any]) -> str:
             ("budget", p["budget_id"]),
             ("provider", f"{p['provider']} {p['provider_ref']}"),
             ("GPUs", _gpus(p)),
+            ("plan", p["plan_id"]),
             ("node", p["node"]),
             ("state", p["state"]),
             ("rate", f"{usd(p['hourly_rate_usd'])}/h ({p['rate_source']})"),
@@ -129,6 +130,7 @@ def pod_add(api: Api, a: argparse.Namespace) -> Shown:
         local=a.local or None,
         node=a.node,
         persistent_filesystem=a.persistent_filesystem,
+        plan_id=a.plan,
     )
     return api.call("POST", path_of(api, BUDGET, a.budget, "pods"), body=body), show_pod
 
@@ -175,6 +177,11 @@ def add_commands(commands: Commands) -> None:
         "--persistent-filesystem",
         metavar="NAME",
         help="terminate-only providers (lambda): the filesystem checkpoints must be saved on",
+    )
+    add.add_argument(
+        "--plan",
+        metavar="PLAN_ID",
+        help="the checked plan it runs under: the id 'governor plan submit' prints",
     )
     listing = verb(pods, "list", "pods with their state, rate and spend", pod_list)
     budget_option(listing)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from governor import __version__
@@ -16,6 +18,22 @@ if TYPE_CHECKING:
     from sqlalchemy.exc import OperationalError
 
     from governor.services.context import ServiceContext
+
+
+def command_line_hint(python: str, path: str) -> str | None:
+    """How to reach the `governor` command beside this interpreter (the environment that
+    `make serve` set up), when the shell's PATH does not lead to it; None when it does."""
+    folder = Path(python).parent
+    if not (folder / "governor").is_file():
+        return None
+    if any(Path(p).resolve() == folder.resolve() for p in path.split(os.pathsep) if p):
+        return None
+    activate = folder / "activate"
+    how = f"'. {activate}'" if activate.is_file() else f"'export PATH={folder}:$PATH'"
+    return (
+        f"The command line ('governor budget list', ...): in another shell, run {how} "
+        "first (docs/tour.md)."
+    )
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -54,6 +72,9 @@ def _serve(args: argparse.Namespace) -> int:
         )
     print(f"API docs at {url}/docs; metering every {settings.enforce_interval_s:g} s.")
     print(f"GPU telemetry: {_describe_gpus(ctx)}")
+    hint = command_line_hint(sys.executable, os.environ.get("PATH", ""))
+    if hint:
+        print(hint)
     sys.stdout.flush()
     app = create_app(settings, ctx)
     _prepare_interpreter()

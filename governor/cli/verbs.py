@@ -1,8 +1,8 @@
 """The operator verbs over HTTP: `budget`, `pod`, `run`, `ext`, `token`, `events` and `report`,
 each registered here with the options every verb takes, and its answer printed here.
 
-Each verb is an API call made with the operator token (GOVERNOR_URL, GOVERNOR_TOKEN or
---url, --token). A budget, pod or run is named by its id or by its name (governor.cli.names).
+Each verb is an API call made with the operator token (GOVERNOR_URL, GOVERNOR_OPERATOR_TOKEN
+or --url, --token). A budget, pod or run is named by its id or by its name (governor.cli.names).
 Output is a readable table by default, money right-aligned, and the server's JSON with
 --json. Any failure exits 1 with one line that says what to do: the server is not reachable,
 the token is missing or refused, no such name, or the server's own error message.
@@ -44,8 +44,7 @@ def verb(commands: Commands, name: str, what: str, handler: Verb) -> argparse.Ar
     )
     parser.add_argument(
         "--token",
-        default=os.environ.get("GOVERNOR_TOKEN"),
-        help="an operator token (or GOVERNOR_TOKEN)",
+        help="an operator token (or GOVERNOR_OPERATOR_TOKEN)",
     )
     parser.add_argument("--json", action="store_true", help="print the server's JSON")
     parser.set_defaults(remote=_answered(handler))

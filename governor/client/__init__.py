@@ -3,7 +3,7 @@
 Needs only httpx. The framework callbacks live in governor.client.hf (transformers Trainer,
 `pip install gpu-governor[hf]`) and governor.client.lightning (`gpu-governor[lightning]`).
 
-    with GovernorLoop.from_env() as gov:  # GOVERNOR_URL, GOVERNOR_RUN_ID, GOVERNOR_TOKEN
+    with GovernorLoop.from_env() as gov:  # GOVERNOR_URL, GOVERNOR_RUN_ID, GOVERNOR_JOB_TOKEN
         for n in range(steps):
             train_step(); gov.step(n)
             if gov.should_stop(): gov.stopped(save(n)); break

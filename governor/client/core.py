@@ -42,6 +42,10 @@ DEFAULT_HEARTBEAT_S = 15.0  # until the governor says otherwise
 FIRST_BACKOFF_S = 0.5
 # What the governor takes in a heartbeat's metrics: more is dropped here, not refused there.
 MAX_METRICS = 64
+JOB_TOKEN = "GOVERNOR_JOB_TOKEN"  # where from_env reads the run's job token
+FORMER_JOB_TOKEN = "GOVERNOR_TOKEN"  # its former name, still read
+# The prefixes of the governor's other tokens: none of them is a job's (gov_job_...).
+OTHER_ROLES = {"gov_op_": "an operator", "gov_view_": "a viewer", "gov_agent_": "an agent"}
 MAX_METRICS_BYTES = 16 * 1024
 METRICS_DROPPED = (
     f"Heartbeat metrics over the governor's limits ({MAX_METRICS} names, "
@@ -153,6 +157,7 @@ class Governor:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        _refuse_other_roles(token)
         self.run_id = run_id
         self.fail_safe_after_s = fail_safe_after_s
         self.fail_open = fail_open
@@ -172,14 +177,23 @@ class Governor:
 
     @classmethod
     def from_env(cls, **options: Any) -> Governor:
-        """Built from GOVERNOR_URL, GOVERNOR_RUN_ID and GOVERNOR_TOKEN; `options` as __init__."""
-        names = ("GOVERNOR_URL", "GOVERNOR_RUN_ID", "GOVERNOR_TOKEN")
+        """Built from GOVERNOR_URL, GOVERNOR_RUN_ID and GOVERNOR_JOB_TOKEN; `options` as
+        __init__. GOVERNOR_TOKEN, the job token's former name, is still read (with a warning
+        in the log) when GOVERNOR_JOB_TOKEN is not set."""
+        names = ("GOVERNOR_URL", "GOVERNOR_RUN_ID", JOB_TOKEN)
         values = [os.environ.get(name, "") for name in names]
+        if not values[2] and os.environ.get(FORMER_JOB_TOKEN):
+            logger.warning(
+                "governor: %s is deprecated for the job's token: set %s instead",
+                FORMER_JOB_TOKEN,
+                JOB_TOKEN,
+            )
+            values[2] = os.environ[FORMER_JOB_TOKEN]
         missing = [name for name, value in zip(names, values, strict=True) if not value]
         if missing:
             raise GovernorError(
-                f"{', '.join(missing)} not set: the run's id and token come from "
-                "POST /v1/budgets/{id}/runs"
+                f"{', '.join(missing)} not set: the run's id and job token come from "
+                "POST /v1/budgets/{id}/runs ('governor run create')"
             )
         return cls(*values, **options)
 
@@ -343,6 +357,19 @@ class Governor:
         return self.directive
 
 
+def _refuse_other_roles(token: str) -> None:
+    """A job checks in with its run's job token: an operator, viewer or agent token is a
+    mix-up of environment variables, said at once rather than as a 403 at the first beat."""
+    for prefix, role in OTHER_ROLES.items():
+        if token.startswith(prefix):
+            raise GovernorError(
+                f"the token given to the job is {role} token ({prefix}...), not a job token "
+                f"(gov_job_...): set {JOB_TOKEN} to the run's token from "
+                "POST /v1/budgets/{id}/runs ('governor run create'); the operator's token is "
+                "for the command line (GOVERNOR_OPERATOR_TOKEN)"
+            )
+
+
 def _retry_after_s(response: httpx.Response) -> float | None:
     """Retry-After as seconds or an HTTP date; None when absent or unreadable."""
     value = response.headers.get("Retry-After", "")
@@ -412,8 +439,8 @@ def _said(response: httpx.Response) -> str:
 def _refusal(response: httpx.Response, run_id: str) -> GovernorError:
     detail = _said(response)
     hint = {
-        401: "the job token was not accepted: check GOVERNOR_TOKEN",
-        403: f"the token is not run {run_id}'s: check GOVERNOR_RUN_ID and GOVERNOR_TOKEN",
+        401: f"the job token was not accepted: check {JOB_TOKEN}",
+        403: f"the token is not run {run_id}'s: check GOVERNOR_RUN_ID and {JOB_TOKEN}",
         404: f"no run {run_id} there: check GOVERNOR_URL and GOVERNOR_RUN_ID",
     }.get(response.status_code, "the governor refused the call")
     path = response.request.url.path

@@ -46,7 +46,7 @@ class GovernorCallback(TrainerCallback):
 
     @classmethod
     def from_env(cls, **options: Any) -> GovernorCallback:
-        """From GOVERNOR_URL, GOVERNOR_RUN_ID and GOVERNOR_TOKEN; `options` go to Governor."""
+        """From GOVERNOR_URL, GOVERNOR_RUN_ID and GOVERNOR_JOB_TOKEN; `options` go to Governor."""
         return cls(GovernorLoop.from_env(phase="loading", **options))
 
     def guard(self) -> GovernorLoop:

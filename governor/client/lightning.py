@@ -32,7 +32,7 @@ class GovernorLightningCallback(pl.Callback):
     def from_env(
         cls, dirpath: str | os.PathLike[str] | None = None, **options: Any
     ) -> GovernorLightningCallback:
-        """From GOVERNOR_URL, GOVERNOR_RUN_ID and GOVERNOR_TOKEN; `options` go to Governor."""
+        """From GOVERNOR_URL, GOVERNOR_RUN_ID and GOVERNOR_JOB_TOKEN; `options` go to Governor."""
         return cls(GovernorLoop.from_env(phase="loading", **options), dirpath)
 
     def guard(self) -> GovernorLoop:

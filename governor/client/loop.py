@@ -78,7 +78,7 @@ class GovernorLoop:
     def from_env(
         cls, *, phase: Phase | None = None, total_steps: int | None = None, **options: Any
     ) -> GovernorLoop:
-        """From GOVERNOR_URL, GOVERNOR_RUN_ID and GOVERNOR_TOKEN; `options` go to Governor."""
+        """From GOVERNOR_URL, GOVERNOR_RUN_ID and GOVERNOR_JOB_TOKEN; `options` go to Governor."""
         return cls(Governor.from_env(**options), phase=phase, total_steps=total_steps)
 
     # --- what the training loop calls -------------------------------------------------

@@ -134,3 +134,44 @@ def test_the_alert_rules_ship_as_a_config_map_holding_the_rule_file_unchanged() 
     assert config_map["kind"] == "ConfigMap"
     rules = (ROOT / "deploy/prometheus/alerts.yml").read_text(encoding="utf-8")
     assert config_map["data"] == {"alerts.yml": rules}
+
+
+def _secret_readable(pod: dict[str, Any], volume: dict[str, Any]) -> bool:
+    """Whether the pod's non-root user can read the files of a Secret volume, as the kubelet
+    lays them out: owned by root, group-owned by the pod's fsGroup when it has one (which its
+    processes then hold as a supplementary group), with the volume's defaultMode (0644 when
+    unset)."""
+    mode = volume["secret"].get("defaultMode", 0o644)
+    others = bool(mode & 0o004)
+    group = bool(mode & 0o040) and pod.get("securityContext", {}).get("fsGroup") is not None
+    return others or group
+
+
+def test_each_secret_a_workload_mounts_is_readable_by_the_user_it_runs_as() -> None:
+    workloads = [
+        d
+        for path in MANIFESTS
+        for d in _documents(path)
+        if d["kind"] in {"Deployment", "DaemonSet", "StatefulSet"}
+    ]
+    mounted = 0
+    for workload in workloads:
+        pod = workload["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsUser"] != 0, workload["metadata"]["name"]
+        for volume in pod.get("volumes", []):
+            if "secret" in volume:
+                mounted += 1
+                assert _secret_readable(pod, volume), (
+                    f"{workload['metadata']['name']}: its user cannot read Secret volume "
+                    f"{volume['name']!r} (mode {volume['secret'].get('defaultMode', 0o644):o})"
+                )
+    assert mounted, "no workload mounts a Secret: this test checks nothing"
+
+
+def test_the_readability_rule_refuses_a_root_only_secret() -> None:
+    pod = {"securityContext": {"runAsUser": 10001}}
+    assert not _secret_readable(pod, {"secret": {"defaultMode": 0o400}})
+    assert not _secret_readable(pod, {"secret": {"defaultMode": 0o440}})  # no fsGroup
+    grouped = {"securityContext": {"runAsUser": 10001, "fsGroup": 10001}}
+    assert _secret_readable(grouped, {"secret": {"defaultMode": 0o440}})
+    assert _secret_readable(pod, {"secret": {}})  # 0644

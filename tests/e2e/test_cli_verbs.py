@@ -1,5 +1,5 @@
 """The operator verbs as an operator types them: `python -m governor ...` in its own process,
-against a real server, with GOVERNOR_URL and GOVERNOR_TOKEN; tables by default, JSON with
+against a real server, with GOVERNOR_URL and GOVERNOR_OPERATOR_TOKEN; tables by default, JSON with
 --json, and one clear line with a non-zero exit when something is wrong."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def governor(
 ) -> subprocess.CompletedProcess[str]:
     env = {**clean_environ(), "GOVERNOR_URL": url}
     if token is not None:
-        env["GOVERNOR_TOKEN"] = token
+        env["GOVERNOR_OPERATOR_TOKEN"] = token
     return subprocess.run(
         [sys.executable, "-m", "governor", *args],
         env=env,
@@ -173,9 +173,10 @@ def test_errors_say_what_to_do_and_exit_non_zero(cli_server: GovernorServer) -> 
     url = cli_server.url
     nowhere = f"http://127.0.0.1:{free_port()}"
     assert f"the server is not reachable at {nowhere}" in fails(nowhere, "budget", "list")
-    assert "no token was sent. Set GOVERNOR_TOKEN" in fails(url, "budget", "list", token=None)
+    unsent = fails(url, "budget", "list", token=None)
+    assert "no token was sent. Set GOVERNOR_OPERATOR_TOKEN" in unsent
     refused = fails(url, "budget", "list", token="gov_op_wrong")
-    assert "the token was refused" in refused and "GOVERNOR_TOKEN" in refused
+    assert "the token was refused" in refused and "GOVERNOR_OPERATOR_TOKEN" in refused
     assert "no budget named 'nope'; 'governor budget list' shows them" in fails(
         url, "budget", "show", "nope"
     )

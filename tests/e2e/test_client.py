@@ -130,7 +130,7 @@ def test_a_wrong_token_or_run_is_a_clear_error_at_once(
 
     with (
         Governor(server.url, run["id"], "not-the-token") as gov,
-        pytest.raises(GovernorError, match="GOVERNOR_TOKEN") as refused,
+        pytest.raises(GovernorError, match="GOVERNOR_JOB_TOKEN") as refused,
     ):
         gov.heartbeat(0, retry_for_s=30)
     assert refused.value.status == 401

@@ -169,7 +169,11 @@ def test_a_plan_checked_on_a_pod_names_the_gpu_that_has_room(
     two = write(fresh({**SHARED_FIT, "hardware.gpu_count": 2}), tmp_path / "two.json")
     answered = subprocess.run(
         [sys.executable, "-m", "governor", "plan", "check", str(two), "--pod", pod["id"]],
-        env={**clean_environ(), "GOVERNOR_URL": server.url, "GOVERNOR_TOKEN": OPERATOR_TOKEN},
+        env={
+            **clean_environ(),
+            "GOVERNOR_URL": server.url,
+            "GOVERNOR_OPERATOR_TOKEN": OPERATOR_TOKEN,
+        },
         capture_output=True,
         text=True,
         timeout=60,

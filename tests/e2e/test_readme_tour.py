@@ -9,6 +9,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -32,6 +33,7 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 TOUR = ROOT / "docs" / "tour.md"
 SECTION = "## A tour of the API"
+CLI_SECTION = "## From the command line"
 TOUR_SERVER = "http://127.0.0.1:8000"  # what `make serve` listens on; the test's own port here
 TOUR_TIMEOUT_S = 120
 # Values a reader compares word for word: states, verdicts and what they typed themselves.
@@ -63,13 +65,13 @@ RECORDER = """curl() {
 """
 
 
-def tour_script() -> str:
-    """The shell blocks of the tour's section, in order, joined."""
+def tour_script(title: str = SECTION) -> str:
+    """The shell blocks of one section of the tour (the API's by default), in order, joined."""
     text = TOUR.read_text()
-    assert SECTION in text, f"docs/tour.md has no {SECTION!r} section"
-    section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
+    assert title in text, f"docs/tour.md has no {title!r} section"
+    section = text.split(title, 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"^```sh\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
-    assert blocks, "the tour has no ```sh block"
+    assert blocks, f"the tour's {title!r} has no ```sh block"
     return "\n".join(blocks)
 
 
@@ -136,6 +138,36 @@ def test_the_readme_tour_runs_top_to_bottom_and_shows_what_comes_back(
         checkpoint = get_pod(operator, pod_id)["stop_order"]["ack_checkpoint"]
     assert checkpoint == {"step": 130, "path": "/workspace/ckpt-130"}
     assert server.cloud_pod("pod-1").state(utcnow()) is PodState.STOPPED  # stopped, not gone
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # as `make serve` runs
+def test_the_command_line_section_runs_as_pasted_after_the_api_tour(
+    start_server: ServerFactory, tmp_path: Path
+) -> None:
+    """The API tour, then the command line's block, in one shell as a reader pastes them: from
+    the repository's root, where `make serve` left its environment (.venv), which the block
+    activates to find `governor`."""
+    environment = Path(sys.executable).parent.parent  # the environment running these tests
+    assert (environment / "bin" / "activate").is_file(), f"{environment} is not a virtualenv"
+    (tmp_path / ".venv").symlink_to(environment)
+    cli = tour_script(CLI_SECTION)
+    assert "GOVERNOR_TOKEN" not in cli, "the tour uses GOVERNOR_OPERATOR_TOKEN"
+    server = start_server(GOVERNOR_FAKE_HOURLY_RATE_USD="2.00")
+    script = f"{tour_script()}\n{cli}".replace(TOUR_SERVER, server.url)
+
+    run_tour(script, server, tmp_path)
+
+    with server.client() as operator:
+        (budget,) = operator.get("/v1/budgets", params={"name": "sft-sweep"}).json()["items"]
+        assert budget["require_plan"] is True
+        assert budget["approved_extensions_usd"] == "100.00"
+        (pod,) = operator.get("/v1/pods", params={"name": "h200-sweep"}).json()["items"]
+        plans = operator.get(f"/v1/budgets/{budget['id']}/plans").json()["items"]
+        assert [p["verdict"] for p in plans] == ["go", "go"]  # submitted twice, as shown
+        assert pod["plan_id"] == plans[-1]["id"]
+        assert get_pod(operator, pod["id"])["stop_order"]["reason"] == "manual"
+    report = (tmp_path / "sft-sweep-report.md").read_text()
+    assert "sft-sweep" in report and "h200-sweep" in report
 
 
 def run_tour(script: str, server: GovernorServer, workdir: Path) -> dict[int, Any]:

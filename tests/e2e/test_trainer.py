@@ -73,7 +73,7 @@ def start_run(operator: httpx.Client, monkeypatch: pytest.MonkeyPatch, url: str)
     run = create_run(operator, budget["id"], pod["id"], checkpoint_grace_s=GRACE_S)
     monkeypatch.setenv("GOVERNOR_URL", url)
     monkeypatch.setenv("GOVERNOR_RUN_ID", run["id"])
-    monkeypatch.setenv("GOVERNOR_TOKEN", run["token"])
+    monkeypatch.setenv("GOVERNOR_JOB_TOKEN", run["token"])
     return run
 
 
@@ -204,7 +204,7 @@ def test_a_transformers_trainer_whose_loss_goes_nan_is_stopped_without_saving(
     run = create_run(operator, budget["id"], pod["id"], heartbeat_timeout_s=30)
     monkeypatch.setenv("GOVERNOR_URL", server.url)
     monkeypatch.setenv("GOVERNOR_RUN_ID", run["id"])
-    monkeypatch.setenv("GOVERNOR_TOKEN", run["token"])
+    monkeypatch.setenv("GOVERNOR_JOB_TOKEN", run["token"])
 
     gov = GovernorCallback.from_env()
     model = GPT2LMHeadModel(config)
@@ -269,7 +269,7 @@ def test_a_slow_first_step_is_compilation_not_a_stall(
     run = create_run(operator, budget["id"], pod["id"], heartbeat_timeout_s=60, policy=SLOW_START)
     monkeypatch.setenv("GOVERNOR_URL", server.url)
     monkeypatch.setenv("GOVERNOR_RUN_ID", run["id"])
-    monkeypatch.setenv("GOVERNOR_TOKEN", run["token"])
+    monkeypatch.setenv("GOVERNOR_JOB_TOKEN", run["token"])
 
     gov = GovernorCallback.from_env()
     model = SlowFirstStep(config)

@@ -20,6 +20,7 @@ SHOWN = f"""\
 id                   {BUDGET_ID}
 name                 pilot
 state                open
+requires a plan      no
 ceiling              $1,000.00
 approved extensions  $50.00
 effective ceiling    $1,050.00
@@ -39,6 +40,7 @@ def test_declare_posts_what_was_given_and_shows_the_budget(governor: Governor) -
     ran = governor.run(
         "budget", "declare", "pilot", "--ceiling", "1000", "--reserve", "25",
         "--storage-tail-hours", "48", "--thresholds", "50,80,90", "--note", "the pilot",
+        "--require-plan",
     )  # fmt: skip
     assert (ran.code, ran.out, ran.err) == (0, SHOWN, "")
     assert ran.sent == [("POST", "/v1/budgets")]
@@ -49,6 +51,7 @@ def test_declare_posts_what_was_given_and_shows_the_budget(governor: Governor) -
         "storage_tail_hours": 48.0,
         "alert_thresholds": [50, 80, 90],
         "note": "the pilot",
+        "require_plan": True,
     }
     assert ran.last.headers["authorization"] == f"Bearer {TOKEN}"
     assert ran.last.headers["content-type"] == "application/json"
@@ -59,6 +62,15 @@ def test_declare_leaves_what_was_not_given_to_the_server(governor: Governor) -> 
     governor.answer("POST", "/v1/budgets", budget_out(), status=201)
     ran = governor.run("budget", "declare", "pilot", "--ceiling", "1000")
     assert body(ran.last) == {"name": "pilot", "ceiling_usd": "1000"}
+
+
+def test_declare_can_say_no_plan_is_needed_whatever_the_servers_default(
+    governor: Governor,
+) -> None:
+    governor.answer("POST", "/v1/budgets", budget_out(), status=201)
+    ran = governor.run("budget", "declare", "pilot", "--ceiling", "1000", "--no-require-plan")
+    assert body(ran.last) == {"name": "pilot", "ceiling_usd": "1000", "require_plan": False}
+    assert "requires a plan      no" in ran.out
 
 
 def test_declare_refuses_thresholds_that_are_not_percentages(

@@ -47,8 +47,8 @@ VERBS = {
 }
 
 SET_TOKEN = (
-    "Set GOVERNOR_TOKEN (or --token) to an operator token: 'governor serve' prints one at "
-    "first start, or set GOVERNOR_OPERATOR_TOKEN on the server"
+    "Set GOVERNOR_OPERATOR_TOKEN (or --token) to an operator token: 'governor serve' prints "
+    "one at first start, or set GOVERNOR_OPERATOR_TOKEN on the server too"
 )
 FAILURES: dict[str, tuple[httpx.Response | Exception, str]] = {
     "401": (

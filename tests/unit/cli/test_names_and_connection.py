@@ -81,7 +81,8 @@ def test_where_and_with_what_token_come_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("GOVERNOR_URL", "https://governor.example:8443/")
-    monkeypatch.setenv("GOVERNOR_TOKEN", "gov_op_from_env")
+    monkeypatch.setenv("GOVERNOR_OPERATOR_TOKEN", "gov_op_from_env")
+    monkeypatch.setenv("GOVERNOR_TOKEN", "gov_op_the_former_name")
     sent: list[httpx.Request] = []
 
     def refuse(request: httpx.Request) -> httpx.Response:
@@ -120,3 +121,34 @@ def test_every_request_of_one_command_goes_through_one_client(
     ran = governor.run("run", "list", "--budget", "pilot")
     assert len(ran.requests) == 4 and len(made) == 1
     assert made[0].is_closed  # and it is closed when the command ends
+
+
+def _token_sent(argv: list[str]) -> str | None:
+    sent: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200, json={"items": [], "next_cursor": None})
+
+    assert run_command(build_parser().parse_args(argv), transport=httpx.MockTransport(answer)) == 0
+    return sent[0].headers.get("authorization")
+
+
+def test_the_token_is_the_flag_then_the_operator_variable_then_the_former_name(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("GOVERNOR_URL", "GOVERNOR_OPERATOR_TOKEN", "GOVERNOR_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    assert _token_sent(["budget", "list"]) is None
+
+    monkeypatch.setenv("GOVERNOR_TOKEN", "gov_op_former")
+    assert _token_sent(["budget", "list"]) == "Bearer gov_op_former"
+    assert capsys.readouterr().err == (
+        "governor: GOVERNOR_TOKEN is deprecated for the command line: set "
+        "GOVERNOR_OPERATOR_TOKEN instead (it is also the name 'governor serve' prints)\n"
+    )
+
+    monkeypatch.setenv("GOVERNOR_OPERATOR_TOKEN", "gov_op_current")
+    assert _token_sent(["budget", "list"]) == "Bearer gov_op_current"
+    assert _token_sent(["budget", "list", "--token", "gov_op_flag"]) == "Bearer gov_op_flag"
+    assert capsys.readouterr().err == ""  # the former name is not read, nor mentioned

@@ -23,7 +23,7 @@ def test_add_posts_the_pod_under_the_named_budget_and_shows_it(governor: Governo
         "pod", "add", "pilot", "--provider", "fake", "--ref", "ref-1", "--name", "gpu-a",
         "--rate", "3.60", "--gpu-type", "H100", "--gpu-count", "1", "--storage-gb", "200",
         "--storage-usd-per-gb-month", "0.10", "--stopped-storage-usd-per-gb-month", "0.05",
-        "--local", "--node", "box-1", "--persistent-filesystem", "fs-1",
+        "--local", "--node", "box-1", "--persistent-filesystem", "fs-1", "--plan", "pln_1",
     )  # fmt: skip
     assert ran.sent == [
         ("GET", "/v1/budgets?name=pilot&limit=1000"),
@@ -42,6 +42,7 @@ def test_add_posts_the_pod_under_the_named_budget_and_shows_it(governor: Governo
         "local": True,
         "node": "box-1",
         "persistent_filesystem": "fs-1",
+        "plan_id": "pln_1",
     }
     assert (ran.code, ran.err) == (0, "")
     assert ran.out == (
@@ -50,6 +51,7 @@ def test_add_posts_the_pod_under_the_named_budget_and_shows_it(governor: Governo
         f"budget      {BUDGET_ID}\n"
         "provider    fake ref-1\n"
         "GPUs        1 x H100\n"
+        "plan        -\n"
         "node        -\n"
         "state       running\n"
         "rate        $3.60/h (provider)\n"

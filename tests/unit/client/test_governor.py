@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from email.utils import format_datetime
@@ -131,7 +132,12 @@ def test_fail_open_keeps_training_on_the_last_directive() -> None:
 
 @pytest.mark.parametrize(
     ("status", "hint"),
-    [(401, "GOVERNOR_TOKEN"), (403, "not run run-1's"), (404, "no run run-1"), (422, "refused")],
+    [
+        (401, "GOVERNOR_JOB_TOKEN"),
+        (403, "not run run-1's"),
+        (404, "no run run-1"),
+        (422, "refused"),
+    ],
 )
 def test_a_refusal_is_a_clear_error_at_once(status: int, hint: str) -> None:
     time = FakeTime()
@@ -158,16 +164,45 @@ def test_report_failure_posts_an_event_and_says_whether_it_got_through() -> None
     }
 
 
-def test_from_env_reads_url_run_and_token(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_from_env_reads_url_run_and_job_token(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GOVERNOR_URL", "http://governor.test")
     monkeypatch.setenv("GOVERNOR_RUN_ID", "run-9")
-    monkeypatch.delenv("GOVERNOR_TOKEN", raising=False)
-    with pytest.raises(GovernorError, match="GOVERNOR_TOKEN not set"):
+    for name in ("GOVERNOR_JOB_TOKEN", "GOVERNOR_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(GovernorError, match="GOVERNOR_JOB_TOKEN not set"):
         Governor.from_env()
 
-    monkeypatch.setenv("GOVERNOR_TOKEN", "t")
+    monkeypatch.setenv("GOVERNOR_JOB_TOKEN", "gov_job_t")
+    monkeypatch.setenv("GOVERNOR_TOKEN", "gov_job_the_former_one")
     with Governor.from_env(fail_safe_after_s=5) as gov:
         assert (gov.run_id, gov.fail_safe_after_s) == ("run-9", 5)
+        assert gov._http.headers["authorization"] == "Bearer gov_job_t"
+
+
+def test_from_env_still_reads_the_former_name_and_says_to_move(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("GOVERNOR_URL", "http://governor.test")
+    monkeypatch.setenv("GOVERNOR_RUN_ID", "run-9")
+    monkeypatch.delenv("GOVERNOR_JOB_TOKEN", raising=False)
+    monkeypatch.setenv("GOVERNOR_TOKEN", "gov_job_t")
+    with caplog.at_level(logging.WARNING), Governor.from_env() as gov:
+        assert gov._http.headers["authorization"] == "Bearer gov_job_t"
+    assert "GOVERNOR_TOKEN is deprecated for the job's token: set GOVERNOR_JOB_TOKEN" in (
+        caplog.text
+    )
+
+
+@pytest.mark.parametrize(
+    ("token", "role"),
+    [("gov_op_x", "an operator"), ("gov_view_x", "a viewer"), ("gov_agent_x", "an agent")],
+)
+def test_a_token_of_another_role_is_refused_before_any_call(token: str, role: str) -> None:
+    server = ScriptedServer({"action": "continue"})
+    with pytest.raises(GovernorError, match=f"is {role} token .* not a job token") as refused:
+        Governor("http://governor.test", "run-1", token, transport=httpx.MockTransport(server))
+    assert "GOVERNOR_JOB_TOKEN" in str(refused.value)
+    assert server.requests == []
 
 
 def ended() -> httpx.Response:

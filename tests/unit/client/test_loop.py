@@ -67,7 +67,7 @@ def test_a_refused_token_is_raised_in_the_training_loop() -> None:
         return False
 
     eventually(raised, "the refusal to reach the loop")
-    with pytest.raises(GovernorError, match="GOVERNOR_TOKEN"):
+    with pytest.raises(GovernorError, match="GOVERNOR_JOB_TOKEN"):
         gov.step(1)
     gov.finished()  # says nothing more to a governor that refuses the token
     assert len(server.requests) == 1
