@@ -11,7 +11,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from governor.services.security.auth_limits import FailureLimiter
+from governor.services.security.auth_limits import AuthLimits
 from tests.integration.api_scene import Scene, served_scene
 
 MALFORMED = b'{"name": "b", "ceiling_usd": '
@@ -84,7 +84,7 @@ def test_the_right_token_learns_what_is_wrong_with_the_body(database_url: str) -
 
 def test_a_failed_attempt_is_counted_once_whatever_the_body(database_url: str) -> None:
     # one window throughout: the attempts must not straddle two minutes
-    limiter = FailureLimiter(per_address=4, per_prefix=1000, monotonic=lambda: 0.0)
+    limiter = AuthLimits(per_source=4, monotonic=lambda: 0.0)
     with served_scene(database_url, limiter) as scene, TestClient(scene.app) as client:
         for _ in range(4):
             response = send(client, scene, "garbage token", "/v1/budgets", MALFORMED)
