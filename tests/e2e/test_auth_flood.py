@@ -6,6 +6,7 @@ other hosts would."""
 
 from __future__ import annotations
 
+import itertools
 import secrets
 import threading
 import time
@@ -95,7 +96,8 @@ def test_a_flood_of_wrong_tokens_stops_no_pod_and_locks_no_one_out(
         run = create_run(operator, budget["id"], pod["id"], heartbeat_timeout_s=HEARTBEAT_TIMEOUT_S)
         beat = f"/v1/runs/{run['id']}/heartbeat"
         job.headers["Authorization"] = f"Bearer {run['token']}"
-        beats = Steady(lambda: job.post(beat, json={"step": 1}), every_s=0.1)
+        steps = itertools.count(1)
+        beats = Steady(lambda: job.post(beat, json={"step": next(steps)}), every_s=0.1)
         looks = Steady(lambda: operator.get(f"/v1/pods/{pod['id']}"), every_s=0.25)
         beats.start()
         looks.start()
