@@ -49,7 +49,7 @@ from governor.services.replica.health import TickLog
 from governor.services.replica.leadership import Lease
 from governor.services.replica.write_watch import WriteWatch
 from governor.services.security import shared_secrets, tokens
-from governor.services.security.auth_limits import FailureLimiter, Network, trusted_networks
+from governor.services.security.auth_limits import AuthLimits, Network, trusted_networks
 from governor.services.security.tokens import TokenCache
 from governor.services.security.write_limits import WriteKind, WriteLimiter
 from governor.settings import Settings
@@ -390,10 +390,7 @@ def build_context(settings: Settings, clock: Clock | None = None) -> ServiceCont
         sessions=sessions,
         clock=clock,
         providers=providers,
-        auth_failures=FailureLimiter(
-            per_address=settings.auth_failures_per_minute,
-            per_prefix=10 * settings.auth_failures_per_minute,
-        ),
+        auth_limits=AuthLimits(per_source=settings.auth_failures_per_minute),
         write_limits=WriteLimiter(
             {
                 WriteKind.HEARTBEAT: settings.heartbeats_per_minute,

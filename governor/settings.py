@@ -88,8 +88,9 @@ class Settings(ProviderSettings, BaseSettings):
         30,
         ge=1,
         le=1_000_000,
-        description="Failed authentications one client address may make in a minute before it "
-        "is answered 429 (ten times as many for one token prefix, from anywhere).",
+        description="Failed authentications one client address (one /64 network for IPv6) may "
+        "make in a minute before its failures are answered 429 and its token lookups are paced "
+        "(a valid token is never counted).",
     )
     heartbeats_per_minute: int = Field(
         600,

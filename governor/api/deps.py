@@ -11,11 +11,9 @@ from fastapi import Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
-from governor.domain.errors import Unauthenticated
 from governor.domain.model import Role
 from governor.domain.paging import DEFAULT_LIMIT, MAX_CURSOR_CHARS, MAX_LIMIT, PageRequest
 from governor.services.context import DatabaseRefused, ServiceContext, Session
-from governor.services.security.auth_limits import client_address
 from governor.services.security.tokens import Principal
 from governor.services.security.write_limits import WriteKind
 
@@ -134,26 +132,14 @@ class Access:
 
 
 async def _authenticate(request: Request, token: str | None) -> Principal:
-    """The caller, from a bearer token; failed attempts are limited (429 past the limit).
-
-    A token the cache remembers costs no thread hop; any other is looked up in a worker
-    thread, off the event loop."""
+    """The caller, from a bearer token (`callers.identify`): a token the cache remembers costs
+    no thread hop and meets no limit; any other is looked up in a worker thread, off the event
+    loop, under its client address's limits (429 past them)."""
     context: ServiceContext = request.app.state.context
-    address = client_address(
-        request.client.host if request.client else None,
-        request.headers.get("x-forwarded-for"),
-        context.config.trusted_proxies,
+    peer = request.client.host if request.client else None
+    return await context.caller(
+        token, peer, request.headers.get("x-forwarded-for"), run_in_threadpool
     )
-    context.auth_failures.check(address, token)
-    now = context.clock.now()
-    try:
-        remembered = context.tokens.remembered(token, now)
-        if remembered is not None:
-            return remembered
-        return await run_in_threadpool(context.tokens.authenticate, context.sessions, token, now)
-    except Unauthenticated:
-        context.auth_failures.failed(address, token)
-        raise
 
 
 Operator = Annotated[Principal, Depends(Access(Role.OPERATOR))]

@@ -23,8 +23,9 @@ from governor.services.notifications import Notifier
 from governor.services.replica.health import TickLog
 from governor.services.replica.leadership import Lease
 from governor.services.replica.write_watch import WriteWatch
-from governor.services.security.auth_limits import FailureLimiter, Network
-from governor.services.security.tokens import TokenCache
+from governor.services.security import callers
+from governor.services.security.auth_limits import AuthLimits, Network, client_address
+from governor.services.security.tokens import Principal, TokenCache
 from governor.services.security.write_limits import WriteLimiter
 
 # What the callers of the use cases (the API, the dashboard, the scheduler) know of storage: a
@@ -141,7 +142,7 @@ class ServiceContext:
     notifier: Notifier | None = None  # webhook sinks for warning and critical events
     unconfigured: Mapping[str, str] = field(default_factory=dict)  # provider -> how to enable
     tokens: TokenCache = field(default_factory=TokenCache)  # who each bearer token is, cached
-    auth_failures: FailureLimiter = field(default_factory=FailureLimiter)  # per address, prefix
+    auth_limits: AuthLimits = field(default_factory=AuthLimits)  # token lookups, per source
     write_limits: WriteLimiter = field(default_factory=WriteLimiter)  # per token and kind
 
     def unit_of_work(self) -> AbstractContextManager[Session]:
@@ -151,6 +152,25 @@ class ServiceContext:
     def read_only(self) -> AbstractContextManager[Session]:
         """A transaction that only reads: it never waits for a writer, nor makes one wait."""
         return read_only(self.sessions)
+
+    async def caller(
+        self,
+        token: str | None,
+        peer: str | None,
+        forwarded_for: str | None,
+        in_thread: callers.InThread,
+    ) -> Principal:
+        """Who calls with this bearer token, over a connection from `peer` (or, from a trusted
+        proxy, whom it forwards): `callers.identify`."""
+        return await callers.identify(
+            token,
+            self.clock.now(),
+            cache=self.tokens,
+            limits=self.auth_limits,
+            sessions=self.sessions,
+            address=lambda: client_address(peer, forwarded_for, self.config.trusted_proxies),
+            in_thread=in_thread,
+        )
 
     def leading(self) -> bool:
         """May this replica act on the world now: does it hold an unexpired lease?"""

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from governor.domain.errors import Conflict, Forbidden, NotFound, Unauthenticated, Unavailable
 from governor.domain.paging import WHOLE
@@ -21,7 +22,7 @@ from governor.render import report_html
 from governor.services.fleet import resumes
 from governor.services.money import extensions
 from governor.services.security import logins, tokens
-from governor.services.security.auth_limits import TooManyAttempts, client_address
+from governor.services.security.auth_limits import TooManyAttempts
 from governor.services.view import pages, status
 from governor.web.auth import COOKIE
 from governor.web.deps import Context, Form, Now, SignedIn, Tx, WebKit
@@ -95,35 +96,28 @@ def login_form(request: Request, kit: WebKit, page: SignedIn) -> Response:
 
 
 @router.post("/login")
-def login(request: Request, kit: WebKit, form: Form, ctx: Context, tx: Tx, now: Now) -> Response:
+async def login(request: Request, kit: WebKit, form: Form, ctx: Context, now: Now) -> Response:
     """Exchange a viewer or operator token for a session cookie (HttpOnly, SameSite=Strict).
-    Failed attempts are limited as for the API."""
+    The token is checked as the API checks one, under the same limits."""
+    peer = request.client.host if request.client else None
+    forwarded_for = request.headers.get("x-forwarded-for")
     token = form.get("token", "").strip()
-    address = client_address(
-        request.client.host if request.client else None,
-        request.headers.get("x-forwarded-for"),
-        ctx.config.trusted_proxies,
-    )
+
+    def again(code: int, message: str) -> Response:
+        return _render(kit, request, "login.html", {"error": message, "ended": None}, code)
+
     try:
-        ctx.auth_failures.check(address, token)
+        found = logins.sign_in(await ctx.caller(token, peer, forwarded_for, run_in_threadpool))
+    except Forbidden:
+        return again(403, "That token cannot open the dashboard: use a viewer or operator token.")
+    except Unauthenticated:
+        return again(401, "Unknown token. Paste a viewer or operator token.")
+    except Unavailable as exc:
+        return again(503, f"{exc.message}.")
     except TooManyAttempts as exc:
-        context = {"error": f"{exc.message}.", "ended": None}
-        response = _render(kit, request, "login.html", context, 429)
+        response = again(429, f"{exc.message}.")
         response.headers["Retry-After"] = str(math.ceil(exc.retry_after_s))
         return response
-    try:
-        with tx() as session:
-            found = logins.sign_in(session, token, now)
-    except (Unauthenticated, Forbidden) as exc:
-        if isinstance(exc, Unauthenticated):
-            ctx.auth_failures.failed(address, token)
-        code = 403 if isinstance(exc, Forbidden) else 401
-        message = (
-            "That token cannot open the dashboard: use a viewer or operator token."
-            if code == 403
-            else "Unknown token. Paste a viewer or operator token."
-        )
-        return _render(kit, request, "login.html", {"error": message, "ended": None}, code)
     value, max_age = kit.keys.issue(found.token_id, now)
     response = _to("/status")
     response.set_cookie(

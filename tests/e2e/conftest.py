@@ -58,9 +58,20 @@ T = TypeVar("T")
 _TLS = ssl.create_default_context()
 
 
-def http_client(base_url: str, token: str | None = None) -> httpx.Client:
+def http_client(
+    base_url: str, token: str | None = None, *, local_address: str | None = None
+) -> httpx.Client:
+    """A client of the server; with `local_address` (one of 127.0.0.0/8, which all reach this
+    machine) its connections come from that address, as another host's would."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return httpx.Client(base_url=base_url, headers=headers, timeout=HTTP_TIMEOUT_S, verify=_TLS)
+    transport = (
+        None
+        if local_address is None
+        else httpx.HTTPTransport(verify=_TLS, local_address=local_address)
+    )
+    return httpx.Client(
+        base_url=base_url, headers=headers, timeout=HTTP_TIMEOUT_S, verify=_TLS, transport=transport
+    )
 
 
 # --- small utilities -----------------------------------------------------------------

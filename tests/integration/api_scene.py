@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from governor.app import create_app
 from governor.db import schema
 from governor.services.security import tokens
-from governor.services.security.auth_limits import FailureLimiter
+from governor.services.security.auth_limits import AuthLimits
 from governor.settings import load_settings
 from tests.clock import FrozenClock
 from tests.integration.conftest import make_governor
@@ -62,13 +62,13 @@ def _token(client: TestClient, **body: Any) -> dict[str, Any]:
 
 
 @contextmanager
-def served_scene(url: str, auth_failures: FailureLimiter | None = None) -> Iterator[Scene]:
-    """The scene on an empty database at `url`. Failed authentications are limited by
-    `auth_failures`, by default not at all: these tests fail many on purpose."""
+def served_scene(url: str, auth_limits: AuthLimits | None = None) -> Iterator[Scene]:
+    """The scene on an empty database at `url`. Token lookups are limited by `auth_limits`,
+    by default not at all: these tests fail many on purpose."""
     schema.upgrade(url)
     gov = make_governor(url, FrozenClock())
-    unlimited = FailureLimiter(per_address=10**9, per_prefix=10**9)
-    context = replace(gov.ctx, auth_failures=auth_failures or unlimited)
+    unlimited = AuthLimits(per_source=10**9)
+    context = replace(gov.ctx, auth_limits=auth_limits or unlimited)
     with gov.session() as session:
         tokens.bootstrap_operator(session, OPERATOR, gov.clock.now())
     app = create_app(load_settings(database_url=url, scheduler_enabled=False), context)

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from governor.services.security.auth_limits import FailureLimiter
+from governor.services.security.auth_limits import AuthLimits
 from tests.integration.api_scene import Scene, served_scene
 
 MALFORMED = b'{"name": "b", "ceiling_usd": '
@@ -84,7 +84,7 @@ def test_the_right_token_learns_what_is_wrong_with_the_body(database_url: str) -
 
 def test_a_failed_attempt_is_counted_once_whatever_the_body(database_url: str) -> None:
     # one window throughout: the attempts must not straddle two minutes
-    limiter = FailureLimiter(per_address=4, per_prefix=1000, monotonic=lambda: 0.0)
+    limiter = AuthLimits(per_source=4, monotonic=lambda: 0.0)
     with served_scene(database_url, limiter) as scene, TestClient(scene.app) as client:
         for _ in range(4):
             response = send(client, scene, "garbage token", "/v1/budgets", MALFORMED)
@@ -93,6 +93,28 @@ def test_a_failed_attempt_is_counted_once_whatever_the_body(database_url: str) -
         assert refused.status_code == 429, refused.text
         assert refused.json()["error"]["code"] == "too_many_attempts"
         assert int(refused.headers["Retry-After"]) >= 1
+
+
+def test_a_remembered_token_meets_no_limit_whatever_its_address_has_failed(
+    database_url: str,
+) -> None:
+    # one window throughout; past its rate a source has one lookup a minute, never waited for
+    limiter = AuthLimits(per_source=2, pace_s=60, max_wait_s=0, monotonic=lambda: 0.0)
+    with served_scene(database_url, limiter) as scene, TestClient(scene.app) as client:
+        first = send(client, scene, "job", HEARTBEAT, b'{"step": 1}')
+        assert first.status_code == 200, first.text  # looked up once, then remembered
+        failed = [send(client, scene, "garbage token", "/v1/budgets", MALFORMED) for _ in range(3)]
+        assert [r.status_code for r in failed] == [401, 401, 429]
+        # the address is past its rate and its one turn is taken: a token not yet remembered
+        # is refused unasked...
+        unseen = send(client, scene, "viewer", "/v1/budgets", MALFORMED)
+        assert unseen.status_code == 429, unseen.text
+        assert unseen.json()["error"]["code"] == "too_many_attempts"
+        # ...but the remembered ones are answered as ever, from the same address
+        beat = send(client, scene, "job", HEARTBEAT, b'{"step": 2}')
+        assert beat.status_code == 200, beat.text
+        operator = send(client, scene, "operator", "/v1/budgets", MALFORMED)
+        assert operator.status_code == 422, operator.text
 
 
 def test_a_well_formed_beat_is_served_lean_and_any_other_as_every_route(

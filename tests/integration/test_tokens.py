@@ -43,12 +43,12 @@ def test_a_revoked_or_expired_token_ends_its_dashboard_sessions(gov: Governor) -
         lasting = tokens.issue(s, Role.VIEWER, now, label="wall screen")
         brief = tokens.issue(s, Role.VIEWER, now, expires_at=now + timedelta(hours=1))
     with gov.session() as s:
-        lasting_id = logins.sign_in(s, lasting, now).token_id
-        brief_id = logins.sign_in(s, brief, now).token_id
+        lasting_id = logins.sign_in(tokens.authenticate(s, lasting, now)).token_id
+        brief_id = logins.sign_in(tokens.authenticate(s, brief, now)).token_id
         assert logins.role_of(s, brief_id, now + timedelta(minutes=59)) is Role.VIEWER
         assert logins.role_of(s, brief_id, now + timedelta(hours=1)) is None
         with pytest.raises(Unauthenticated, match="expired"):
-            logins.sign_in(s, brief, now + timedelta(hours=2))
+            tokens.authenticate(s, brief, now + timedelta(hours=2))
         tokens.revoke(s, lasting_id, now, by=BY)
     with gov.session() as s:
         assert logins.role_of(s, lasting_id, now) is None

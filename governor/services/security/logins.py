@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from governor.db.tables import TokenRow
 from governor.domain.model import Role
-from governor.services.security import tokens
+from governor.services.security.tokens import Principal
 
 PAGE_ROLES = (Role.OPERATOR, Role.VIEWER)
 
@@ -24,12 +24,12 @@ class Login:
     role: Role
 
 
-def sign_in(session: Session, token: str, now: datetime) -> Login:
-    """Check a pasted token. Unauthenticated if unknown; Forbidden if not a page role."""
-    principal = tokens.authenticate(session, token.strip(), now)
-    principal.require(*PAGE_ROLES)
-    assert principal.token_id is not None  # authenticate found it on file
-    return Login(principal.token_id, principal.role)
+def sign_in(caller: Principal) -> Login:
+    """The sign-in of a pasted token's caller (`callers.identify`); Forbidden if its role may
+    not see the page."""
+    caller.require(*PAGE_ROLES)
+    assert caller.token_id is not None  # a token found on file
+    return Login(caller.token_id, caller.role)
 
 
 def role_of(session: Session, token_id: str, now: datetime) -> Role | None:

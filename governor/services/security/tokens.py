@@ -251,14 +251,13 @@ class TokenCache:
         """The token's caller if it is remembered and revocations were asked for within
         `check_s` (no database round trip, no I/O at all), else None: `authenticate` then
         asks."""
-        return None if self._stale() else self._remembered(_digest_of(token), now)
+        return None if self.stale() else self._remembered(_digest_of(token), now)
 
     def authenticate(
         self, sessions: sessionmaker[Session], token: str | None, now: datetime
     ) -> Principal:
         hashed = _digest_of(token)
-        if self._stale():
-            self._check(sessions, now)
+        self.refresh(sessions, now)
         remembered = self._remembered(hashed, now)
         if remembered is not None:
             return remembered
@@ -277,7 +276,8 @@ class TokenCache:
             for hashed in [h for h, p in self._known.items() if matches(p)]:
                 del self._known[hashed]
 
-    def _stale(self) -> bool:
+    def stale(self) -> bool:
+        """Is it time to ask for revocations (`refresh`)? Until then `remembered` answers."""
         return self._checked_at is None or self._monotonic() - self._checked_at >= self._check_s
 
     def _remembered(self, hashed: str, now: datetime) -> Principal | None:
@@ -288,12 +288,15 @@ class TokenCache:
             self._known.move_to_end(hashed)
         return _live(principal, now)
 
-    def _check(self, sessions: sessionmaker[Session], now: datetime) -> None:
-        """Forget the tokens revoked since the last check, on any replica. The window reaches
+    def refresh(self, sessions: sessionmaker[Session], now: datetime) -> None:
+        """If it is time (`stale`), forget the tokens revoked since the last check, on any
+        replica: one query, however many tokens it remembers. The window reaches
         `REVOKED_OVERLAP` further back, for a revocation committed late or stamped by a
         replica whose clock runs behind; forgetting a token twice costs nothing."""
+        if not self.stale():
+            return
         with self._checking:
-            if not self._stale():
+            if not self.stale():
                 return  # another thread asked meanwhile
             tick = self._monotonic()
             since = (self._revoked_since or now) - REVOKED_OVERLAP

@@ -2,19 +2,24 @@
 
 Each window lasts `window_s` seconds of the injected monotonic clock; every count starts
 again at zero when a new window begins. Thread-safe. The number of keys is bounded: past
-`max_keys` in one window the counts start again, so many distinct keys cannot grow memory
-without bound.
+`max_keys` in one window the keys counted longest ago are let go, one for each new key, so many
+distinct keys cannot grow memory without bound, nor reset the counts of keys still counting.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from typing import TypeVar
 
 from governor.domain.errors import GovernorError
 
 MAX_KEYS = 100_000
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 
 class Throttled(GovernorError):
@@ -38,7 +43,7 @@ class FixedWindows:
         self.window_s = window_s
         self._max_keys, self._monotonic = max_keys, monotonic
         self._window = -1
-        self._counts: dict[Hashable, int] = {}
+        self._counts: OrderedDict[Hashable, int] = OrderedDict()
         self._lock = threading.Lock()
 
     def count(self, key: Hashable) -> int:
@@ -68,12 +73,21 @@ class FixedWindows:
             return max(1.0, (self._window + 1) * self.window_s - self._monotonic())
 
     def _add(self, key: Hashable) -> int:
-        if key not in self._counts and len(self._counts) >= self._max_keys:
-            self._counts.clear()
-        self._counts[key] = self._counts.get(key, 0) + 1
-        return self._counts[key]
+        count = self._counts.get(key, 0) + 1
+        keep_newest(self._counts, key, count, self._max_keys)
+        return count
 
     def _roll(self) -> None:
         window = int(self._monotonic() // self.window_s)
         if window != self._window:
-            self._window, self._counts = window, {}
+            self._window = window
+            self._counts.clear()
+
+
+def keep_newest(table: OrderedDict[K, V], key: K, value: V, max_keys: int) -> None:
+    """Set `key` to `value` as the table's newest entry; past `max_keys` entries the oldest
+    go (those set longest ago), never more than that."""
+    table[key] = value
+    table.move_to_end(key)
+    while len(table) > max_keys:
+        table.popitem(last=False)

@@ -1,15 +1,19 @@
-"""Failed authentications: limited per address and per token prefix, in fixed windows; the
-client address comes from X-Forwarded-For only through a trusted proxy."""
+"""Token lookups limited per source: failures counted per address (per /64 for IPv6), a source
+past its failure rate looked up at its pace within a bounded wait, a cap on the lookups under
+way; the client address comes from X-Forwarded-For only through a trusted proxy."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
+from governor.domain.errors import Unavailable
 from governor.services.security.auth_limits import (
-    FailureLimiter,
+    AuthLimits,
     TooManyAttempts,
     client_address,
-    prefix_of,
+    source_of,
     trusted_networks,
 )
 
@@ -22,33 +26,145 @@ class Ticks:
         return self.now
 
 
-def test_an_address_past_its_limit_waits_for_the_window_to_end() -> None:
+class Naps:
+    """An injected sleep: records each wait and lets the clock stand still."""
+
+    def __init__(self) -> None:
+        self.taken: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.taken.append(seconds)
+
+
+def failures(limits: AuthLimits, address: str, times: int) -> list[bool]:
+    """Fail `times` from `address`: for each, whether it was refused as too many."""
+    refused = []
+    for _ in range(times):
+        try:
+            limits.failed(address)
+            refused.append(False)
+        except TooManyAttempts:
+            refused.append(True)
+    return refused
+
+
+async def looked_up(limits: AuthLimits, address: str) -> None:
+    async with limits.lookup(address):
+        pass
+
+
+def test_failures_are_counted_per_source_until_the_window_ends() -> None:
     ticks = Ticks()
-    limiter = FailureLimiter(per_address=3, per_prefix=100, window_s=60, monotonic=ticks)
-    for _ in range(3):
-        limiter.check("10.0.0.9", "gov_op_wrong")
-        limiter.failed("10.0.0.9", "gov_op_wrong")
+    limits = AuthLimits(per_source=3, window_s=60, monotonic=ticks)
+    assert failures(limits, "10.0.0.9", 3) == [False] * 3
     with pytest.raises(TooManyAttempts) as refused:
-        limiter.check("10.0.0.9", "gov_op_anything")
+        limits.failed("10.0.0.9")
     assert refused.value.retry_after_s == pytest.approx(20.0)  # 1000 s is 40 s into its window
-    limiter.check("10.0.0.10", "gov_op_wrong")  # another address is not held back
-    ticks.now += 20
-    limiter.check("10.0.0.9", "gov_op_wrong")  # a new window
+    assert "from this address" in refused.value.message
+    assert failures(limits, "10.0.0.10", 3) == [False] * 3  # another address counts its own
+    ticks.now += 20  # a new window
+    assert failures(limits, "10.0.0.9", 4) == [False] * 3 + [True]
 
 
-def test_a_token_prefix_past_its_limit_is_held_back_from_every_address() -> None:
-    limiter = FailureLimiter(per_address=100, per_prefix=5, monotonic=Ticks())
-    for n in range(5):
-        limiter.failed(f"10.0.1.{n}", "gov_op_guess")
-    with pytest.raises(TooManyAttempts, match="prefix"):
-        limiter.check("10.0.2.1", "gov_op_other")
-    limiter.check("10.0.2.1", "gov_view_other")
+def test_ipv6_counts_by_its_64_and_a_mapped_ipv4_as_itself() -> None:
+    assert source_of("2001:db8:1:2:3::4") == source_of("2001:db8:1:2:ffff::1")
+    assert source_of("2001:db8:1:2:3::4") == "2001:db8:1:2::/64"
+    assert source_of("2001:db8:1:3::1") != source_of("2001:db8:1:2::1")
+    assert source_of("::ffff:192.0.2.7") == source_of("192.0.2.7") == "192.0.2.7"
+    assert source_of("192.0.2.7") != source_of("192.0.2.8")
+    assert source_of("unknown") == "unknown"
+
+    limits = AuthLimits(per_source=2, monotonic=Ticks())
+    assert failures(limits, "2001:db8:1:2::a", 2) == [False, False]
+    assert failures(limits, "2001:db8:1:2::b", 1) == [True]  # the same /64
+    assert failures(limits, "2001:db8:1:3::a", 1) == [False]  # the next /64
 
 
-def test_prefixes() -> None:
-    assert prefix_of("gov_op_abc_def") == "gov_op"
-    assert prefix_of("gov_job_x") == "gov_job"
-    assert prefix_of("Bearer nonsense") == prefix_of(None) == prefix_of("gov_") == "other"
+def test_a_full_table_lets_its_oldest_counts_go_never_an_attackers_own() -> None:
+    limits = AuthLimits(per_source=2, max_keys=3, monotonic=Ticks())
+    assert failures(limits, "10.0.0.66", 3) == [False, False, True]
+    for filler in range(1, 50):  # ever new addresses fill the table, while 66 keeps failing
+        failures(limits, f"10.0.1.{filler}", 1)
+        assert failures(limits, "10.0.0.66", 1) == [True], f"reset after {filler} others"
+    # the others' counts were let go oldest first: the first filler counts afresh
+    assert failures(limits, "10.0.1.1", 2) == [False, False]
+
+
+def test_a_source_within_its_rate_is_looked_up_at_once() -> None:
+    naps = Naps()
+    limits = AuthLimits(per_source=3, monotonic=Ticks(), sleep=naps)
+    failures(limits, "10.0.0.5", 2)
+
+    async def many() -> None:
+        for _ in range(20):
+            await looked_up(limits, "10.0.0.5")
+
+    asyncio.run(many())
+    assert naps.taken == []
+
+
+def test_a_source_past_its_rate_takes_turns_and_waits_within_the_bound() -> None:
+    naps = Naps()
+    limits = AuthLimits(per_source=2, pace_s=1.0, max_wait_s=3.0, monotonic=Ticks(), sleep=naps)
+    failures(limits, "10.0.0.7", 3)
+
+    async def flood() -> TooManyAttempts:
+        for _ in range(4):  # turns now, in 1, 2 and 3 s: all within the bound
+            await looked_up(limits, "10.0.0.7")
+        with pytest.raises(TooManyAttempts) as refused:
+            await looked_up(limits, "10.0.0.7")  # in 4 s: past it, refused unasked
+        await looked_up(limits, "10.0.0.8")  # another source is not held back
+        return refused.value
+
+    refused = asyncio.run(flood())
+    assert naps.taken == [1.0, 2.0, 3.0]
+    assert refused.retry_after_s == pytest.approx(1.0)
+
+
+def test_a_source_waits_its_turn_in_real_time_without_holding_up_another() -> None:
+    limits = AuthLimits(per_source=1, window_s=1e6, pace_s=0.2, max_wait_s=5.0)
+    failures(limits, "10.0.0.7", 1)
+    order: list[str] = []
+
+    async def one(address: str) -> None:
+        await looked_up(limits, address)
+        order.append(address)
+
+    async def both() -> None:
+        await one("10.0.0.7")  # its turn is now; the next one's in 0.2 s
+        await asyncio.gather(one("10.0.0.7"), one("10.0.0.8"))
+
+    asyncio.run(both())
+    assert order == ["10.0.0.7", "10.0.0.8", "10.0.0.7"]
+
+
+def test_lookups_under_way_are_capped_and_a_wait_for_one_is_bounded() -> None:
+    limits = AuthLimits(max_lookups=2, max_wait_s=0.2)
+
+    async def capped() -> None:
+        release, entered = asyncio.Event(), asyncio.Event()
+
+        async def held() -> None:
+            async with limits.lookup("10.0.0.1"):
+                await release.wait()
+
+        async def third() -> None:
+            async with limits.lookup("10.0.0.3"):
+                entered.set()
+
+        holders = [asyncio.create_task(held()) for _ in range(2)]
+        for _ in range(3):
+            await asyncio.sleep(0)  # both holders take their lookups
+        with pytest.raises(Unavailable, match="looked up at once"):
+            await looked_up(limits, "10.0.0.2")  # none free within 0.2 s
+        waiting = asyncio.create_task(third())
+        await asyncio.sleep(0)
+        assert not entered.is_set()
+        release.set()
+        await asyncio.wait_for(entered.wait(), 30)
+        await asyncio.gather(waiting, *holders)
+
+    asyncio.run(capped())
 
 
 def test_forwarded_for_counts_only_through_a_trusted_proxy() -> None:
