@@ -521,8 +521,8 @@ def passes_settled(client: httpx.Client, within_s: float = 5.0) -> bool:
 
 
 def assert_told_once(log: str) -> None:
-    """Each kind of failure is one line of the log (a minute's window may turn once during a
-    short outage: two at most), and none comes with a traceback."""
+    """In the log of one short outage, each kind of failure is one line (a minute's window may
+    turn during it: two at most), and none comes with a traceback."""
     assert "Traceback" not in log, log[-5000:]
     told = Counter(
         line.split(": ", 1)[1].split(" (")[0]

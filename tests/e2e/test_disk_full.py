@@ -65,6 +65,7 @@ def test_a_full_disk_is_unready_throughout_and_raised_once_with_its_real_length(
             steps = iter(range(1, 1_000_000))
             assert beat(job, run["id"], next(steps)) == 200
 
+            said_before = len(server.output())
             full.touch()  # the rows already have room on their last pages for a while
 
             def refused() -> datetime | None:
@@ -98,4 +99,4 @@ def test_a_full_disk_is_unready_throughout_and_raised_once_with_its_real_length(
     assert "api" in span["writers"] and "lease" not in span["writers"]  # renewed in place
     assert [e for e in critical if "refused" in e["message"]] == [event]
     assert not [e["message"] for e in critical if "restart" in e["message"]]
-    assert_told_once(server.output())
+    assert_told_once(server.output()[said_before:])
