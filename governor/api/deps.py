@@ -17,6 +17,7 @@ from governor.services.context import DatabaseRefused, ServiceContext, Session
 from governor.services.security.tokens import Principal
 from governor.services.security.write_limits import WriteKind
 
+API = "api"  # the writer the API's writes are told as
 bearer = HTTPBearer(auto_error=False, description="operator, viewer, job or agent token")
 
 
@@ -39,24 +40,14 @@ class Transaction:
         with self.watched(), self._context.unit_of_work() as session:
             yield session
 
-    @contextmanager
-    def watched(self) -> Iterator[None]:
+    def watched(self) -> AbstractContextManager[None]:
         """Around a service call that opens its own units of work (the heartbeat's): if the
-        database refuses, readiness says so at once; a commit ends an outage."""
-        try:
-            yield
-        except DatabaseRefused as exc:
-            self.settled(exc)
-            raise
-        self.settled(None)
+        database refuses, readiness says so at once; a commit that wrote ends an outage."""
+        return self._context.writes.watching(API, self._context.clock)
 
-    def settled(self, refused: DatabaseRefused | None) -> None:
-        """Readiness hears how a write went: refused by the database, or committed."""
-        writes, now = self._context.writes, self._context.clock.now()
-        if refused is None:
-            writes.succeeded(now)
-        else:
-            writes.failed("api", refused, now)
+    def refused(self, refused: DatabaseRefused) -> None:
+        """Readiness hears of a write the database refused (one not raised: a group's)."""
+        self._context.writes.failed(API, refused, self._context.clock.now())
 
     def read(self) -> AbstractContextManager[Session]:
         """A transaction that only reads: it never waits for a writer, nor makes one wait."""

@@ -13,9 +13,22 @@ from starlette.exceptions import HTTPException
 
 from governor.domain import errors
 from governor.services.context import DatabaseRefused
+from governor.services.replica.failure_log import FailureLog
 from governor.services.security.windows import Throttled
 
 log = logging.getLogger(__name__)
+_told = FailureLog(log)  # a 500's traceback: once a minute for each route and kind of error
+
+
+class _ToldAlready(logging.Filter):
+    """The server's own "Exception in ASGI application" for an error `_bug` answered (Starlette
+    raises it again once answered): `_bug` has told it, with its traceback, once a minute."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Exception in ASGI application")
+
+
+_told_already = _ToldAlready()
 
 STATUS = {
     errors.NotFound: 404,
@@ -111,8 +124,9 @@ def _unavailable(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
-def _bug(_: Request, exc: Exception) -> JSONResponse:
-    log.exception("unhandled error", exc_info=exc)
+def _bug(request: Request, exc: Exception) -> JSONResponse:
+    route = getattr(request.scope.get("route"), "path", request.url.path)
+    _told.tell(f"unhandled error answering {request.method} {route}", exc, trace=True)
     return JSONResponse(
         error_body("internal_error", "an internal error occurred; it has been logged"),
         status_code=500,
@@ -126,3 +140,4 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(errors.Unavailable, _unavailable)
     app.add_exception_handler(DatabaseRefused, _unavailable)
     app.add_exception_handler(Exception, _bug)
+    logging.getLogger("uvicorn.error").addFilter(_told_already)  # once, however many apps

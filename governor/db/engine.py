@@ -28,6 +28,42 @@ READ_ONLY: Final = "governor_read_only"
 ONE_STATEMENT = "governor_one_statement"  # SQLite: a read outside any transaction
 PING_AFTER_IDLE_S = 1.0  # a pooled connection idle longer is pinged before it is lent
 _RETURNED_AT = "governor_returned_at"
+_CHANGES = ("INSERT", "UPDATE", "DELETE")
+
+
+class _Written(threading.local):
+    """This thread's statements that changed rows, and its transactions that committed them."""
+
+    def __init__(self) -> None:
+        self.statements = 0
+        self.commits = 0
+
+
+_written = _Written()
+
+
+def committed_writes() -> int:
+    """How many transactions this thread has committed that changed rows: compare two readings
+    to learn whether a block of work wrote anything that committed (a transaction that only
+    read, changed nothing or was empty commits even on a full disk, and counts for nothing)."""
+    return _written.commits
+
+
+@contextmanager
+def _counted() -> Iterator[None]:
+    """Around one transaction: a commit is counted if a statement of it changed rows."""
+    before = _written.statements
+    yield
+    if _written.statements > before:
+        _written.commits += 1
+
+
+def _note_changes(
+    _conn: Any, cursor: Any, statement: str, _params: Any, _context: Any, _many: bool
+) -> None:
+    # An unknown count (-1: a pipelined statement's, say) is taken to have changed rows.
+    if cursor.rowcount != 0 and statement.lstrip()[:6].upper() in _CHANGES:
+        _written.statements += 1
 
 
 class _Turn:
@@ -100,16 +136,18 @@ _turns: WeakKeyDictionary[Engine, _Turn] = WeakKeyDictionary()
 def build_engine(url: str, **kwargs: Any) -> Engine:
     """An engine for `url` (`kwargs` as for create_engine: `pool_size`, `max_overflow`, ...).
 
-    SQLite gets WAL, foreign keys, a busy timeout and one writer at a time."""
+    SQLite gets WAL, foreign keys, a busy timeout and one writer at a time. Every statement
+    that changes rows is counted (`committed_writes`)."""
     if url.startswith("sqlite"):
         engine = create_engine(
             url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}, **kwargs
         )
         _tune_sqlite(engine)
         _turns[engine] = _Turn()
-        return engine
-    engine = create_engine(url, **kwargs)
-    _ping_after_idle(engine)
+    else:
+        engine = create_engine(url, **kwargs)
+        _ping_after_idle(engine)
+    event.listen(engine, "after_cursor_execute", _note_changes)
     return engine
 
 
@@ -193,7 +231,7 @@ def unit_of_work(factory: sessionmaker[Session]) -> Iterator[Session]:
 
     Callables queued with `after_commit` run once the commit has succeeded, never otherwise.
     """
-    with _writer_turn(factory.kw["bind"]):
+    with _writer_turn(factory.kw["bind"]), _counted():
         session = factory()
         try:
             yield session
@@ -235,6 +273,7 @@ def writing(engine: Engine) -> Iterator[Connection]:
     nothing of the transaction is committed either way."""
     with (
         _writer_turn(engine),
+        _counted(),
         engine.connect() as connection,
         _pipelined(connection),
         connection.begin(),

@@ -21,9 +21,12 @@ from governor.domain.model import Category, Severity
 from governor.scheduler.tasks import TASKS, Periodic
 from governor.services import events
 from governor.services.context import DatabaseRefused, ServiceContext
+from governor.services.replica.failure_log import FailureLog
 from governor.services.replica.leadership import Lease
 
 log = logging.getLogger(__name__)
+ALARM = "alarm"  # the writer a critical event of the driver's is told as
+_told = FailureLog(log)  # a pass's or an alarm's failure: told once a minute for each kind
 
 
 def guarded(ctx: ServiceContext, lease: Lease, name: str, task: Periodic) -> Callable[[], None]:
@@ -35,20 +38,21 @@ def guarded(ctx: ServiceContext, lease: Lease, name: str, task: Periodic) -> Cal
             return
         started = time.monotonic()
         try:
-            task.run(ctx)
+            with ctx.writes.watching(name, ctx.clock):
+                task.run(ctx)
         except NotLeader as exc:
             log.info("periodic task %r stopped: %s", name, exc)
             return
-        except DatabaseRefused as exc:  # the database refused: said once a minute, not a trace
-            ctx.ticks.failed(name)
-            ctx.writes.failed(name, exc, ctx.clock.now())
+        except DatabaseRefused:  # the write watch said so, once a minute, not a trace
+            ctx.ticks.failed(name, refused=True)
             return
-        except Exception:
+        except Exception as exc:
             ctx.ticks.failed(name)
-            log.exception("periodic task %r failed; it runs again next interval", name)
+            _told.tell(
+                f"periodic task {name!r} failed; it runs again next interval", exc, trace=True
+            )
             return
         ctx.ticks.succeeded(name, ctx.clock.now())
-        ctx.writes.succeeded(ctx.clock.now())
         took = time.monotonic() - started
         if task.reacts:
             ctx.config.pace.took(took)
@@ -104,11 +108,12 @@ class Driver:
             self._watch_passes()
 
     def _report_outages(self) -> None:
-        """Once writes commit again: when this replica's writes stopped, and when they resumed."""
+        """Once writes commit again: when this replica's writes stopped, and when they resumed
+        (an outage whose event could not be written is tried again at the next probe)."""
         for outage in self._ctx.writes.ended():
             assert outage.ended is not None
             seconds = outage.seconds(outage.ended)
-            self._alarm(
+            recorded = self._alarm(
                 f"the database refused this replica's writes for {seconds:.0f} s: metering and "
                 f"enforcement stopped at {outage.began.isoformat()} and resumed at "
                 f"{outage.ended.isoformat()} ({outage.failures} failed writes: "
@@ -121,6 +126,8 @@ class Driver:
                     "failures": outage.failures,
                 },
             )
+            if recorded:
+                self._ctx.writes.recorded(outage)
 
     def _report_gap(self) -> None:
         gap, self._lease.gap = self._lease.gap, None
@@ -128,14 +135,19 @@ class Driver:
             return
         began, ended = gap
         seconds = (ended - began).total_seconds()
-        self._alarm(
+        recorded = self._alarm(
             f"no replica led the periodic work for {seconds:.0f} s (from {began.isoformat()}): "
             "metering, enforcement and stop orders were paused. The time is charged now, "
             "nothing is lost; look for a database outage or every replica down.",
             {"from": began.isoformat(), "to": ended.isoformat(), "seconds": seconds},
         )
+        if not recorded and self._lease.gap is None:
+            self._lease.gap = gap  # raised at the next probe
 
     def _watch_passes(self) -> None:
+        """A pass is stuck when it has not finished in three of its intervals since this
+        replica began to lead; not one whose latest run the database refused (it waits on the
+        database: the outage is raised on its own)."""
         now, since = self._ctx.clock.now(), self._lease.since
         stale = {t for t, tick in self._ctx.ticks.ticks().items() if tick.stale(now, since or now)}
         for task in sorted(stale - self._alerted):
@@ -147,10 +159,14 @@ class Driver:
             )
         self._alerted = stale
 
-    def _alarm(self, message: str, evidence: dict[str, object]) -> None:
-        """A critical event from this replica (the event log writes it to the log too)."""
+    def _alarm(self, message: str, evidence: dict[str, object]) -> bool:
+        """A critical event from this replica (the event log writes it to the log too);
+        False where it could not be written (the log says why, once a minute)."""
         try:
-            with self._ctx.unit_of_work() as session:
+            with (
+                self._ctx.writes.watching(ALARM, self._ctx.clock),
+                self._ctx.unit_of_work() as session,
+            ):
                 events.record(
                     session,
                     self._ctx.clock.now(),
@@ -161,8 +177,12 @@ class Driver:
                     budget_id=None,
                     evidence={**evidence, "replica": self._lease.replica},
                 )
-        except Exception:  # the alarm still reaches the log
-            log.exception("could not record a critical event: %s", message)
+        except DatabaseRefused:  # the write watch said so; the outage is raised once it ends
+            return False
+        except Exception as exc:  # the alarm still reaches the log
+            _told.tell(f"could not record a critical event: {message}", exc, trace=True)
+            return False
+        return True
 
     def start(self) -> None:
         self.probe()  # a lone replica leads from its first pass

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -160,6 +161,8 @@ class GovernorServer:
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self._log_offset = 0
+        # how the governor is started: `serve --port ...` follows
+        self.command: list[str] = [sys.executable, "-m", "governor"]
 
     # lifecycle
 
@@ -171,7 +174,7 @@ class GovernorServer:
             log.write(f"\n===== start {self.starts} at {utcnow().isoformat()} =====\n".encode())
             log.flush()
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "governor", "serve", "--port", str(self.port)],
+                [*self.command, "serve", "--port", str(self.port)],
                 cwd=self.workdir,
                 env=self.env,
                 stdin=subprocess.DEVNULL,
@@ -515,6 +518,29 @@ def agent_token(client: httpx.Client, pod_id: str) -> str:
     body = {"role": "agent", "pod_id": pod_id, "label": "e2e agent"}
     token: str = ok(client.post("/v1/tokens", json=body), 201)["token"]
     return token
+
+
+def passes_settled(client: httpx.Client, within_s: float = 5.0) -> bool:
+    """After an outage: every pass that runs at least every `within_s` has finished again,
+    and no pass is judged stuck (a longer one may still wait on the database)."""
+    leader = client.get("/readyz").json().get("leader")
+    if not leader:
+        return False
+    passes = leader["passes"].values()
+    assert "stale" not in {p["state"] for p in passes}, leader
+    return all(p["state"] == "ok" for p in passes if p["every_s"] <= within_s)
+
+
+def assert_told_once(log: str) -> None:
+    """In the log of one short outage, each kind of failure is one line (a minute's window may
+    turn during it: two at most), and none comes with a traceback."""
+    assert "Traceback" not in log, log[-5000:]
+    told = Counter(
+        line.split(": ", 1)[1].split(" (")[0]
+        for line in log.splitlines()
+        if "said once a minute" in line
+    )
+    assert told and max(told.values()) <= 2, told
 
 
 def budget_events(client: httpx.Client, budget_id: str) -> list[dict[str, Any]]:

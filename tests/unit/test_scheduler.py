@@ -8,14 +8,16 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy.exc import OperationalError
 
 from governor.db import schema
 from governor.db.engine import build_engine, session_factory, unit_of_work
 from governor.db.tables import EventRow
-from governor.domain.model import Severity
+from governor.domain.model import Category, Severity
 from governor.domain.ports import SystemClock
 from governor.scheduler.runner import Driver
 from governor.scheduler.tasks import Periodic
+from governor.services import events
 from governor.services.context import GovernorConfig, ServiceContext, batches, first_pods
 from governor.services.replica.health import TickLog
 from governor.services.replica.leadership import Lease
@@ -203,6 +205,71 @@ def test_a_pass_that_stops_finishing_raises_one_critical_event(tmp_path: Path) -
             driver.stop()
         assert len(alarms()) == 1, "raised once, not at every probe"
         assert "enforce pass" in alarms()[0]
+    finally:
+        engine.dispose()
+
+
+def test_a_pass_the_database_refuses_waits_on_it_and_is_never_said_stuck(tmp_path: Path) -> None:
+    """Its runs fail only because the database refuses: no "restart the pass" event however
+    long that lasts; once its write commits, the outage is raised once, with its length."""
+    database = f"sqlite:///{tmp_path / 'governor.db'}"
+    schema.upgrade(database)
+    engine = build_engine(database)
+    try:
+        sessions, clock = session_factory(engine), FrozenClock()
+        ctx = ServiceContext(
+            engine=engine,
+            sessions=sessions,
+            clock=clock,
+            providers={},
+            config=GovernorConfig(enforce_interval_s=0.05, leader_probe_s=0.05),
+            ticks=TickLog(),
+            lease=Lease(sessions, clock, "full", lease_s=86400.0),
+        )
+        refusing = threading.Event()
+        refusing.set()
+
+        def accrue(acting: ServiceContext) -> None:
+            if refusing.is_set():
+                raise OperationalError("INSERT INTO ledger", {}, Exception("disk is full"))
+            with acting.unit_of_work() as session:
+                events.record(
+                    session,
+                    clock.now(),
+                    Severity.INFO,
+                    Category.GOVERNOR,
+                    "s",
+                    "an hour",
+                    budget_id=None,
+                )
+
+        def alarms() -> list[str]:
+            with unit_of_work(sessions) as session:
+                return list(
+                    session.scalars(
+                        select(EventRow.message).where(
+                            EventRow.severity == Severity.CRITICAL,
+                            EventRow.subject == "replica full",
+                        )
+                    )
+                )
+
+        driver = Driver(ctx, {"accrue": Periodic(accrue)})
+        driver.start()
+        try:
+            wait_for(lambda: ctx.ticks.failures().get("accrue", 0) >= 3)
+            clock.advance(31)  # past the 30 s of slack, within the quiet minute
+            probes = ctx.ticks.failures()["accrue"]
+            wait_for(lambda: ctx.ticks.failures()["accrue"] >= probes + 5)
+            assert ctx.ticks.ticks()["accrue"].waiting
+            assert alarms() == [], "waiting on the database is not stuck"
+            refusing.clear()
+            wait_for(lambda: len(alarms()) == 1)
+        finally:
+            driver.stop()
+        [alarm] = alarms()
+        assert "refused this replica's writes for 31 s" in alarm, alarm
+        assert not ctx.ticks.ticks()["accrue"].waiting
     finally:
         engine.dispose()
 

@@ -37,14 +37,13 @@ def heartbeats(
     ones are answered here (their run read together, their writes committed together), the
     others by `heartbeat` (None)."""
     tx = Transaction(ctx)
-    try:
+    with tx.watched():
         answers = checkins.check_in_group(
             ctx.sessions, [(run_id, _beat(body)) for run_id, body in beats], ctx.clock.now()
         )
-    except DatabaseRefused as refused:
-        tx.settled(refused)
-        raise
-    tx.settled(next((a for a in answers if isinstance(a, DatabaseRefused)), None))
+    refused = next((a for a in answers if isinstance(a, DatabaseRefused)), None)
+    if refused is not None:
+        tx.refused(refused)
     return [_answer(a) if isinstance(a, checkins.Directive) else a for a in answers]
 
 

@@ -43,7 +43,7 @@ def readyz(ctx: Context, now: Now) -> JSONResponse:
 def _leader(leader: leadership.Leader, now: datetime) -> dict[str, Any] | None:
     if not leader.live(now):
         return None
-    stale = set(leader.stale_tasks(now))
+    states = leader.pass_states(now)
     return {
         "replica": leader.holder,
         "term": leader.term,
@@ -53,7 +53,7 @@ def _leader(leader: leadership.Leader, now: datetime) -> dict[str, Any] | None:
             task: {
                 "last_finished": tick.at.isoformat() if tick.at else None,
                 "every_s": tick.every_s,
-                "state": "stale" if task in stale else "ok",
+                "state": states[task],
             }
             for task, tick in sorted(leader.ticks.items())
         },

@@ -19,15 +19,27 @@ from governor.services.replica.write_watch import Outage
 
 @dataclass(frozen=True)
 class Tick:
-    """When a pass last finished, and how often it is meant to run."""
+    """When a pass last finished, how often it is meant to run, and whether its latest run
+    was refused by the database (it waits on the database, it is not stuck)."""
 
     at: datetime | None
     every_s: float
+    waiting: bool = False
 
     def stale(self, now: datetime, since: datetime) -> bool:
-        """Three intervals (and half a minute of slack) without a finished pass."""
-        last = self.at or since
+        """Three intervals (and half a minute of slack) without a finished pass, counted from
+        its last finish or from `since` (when its replica began to lead), whichever is later;
+        never while the database refuses its writes."""
+        if self.waiting:
+            return False
+        last = since if self.at is None else max(self.at, since)
         return (now - last).total_seconds() > 3 * self.every_s + 30
+
+    def state(self, now: datetime, since: datetime) -> str:
+        """The pass's state: ok, stale, or waiting (on the database)."""
+        if self.waiting:
+            return "waiting"
+        return "stale" if self.stale(now, since) else "ok"
 
 
 @dataclass
@@ -38,6 +50,7 @@ class TickLog:
     _every: dict[str, float] = field(default_factory=dict)
     _last: dict[str, datetime] = field(default_factory=dict)
     _failures: dict[str, int] = field(default_factory=dict)
+    _refused: set[str] = field(default_factory=set)  # whose latest run the database refused
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def expect(self, task: str, every_s: float) -> None:
@@ -47,14 +60,23 @@ class TickLog:
     def succeeded(self, task: str, at: datetime) -> None:
         with self._lock:
             self._last[task] = at
+            self._refused.discard(task)
 
-    def failed(self, task: str) -> None:
+    def failed(self, task: str, *, refused: bool = False) -> None:
+        """`task` raised; `refused`: because the database refused its writes."""
         with self._lock:
             self._failures[task] = self._failures.get(task, 0) + 1
+            if refused:
+                self._refused.add(task)
+            else:
+                self._refused.discard(task)
 
     def ticks(self) -> dict[str, Tick]:
         with self._lock:
-            return {task: Tick(self._last.get(task), every) for task, every in self._every.items()}
+            return {
+                task: Tick(self._last.get(task), every, task in self._refused)
+                for task, every in self._every.items()
+            }
 
     def failures(self) -> dict[str, int]:
         with self._lock:

@@ -44,6 +44,7 @@ from governor.services.replica.write_watch import WriteWatch
 log = logging.getLogger("governor.leadership")
 
 SCHEDULER = "scheduler"
+LEASE = "lease"  # the writer the lease's renewals and takings are told as
 TAKE_LOCK_TIMEOUT_MS = 1000  # a replica waits this long for the row, then tries next probe
 
 
@@ -60,9 +61,10 @@ class Leader:
     def live(self, now: datetime) -> bool:
         return self.holder is not None and self.expires_at is not None and now < self.expires_at
 
-    def stale_tasks(self, now: datetime) -> list[str]:
+    def pass_states(self, now: datetime) -> dict[str, str]:
+        """Each pass's state, judged from this term's start: "ok", "stale" or "waiting"."""
         since = self.since or now
-        return sorted(t for t, tick in self.ticks.items() if tick.stale(now, since))
+        return {task: tick.state(now, since) for task, tick in sorted(self.ticks.items())}
 
 
 def current(session: Session, name: str = SCHEDULER) -> Leader:
@@ -74,14 +76,18 @@ def current(session: Session, name: str = SCHEDULER) -> Leader:
 
 def _ticks(stored: Mapping[str, Any]) -> dict[str, Tick]:
     return {
-        task: Tick(datetime.fromisoformat(t["at"]) if t.get("at") else None, float(t["every_s"]))
+        task: Tick(
+            datetime.fromisoformat(t["at"]) if t.get("at") else None,
+            float(t["every_s"]),
+            bool(t.get("waiting", False)),
+        )
         for task, t in stored.items()
     }
 
 
 def _stored(ticks: Mapping[str, Tick]) -> dict[str, Any]:
     return {
-        task: {"at": t.at.isoformat() if t.at else None, "every_s": t.every_s}
+        task: {"at": t.at.isoformat() if t.at else None, "every_s": t.every_s, "waiting": t.waiting}
         for task, t in ticks.items()
     }
 
@@ -135,14 +141,14 @@ class Lease:
         with self._lock:
             try:
                 if self._term is not None and self._renew(ticks):
-                    self.writes.succeeded(self.clock.now())
+                    self.writes.committed(LEASE, self.clock.now())
                     return True
                 taken = self._take()  # a free lease is taken at once, after a pause as well
                 if taken:
-                    self.writes.succeeded(self.clock.now())
+                    self.writes.committed(LEASE, self.clock.now())
                 return taken
             except OperationalError as exc:
-                self.writes.failed("lease", exc, self.clock.now())
+                self.writes.failed(LEASE, exc, self.clock.now())
                 return self.leading
 
     def release(self) -> None:

@@ -1,8 +1,17 @@
-"""When the database refuses writes: a flag set by the writer that failed, cleared by the next
-write that commits. Readiness and /metrics read it at once (nothing is probed with a write);
-nothing can be committed meanwhile, so the webhooks hear of it from memory (once per outage),
-and once writes commit again the outage, from its first failure to its end, is handed to
+"""When the database refuses writes: a flag set by the writer that failed, cleared once a
+writer that was refused commits a write again. Readiness and /metrics read it at once
+(nothing is probed with a write); nothing can be committed meanwhile, so the webhooks hear of
+it from memory (once per outage), and once writes commit again the outage, from its first
+refused write to the first write of a refused writer that really committed, is handed to
 whoever records it as a critical event.
+
+What ends an outage is a commit that changed rows (`committed_writes`), by a writer that was
+refused in it: a transaction that only read, or changed nothing, commits even on a full disk,
+and so does a write that needs no room (on a full SQLite disk, the lease's renewal rewrites
+its row in place while every heartbeat and pass that adds a row is refused). Neither says
+that the writes that failed would pass now, so neither ends the outage. A refused writer may
+not write again, though (a client that gave up, an API readiness took out of service): once
+no write has been refused for QUIET_S, a write of any writer that commits ends the outage.
 
 The log gets one line per writer and kind of failure per minute, not one per request.
 """
@@ -12,16 +21,21 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
+from sqlalchemy.exc import OperationalError
+
+from governor.db.engine import committed_writes
 from governor.domain.model import Category, Severity
 from governor.domain.notice import Notice
-from governor.services.security.windows import FixedWindows
+from governor.domain.ports import Clock
+from governor.services.replica.failure_log import FailureLog
 
 log = logging.getLogger("governor.writes")
-LOG_WINDOW_S = 60.0
+QUIET_S = 60.0  # after this long without a refused write, any write that commits ends an outage
 
 
 @dataclass(frozen=True)
@@ -47,12 +61,27 @@ class WriteWatch:
     ) -> None:
         self.replica = replica
         self._notify = notify
-        self._logged = FixedWindows(LOG_WINDOW_S, monotonic=monotonic)
+        self._said = FailureLog(log, monotonic=monotonic)
         self._lock = threading.Lock()
         self._began: datetime | None = None
+        self._last_refused: datetime | None = None
         self._writers: dict[str, int] = {}
         self._ended: list[Outage] = []
         self._total: dict[str, int] = {}
+
+    @contextmanager
+    def watching(self, writer: str, clock: Clock) -> Iterator[None]:
+        """Around work of `writer` that opens units of work of its own: if the database
+        refuses one, the refusal is told here (and raised on); if one that changed rows
+        commits, an outage `writer` was refused in has ended."""
+        before = committed_writes()
+        try:
+            yield
+        except OperationalError as exc:
+            self.failed(writer, exc, clock.now())
+            raise
+        if committed_writes() > before:
+            self.committed(writer, clock.now())
 
     def failed(self, writer: str, exc: BaseException, now: datetime) -> None:
         """`writer` could not write (its transaction raised `exc`)."""
@@ -60,6 +89,7 @@ class WriteWatch:
             first = self._began is None
             if first:
                 self._began = now
+            self._last_refused = now
             self._writers[writer] = self._writers.get(writer, 0) + 1
             self._total[writer] = self._total.get(writer, 0) + 1
         kind = self.say(f"{writer} could not write to the database", exc)
@@ -68,23 +98,24 @@ class WriteWatch:
 
     def say(self, what: str, exc: BaseException) -> str:
         """Log `what` and why, once a minute for each kind of failure; returns the kind."""
-        cause = getattr(exc, "orig", None) or exc
-        kind = type(cause).__name__
-        if self._logged.add((what, kind)) == 1:
-            detail = (str(cause).strip().splitlines() or [""])[0]
-            log.error("%s (%s: %s); said once a minute while it lasts", what, kind, detail)
-        return kind
+        return self._said.tell(what, exc)
 
-    def succeeded(self, now: datetime) -> None:
-        """A write committed: an outage under way has ended."""
+    def committed(self, writer: str, now: datetime) -> None:
+        """A write of `writer` that changed rows committed: if `writer` was refused in the
+        outage under way, or no write has been refused for QUIET_S, the outage has ended."""
         if self._began is None:  # the usual case: no lock taken
             return
         with self._lock:
-            if self._began is None:
+            if self._began is None or not (writer in self._writers or self._quiet(now)):
                 return
-            self._ended.append(self._outage(now))
+            outage = self._outage(now)
+            self._ended.append(outage)
             self._began, self._writers = None, {}
-        log.warning("writes to the database commit again")
+        log.warning(
+            "writes to the database commit again (%s): they were refused for %.0f s",
+            writer,
+            outage.seconds(now),
+        )
 
     def failing(self) -> Outage | None:
         """The outage under way, if the last write failed."""
@@ -92,15 +123,23 @@ class WriteWatch:
             return None if self._began is None else self._outage(None)
 
     def ended(self) -> list[Outage]:
-        """The outages that have ended since last asked (to be recorded as events)."""
+        """The outages that have ended and are not recorded yet (as events)."""
         with self._lock:
-            ended, self._ended = self._ended, []
-            return ended
+            return list(self._ended)
+
+    def recorded(self, outage: Outage) -> None:
+        """`outage` is in the event log: it is not handed over again."""
+        with self._lock:
+            self._ended.remove(outage)
 
     def failures(self) -> dict[str, int]:
         """Failed writes since this process started, by writer."""
         with self._lock:
             return dict(self._total)
+
+    def _quiet(self, now: datetime) -> bool:
+        assert self._last_refused is not None
+        return (now - self._last_refused).total_seconds() >= QUIET_S
 
     def _outage(self, ended: datetime | None) -> Outage:
         assert self._began is not None

@@ -114,7 +114,8 @@ def this_replica(
     for writer, count in sorted(write_failures.items()):
         failures.add((writer,), count)
     failing = _gauge(
-        "governor_database_writes_failing", "1 while this replica's last write was refused."
+        "governor_database_writes_failing",
+        "1 from a write of this replica the database refused until the outage ends.",
     )
     failing.add((), float(writes_failing))
     webhooks = Family(
