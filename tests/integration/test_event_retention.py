@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import select
+from sqlalchemy import or_, select
 
 from governor.db.tables import EventRow
 from governor.domain.errors import NotLeader
@@ -22,7 +22,7 @@ from governor.domain.model import Category, RunStatus, Severity
 from governor.domain.ports import SystemClock
 from governor.scheduler import tasks
 from governor.scheduler.runner import guarded
-from governor.services import events
+from governor.services import event_retention, events
 from governor.services.fleet import budgets, pods
 from governor.services.jobs import checkins
 from governor.services.replica.leadership import Lease
@@ -207,17 +207,39 @@ def test_a_closed_budgets_old_routine_events_fold_into_daily_counts_and_nothing_
     )
 
 
-def test_the_rest_of_a_day_folds_into_its_line_later_and_the_report_stays_the_same(
-    gov: Governor, client: TestClient
+def test_small_batches_and_later_passes_fold_each_day_into_one_line(
+    gov: Governor, client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    closed, _, began = three_days(gov)
+    """A pass in batches of a few events cuts days in two: the rest of a day folds into the
+    line kept for it, in that pass or a later one, and the report stays the same."""
+    monkeypatch.setattr(event_retention, "BATCH", 5)
+    closed, still_open, began = three_days(gov)
     gov.clock.advance(30 * DAY_S - 12 * HOUR_S)
     tasks.fold_events(gov.ctx)
+    with gov.session() as s:
+        left = s.scalars(
+            select(EventRow.id).where(
+                EventRow.routine,
+                EventRow.folded_rows.is_(None),
+                or_(EventRow.budget_id == closed, EventRow.budget_id.is_(None)),
+                EventRow.at < gov.clock.now() - timedelta(seconds=gov.ctx.config.event_keep_s),
+            )
+        ).all()
+    assert left == [], "one run of the pass goes on until none is left"
     third = (began + timedelta(days=2)).date()
+
+    def lines() -> Counter[tuple[Any, ...]]:
+        """The routine lines of the closed budget and of none, by budget, subject and day."""
+        return Counter(
+            (r[4], r[2], r[3], r[0].date())
+            for r in rows(gov).values()
+            if r[9] and r[4] != still_open
+        )
 
     def third_day() -> list[tuple[Any, ...]]:
         return [r for r in rows(gov).values() if r[4] == closed and r[0].date() == third and r[9]]
 
+    assert {n for (*_, day), n in lines().items() if day < third} == {1}
     partly = third_day()
     gov.clock.advance(DAY_S)
     reported = report(client, closed)
@@ -226,8 +248,8 @@ def test_the_rest_of_a_day_folds_into_its_line_later_and_the_report_stays_the_sa
     assert report(client, closed) == reported
     assert len(whole) < len(partly)
     assert sum(r[7] for r in whole) == sum(r[7] for r in partly)
-    by_subject = Counter(r[3] for r in whole if "folded" in r[6])
-    assert by_subject and set(by_subject.values()) == {1}, "one line per subject and day"
+    assert all("folded" in r[6] for r in whole), "the day's rows are all in one line"
+    assert {n for (*_, day), n in lines().items() if day <= third} == {1}
 
 
 def test_only_the_leader_folds_events(gov: Governor) -> None:
