@@ -60,12 +60,12 @@ def note(gov: Governor, run: str, message: str, severity: Severity = Severity.IN
 
 
 def three_days(gov: Governor) -> tuple[str, str, datetime]:
-    """Two budgets with a run each: three days of notes, a checkpoint and a warning a day on
-    both, and two governor notes with no budget; then the first budget's pod is stopped and
-    the budget closed. Returns the closed budget, the open one, and when the days began
-    (midnight)."""
+    """Two budgets with a run each: three days of the job's notes and checkpoints every four
+    hours and a warning a day on both, and two governor notes with no budget; then the first
+    budget's pod is stopped and the budget closed. Returns the closed budget, the open one,
+    and when the days began (midnight)."""
     began = gov.clock.advance(12 * HOUR_S)
-    closed, still_open = gov.budget(), gov.budget()
+    closed, still_open = gov.budget(ceiling="1000"), gov.budget(ceiling="1000")
     runs = {}
     for budget, ref in ((closed, "pod-1"), (still_open, "pod-2")):
         pod = gov.pod(budget, ref=ref)
@@ -193,6 +193,7 @@ def test_a_closed_budgets_old_routine_events_fold_into_daily_counts_and_nothing_
 
     assert report(client, closed) == reported, "the report is the same after the fold"
     assert report(client, small) == small_reported
+    assert ok(client.get(f"/v1/budgets/{still_open}"))["state"] == "open"
 
     tasks.fold_events(gov.ctx)
     assert rows(gov) == after, "a second pass changes nothing"
