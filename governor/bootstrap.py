@@ -414,6 +414,7 @@ def build_context(settings: Settings, clock: Clock | None = None) -> ServiceCont
             billing_lag_window_s=settings.billing_lag_window_s,
             telemetry_raw_keep_s=settings.telemetry_raw_keep_s,
             telemetry_minute_keep_s=settings.telemetry_minute_keep_s,
+            event_keep_s=settings.event_keep_s,
             metrics_require_token=settings.metrics_require_token,
             leader_probe_s=settings.probe_s,
             trusted_proxies=_trusted_proxies(settings.trusted_proxies),

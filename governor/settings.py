@@ -190,6 +190,12 @@ class Settings(ProviderSettings, BaseSettings):
     telemetry_minute_keep_s: float = Field(
         7 * 86400.0, gt=0, description="How long per-minute GPU samples are kept."
     )
+    event_keep_s: float = Field(
+        30 * 86400.0,
+        ge=86400,
+        description="How long a closed budget's routine events (info observations, never a "
+        "decision) are kept one row each before they fold into one line per day and subject.",
+    )
     fake_nvml: str | None = Field(
         None, description="Read a scripted fake GPU driver instead of NVML (e.g. 'deadlock')."
     )

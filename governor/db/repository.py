@@ -553,11 +553,14 @@ def event_tally(
     min_severity: Severity | None = None,
     category: Category | None = None,
 ) -> tuple[int, int]:
-    """How many events so narrowed there are, and how many occurrences they hold (those
-    folded into them included)."""
+    """How many events so narrowed were recorded as rows (a day's fold counts the rows it
+    stands for), and how many occurrences they hold (those folded into them included)."""
     query = _events(budget_id, None, min_severity, category, None, None)
     rows, occurrences = session.execute(
-        query.with_only_columns(func.count(), func.coalesce(func.sum(EventRow.count), 0))
+        query.with_only_columns(
+            func.coalesce(func.sum(func.coalesce(EventRow.folded_rows, 1)), 0),
+            func.coalesce(func.sum(EventRow.count), 0),
+        )
     ).one()
     return int(rows), int(occurrences)
 

@@ -293,8 +293,22 @@ class EventRow(Base):
     evidence: Mapped[dict[str, Any]] = mapped_column(JSON)
     count: Mapped[int] = mapped_column(Integer, server_default="1")  # identical ones folded in
     last_at: Mapped[datetime] = mapped_column(UTCDateTime)  # the latest of those
+    # an info observation, not a decision: the retention may fold it into its day's count
+    routine: Mapped[bool] = mapped_column(server_default=false())
+    # null until the retention has looked at a routine event; then how many recorded rows it
+    # stands for (1: kept as it was; more: a day's fold)
+    folded_rows: Mapped[int | None] = mapped_column(Integer)
 
-    __table_args__ = (Index("ix_events_subject_last_at", "subject", "last_at"),)
+    __table_args__ = (
+        Index("ix_events_subject_last_at", "subject", "last_at"),
+        # what the retention has still to look at
+        Index(
+            "ix_events_routine_unfolded",
+            "at",
+            sqlite_where=text("routine = 1 AND folded_rows IS NULL"),
+            postgresql_where=text("routine AND folded_rows IS NULL"),
+        ),
+    )
 
 
 class TokenRow(Base):

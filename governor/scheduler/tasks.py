@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from governor.services import event_retention
 from governor.services.context import ServiceContext
 from governor.services.fleet import resumes
 from governor.services.money import billing, metering
@@ -44,6 +45,18 @@ def fold_telemetry(ctx: ServiceContext) -> None:
         )
 
 
+def fold_events(ctx: ServiceContext) -> None:
+    """Fold the old routine events of closed budgets into one line per day and subject, a
+    batch per transaction, until none is left to look at."""
+    config = ctx.config
+    looked_at = event_retention.BATCH
+    while looked_at == event_retention.BATCH:
+        with ctx.unit_of_work() as session:
+            looked_at = event_retention.fold(
+                session, ctx.clock.now(), config.event_keep_s, config.report_timeline_events
+            )
+
+
 def reconcile_billing(ctx: ServiceContext) -> None:
     """Compare the meter with what each provider that says so has billed."""
     billing.reconcile_all(ctx)
@@ -67,6 +80,7 @@ TASKS: dict[str, Periodic] = {
     "accrue": Periodic(accrue),
     "sample": Periodic(sample_local_gpus, "telemetry_interval_s"),
     "fold": Periodic(fold_telemetry, "fold_interval_s"),
+    "event_fold": Periodic(fold_events, "event_fold_interval_s"),
     "billing": Periodic(reconcile_billing, "billing_interval_s"),
 }
 

@@ -69,6 +69,8 @@ class GovernorConfig:
     telemetry_raw_keep_s: float = 7200.0
     telemetry_minute_keep_s: float = 7 * 86400.0
     fold_interval_s: float = 60.0
+    event_keep_s: float = 30 * 86400.0  # a closed budget's routine events, one row each
+    event_fold_interval_s: float = 3600.0
     billing_interval_s: float = 300.0  # how often providers are asked what they billed
     # how long after a budget's last running pod its bills are still read (they lag)
     billing_lag_window_s: float = 3 * 86400.0

@@ -1,10 +1,14 @@
-"""The append-only event log: every decision with the inputs that caused it, recorded, and read
-back a page at a time as `Event`s.
+"""The event log: every decision with the inputs that caused it, recorded, and read back a page
+at a time as `Event`s. A decision is never rewritten or dropped.
 
 An event identical to one recorded within the last `FOLD_WINDOW_S` (the same subject, message
 and severity) is folded into that one: its `count` grows and its `last_at` moves on, and the
 first one's evidence stands. A flood of the same warning is one line with a count, and is
 told to the webhooks and the log once.
+
+A routine event (an info observation: a checkpoint saved, a run's status, telemetry back, a
+job's note) is no decision: once its budget is closed and it is old, the retention
+(`event_retention`) may fold it with the others of its day into one line.
 """
 
 from __future__ import annotations
@@ -44,9 +48,11 @@ def record(
     budget_id: str | None,
     evidence: Mapping[str, object] | None = None,
     always: bool = False,
+    routine: bool = False,
 ) -> EventRow:
     """Record an event; a warning or critical one (or any with `always`) is told to the
-    webhooks once its transaction commits."""
+    webhooks once its transaction commits. A `routine` one, if info, is an observation the
+    retention may fold into its day's count once old (never a decision)."""
     since = now - timedelta(seconds=FOLD_WINDOW_S)
     folded = repo.foldable_event(session, severity, subject, message, since)
     if folded is not None:
@@ -64,6 +70,7 @@ def record(
         evidence=dict(evidence or {}),
         count=1,
         last_at=now,
+        routine=routine and severity is Severity.INFO,
     )
     session.add(row)
     after_commit(
@@ -85,8 +92,10 @@ class Event:
     evidence: dict[str, Any]
     count: int = field(
         metadata={
-            "doc": "How many identical events (the same subject, message and severity) this "
-            "one stands for: each recorded within a minute of the one before is folded into it"
+            "doc": "How many events this one stands for: identical ones (the same subject, "
+            "message and severity) each recorded within a minute of the one before are folded "
+            "into it; on a day's fold (its evidence has `folded`), every routine event of its "
+            "subject that day"
         }
     )
     last_at: datetime = field(metadata={"doc": "When the latest of them was recorded"})

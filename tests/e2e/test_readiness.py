@@ -37,7 +37,7 @@ def test_an_idle_server_stays_ready_across_its_slowest_passes(start_server: Serv
     assert body["checks"] == {"database": "ok", "schema": "ok", "writes": "ok"}
     assert body["leading"] is True and body["scheduler"] == "on"
     passes = body["leader"]["passes"]
-    assert set(passes) == {"enforce", "stops", "accrue", "sample", "fold", "billing"}
+    assert set(passes) == {"enforce", "stops", "accrue", "sample", "fold", "event_fold", "billing"}
     assert {p["state"] for p in passes.values()} == {"ok"}
     assert passes["billing"]["every_s"] == BILLING_S
     assert passes["billing"]["last_finished"] is not None

@@ -352,6 +352,7 @@ def _record(
             f"Checkpoint saved at step {beat.checkpoint.step}: {beat.checkpoint.path}",
             budget_id=run.budget_id,
             evidence={"step": beat.checkpoint.step, "path": beat.checkpoint.path},
+            routine=True,
         )
 
 
@@ -387,6 +388,7 @@ def _status_changed(session: Session, run: RunRow, status: RunStatus, now: datet
         f"Run status {previous.value} -> {status.value} at step {run.step}.",
         budget_id=run.budget_id,
         evidence={"from": previous.value, "to": status.value, "step": run.step},
+        routine=True,
     )
 
 

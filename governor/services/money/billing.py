@@ -247,4 +247,5 @@ def _drift_changed(
             if pod.billed_baseline_through
             else None,
         },
+        routine=True,  # a drift is a warning, kept; agreeing again is an observation
     )

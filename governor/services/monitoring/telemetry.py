@@ -75,6 +75,7 @@ def claim(session: Session, pod: PodRow, gpu_uuids: Sequence[str], now: datetime
         f"The pod's own GPUs are now {', '.join(gpu_uuids)}: the rules judge these alone.",
         budget_id=pod.budget_id,
         evidence={"from": before, "to": list(gpu_uuids)},
+        routine=True,
     )
 
 
@@ -97,6 +98,7 @@ def claim_processes(session: Session, pod: PodRow, claim: ProcessClaim, now: dat
         "memory they hold.",
         budget_id=pod.budget_id,
         evidence={"from": before, "to": {"pids": list(claim.pids), "pattern": claim.pattern}},
+        routine=True,
     )
 
 
@@ -229,6 +231,7 @@ def _note(session: Session, pod: PodRow, note: str | None, at: datetime) -> None
         f"GPU telemetry unavailable: {note}" if note else "GPU telemetry is available again.",
         budget_id=pod.budget_id,
         evidence={"reason": note},
+        routine=True,
     )
 
 
@@ -304,6 +307,7 @@ def _note_problems(session: Session, pod: PodRow, reading: Reading, at: datetime
             f"GPU {uuid} answers again.",
             budget_id=pod.budget_id,
             evidence={"uuid": uuid},
+            routine=True,
         )
     still_lost = (lost_before - back) | lost_now
     if still_lost != lost_before:

@@ -24,7 +24,8 @@ def report(
     message: str,
     evidence: Mapping[str, object] | None,
 ) -> Event:
-    """The job's report, as an event on its run and budget, its `kind` in the evidence."""
+    """The job's report, as an event on its run and budget, its `kind` in the evidence; a
+    note (info) is routine: the retention may fold it into its day's count once old."""
     run = repo.get_run(session, run_id)
     row = events.record(
         session,
@@ -35,6 +36,7 @@ def report(
         message,
         budget_id=run.budget_id,
         evidence={**(evidence or {}), "kind": kind, "reported_by": "job"},
+        routine=True,
     )
     session.flush()
     return event(row)
