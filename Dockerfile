@@ -8,12 +8,15 @@ ENV PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
-# Install the package from a scratch copy of the source, then drop the copy.
+# The dependencies first, each at the version the runtime lock pins (`make lock` writes it): the
+# governor's own, the aws extra (EC2 stops are signed by boto3), the gcp extra (google-auth's
+# credentials) and the kubernetes extra (kubeconfigs and the in-cluster service account).
+COPY requirements/runtime.txt /tmp/runtime.txt
+RUN pip install -r /tmp/runtime.txt && rm /tmp/runtime.txt
+# Then the package alone, from a scratch copy of the source, and drop the copy.
 COPY pyproject.toml README.md /tmp/src/
 COPY governor /tmp/src/governor
-# With the aws extra (EC2 stops are signed by boto3), the gcp extra (google-auth's credentials)
-# and the kubernetes extra (kubeconfigs and the in-cluster service account).
-RUN pip install '/tmp/src[aws,gcp,kubernetes]' && rm -rf /tmp/src
+RUN pip install --no-deps /tmp/src && rm -rf /tmp/src
 
 # The migrations are not part of the installed package: ship them and say where they are.
 COPY migrations /opt/gpu-governor/migrations

@@ -4,23 +4,31 @@ VENV := .venv
 BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 DEV := $(VENV)/.installed-dev
+# The lock files: every package pinned, generated from pyproject.toml's ranges by `make lock`.
+RUNTIME_LOCK := requirements/runtime.txt
+DEV_LOCK := requirements/dev.txt
+# pip-tools, in a virtualenv of its own: it resolves with pip's own configuration.
+LOCK_TOOL := .venv-lock
+PIP_TOOLS := pip-tools==7.7.0
 # Where `make serve` and `make demo` listen: `make demo PORT=8001` beside a running `make serve`.
 PORT ?= 8000
 
-.PHONY: serve demo test lint
+.PHONY: serve demo test lint test-prerequisites lock
 
 $(VENV):
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# The governor itself: what `make serve` needs.
-$(RUNTIME): pyproject.toml | $(VENV)
-	$(BIN)/python -m pip install --quiet -e .
+# The governor itself, with the providers' extras the container image has: what `make serve` needs.
+$(RUNTIME): $(RUNTIME_LOCK) pyproject.toml | $(VENV)
+	$(BIN)/python -m pip install --quiet -r $(RUNTIME_LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(RUNTIME)
 
 # Plus the test tools and what the tests drive (torch CPU, transformers, Lightning, Playwright).
-$(DEV): pyproject.toml | $(VENV)
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+$(DEV): $(DEV_LOCK) pyproject.toml | $(VENV)
+	$(BIN)/python -m pip install --quiet -r $(DEV_LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(DEV) $(RUNTIME)
 
 serve: $(RUNTIME)
@@ -35,6 +43,25 @@ lint: $(DEV)
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
+# What the tests run beyond Python (Chromium, promtool, systemd-analyze, curl, jq, git,
+# PostgreSQL's programs) installed when missing, and PostgreSQL started on 127.0.0.1:5432.
+test-prerequisites:
+	bash scripts/test-prerequisites.sh
+
 # Two workers even on two cores: most end-to-end tests wait on servers they started.
-test: lint
+test: test-prerequisites lint
 	$(BIN)/pytest -n 2 --dist loadfile
+
+$(LOCK_TOOL):
+	$(PYTHON) -m venv $(LOCK_TOOL)
+	$(LOCK_TOOL)/bin/python -m pip install --quiet $(PIP_TOOLS)
+
+# Both lock files anew, each package at the newest release pyproject.toml's ranges allow. The
+# runtime's extras are the image's; the dev lock takes the dev extra (and every extra it names),
+# held to the runtime lock's versions. No index or wheel location of this machine is written.
+COMPILE := CUSTOM_COMPILE_COMMAND="make lock" $(LOCK_TOOL)/bin/pip-compile --quiet --upgrade \
+	--strip-extras --no-emit-index-url --no-emit-find-links --no-emit-trusted-host \
+	--unsafe-package gpu-governor
+lock: | $(LOCK_TOOL)
+	$(COMPILE) --extra aws --extra gcp --extra kubernetes --output-file $(RUNTIME_LOCK) pyproject.toml
+	$(COMPILE) --extra dev --constraint $(RUNTIME_LOCK) --output-file $(DEV_LOCK) pyproject.toml

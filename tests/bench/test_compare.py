@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.bench.scripts import BENCH, TIMEOUT_S
+from tests.programs import program
 
 spec = importlib.util.spec_from_file_location("compare", BENCH / "compare.py")
 assert spec is not None and spec.loader is not None
@@ -63,6 +64,6 @@ def test_a_quick_comparison_of_a_commit_with_itself(tmp_path: Path) -> None:
     lines = done.stdout.splitlines()
     assert lines[0].startswith("measurement") and any("ratio_p50" in line for line in lines)
     worktrees = subprocess.run(
-        ["git", "worktree", "list"], capture_output=True, text=True, check=True
+        [program("git"), "worktree", "list"], capture_output=True, text=True, check=True
     ).stdout
     assert "bench-compare-" not in worktrees  # removed again

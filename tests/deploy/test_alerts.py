@@ -22,6 +22,7 @@ from governor.db.engine import build_engine, session_factory, unit_of_work
 from governor.services.security import tokens
 from governor.settings import load_settings
 from tests.clock import FrozenClock
+from tests.programs import program
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "alerts.yml"
@@ -133,9 +134,9 @@ def test_each_annotation_reads_labels_its_series_have(
 
 
 def _promtool(*args: str) -> str:
-    """Prometheus's own checker (Debian's prometheus package ships it; CI installs it)."""
+    """Prometheus's own checker (Debian's prometheus package ships it)."""
     result = subprocess.run(
-        ["promtool", *args], capture_output=True, text=True, timeout=120, check=False
+        [program("promtool"), *args], capture_output=True, text=True, timeout=120, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout

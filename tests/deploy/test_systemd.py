@@ -4,7 +4,7 @@ The directory and file steps (`install`, `cp`) run for real, with /etc, /opt and
 moved under a temporary directory that holds only what a fresh machine has there. Owners
 (-o/-g) are left out because the account does not exist here; they are checked as written.
 The user, virtualenv and systemctl steps are checked as text, not run. And
-`systemd-analyze verify` reads the unit too (CI installs systemd for it)."""
+`systemd-analyze verify` reads the unit too (`make test` installs systemd for it)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.programs import program
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "deploy" / "systemd" / "gpu-governor.service"
@@ -54,13 +56,17 @@ def _drop_owners(args: list[str]) -> list[str]:
 
 @pytest.fixture
 def installed(tmp_path: Path) -> Path:
+    runnable = {"install": program("install"), "cp": program("cp")}
     for folder in FRESH:
         (tmp_path / folder).mkdir(parents=True)
     for args in _steps():
-        if args[0] not in ("install", "cp"):
+        if args[0] not in runnable:
             continue
-        moved = [str(tmp_path) + a if a.startswith(MOVED) else a for a in _drop_owners(args)]
-        result = subprocess.run(moved, cwd=ROOT, capture_output=True, text=True, check=False)
+        command, *rest = _drop_owners(args)
+        moved = [str(tmp_path) + a if a.startswith(MOVED) else a for a in rest]
+        result = subprocess.run(
+            [runnable[command], *moved], cwd=ROOT, capture_output=True, text=True, check=False
+        )
         assert result.returncode == 0, f"{shlex.join(args)}: {result.stderr}"
     return tmp_path
 
@@ -117,7 +123,7 @@ def test_systemd_accepts_the_unit(installed: Path) -> None:
     copy = installed / UNIT.name
     copy.write_text(text, encoding="utf-8")
     result = subprocess.run(
-        ["systemd-analyze", "verify", "--man=no", str(copy)],
+        [program("systemd-analyze"), "verify", "--man=no", str(copy)],
         capture_output=True,
         text=True,
         check=False,

@@ -1,7 +1,7 @@
 """The dashboard in a real headless Chromium against the real server, and its JSON twin.
 
-Chromium is Debian's (`apt-get install chromium`), driven by Playwright for Python; Playwright
-never downloads a browser here. Without /usr/bin/chromium these tests fail, they never skip.
+Chromium is Debian's (`make test` installs it), driven by Playwright for Python; Playwright
+never downloads a browser here. Without Chromium these tests fail, they never skip.
 One server per database serves every test in this module; each test declares its own budget
 (the first runs on a server with no other budgets; the last stops the server and starts it
 again). Screenshots go to the test's tmp dir and to test-artifacts/screenshots/ in the
@@ -40,10 +40,10 @@ from tests.e2e.conftest import (
     wait_for,
     wait_pod_stopped,
 )
+from tests.programs import program
 
 pytestmark = pytest.mark.e2e
 
-CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -98,17 +98,13 @@ def operator(server: GovernorServer) -> Iterator[httpx.Client]:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """Debian's Chromium under Playwright. Missing Chromium or Playwright fails the test."""
-    if not CHROMIUM.exists():
-        pytest.fail(
-            f"Chromium is not installed at {CHROMIUM}: the dashboard tests need a real browser. "
-            "Install Debian's package: apt-get update && apt-get install -y chromium"
-        )
+    chromium_path = program("chromium")  # the dashboard tests need a real browser
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
         pytest.fail("Playwright for Python is missing: pip install -e '.[dev]'")
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        chromium = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
         try:
             yield chromium
         finally:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import clean_environ, free_port
+from tests.programs import program
 
 pytestmark = pytest.mark.e2e
 
@@ -70,7 +71,7 @@ def test_a_taken_port_is_refused_in_one_line_naming_the_fix(tmp_path: Path) -> N
 
 def test_make_demo_takes_a_port() -> None:
     result = subprocess.run(
-        ["make", "--dry-run", "demo", "PORT=8123"],
+        [program("make"), "--dry-run", "demo", "PORT=8123"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -27,6 +27,7 @@ from tests.e2e.conftest import (
     utcnow,
     wait_pod_stopped,
 )
+from tests.programs import program
 
 pytestmark = pytest.mark.e2e
 
@@ -108,8 +109,8 @@ def illustrations(script: str) -> list[Illustration]:
 def test_the_readme_tour_runs_top_to_bottom_and_shows_what_comes_back(
     start_server: ServerFactory, tmp_path: Path
 ) -> None:
-    for tool in ("curl", "jq"):
-        assert shutil.which(tool), f"the tour needs {tool} (apt-get install {tool})"
+    program("curl")  # the tour's calls
+    program("jq")  # the ids it takes out of their responses
     script = tour_script()
     shown = illustrations(script)
     assert len(shown) >= 10, "the tour shows too few responses"
@@ -184,7 +185,7 @@ def run_tour(script: str, server: GovernorServer, workdir: Path) -> dict[int, An
         "TOUR_RESPONSES": str(recorded),
     }
     result = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", prelude + script],
+        [program("bash"), "-euo", "pipefail", "-c", prelude + script],
         cwd=workdir,
         env=env,
         capture_output=True,
