@@ -56,6 +56,11 @@ class Settings(ProviderSettings, BaseSettings):
     finished_linger_s: float = Field(
         60.0, ge=0, description="How long a finished run's pod may idle before it is stopped."
     )
+    resume_grace_s: float = Field(
+        900.0,
+        ge=0,
+        description="How long a resumed pod with no live run waits for one before it is stopped.",
+    )
     scheduler_enabled: bool = Field(
         True, description="Take part in leading the periodic passes (one replica at a time)."
     )
