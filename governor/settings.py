@@ -168,7 +168,10 @@ class Settings(ProviderSettings, BaseSettings):
         900.0, gt=0, description="No step progress this long: stop the pod."
     )
     compile_allowance_s: float = Field(
-        1800.0, gt=0, description="How long loading or compiling may go without a step."
+        1800.0,
+        gt=0,
+        description="How long loading or compiling may go without a step, counted from the "
+        "latest step or the start of the run's attempt (its creation or its resume).",
     )
     headroom_pct: float = Field(
         5.0, ge=0, le=100, description="Warn when free GPU memory falls below this share."
