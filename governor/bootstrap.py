@@ -402,6 +402,7 @@ def build_context(settings: Settings, clock: Clock | None = None) -> ServiceCont
         config=GovernorConfig(
             enforce_interval_s=settings.enforce_interval_s,
             finished_linger_s=settings.finished_linger_s,
+            resume_grace_s=settings.resume_grace_s,
             watch=Watch(
                 idle_util_pct=settings.idle_util_pct,
                 idle_window_s=settings.idle_window_s,

@@ -56,6 +56,11 @@ class Settings(ProviderSettings, BaseSettings):
     finished_linger_s: float = Field(
         60.0, ge=0, description="How long a finished run's pod may idle before it is stopped."
     )
+    resume_grace_s: float = Field(
+        900.0,
+        ge=0,
+        description="How long a resumed pod with no live run waits for one before it is stopped.",
+    )
     scheduler_enabled: bool = Field(
         True, description="Take part in leading the periodic passes (one replica at a time)."
     )
@@ -164,7 +169,10 @@ class Settings(ProviderSettings, BaseSettings):
         900.0, gt=0, description="No step progress this long: stop the pod."
     )
     compile_allowance_s: float = Field(
-        1800.0, gt=0, description="How long loading or compiling may go without a step."
+        1800.0,
+        gt=0,
+        description="How long loading or compiling may go without a step, counted from the "
+        "latest step or the start of the run's attempt (its creation or its resume).",
     )
     headroom_pct: float = Field(
         5.0, ge=0, le=100, description="Warn when free GPU memory falls below this share."

@@ -80,6 +80,11 @@ class RunView:
     def warming_up(self) -> bool:
         return self.phase in WARMUP_PHASES
 
+    @property
+    def phase_started_at(self) -> datetime:
+        """When the phase it is judged in began: the phase it reports, or else its attempt."""
+        return self.phase_since or self.started_at
+
     def silent_for(self, now: datetime) -> float:
         return (now - (self.last_heartbeat_at or self.started_at)).total_seconds()
 
@@ -94,6 +99,8 @@ class Situation:
     run: RunView | None = None
     other_live_runs: int = 0
     finished_linger_s: float = 60.0
+    resumed_at: datetime | None = None  # the pod's latest resume
+    resume_grace_s: float = 900.0  # how long a resumed pod may wait for a run before it stops
     watch: Watch = field(default_factory=Watch)
     gpus: tuple[GpuView, ...] = ()
     heard_since: datetime | None = None  # jobs could reach the governor from then (an outage)
@@ -184,15 +191,23 @@ def heartbeat_lost(s: Situation) -> Finding | None:
 def idle_hang(s: Situation) -> Finding | None:
     """Every GPU idle while holding memory: a deadlock (merge, export, collective) burning money.
 
-    Warming up (loading, compiling) is the stall rule's business, with its own allowance.
+    Idle time counts from the latest of the GPUs' idle start, the pod's resume and the start of
+    the phase the run is judged in (a switch from `compiling` to `training` starts it again).
+    Warming up (loading, compiling) is the stall rule's business, with its own allowance: the
+    idle rule warns then, saying so, and stops nothing.
     """
     run, w = s.run, s.watch
-    if run is not None and (not run.status.is_live or run.warming_up):
+    if run is not None and not run.status.is_live:
         return None
     fresh = [g for g in s.gpus if g.fresh]
     if not fresh or any(g.idle_since is None for g in fresh):
         return None
-    idle_for = (s.now - max(g.idle_since for g in fresh if g.idle_since)).total_seconds()
+    starts = [g.idle_since for g in fresh if g.idle_since]
+    if s.resumed_at is not None:
+        starts.append(s.resumed_at)
+    if run is not None:
+        starts.append(run.phase_started_at)
+    idle_for = max(0.0, (s.now - max(starts)).total_seconds())
     held_gib = sum(g.held_bytes or 0 for g in fresh) / GIB
     evidence: dict[str, object] = {
         "idle_s": round(idle_for, 3),
@@ -205,6 +220,23 @@ def idle_hang(s: Situation) -> Finding | None:
         f"every GPU below {w.idle_util_pct:g}% for {idle_for:.0f} s "
         f"while holding {held_gib:.1f} GiB"
     )
+    warned = run is None or run.idle_alerted
+    if run is not None and run.warming_up:
+        if idle_for < w.idle_window_s / 2 or warned:
+            return None
+        assert run.phase is not None
+        quiet, stop_at = _no_progress(s.now, run, w)
+        return Finding(
+            "idle_hang",
+            Action.CONTINUE,
+            Reason.IDLE_HANG,
+            Severity.WARNING,
+            f"The GPUs sit idle while the job is {run.phase.value}: {what}. The idle rule "
+            f"does not stop a job while it is {run.phase.value}; the no-progress rule stops "
+            f"the pod if no step comes in the next {max(0.0, stop_at - quiet):.0f} s "
+            f"(the compile allowance: {stop_at:g} s without a step while {run.phase.value}).",
+            {**evidence, "phase": run.phase.value, "stop_after_s": stop_at},
+        )
     if idle_for >= w.idle_window_s:
         return Finding(
             "idle_hang",
@@ -214,7 +246,7 @@ def idle_hang(s: Situation) -> Finding | None:
             f"The job looks hung: {what}. Stopping the pod, keeping its workspace.",
             evidence,
         )
-    if idle_for >= w.idle_window_s / 2 and run is not None and not run.idle_alerted:
+    if idle_for >= w.idle_window_s / 2 and not warned:
         return Finding(
             "idle_hang",
             Action.CONTINUE,
@@ -226,17 +258,25 @@ def idle_hang(s: Situation) -> Finding | None:
     return None
 
 
+def _no_progress(now: datetime, run: RunView, w: Watch) -> tuple[float, float]:
+    """How long the run has gone without a step, and after how long without one the
+    no-progress rule stops it (in warm-up, the compile allowance)."""
+    quiet = (now - run.progress_at).total_seconds()
+    if run.warming_up:
+        return quiet, max(w.stall_window_s, w.compile_allowance_s)
+    return quiet, w.stall_window_s
+
+
 def stalled(s: Situation) -> Finding | None:
-    """No step progress while the pod bills. Loading and compiling get a longer allowance;
-    checkpointing, evaluation and export advance no steps (the idle rule watches those)."""
+    """No step progress while the pod bills, counted from the run's latest step or else the
+    start of its attempt (its creation or the resume: imports and model loading count). Loading
+    and compiling get a longer allowance; checkpointing, evaluation and export advance no steps
+    (the idle rule watches those)."""
     run, w = s.run, s.watch
     if run is None or not run.status.is_live or run.phase in STEPLESS_PHASES:
         return None
-    quiet = (s.now - run.progress_at).total_seconds()
-    if run.warming_up:
-        alert_at, stop_at = w.stall_window_s, max(w.stall_window_s, w.compile_allowance_s)
-    else:
-        alert_at, stop_at = w.stall_window_s / 2, w.stall_window_s
+    quiet, stop_at = _no_progress(s.now, run, w)
+    alert_at = w.stall_window_s if run.warming_up else w.stall_window_s / 2
     where = f"step {run.step}" + (f" ({run.phase.value})" if run.phase else "")
     evidence: dict[str, object] = {
         "quiet_s": round(quiet, 3),
@@ -344,11 +384,31 @@ def canary_hold(s: Situation) -> Finding | None:
 
 
 def run_finished(s: Situation) -> Finding | None:
+    """A run that ended with nothing else live on its pod: the pod is stopped once it has
+    lingered. A pod resumed after the run ended waits the resume grace from the resume first,
+    for a run to start on it."""
     run = s.run
     if run is None or run.status not in (RunStatus.FINISHED, RunStatus.FAILED):
         return None
     if s.other_live_runs or run.ended_at is None:
         return None
+    if s.resumed_at is not None and s.resumed_at > run.ended_at:
+        waited = (s.now - s.resumed_at).total_seconds()
+        if waited < max(s.finished_linger_s, s.resume_grace_s):
+            return None
+        return Finding(
+            "run_finished",
+            Action.STOP,
+            Reason.FINISHED,
+            Severity.INFO,
+            f"The pod was resumed {waited:.0f} s ago and no run is live on it (the latest "
+            f"{run.status.value} before the resume): stopping it so it stops billing.",
+            {
+                "status": run.status.value,
+                "resumed_s": round(waited, 3),
+                "resume_grace_s": s.resume_grace_s,
+            },
+        )
     lingered = (s.now - run.ended_at).total_seconds()
     if lingered < s.finished_linger_s:
         return None

@@ -64,6 +64,7 @@ class PassPace:
 class GovernorConfig:
     enforce_interval_s: float = 5.0
     finished_linger_s: float = 60.0
+    resume_grace_s: float = 900.0  # a resumed pod with no live run waits this long for one
     watch: Watch = field(default_factory=Watch)
     telemetry_interval_s: float = 5.0
     telemetry_raw_keep_s: float = 7200.0

@@ -31,6 +31,7 @@ from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
 from governor.db.tables import GpuSampleRow
+from governor.domain.telemetry import GIB
 from governor.fakes.cloud import FakeCloudState, FakePod
 from tests.e2e.webhook_receiver import Receiver
 from tests.plans import variant
@@ -613,6 +614,29 @@ def gpu_samples(database_url: str, pod_id: str) -> list[Sample]:
             ]
     finally:
         engine.dispose()
+
+
+IDLE_UTIL_PCT = 5.0  # the idle rule's default threshold (the e2e runs do not override it)
+
+
+def is_idle(sample: Sample) -> bool:
+    """Idle as the idle rule counts it: busiest sample below the threshold, holding over 1 GiB."""
+    busy = sample.utilization_max_pct
+    if busy is None:
+        busy = sample.utilization_pct
+    held = sample.memory_used_bytes
+    return busy is not None and busy < IDLE_UTIL_PCT and held is not None and held > GIB
+
+
+def idle_from(samples: list[Sample], until: datetime) -> datetime:
+    """When the GPU's idle stretch that was current at `until` began (one GPU)."""
+    since = None
+    for sample in samples:
+        if sample.at > until:
+            break
+        since = (since or sample.at) if is_idle(sample) else None
+    assert since is not None, f"the GPU was not idle at {until}: {samples[-5:]}"
+    return since
 
 
 def wait_stop_order(

@@ -1,6 +1,8 @@
 """Real trainers against the real server: at the ceiling a transformers Trainer and a Lightning
 Trainer save a checkpoint, acknowledge the stop with it, and stop; the pod is then stopped. A
-transformers Trainer whose loss goes NaN is stopped by the governor without saving.
+transformers Trainer whose loss goes NaN is stopped by the governor without saving. A first
+step that compiles is judged against the compile allowance, not the stall window, and its idle
+GPU (a fake NVML at 0 % holding memory) not against the idle window once it trains.
 
 Tiny randomly initialised models on CPU, random data, nothing downloaded. A fake pod bills a
 dollar a second; with a $15.00 ceiling and a 10 s grace the stop comes about 4.4 s in (the
@@ -13,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from datetime import datetime
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers reads it: nothing here may download
 
@@ -40,12 +43,18 @@ from governor.client.hf import GovernorCallback
 from governor.client.lightning import GovernorLightningCallback
 from governor.db.tables import RunPhaseRow
 from tests.e2e.conftest import (
+    AgentFactory,
     GovernorServer,
+    agent_token,
     budget_events,
     create_run,
     declare_budget,
+    gpu_samples,
+    idle_from,
+    is_idle,
     ok,
     register_pod,
+    wait_for,
     wait_pod_stopped,
 )
 
@@ -91,15 +100,20 @@ def acknowledged_stop(operator: httpx.Client, run: dict) -> dict[str, Any]:
 
 def phases_of(server: GovernorServer, run_id: str) -> list[str]:
     """The phases the job reported, in order, as the server recorded them."""
+    return [phase for phase, _ in phases_with_times(server, run_id)]
+
+
+def phases_with_times(server: GovernorServer, run_id: str) -> list[tuple[str, datetime]]:
+    """The phases the job reported, in order, each with when the server took it."""
     engine = create_engine(server.database_url)
     try:
         with Session(engine) as session:
-            rows = session.scalars(
-                select(RunPhaseRow.phase)
+            rows = session.execute(
+                select(RunPhaseRow.phase, RunPhaseRow.at)
                 .where(RunPhaseRow.run_id == run_id)
                 .order_by(RunPhaseRow.id)
             )
-            return [phase.value for phase in rows]
+            return [(phase.value, at) for phase, at in rows]
     finally:
         engine.dispose()
 
@@ -236,12 +250,14 @@ SLOW_START = {"stall_window_s": 5, "compile_allowance_s": 20}  # the defaults ar
 
 
 class SlowFirstStep(GPT2LMHeadModel):
-    """A model whose first forward takes COMPILE_S, as a compiled model's first step does."""
+    """A model whose first forward takes `compile_s`, as a compiled model's first step does."""
+
+    compile_s = COMPILE_S
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         if not getattr(self, "_compiled", False):
             self._compiled = True
-            time.sleep(COMPILE_S)
+            time.sleep(self.compile_s)
         return super().forward(*args, **kwargs)
 
 
@@ -285,8 +301,102 @@ def test_a_slow_first_step_is_compilation_not_a_stall(
     warned = [
         e for e in budget_events(operator, budget["id"]) if e["evidence"].get("rule") == "stalled"
     ]
-    assert [e["severity"] for e in warned] == ["warning"], warned
+    assert {e["severity"] for e in warned} == {"warning"}, warned
     assert warned[0]["evidence"]["phase"] in ("loading", "compiling")
+
+
+IDLE_WINDOW_S = 6.0
+IDLE_COMPILE_S = 9.0  # the first step's compile, the GPU idle while holding memory: past the window
+TRAIN_FOR_S = 1.5  # then training, well inside a fresh window, through many passes (0.1 s apart)
+IDLE_START = {"idle_window_s": IDLE_WINDOW_S, "stall_window_s": 60, "compile_allowance_s": 120}
+
+
+class LongCompile(SlowFirstStep):
+    compile_s = IDLE_COMPILE_S
+
+
+class TrainFor(TrainerCallback):
+    """Ends training TRAIN_FOR_S after its first step, the compiling one, has finished."""
+
+    def __init__(self) -> None:
+        self.first_step_at: float | None = None
+        self.ended = False
+
+    def on_step_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any
+    ) -> None:
+        now = time.monotonic()
+        if self.first_step_at is None:
+            self.first_step_at = now
+        elif now - self.first_step_at >= TRAIN_FOR_S:
+            control.should_training_stop = self.ended = True
+
+
+def test_a_compile_longer_than_the_idle_window_is_not_an_idle_hang_once_it_trains(
+    server: GovernorServer,
+    operator: httpx.Client,
+    spawn_agent: AgentFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """The fake GPU sits at 0 % holding 3 GiB all along: through loading, a first step that
+    compiles for longer than the idle window, and training (the model trains on the CPU). The
+    idle rule counts from the start of each phase, so the compile's idle seconds do not carry
+    into training: the run trains on and ends by itself."""
+    config = GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=1, n_head=2)
+    args = TrainingArguments(
+        output_dir=str(tmp_path),
+        max_steps=NEVER,
+        per_device_train_batch_size=4,
+        remove_unused_columns=False,  # the slow forward takes **kwargs
+        save_strategy="no",
+        logging_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        disable_tqdm=True,
+    )
+    torch.optim.SGD([torch.zeros(1, requires_grad=True)])  # torch's one-time cost, paid first
+    budget = declare_budget(operator, "1000.00")
+    pod = register_pod(operator, budget["id"])
+    run = create_run(operator, budget["id"], pod["id"], heartbeat_timeout_s=60, policy=IDLE_START)
+    monkeypatch.setenv("GOVERNOR_URL", server.url)
+    monkeypatch.setenv("GOVERNOR_RUN_ID", run["id"])
+    monkeypatch.setenv("GOVERNOR_TOKEN", run["token"])
+
+    gov = GovernorCallback.from_env()
+    wait_for(lambda: phases_of(server, run["id"]) == ["loading"], "the job's first heartbeat")
+    token = agent_token(operator, pod["id"])
+    spawn_agent(server.url, pod["id"], token, interval_s=0.3, fake_nvml="compile-stall")
+    wait_for(lambda: gpu_samples(server.database_url, pod["id"]), "the agent's first reading")
+    train_for = TrainFor()
+    trainer = Trainer(
+        model=LongCompile(config),
+        args=args,
+        train_dataset=RandomTokens(64),
+        callbacks=[train_for, gov],
+    )
+    with gov.guard():
+        trainer.train()
+
+    assert train_for.ended, "the governor stopped the run before it ended by itself"
+    assert ok(operator.get(f"/v1/pods/{pod['id']}"))["stop_order"] is None
+    assert ok(operator.get(f"/v1/runs/{run['id']}"))["status"] == "finished"
+    phases = phases_with_times(server, run["id"])
+    assert [phase for phase, _ in phases][:3] == ["loading", "compiling", "training"]
+    training_at = phases[2][1]
+    # When training began, the GPU had been idle while holding memory for longer than the window.
+    samples = gpu_samples(server.database_url, pod["id"])
+    idle_for = (training_at - idle_from(samples, training_at)).total_seconds()
+    assert idle_for >= IDLE_WINDOW_S, f"idle only {idle_for:.1f} s before training"
+    assert is_idle(samples[-1]) and idle_from(samples, samples[-1].at) < training_at
+    # While it compiled the idle rule warned, promising no stop of its own; it stopped nothing.
+    idle = [
+        e for e in budget_events(operator, budget["id"]) if e["evidence"].get("rule") == "idle_hang"
+    ]
+    assert {e["severity"] for e in idle} == {"warning"}, idle
+    [compiling] = [e for e in idle if e["evidence"].get("phase") == "compiling"]
+    assert "does not stop a job while it is compiling" in compiling["message"]
+    assert "stopped if this lasts" not in compiling["message"]
 
 
 class TinyModule(pl.LightningModule):

@@ -14,6 +14,7 @@ from governor.domain.model import (
     Action,
     BudgetState,
     ExtensionState,
+    Phase,
     PodState,
     Reason,
     Requester,
@@ -111,6 +112,98 @@ def test_after_an_extension_the_pod_resumes_and_the_run_continues_from_its_check
     assert book.figures.spent <= book.figures.effective_ceiling == D("11.00")
     with gov.session() as s:
         assert repo.get_run(s, run).status is RunStatus.STOPPED
+
+
+def run_events(gov: Governor, run: str) -> list[str]:
+    with gov.session() as s:
+        return [e.message for e in reversed(repo.events(s, subject=f"run:{run}", limit=1000))]
+
+
+def test_a_resumed_attempt_starting_before_its_checkpoint_is_not_a_restart(gov: Governor) -> None:
+    budget, pod, run = exhaust(gov)  # its checkpoint is at step 450
+    extend(gov, budget, "10")
+    resume(gov, pod)
+    gov.tick(5)
+    # The relaunched job says step 0 while it loads, then the checkpoint's step once loaded.
+    assert gov.beat(run, step=0, phase=Phase.LOADING).action is Action.CONTINUE
+    gov.tick(5)
+    gov.beat(run, step=450, phase=Phase.TRAINING)
+    gov.beat(run, step=460)
+    assert not [m for m in run_events(gov, run) if "restarted" in m]
+    with gov.session() as s:
+        assert repo.get_run(s, run).step == 460
+    # Within the attempt, a step that goes backwards is the job restarting.
+    gov.beat(run, step=450)
+    [restart] = [m for m in run_events(gov, run) if "restarted" in m]
+    assert restart.startswith("The job restarted from step 450 (it had reached step 460)")
+
+
+def test_a_resumed_attempt_starting_at_its_checkpoint_is_not_a_restart(gov: Governor) -> None:
+    budget, pod, run = exhaust(gov)
+    extend(gov, budget, "10")
+    resume(gov, pod)
+    gov.beat(run, step=450)
+    gov.beat(run, step=451)
+    assert not [m for m in run_events(gov, run) if "restart" in m]
+
+
+def finished_and_stopped(gov: Governor) -> tuple[str, str, str]:
+    """A run that finished, and its pod stopped by the finished rule after its linger."""
+    budget = gov.budget("100")
+    pod = gov.pod(budget)
+    run = gov.run(budget, pod)
+    gov.beat(run, step=100, status=RunStatus.FINISHED)
+    gov.tick(61)
+    gov.tick(30)  # the fake cloud's stop latency
+    with gov.session() as s:
+        order = repo.latest_stop_order(s, pod)
+        assert order is not None and order.reason is Reason.FINISHED
+        assert repo.get_pod(s, pod).state is PodState.STOPPED
+    return budget, pod, run
+
+
+def pod_now(gov: Governor, pod: str) -> tuple[PodState, Reason | None]:
+    """The pod's state, and the reason of a stop ordered since the resume."""
+    with gov.session() as s:
+        row = repo.get_pod(s, pod)
+        order = repo.latest_stop_order(s, pod)
+        assert row.resumed_at is not None
+        since = order is not None and order.created_at >= row.resumed_at
+        return row.state, order.reason if order is not None and since else None
+
+
+def test_a_pod_resumed_after_its_run_finished_waits_the_resume_grace(gov: Governor) -> None:
+    grace = gov.ctx.config.resume_grace_s
+    assert grace == 900.0  # the default
+    _, pod, _ = finished_and_stopped(gov)
+    gov.tick(3600)  # the run finished over an hour before the resume
+    resumed = resume(gov, pod)
+    assert resumed.run is None and resumed.pod.state is PodState.RUNNING
+    gov.tick(5)
+    assert pod_now(gov, pod) == (PodState.RUNNING, None)
+    gov.tick(grace - 6)
+    assert pod_now(gov, pod) == (PodState.RUNNING, None)
+    gov.tick(1)  # the grace is over and no run is live on the pod
+    assert pod_now(gov, pod) == (PodState.STOPPING, Reason.FINISHED)
+    with gov.session() as s:
+        [stop] = [e for e in repo.events(s, subject=f"pod:{pod}", limit=5) if "Stop" in e.message]
+    assert stop.message.startswith(
+        f"Stop ordered (finished): The pod was resumed {grace:.0f} s ago and no run is live on it"
+    )
+
+
+def test_a_resumed_pod_with_a_live_run_is_not_stopped_after_the_grace(gov: Governor) -> None:
+    budget, pod, _ = finished_and_stopped(gov)
+    resume(gov, pod)
+    gov.tick(60)
+    following = gov.run(budget, pod, timeout_s=600)
+    for step in range(1, 5):
+        gov.beat(following, step=step)
+        gov.tick(gov.ctx.config.resume_grace_s / 3)
+    assert pod_now(gov, pod) == (PodState.RUNNING, None)
+    gov.beat(following, step=5, status=RunStatus.FINISHED)
+    gov.tick(61)  # a run that ends after the resume lingers as usual
+    assert pod_now(gov, pod) == (PodState.STOPPING, Reason.FINISHED)
 
 
 def test_a_resume_the_new_ceiling_cannot_cover_is_refused_with_the_figures(

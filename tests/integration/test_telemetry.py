@@ -6,7 +6,7 @@ from sqlalchemy import select
 
 from governor.db import repository as repo
 from governor.db.tables import GpuSampleRow
-from governor.domain.model import Action, Category, PodState, Reason, Severity
+from governor.domain.model import Action, Category, Phase, PodState, Reason, Severity
 from governor.domain.policy import Watch
 from governor.domain.telemetry import GIB, DeviceProblem, GpuProcess, Reading
 from governor.services.monitoring import telemetry
@@ -159,3 +159,43 @@ def test_a_node_agents_reading_goes_to_every_pod_still_running_on_that_node(gov:
         held = s.scalars(select(GpuSampleRow.pod_id).distinct()).all()
     assert sorted(held) == sorted([first, second])
     assert elsewhere not in held
+
+
+def test_the_idle_seconds_of_a_compile_do_not_carry_into_training(gov: Governor) -> None:
+    """The GPU idles holding memory through a 700 s compile (the idle window is 600 s) and on
+    into training: the idle rule warns while compiling without promising a stop, and counts
+    training's idle seconds from its start."""
+    budget = gov.budget("1000")
+    pod = gov.pod(budget)
+    run = gov.run(budget, pod, timeout_s=3600, grace_s=30)
+    gov.beat(run, step=0, phase=Phase.COMPILING)
+
+    def idle(seconds: int, step: int) -> Action:
+        """10 s polls of an idle GPU holding 3 GiB, a beat and a pass after each."""
+        for _ in range(seconds // 10):
+            gov.clock.advance(10)
+            gov.report(pod, gpu_sample(util=0, used_gib=3))
+            gov.beat(run, step=step)
+            gov.tick()
+        return gov.beat(run, step=step).action
+
+    def idle_events() -> list[str]:
+        with gov.session() as s:
+            events = reversed(repo.events(s, limit=1000))
+            return [e.message for e in events if "every GPU below" in e.message]
+
+    assert idle(700, step=0) is Action.CONTINUE
+    [compiling] = idle_events()
+    assert compiling.startswith("The GPUs sit idle while the job is compiling")
+    assert "does not stop a job while it is compiling" in compiling
+    gov.beat(run, step=1, phase=Phase.TRAINING)  # the first step has compiled
+    training_at = gov.clock.now()
+    assert idle(290, step=1) is Action.CONTINUE
+    assert len(idle_events()) == 1
+    assert idle(10, step=1) is Action.CONTINUE
+    assert idle_events()[1].startswith("The job may be hung: every GPU below 5% for 300 s")
+    assert idle(300, step=1) is Action.STOP
+    with gov.session() as s:
+        order = repo.latest_stop_order(s, pod)
+    assert order is not None and order.reason is Reason.IDLE_HANG
+    assert (order.created_at - training_at).total_seconds() == 600

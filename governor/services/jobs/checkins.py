@@ -313,8 +313,8 @@ def _changes(
         changes.update(progress_at=now, stall_alerted=False, idle_alerted=False)
     if beat.total_steps is not None:
         changes["total_steps"] = beat.total_steps
-    if _new_phase(run, beat):
-        changes.update(phase=beat.phase, phase_since=now)
+    if _new_phase(run, beat):  # idleness counts from a phase's start, and is warned of anew
+        changes.update(phase=beat.phase, phase_since=now, idle_alerted=False)
     if beat.metrics is not None:
         changes["metrics"] = beat.metrics
     if health is not run.health_state:
@@ -329,7 +329,7 @@ def _record(
 ) -> None:
     if _new_phase(run, beat):
         session.add(RunPhaseRow(run_id=run.id, phase=beat.phase, at=now))
-    if beat.step < run.step:
+    if beat.step < run.step and run.last_heartbeat_at is not None:
         _restarted(session, run, beat.step, now)
     for column, value in _changes(run, beat, now, health).items():
         setattr(run, column, value)
@@ -357,7 +357,9 @@ def _record(
 
 
 def _restarted(session: Session, run: RunRow, step: int, now: datetime) -> None:
-    """The step went backwards: the job restarted from a checkpoint (the stall clock runs on)."""
+    """The step went backwards within an attempt: the job restarted from a checkpoint (the
+    stall clock runs on). An attempt's first beat is never a restart: a resumed run's new
+    attempt begins where its job says, which may be before the checkpoint it will load."""
     events.record(
         session,
         now,

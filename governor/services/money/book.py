@@ -61,8 +61,8 @@ class LiveBudget(Record):
 
 
 class LivePod(Record):
-    """A pod as an enforcement pass reads it (`_LIVE_PODS`): what the figures, the GPU rules
-    and the canary holds read."""
+    """A pod as an enforcement pass reads it (`_LIVE_PODS`): what the figures, the GPU and
+    finished rules and the canary holds read."""
 
     id: str
     budget_id: str
@@ -71,6 +71,7 @@ class LivePod(Record):
     gpu_uuids: list[str] | None
     process_pids: list[int] | None
     process_pattern: str | None
+    resumed_at: datetime | None
     hourly_rate_usd: Decimal
     storage_gb: float
     storage_usd_per_gb_month: Decimal
@@ -331,7 +332,7 @@ _LIVE_BUDGETS = (
     .where(one_of(_BUDGETS.c.id, "budget_ids"))
     .order_by(_BUDGETS.c.id)
 ).with_for_update(key_share=True, of=_BUDGETS)
-_LIVE_PODS = (  # what the figures, the GPU rules (GPUs, processes) and the canary holds read
+_LIVE_PODS = (  # what the figures, the GPU and finished rules and the canary holds read
     select(
         *(
             _PODS.c[name]
@@ -343,6 +344,7 @@ _LIVE_PODS = (  # what the figures, the GPU rules (GPUs, processes) and the cana
                 "gpu_uuids",
                 "process_pids",
                 "process_pattern",
+                "resumed_at",
                 "hourly_rate_usd",
                 "storage_gb",
                 "storage_usd_per_gb_month",

@@ -118,6 +118,8 @@ def enforce_budgets(
                     run=None if run is None else run_view(run),
                     other_live_runs=_others_heard_from(book, pod, run),
                     finished_linger_s=config.finished_linger_s,
+                    resumed_at=pod.resumed_at,
+                    resume_grace_s=config.resume_grace_s,
                     watch=watch,
                     gpus=telemetry.views(samples.get(pod.id, {}), now, watch, pod),
                     heard_since=heard_since,

@@ -11,6 +11,7 @@ from governor.domain.model import Action, Phase, Reason, RunStatus, Severity
 from governor.domain.policy import (
     RULES,
     CanaryHold,
+    Finding,
     GpuView,
     HealthStop,
     RunView,
@@ -325,3 +326,118 @@ def test_a_run_held_to_its_canary_is_stopped_past_it_or_past_its_cap() -> None:
     spent = replace(hold, spent=Decimal("10.00"))
     [capped] = [f for f in evaluate(situation(run=run(phase=Phase.CANARY), canary=spent))]
     assert "$10.00 of its $10.00 cap" in capped.message
+
+
+def idle_findings(s: Situation) -> list[Finding]:
+    return [f for f in evaluate(s) if f.rule == "idle_hang"]
+
+
+def test_idle_time_counts_from_the_start_of_the_phase_it_is_judged_in() -> None:
+    # The GPU has been idle for 700 s, 690 of them compiling: training began 10 s ago.
+    just_training = run(phase_since=NOW - timedelta(seconds=10), progress_at=NOW)
+    assert idle_findings(situation(run=just_training, gpus=(gpu(700),))) == []
+    [warned] = idle_findings(
+        situation(
+            run=replace(just_training, phase_since=NOW - timedelta(seconds=300)), gpus=(gpu(700),)
+        )
+    )
+    assert (warned.action, warned.evidence["idle_s"]) == (Action.CONTINUE, 300.0)
+    [stop] = idle_findings(
+        situation(
+            run=replace(just_training, phase_since=NOW - timedelta(seconds=600)), gpus=(gpu(700),)
+        )
+    )
+    assert (stop.action, stop.evidence["idle_s"]) == (Action.STOP, 600.0)
+    # The GPU went idle after the phase began: its own idle start counts.
+    assert idle_findings(situation(run=just_training, gpus=(gpu(5),))) == []
+    [since_idle] = idle_findings(
+        situation(
+            run=replace(just_training, phase_since=NOW - timedelta(hours=1)), gpus=(gpu(400),)
+        )
+    )
+    assert since_idle.evidence["idle_s"] == 400.0
+
+
+def test_before_any_phase_idle_time_counts_from_the_start_of_the_attempt() -> None:
+    fresh = run(phase=None, phase_since=None, started_at=NOW - timedelta(seconds=20))
+    assert idle_findings(situation(run=fresh, gpus=(gpu(700),))) == []
+    began = replace(fresh, started_at=NOW - timedelta(seconds=650))
+    [stop] = idle_findings(situation(run=began, gpus=(gpu(700),)))
+    assert (stop.action, stop.evidence["idle_s"]) == (Action.STOP, 650.0)
+
+
+@pytest.mark.parametrize("phase", [Phase.LOADING, Phase.COMPILING])
+def test_while_warming_up_the_idle_rule_warns_without_promising_a_stop(phase: Phase) -> None:
+    # Idle for the whole 1000 s of the phase; the compile allowance (1800 s without a step)
+    # counts from the attempt's start, 1200 s ago, so the no-progress stop is 600 s away.
+    warming = quiet(1200, phase=phase, phase_since=NOW - timedelta(seconds=1000))
+    [finding] = idle_findings(situation(run=warming, gpus=(gpu(5000),)))
+    assert (finding.action, finding.severity) == (Action.CONTINUE, Severity.WARNING)
+    assert "stopped if this lasts" not in finding.message
+    assert f"does not stop a job while it is {phase.value}" in finding.message
+    assert "no-progress rule stops the pod if no step comes in the next 600 s" in finding.message
+    assert "1800 s without a step" in finding.message
+    assert finding.evidence["stop_after_s"] == 1800.0
+    assert decide(evaluate(situation(run=warming, gpus=(gpu(5000),)))) == finding
+    # Warned once; and not before half the idle window of the phase.
+    assert (
+        idle_findings(situation(run=replace(warming, idle_alerted=True), gpus=(gpu(5000),))) == []
+    )
+    started = replace(warming, phase_since=NOW - timedelta(seconds=299))
+    assert idle_findings(situation(run=started, gpus=(gpu(5000),))) == []
+
+
+def test_a_resumed_pod_counts_its_idle_time_from_the_resume() -> None:
+    resumed = NOW - timedelta(seconds=30)
+    assert idle_findings(situation(run=None, resumed_at=resumed, gpus=(gpu(5000),))) == []
+    long_ago = NOW - timedelta(seconds=601)
+    [stop] = idle_findings(situation(run=None, resumed_at=long_ago, gpus=(gpu(5000),)))
+    assert (stop.action, stop.evidence["idle_s"]) == (Action.STOP, 601.0)
+
+
+FINISHED_LONG_AGO = run(status=RunStatus.FINISHED, ended_at=NOW - timedelta(days=1))
+
+
+@pytest.mark.parametrize(
+    ("resumed_s_ago", "grace_s", "stops"),
+    [
+        (5, 900, False),  # just resumed: the run's end, a day ago, does not count
+        (899, 900, False),
+        (900, 900, True),  # the resume grace is over and no run is live
+        (30, 0, False),  # never less than the finished linger (60 s)
+        (60, 0, True),
+    ],
+)
+def test_a_pod_resumed_after_its_run_finished_waits_the_resume_grace(
+    resumed_s_ago: float, grace_s: float, stops: bool
+) -> None:
+    s = situation(
+        run=FINISHED_LONG_AGO,
+        resumed_at=NOW - timedelta(seconds=resumed_s_ago),
+        resume_grace_s=grace_s,
+    )
+    decision = decide(evaluate(s))
+    if not stops:
+        assert decision is None
+        return
+    assert decision is not None
+    assert (decision.action, decision.reason) == (Action.STOP, Reason.FINISHED)
+    assert decision.message.startswith(f"The pod was resumed {resumed_s_ago} s ago")
+    assert decision.evidence["resume_grace_s"] == grace_s
+
+
+def test_a_resumed_pod_with_a_live_run_is_not_stopped_as_finished() -> None:
+    s = situation(
+        run=FINISHED_LONG_AGO,
+        resumed_at=NOW - timedelta(hours=1),
+        other_live_runs=1,
+    )
+    assert decide(evaluate(s)) is None
+
+
+def test_a_run_that_finished_after_the_resume_lingers_as_usual() -> None:
+    ended = run(status=RunStatus.FINISHED, ended_at=NOW - timedelta(seconds=61))
+    s = situation(run=ended, resumed_at=NOW - timedelta(seconds=100), resume_grace_s=900)
+    decision = decide(evaluate(s))
+    assert decision is not None and decision.reason is Reason.FINISHED
+    assert decision.message.startswith("The run finished 61 s ago")
