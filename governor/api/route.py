@@ -1,5 +1,6 @@
-"""A route of the API: who may call it is settled before its body is read, and its OpenAPI
-entry lists every error status it can answer.
+"""A route of the API: who may call it is settled before its body is read, a JSON body is
+bounded before it is parsed (`json_body`), and its OpenAPI entry lists every error status it
+can answer.
 
 FastAPI reads and parses a body before it resolves a route's dependencies, so a caller
 without a valid token would learn 422 for malformed JSON before 401. Here the route's Access
@@ -21,6 +22,7 @@ from fastapi.dependencies.models import Dependant
 from fastapi.dependencies.utils import get_dependant
 from fastapi.routing import APIRoute
 
+from governor.api import json_body
 from governor.api.deps import Access, Context, bearer
 from governor.api.error_responses import errors
 
@@ -42,13 +44,17 @@ class ApiRoute(APIRoute):
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
         callers = accesses(self.dependant)
-        if not callers:
+        takes_body = bool(self.dependant.body_params)
+        if not callers and not takes_body:
             return handler
 
         async def authorised(request: Request) -> Response:
-            credentials = await bearer(request)
-            for access in callers:
-                await access(request, credentials)
+            if callers:
+                credentials = await bearer(request)
+                for access in callers:
+                    await access(request, credentials)
+            if takes_body and (refused := await json_body.refusal(request)) is not None:
+                return refused
             return await handler(request)
 
         return authorised

@@ -10,6 +10,7 @@ from typing import Any
 
 from governor.domain.money import dollars
 from governor.domain.telemetry import GIB
+from governor.domain.text import visible
 
 
 def table(
@@ -37,7 +38,7 @@ def fields(pairs: Sequence[tuple[str, object]]) -> str:
 
 
 def _text(value: object) -> str:
-    return "-" if value is None else str(value)
+    return "-" if value is None else visible(str(value))
 
 
 def usd(text: str | None) -> str:

@@ -8,6 +8,7 @@ import logging
 
 from governor.cli.output import refused, table
 from governor.cli.verbs import Commands
+from governor.domain.text import visible
 from governor.settings import load_settings
 
 
@@ -36,7 +37,7 @@ def _providers_check(_args: argparse.Namespace) -> int:
         close_context(ctx)
     for check in checks:
         mark = "ok" if check.ok else "FAILED"
-        print(f"{check.name}: {mark} ({check.capability}): {check.said}")
+        print(f"{check.name}: {mark} ({check.capability}): {visible(check.said)}")
         rows = [
             (
                 pod.ref,
@@ -55,7 +56,7 @@ def _providers_check(_args: argparse.Namespace) -> int:
             print(table(("REF", "STATE", "USD/H", "STORAGE GB", "GOVERNED AS"), rows))
         if check.ok and check.unseen:
             unseen = ", ".join(f"{ref} ({pod_id})" for ref, pod_id in sorted(check.unseen.items()))
-            print(f"  governed here but not seen by {check.name}: {unseen}")
+            print(f"  governed here but not seen by {check.name}: {visible(unseen)}")
     for name, how in sorted(ctx.unconfigured.items()):
         print(f"{name}: not configured ({how})")
     return 0 if all(check.ok for check in checks) else 1

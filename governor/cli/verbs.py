@@ -4,7 +4,8 @@ each registered here with the options every verb takes, and its answer printed h
 Each verb is an API call made with the operator token (GOVERNOR_URL, GOVERNOR_OPERATOR_TOKEN
 or --url, --token). A budget, pod or run is named by its id or by its name (governor.cli.names).
 Output is a readable table by default, money right-aligned, and the server's JSON with
---json. Any failure exits 1 with one line that says what to do: the server is not reachable,
+--json; either way a character that does not show what it is (U+202E, say) is written as its
+escape. Any failure exits 1 with one line that says what to do: the server is not reachable,
 the token is missing or refused, no such name, or the server's own error message.
 """
 
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from typing import Any, TypeAlias
 
 from governor.cli.http import DEFAULT_URL, Api, OperatorError, Remote
+from governor.domain.text import visible
 
 # What `governor` and each group of verbs add their subcommands to.
 Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -59,9 +61,9 @@ def _answered(handler: Verb) -> Remote:
         try:
             data, show = handler(api, args)
         except OperatorError as exc:
-            print(f"governor: {exc}", file=sys.stderr)
+            print(f"governor: {visible(str(exc))}", file=sys.stderr)
             return 1
-        print(json.dumps(data, indent=2) if args.json else show(data).rstrip("\n"))
+        print(json.dumps(data, indent=2) if args.json else visible(show(data)).rstrip("\n"))
         return 0
 
     return run

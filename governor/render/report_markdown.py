@@ -1,12 +1,14 @@
 """The run report as Markdown, for people: figures first, each run's last metric values, then
 stops, failures, extensions, memory, and the whole timeline of decisions with their evidence.
-Pods are named as people call them, their provider's reference beside the name."""
+Pods are named as people call them, their provider's reference beside the name. A character
+that does not show what it is is written as its escape (`visible`), wherever it came from."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
 from governor.domain.money import ZERO, dollars
+from governor.domain.text import visible
 from governor.render.format import in_gib, instant, share
 from governor.render.report_text import evidence, spend_line
 from governor.services.events import Event
@@ -29,7 +31,7 @@ def render(r: Report) -> str:
         _memory(r),
         _timeline(r),
     ]
-    return "\n\n".join(sections) + "\n"
+    return visible("\n\n".join(sections) + "\n")
 
 
 def _summary(r: Report) -> str:

@@ -163,6 +163,9 @@ BAD_BUDGETS = {
     ),
     "missing-ceiling": Call("POST", "/v1/budgets", json={"name": "x"}),
     "blank-name": Call("POST", "/v1/budgets", json={"name": "   ", "ceiling_usd": "5"}),
+    "right-to-left-override-in-name": Call(
+        "POST", "/v1/budgets", json={"name": "ops\u202egpj", "ceiling_usd": "5"}
+    ),
     "reserve-over-ceiling": Call(
         "POST", "/v1/budgets", json={"name": "x", "ceiling_usd": "5", "reserve_usd": "6"}
     ),
@@ -209,6 +212,12 @@ BAD_OTHER_BODIES = {
         json={"name": "r", "pod_id": "{pod_a}", "heartbeat_timeout_s": 0},
     ),
     "job-token-role": Call("POST", "/v1/tokens", json={"role": "job"}),
+    "thousand-levels-deep": Call(
+        "POST",
+        "/v1/runs/{run_a}/heartbeat",
+        token="job_a",
+        raw='{"step": 1, "metrics": {"m": ' + "[" * 1000 + "]" * 1000 + "}}",
+    ),
 }
 
 

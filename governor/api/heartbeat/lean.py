@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Coroutine, Sequence
-from email.message import Message
 from typing import Any, ClassVar, get_args
 from weakref import WeakKeyDictionary
 
@@ -16,7 +15,9 @@ from starlette.concurrency import run_in_threadpool
 
 from governor.api.deps import bearer
 from governor.api.heartbeat.batches import Batches
+from governor.api.json_body import is_json
 from governor.api.route import ApiRoute, accesses
+from governor.services.security.json_bounds import out_of_bounds
 
 # A LeanRoute's group: its queued requests, as (path value, body), and the service context.
 Group = Callable[[Sequence[tuple[str, Any]], Any], Sequence[Response | Exception | None]]
@@ -34,9 +35,9 @@ class LeanRoute(ApiRoute):
     The endpoint takes the path's one parameter, the body, the caller and the service
     context, in that order; the caller is declared by a writer dependency (`writer`), which
     is called as declared. FastAPI keeps the route's declaration (its OpenAPI entry) and
-    every request that is not well formed: without a JSON content type, with malformed JSON
-    or a body its model refuses, a request is handed to FastAPI's own handler, which answers
-    it as any route's.
+    every request that is not well formed: without a JSON content type, with a body out of
+    bounds (`json_body`), malformed JSON or a body its model refuses, a request is handed to
+    the route's own handler, which answers it as any route's.
     """
 
     writer: ClassVar[Any]  # an Annotated[Principal, Depends(...)] of governor.api.deps
@@ -79,15 +80,8 @@ class LeanRoute(ApiRoute):
 
 
 def _well_formed(model: type[BaseModel], content_type: str | None, body: bytes) -> Any:
-    """The body as `model`, if it is JSON that the model takes; else None."""
-    if not content_type or not body:
-        return None
-    message = Message()
-    message["content-type"] = content_type
-    subtype = message.get_content_subtype()
-    if message.get_content_maintype() != "application" or not (
-        subtype == "json" or subtype.endswith("+json")
-    ):
+    """The body as `model`, if it is JSON within bounds that the model takes; else None."""
+    if not body or not is_json(content_type) or out_of_bounds(body) is not None:
         return None
     try:
         return model.model_validate(json.loads(body))

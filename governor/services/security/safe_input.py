@@ -3,16 +3,17 @@ every database stores and every reader serves back. Every request schema (the AP
 plan document's) builds its fields from these.
 
 Text never carries a lone surrogate (no encoder takes it: not UTF-8, not the databases, not a
-JSON response) nor a NUL (PostgreSQL text cannot hold one); a one-line field carries no
-control character at all, free text only tab, newline and carriage return. A JSON document
-has string keys, finite numbers within 64 bits, a bounded depth and a bounded size.
+JSON response) nor a NUL (PostgreSQL text cannot hold one), nor a character that does not show
+what it is (`governor.domain.text`: controls, format characters such as U+202E, line
+separators): a one-line field carries none at all, free text tab, newline and carriage return
+and the zero-width joiners. A JSON document has string keys, finite numbers within 64 bits, a
+bounded depth and a bounded size.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -33,28 +34,17 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from governor.domain.money import parse_usd
+from governor.domain.text import hidden
 
 MAX_INT64 = 2**63 - 1
 EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 LATEST = datetime(2100, 1, 1, tzinfo=UTC)
 
-_NOT_IN_A_LINE = re.compile(r"[\x00-\x1f\ud800-\udfff]")
-_NOT_IN_TEXT = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff]")
-
 
 def bad_character(text: str, *, free: bool = False) -> str | None:
     """What is wrong with `text` as one line (or, `free`, as free text), if anything."""
-    found = (_NOT_IN_TEXT if free else _NOT_IN_A_LINE).search(text)
-    if found is None:
-        return None
-    code = ord(found.group())
-    if 0xD800 <= code <= 0xDFFF:
-        what = f"a lone surrogate (U+{code:04X}, not valid Unicode)"
-    elif code == 0:
-        what = "a NUL character (U+0000)"
-    else:
-        what = f"the control character U+{code:04X}"
-    return f"contains {what} at character {found.start()}"
+    found = hidden(text, free=free)
+    return None if found is None else f"contains {found}"
 
 
 def _refuse_characters(text: str, *, free: bool, where: str = "") -> None:

@@ -103,6 +103,18 @@ def test_list_is_a_table_with_money_right_aligned(governor: Governor) -> None:
     ]
 
 
+def test_a_name_that_hides_characters_is_printed_with_their_escapes(governor: Governor) -> None:
+    """A name the server stored as it was written to its database by other hands: the table
+    shows what is there, its columns still aligned."""
+    governor.answer("GET", "/v1/budgets", page(budget_out(name="ops\u202egpj\x1b[2J")))
+    ran = governor.run("budget", "list")
+    assert ran.code == 0
+    assert "\u202e" not in ran.out and "\x1b" not in ran.out
+    header, row = ran.out.splitlines()
+    assert row.startswith(f"{BUDGET_ID}  ops\\u202egpj\\u001b[2J  open")
+    assert header.index("state") == row.index("open")
+
+
 def test_list_pages_on_with_the_cursor_it_was_given(governor: Governor) -> None:
     governor.answer("GET", "/v1/budgets", page(budget_out(), next_cursor="c2"))
     ran = governor.run("budget", "list", "--limit", "1", "--cursor", "c1")
