@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
-from governor.domain.ledger import Figures, forecast_at_completion
+from governor.domain.ledger import Figures, committed_in_parts, forecast_at_completion
 from governor.domain.model import Action, Phase, Reason, RunStatus, Severity
 from governor.domain.money import dollars, format_usd
 from governor.domain.telemetry import GIB
@@ -127,6 +127,9 @@ Rule = Callable[[Situation], "Finding | None"]
 def _money(figures: Figures) -> dict[str, object]:
     return {
         "spent_usd": format_usd(figures.spent),
+        "shutdown_usd": format_usd(figures.shutdown),
+        "storage_tail_usd": format_usd(figures.storage_tail),
+        "reserve_usd": format_usd(figures.reserve),
         "committed_usd": format_usd(figures.committed),
         "effective_ceiling_usd": format_usd(figures.effective_ceiling),
         "burn_rate_usd_per_hour": format_usd(figures.burn_per_hour),
@@ -155,8 +158,9 @@ def ceiling(s: Situation) -> Finding | None:
         Action.STOP,
         Reason.CEILING,
         Severity.CRITICAL,
-        f"Committed spend {dollars(f.committed)} has reached the ceiling "
-        f"{dollars(f.effective_ceiling)}: save now, the pod will be stopped.",
+        f"Committed spend has reached the ceiling {dollars(f.effective_ceiling)}: "
+        f"{committed_in_parts(f)}. Save now, the pod will be stopped; an extension of at least "
+        f"{dollars(f.extension_to_go_on)} would let the budget go on.",
         _money(f),
     )
 
@@ -374,8 +378,8 @@ def pre_stop_checkpoint(s: Situation) -> Finding | None:
         Action.CHECKPOINT,
         Reason.PRE_STOP,
         Severity.WARNING,
-        f"Committed spend is {s.figures.committed_fraction:.0%} of the ceiling: "
-        "checkpoint now so a stop loses little.",
+        f"Committed spend is {s.figures.committed_fraction:.0%} of the ceiling "
+        f"({committed_in_parts(s.figures)}): checkpoint now so a stop loses little.",
         _money(s.figures),
     )
 

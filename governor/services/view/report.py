@@ -232,7 +232,7 @@ def build(session: Session, config: GovernorConfig, budget_id: str, now: datetim
     by_pod = _spend(session, book)
     _, timeline, left_out, earlier = _listed(session, cap, budget_id=budget_id)
     return Report(
-        budget=budget_model.budget(book),
+        budget=budget_model.with_plans(session, [book])[0],
         generated_at=book.now,
         runs=tuple(run_model.run(session, run) for run in book.runs),
         metrics=_metrics(session, book.runs),
