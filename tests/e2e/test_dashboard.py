@@ -415,6 +415,13 @@ def test_committed_spend_shows_its_parts_and_is_drawn_beside_spend_under_the_cei
     assert all(c < s for c, s in zip(committed_ys, spend_ys, strict=True)), committed_d
     assert min(committed_ys) > ceiling_y, committed_d
     expect(section.locator(".legend .key-committed")).to_contain_text(f"committed {committed}")
+    # The row that says when it stops says what committed spend is made of, too.
+    row = page.locator(f".summary-table tr[data-budget-id='{budget['id']}']")
+    expect(row.locator("[data-field=next]")).to_contain_text("stops parts-pod")
+    expect(row.locator("[data-field=committed-parts]")).to_have_text(
+        f"committed {committed} = spent {shown['spent']} + shutdown {shown['shutdown']} + "
+        f"storage tail {shown['storage-tail']} + reserve $150.00"
+    )
     shoot(page, tmp_path, "dashboard-committed-parts.png")
 
 
