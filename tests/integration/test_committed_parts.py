@@ -58,7 +58,7 @@ def test_the_budget_api_gives_committed_spend_and_its_parts(
 
 
 def test_the_heartbeat_answers_with_the_parts_the_latest_pass_kept(gov: Governor) -> None:
-    budget, run = pilot(gov)
+    _, run = pilot(gov)
     brief = gov.beat(run, step=2).budget  # a plain beat: the figures kept on the budget
     assert (brief.spent, brief.shutdown, brief.storage_tail, brief.reserve) == tuple(PARTS.values())
     assert brief.committed == COMMITTED
