@@ -186,10 +186,11 @@ class Figures:
 
     @property
     def extension_to_go_on(self) -> Decimal:
-        """The least extension, in whole cents, that puts the ceiling above committed spend
-        (what reopens a budget at its ceiling); none below it."""
+        """The least extension, in whole cents, that reopens a budget at its ceiling: one that
+        puts the ceiling above committed spend, and at least a cent (a stopped budget whose
+        stop margin was released is below its ceiling already)."""
         short = self.committed - self.effective_ceiling
-        return max(ZERO, (short + CENT).quantize(CENT, rounding=ROUND_FLOOR))
+        return max(CENT, (short + CENT).quantize(CENT, rounding=ROUND_FLOOR))
 
     @property
     def remaining(self) -> Decimal:

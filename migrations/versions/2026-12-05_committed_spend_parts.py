@@ -20,20 +20,21 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
+# Plain ALTER TABLE statements (SQLite has dropped a column in place since 3.35): a batch
+# would copy the budgets table, which the other tables' foreign keys refer to.
+
+
 def upgrade() -> None:
-    with op.batch_alter_table("budgets", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("figures_shutdown_usd", sa.BigInteger(), nullable=True))
-        batch_op.add_column(sa.Column("figures_storage_tail_usd", sa.BigInteger(), nullable=True))
-        batch_op.drop_column("figures_committed_usd")
+    op.add_column("budgets", sa.Column("figures_shutdown_usd", sa.BigInteger(), nullable=True))
+    op.add_column("budgets", sa.Column("figures_storage_tail_usd", sa.BigInteger(), nullable=True))
+    op.drop_column("budgets", "figures_committed_usd")
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("budgets", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("figures_committed_usd", sa.BigInteger(), nullable=True))
+    op.add_column("budgets", sa.Column("figures_committed_usd", sa.BigInteger(), nullable=True))
     op.execute(
         "UPDATE budgets SET figures_committed_usd = figures_spent_usd + figures_shutdown_usd "
         "+ figures_storage_tail_usd + reserve_usd"
     )
-    with op.batch_alter_table("budgets", schema=None) as batch_op:
-        batch_op.drop_column("figures_storage_tail_usd")
-        batch_op.drop_column("figures_shutdown_usd")
+    op.drop_column("budgets", "figures_storage_tail_usd")
+    op.drop_column("budgets", "figures_shutdown_usd")

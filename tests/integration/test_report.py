@@ -411,9 +411,10 @@ def test_each_admitted_plan_shows_what_it_holds_back_against_what_it_spent(gov: 
     assert spent > 0
     lines = sorted((p.job_id, p.spent, p.held, p.released) for p in r.memory.admitted)
     assert lines == [("arm-a", spent, D(0), True), ("arm-b", D(0), WORST_CASE, False)]
-    # What the plans hold is beside committed spend, never in it: the run has ended
+    # What the plans hold is beside committed spend, never in it
     assert r.budget.held_for_plans == WORST_CASE
-    assert r.budget.committed == spent + r.budget.storage_tail + r.budget.reserve
+    b = r.budget
+    assert b.committed == spent + b.shutdown + b.storage_tail + b.reserve < WORST_CASE
 
     report = report_view.ReportOut.model_validate(r).model_dump(mode="json")
     out = report["memory"]["admitted"]

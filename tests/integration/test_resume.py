@@ -4,12 +4,14 @@ closes, and releases its pods' storage when told it was deleted (SQLite and Post
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 
 import pytest
 
 from governor.db import repository as repo
 from governor.domain.errors import Conflict, Unauthenticated, Unavailable
+from governor.domain.ledger import committed_in_parts
 from governor.domain.model import (
     Action,
     BudgetState,
@@ -68,8 +70,14 @@ def principal(gov: Governor, token: str) -> tokens.Principal:
 
 
 def test_an_exhausted_budget_refuses_a_resume_with_its_figures(gov: Governor) -> None:
-    _, pod, _ = exhaust(gov)
-    with pytest.raises(Conflict, match=r"exhausted: \$[\d.]+ spent of \$1\.00; approve"):
+    budget, pod, _ = exhaust(gov)
+    f = gov.book(budget).figures
+    assert f.committed < f.effective_ceiling  # the stop margin released: any extension reopens
+    said = (
+        f"exhausted: {committed_in_parts(f)} of $1.00; approve an extension of at least $0.01 "
+        "to reopen it first"
+    )
+    with pytest.raises(Conflict, match=re.escape(said)):
         resume(gov, pod)
     with gov.session() as s:
         assert repo.get_pod(s, pod).state is PodState.STOPPED

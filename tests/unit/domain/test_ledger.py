@@ -134,8 +134,8 @@ def test_committed_is_spent_plus_shutdown_plus_tail_plus_reserve(
 @pytest.mark.parametrize(
     ("spent", "reserve", "ceiling", "extension", "said"),
     [
-        # below the ceiling: nothing needed
-        ("10", "5", "100", "0", "$15.00 committed (spent $10.00 + shutdown $0.00 + storage tail "
+        # below the ceiling (its stop margin released): any extension, at least a cent
+        ("10", "5", "100", "0.01", "$15.00 committed (spent $10.00 + shutdown $0.00 + storage tail "
          "$0.00 + reserve $5.00)"),
         # at it exactly: a cent puts the ceiling above committed spend
         ("30", "70", "100", "0.01", None),
@@ -153,7 +153,7 @@ def test_a_budget_at_its_ceiling_says_the_least_extension_that_lets_it_go_on(
     f = figures(terms(ceiling, reserve=reserve, recorded=spent), [], T0, 0.0)
     assert f.extension_to_go_on == D(extension)
     assert f.effective_ceiling + f.extension_to_go_on > f.committed
-    if f.extension_to_go_on:  # and a cent less would not do
+    if f.extension_to_go_on > D("0.01"):  # and a cent less would not do
         assert f.effective_ceiling + f.extension_to_go_on - D("0.01") <= f.committed
     if said is not None:
         assert committed_in_parts(f) == said
