@@ -22,7 +22,7 @@ BUDGET_HEADERS = (
     "=committed",
     "remaining",
     "burn",
-    "held for plans",
+    "held-for-plans",
 )
 PARTS = (  # committed spend is the sum of these parts
     ("spent", "spent_usd"),

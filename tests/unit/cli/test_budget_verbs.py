@@ -93,7 +93,7 @@ def test_list_is_a_table_with_money_right_aligned(governor: Governor) -> None:
     assert ran.code == 0
     assert ran.out.splitlines() == [
         "id                    name   state     ceiling    spent  +shutdown  +tail  +reserve  "
-        "=committed   remaining     burn  held for plans",
+        "=committed   remaining     burn  held-for-plans",
         f"{BUDGET_ID}  pilot  open    $1,050.00  $412.50     $12.00  $5.50    $25.00  "
         "   $430.00     $620.00  $3.60/h         $100.00",
         "bud_00000000000000a2  side   open   $25,000.00    $0.00      $0.00  $0.00     $0.00  "
