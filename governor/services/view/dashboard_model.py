@@ -60,8 +60,7 @@ class SpendChart:
     thresholds: tuple[Threshold, ...]
     stops: tuple[StopMark, ...]
     committed: Decimal = field(
-        default=Decimal(0),
-        metadata={"doc": "committed spend at the chart's end: what is compared to the ceiling"},
+        metadata={"doc": "committed spend at the chart's end: what is compared to the ceiling"}
     )
 
 
