@@ -124,7 +124,8 @@ class Finding:
 Rule = Callable[[Situation], "Finding | None"]
 
 
-def _money(figures: Figures) -> dict[str, object]:
+def money_evidence(figures: Figures) -> dict[str, object]:
+    """A budget's figures as an event's evidence: committed spend with its parts."""
     return {
         "spent_usd": format_usd(figures.spent),
         "shutdown_usd": format_usd(figures.shutdown),
@@ -161,7 +162,7 @@ def ceiling(s: Situation) -> Finding | None:
         f"Committed spend has reached the ceiling {dollars(f.effective_ceiling)}: "
         f"{committed_in_parts(f)}. Save now, the pod will be stopped; an extension of at least "
         f"{dollars(f.extension_to_go_on)} would let the budget go on.",
-        _money(f),
+        money_evidence(f),
     )
 
 
@@ -380,7 +381,7 @@ def pre_stop_checkpoint(s: Situation) -> Finding | None:
         Severity.WARNING,
         f"Committed spend is {s.figures.committed_fraction:.0%} of the ceiling "
         f"({committed_in_parts(s.figures)}): checkpoint now so a stop loses little.",
-        _money(s.figures),
+        money_evidence(s.figures),
     )
 
 
@@ -404,7 +405,7 @@ def forecast_over_ceiling(s: Situation) -> Finding | None:
         f"{dollars(forecast)}, over the ceiling {dollars(s.figures.effective_ceiling)}: "
         "ask for an extension or plan to stop early.",
         {
-            **_money(s.figures),
+            **money_evidence(s.figures),
             "forecast_usd": format_usd(forecast),
             "steps_per_s": run.steps_per_s,
             "step": run.step,
@@ -426,7 +427,7 @@ def thresholds(s: Situation) -> Finding | None:
         Severity.WARNING if pct >= WARNING_THRESHOLD_FRACTION * 100 else Severity.INFO,
         f"Spend has passed {pct}% of the ceiling "
         f"({dollars(s.figures.spent)} of {dollars(s.figures.effective_ceiling)}).",
-        {**_money(s.figures), "threshold_pct": pct},
+        {**money_evidence(s.figures), "threshold_pct": pct},
     )
 
 

@@ -15,6 +15,7 @@ from governor.domain.ledger import committed_in_parts
 from governor.domain.model import (
     Action,
     BudgetState,
+    Category,
     ExtensionState,
     PodState,
     Reason,
@@ -79,6 +80,17 @@ def test_an_exhausted_budget_refuses_a_resume_with_its_figures(gov: Governor) ->
     )
     with pytest.raises(Conflict, match=re.escape(said)):
         resume(gov, pod)
+    # The notice that it is exhausted says so too (no pod bills: its figures hold still).
+    with gov.session() as s:
+        [told] = [
+            e.message
+            for e in repo.events(s, budget_id=budget, category=Category.BUDGET)
+            if e.message.startswith("Budget exhausted")
+        ]
+    assert told == (
+        "Budget exhausted: every pod is stopped with its workspace kept. The ceiling $1.00 was "
+        f"reached at {committed_in_parts(f)}: approve an extension of at least $0.01 to go on."
+    )
     with gov.session() as s:
         assert repo.get_pod(s, pod).state is PodState.STOPPED
 
