@@ -7,10 +7,29 @@ from typing import Any
 
 from governor.cli.http import Api, given
 from governor.cli.names import BUDGET, path_of
-from governor.cli.output import fields, paged, table, usd
+from governor.cli.output import fields, paged, per_hour, table, usd
 from governor.cli.verbs import Commands, Shown, budget_arg, group, page, paging, verb
 
-BUDGET_HEADERS = ("id", "name", "state", "ceiling", "spent", "committed", "remaining", "burn")
+BUDGET_HEADERS = (
+    "id",
+    "name",
+    "state",
+    "ceiling",
+    "spent",
+    "+shutdown",
+    "+tail",
+    "+reserve",
+    "=committed",
+    "remaining",
+    "burn",
+    "held-for-plans",
+)
+PARTS = (  # committed spend is the sum of these parts
+    ("spent", "spent_usd"),
+    ("+ shutdown", "shutdown_usd"),
+    ("+ storage tail", "storage_tail_usd"),
+    ("+ reserve", "reserve_usd"),
+)
 
 
 def _budget_row(b: dict[str, Any]) -> tuple[object, ...]:
@@ -19,15 +38,16 @@ def _budget_row(b: dict[str, Any]) -> tuple[object, ...]:
         b["name"],
         b["state"],
         usd(b["effective_ceiling_usd"]),
-        usd(b["spent_usd"]),
+        *(usd(b[key]) for _, key in PARTS),
         usd(b["committed_usd"]),
         usd(b["remaining_usd"]),
-        usd(b["burn_rate_usd_per_hour"]) + "/h",
+        per_hour(b["burn_rate_usd_per_hour"]),
+        usd(b["held_for_plans_usd"]),
     )
 
 
 def show_budgets(budgets: list[dict[str, Any]]) -> str:
-    return table(BUDGET_HEADERS, (_budget_row(b) for b in budgets), right=range(3, 8))
+    return table(BUDGET_HEADERS, (_budget_row(b) for b in budgets), right=range(3, 12))
 
 
 def show_budget(b: dict[str, Any]) -> str:
@@ -40,11 +60,11 @@ def show_budget(b: dict[str, Any]) -> str:
             ("ceiling", usd(b["ceiling_usd"])),
             ("approved extensions", usd(b["approved_extensions_usd"])),
             ("effective ceiling", usd(b["effective_ceiling_usd"])),
-            ("reserve", usd(b["reserve_usd"])),
-            ("spent", usd(b["spent_usd"])),
-            ("committed", usd(b["committed_usd"])),
+            *((name, usd(b[key])) for name, key in PARTS),
+            ("= committed", f"{usd(b['committed_usd'])} (stops at the effective ceiling)"),
             ("remaining", usd(b["remaining_usd"])),
-            ("burn rate", usd(b["burn_rate_usd_per_hour"]) + "/h"),
+            ("held for plans", f"{usd(b['held_for_plans_usd'])} (not committed)"),
+            ("burn rate", per_hour(b["burn_rate_usd_per_hour"])),
             ("exhausted at", b["projected_exhaustion_at"]),
             ("closed at", b["closed_at"]),
             ("note", b["note"]),

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
 from typing import Any
 
-from governor.domain.money import dollars
+from governor.domain.money import dollars, dollars_per_hour
 from governor.domain.telemetry import GIB
 from governor.domain.text import visible
 
@@ -42,7 +42,13 @@ def _text(value: object) -> str:
 
 
 def usd(text: str | None) -> str:
+    """An amount as the API sends it, to the cent (money.dollars)."""
     return "-" if text is None else dollars(Decimal(text))
+
+
+def per_hour(text: str | None) -> str:
+    """A rate as the API sends it, to the tenth of a cent where it has one."""
+    return "-" if text is None else dollars_per_hour(Decimal(text))
 
 
 def pct(value: float | None) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 
 from governor.cli.http import Api, given
 from governor.cli.names import BUDGET, POD, budget_filter, names, path_of
-from governor.cli.output import fields, gib, paged, pct, table, usd
+from governor.cli.output import fields, gib, paged, pct, per_hour, table, usd
 from governor.cli.verbs import (
     Commands,
     Shown,
@@ -40,7 +40,7 @@ def show_pod(p: dict[str, Any]) -> str:
             ("plan", p["plan_id"]),
             ("node", p["node"]),
             ("state", p["state"]),
-            ("rate", f"{usd(p['hourly_rate_usd'])}/h ({p['rate_source']})"),
+            ("rate", f"{per_hour(p['hourly_rate_usd'])} ({p['rate_source']})"),
             ("spent", usd(p["spent_usd"])),
             ("stop order", None if order is None else f"{order['id']} {order['state']}"),
             ("telemetry", p["telemetry"]["note"]),
@@ -72,7 +72,7 @@ def show_pods(pods: list[dict[str, Any]], budgets: dict[str, str]) -> str:
             f"{p['provider']} {p['provider_ref']}",
             _gpus(p),
             p["state"],
-            usd(p["hourly_rate_usd"]) + "/h",
+            per_hour(p["hourly_rate_usd"]),
             usd(p["spent_usd"]),
         )
         for p in pods
@@ -98,7 +98,7 @@ def show_resumed(r: dict[str, Any]) -> str:
         [
             ("pod", pod["id"]),
             ("state", pod["state"]),
-            ("rate", f"{usd(pod['hourly_rate_usd'])}/h ({pod['rate_source']})"),
+            ("rate", f"{per_hour(pod['hourly_rate_usd'])} ({pod['rate_source']})"),
         ]
     )
     if run is None:

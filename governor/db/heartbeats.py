@@ -47,7 +47,9 @@ class PlainRun(NamedTuple):
     health_state: dict[str, Any] | None
     figures_at: datetime | None
     figures_spent_usd: Decimal | None
-    figures_committed_usd: Decimal | None
+    figures_shutdown_usd: Decimal | None
+    figures_storage_tail_usd: Decimal | None
+    reserve_usd: Decimal
     figures_ceiling_usd: Decimal | None
     figures_burn_usd_per_hour: Decimal | None
 

@@ -94,7 +94,8 @@ class BudgetRow(Base):
     # the figures as of the latest enforcement pass: what a heartbeat answers with
     figures_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     figures_spent_usd: Mapped[Decimal | None] = mapped_column(MicroUSD)
-    figures_committed_usd: Mapped[Decimal | None] = mapped_column(MicroUSD)
+    figures_shutdown_usd: Mapped[Decimal | None] = mapped_column(MicroUSD)
+    figures_storage_tail_usd: Mapped[Decimal | None] = mapped_column(MicroUSD)
     figures_ceiling_usd: Mapped[Decimal | None] = mapped_column(MicroUSD)
     figures_burn_usd_per_hour: Mapped[Decimal | None] = mapped_column(MicroUSD)
     closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

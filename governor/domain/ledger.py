@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from decimal import Decimal
+from decimal import ROUND_FLOOR, Decimal
 from functools import lru_cache
+from typing import Any
 
 from governor.domain.model import ChargeKind, PodState
-from governor.domain.money import SECONDS_PER_HOUR, ZERO, charge, per_hour_from_month, usd
+from governor.domain.money import (
+    CENT,
+    SECONDS_PER_HOUR,
+    ZERO,
+    charge,
+    dollars,
+    per_hour_from_month,
+    usd,
+)
 
 _RATES = ("compute_per_hour", "storage_per_hour", "stopped_storage_per_hour", "burn_per_hour")
 
@@ -144,13 +153,44 @@ class PodPosition:
     checkpoint_grace_s: float
 
 
+# What each part of committed spend is, said once for every read model that shows it.
+SHUTDOWN_DOC = (
+    "what stopping the pods that bill compute will still cost: their burn over the checkpoint "
+    "grace, the provider's stop latency and the governor's reaction time"
+)
+STORAGE_TAIL_DOC = "what every pod's storage costs, stopped, over the budget's storage tail hours"
+RESERVE_DOC = "the budget's reserve, held back for work after the stop"
+COMMITTED_DOC = (
+    "spent + shutdown + storage tail + reserve: the budget stops when it reaches the effective "
+    "ceiling"
+)
+
+
 @dataclass(frozen=True)
 class Figures:
+    """A budget's money as of one instant. Committed spend is made of four parts (`figures`):
+    what is spent, what stopping the pods that bill compute will still cost (`shutdown`), the
+    storage tail of every pod, and the budget's reserve."""
+
     spent: Decimal
-    committed: Decimal
+    shutdown: Decimal
+    storage_tail: Decimal
+    reserve: Decimal
     effective_ceiling: Decimal
     burn_per_hour: Decimal
     projected_exhaustion_at: datetime | None
+
+    @property
+    def committed(self) -> Decimal:
+        return self.spent + self.shutdown + self.storage_tail + self.reserve
+
+    @property
+    def extension_to_go_on(self) -> Decimal:
+        """The least extension, in whole cents, that reopens a budget at its ceiling: one that
+        puts the ceiling above committed spend, and at least a cent (a stopped budget whose
+        stop margin was released is below its ceiling already)."""
+        short = self.committed - self.effective_ceiling
+        return max(CENT, (short + CENT).quantize(CENT, rounding=ROUND_FLOOR))
 
     @property
     def remaining(self) -> Decimal:
@@ -169,6 +209,34 @@ class Figures:
         if self.burn_per_hour <= 0:
             return None
         return float(max(ZERO, self.remaining) / self.burn_per_hour * SECONDS_PER_HOUR)
+
+
+def figures_of(kept: Any) -> Figures | None:
+    """The figures the latest enforcement pass kept on a budget: read from its columns (a
+    budget's row, or a row with those columns: `figures_spent_usd`, `figures_shutdown_usd`,
+    `figures_storage_tail_usd`, `reserve_usd`, `figures_ceiling_usd`,
+    `figures_burn_usd_per_hour`), or None before any pass."""
+    values = (
+        kept.figures_spent_usd,
+        kept.figures_shutdown_usd,
+        kept.figures_storage_tail_usd,
+        kept.reserve_usd,
+        kept.figures_ceiling_usd,
+        kept.figures_burn_usd_per_hour,
+    )
+    if any(v is None for v in values):
+        return None
+    return Figures(*values, projected_exhaustion_at=None)
+
+
+def committed_in_parts(f: Figures) -> str:
+    """Committed spend with what it is made of, for people: "$52.10 committed (spent $2.10 +
+    shutdown $0.50 + storage tail $0.00 + reserve $49.50)"."""
+    return (
+        f"{dollars(f.committed)} committed (spent {dollars(f.spent)} + shutdown "
+        f"{dollars(f.shutdown)} + storage tail {dollars(f.storage_tail)} + reserve "
+        f"{dollars(f.reserve)})"
+    )
 
 
 def shutdown_cost(position: PodPosition, reaction_s: float) -> Decimal:
@@ -190,18 +258,19 @@ def figures(
     """Spent, committed and the rest, as of `now`.
 
     spent     = what the ledger holds + what every pod has cost since it was last accrued
-    committed = spent + burn x (checkpoint grace + stop latency + reaction time)
-                + storage tail of every pod + reserve
+    committed = spent + shutdown + storage tail + reserve, where
+    shutdown  = burn x (checkpoint grace + stop latency + reaction time) of every pod
+                that bills compute
+    storage tail = stopped storage x the budget's storage tail hours, of every pod
     """
     spent = terms.recorded + _total(unaccrued(p.meter, now) for p in positions)
     shutdown = _total(shutdown_cost(p, reaction_s) for p in positions if p.meter.bills_compute)
     tail = _total(storage_tail(p.meter, terms.storage_tail_hours) for p in positions)
-    committed = spent + shutdown + tail + terms.reserve
     burn = _total(p.meter.burn_per_hour for p in positions)
-    result = Figures(spent, committed, terms.effective_ceiling, burn, None)
+    result = Figures(spent, shutdown, tail, terms.reserve, terms.effective_ceiling, burn, None)
     seconds = result.seconds_to_ceiling()
     exhaustion = None if seconds is None else now + timedelta(seconds=seconds)
-    return Figures(spent, committed, terms.effective_ceiling, burn, exhaustion)
+    return replace(result, projected_exhaustion_at=exhaustion)
 
 
 def forecast_at_completion(

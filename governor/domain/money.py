@@ -6,6 +6,8 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from functools import lru_cache
 
 MICRO = Decimal("0.000001")
+CENT = Decimal("0.01")
+MILLS = Decimal("0.001")  # a tenth of a cent: what a rate is shown to
 ZERO = Decimal(0)
 MAX_USD = Decimal("100000000")  # $100M: anything above is a typo, not a budget
 HOURS_PER_MONTH = Decimal(730)  # the convention providers use for $/GB-month
@@ -63,7 +65,20 @@ def format_usd(amount: Decimal) -> str:
     return f"{whole}.{frac.ljust(2, '0')}"
 
 
+# How money reads for people, the same on every surface (dashboard, report, command line,
+# notices, messages): an amount to the whole cent, a rate per hour to the tenth of a cent
+# (a small disk's storage costs a fraction of a cent an hour).
+
+
 def dollars(amount: Decimal) -> str:
-    """Dollars for people to read, to the cent: "$1,234.57", "-$3.20"."""
-    cents = amount.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+    """An amount for people to read, to the cent: "$1,234.57", "-$3.20"."""
+    cents = amount.quantize(CENT, rounding=ROUND_HALF_UP)
     return f"{'-' if cents < 0 else ''}${abs(cents):,}"
+
+
+def dollars_per_hour(rate: Decimal) -> str:
+    """A rate for people to read, to the tenth of a cent where it has one: "$2.49/h",
+    "$0.014/h", "$1,234.567/h"."""
+    mills = rate.quantize(MILLS, rounding=ROUND_HALF_UP)
+    shown = mills if mills != mills.quantize(CENT) else mills.quantize(CENT)
+    return f"{'-' if shown < 0 else ''}${abs(shown):,}/h"

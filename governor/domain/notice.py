@@ -9,6 +9,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Protocol
 
+from governor.domain.ledger import Figures
 from governor.domain.model import Category, Severity
 
 RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
@@ -20,11 +21,28 @@ def at_least(severity: Severity, minimum: Severity) -> bool:
 
 @dataclass(frozen=True)
 class Money:
-    """A budget's figures as of the latest enforcement pass, for a reader deciding what to do."""
+    """A budget's figures as of the latest enforcement pass, for a reader deciding what to do:
+    committed spend and its parts, against the ceiling."""
 
-    spent: Decimal
-    ceiling: Decimal  # the effective ceiling: declared plus approved extensions
-    remaining: Decimal  # the ceiling minus committed spend (what stopping will still cost)
+    figures: Figures
+
+    @property
+    def spent(self) -> Decimal:
+        return self.figures.spent
+
+    @property
+    def committed(self) -> Decimal:
+        return self.figures.committed
+
+    @property
+    def ceiling(self) -> Decimal:
+        """The effective ceiling: declared plus approved extensions."""
+        return self.figures.effective_ceiling
+
+    @property
+    def remaining(self) -> Decimal:
+        """The ceiling minus committed spend."""
+        return self.figures.remaining
 
 
 @dataclass(frozen=True)

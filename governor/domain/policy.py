@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
-from governor.domain.ledger import Figures, forecast_at_completion
+from governor.domain.ledger import Figures, committed_in_parts, forecast_at_completion
 from governor.domain.model import Action, Phase, Reason, RunStatus, Severity
 from governor.domain.money import dollars, format_usd
 from governor.domain.telemetry import GIB
@@ -131,9 +131,13 @@ class Finding:
 Rule = Callable[[Situation], "Finding | None"]
 
 
-def _money(figures: Figures) -> dict[str, object]:
+def money_evidence(figures: Figures) -> dict[str, object]:
+    """A budget's figures as an event's evidence: committed spend with its parts."""
     return {
         "spent_usd": format_usd(figures.spent),
+        "shutdown_usd": format_usd(figures.shutdown),
+        "storage_tail_usd": format_usd(figures.storage_tail),
+        "reserve_usd": format_usd(figures.reserve),
         "committed_usd": format_usd(figures.committed),
         "effective_ceiling_usd": format_usd(figures.effective_ceiling),
         "burn_rate_usd_per_hour": format_usd(figures.burn_per_hour),
@@ -162,9 +166,10 @@ def ceiling(s: Situation) -> Finding | None:
         Action.STOP,
         Reason.CEILING,
         Severity.CRITICAL,
-        f"Committed spend {dollars(f.committed)} has reached the ceiling "
-        f"{dollars(f.effective_ceiling)}: save now, the pod will be stopped.",
-        _money(f),
+        f"Committed spend has reached the ceiling {dollars(f.effective_ceiling)}: "
+        f"{committed_in_parts(f)}. Save now, the pod will be stopped; an extension of at least "
+        f"{dollars(f.extension_to_go_on)} would let the budget go on.",
+        money_evidence(f),
     )
 
 
@@ -434,9 +439,9 @@ def pre_stop_checkpoint(s: Situation) -> Finding | None:
         Action.CHECKPOINT,
         Reason.PRE_STOP,
         Severity.WARNING,
-        f"Committed spend is {s.figures.committed_fraction:.0%} of the ceiling: "
-        "checkpoint now so a stop loses little.",
-        _money(s.figures),
+        f"Committed spend is {s.figures.committed_fraction:.0%} of the ceiling "
+        f"({committed_in_parts(s.figures)}): checkpoint now so a stop loses little.",
+        money_evidence(s.figures),
     )
 
 
@@ -460,7 +465,7 @@ def forecast_over_ceiling(s: Situation) -> Finding | None:
         f"{dollars(forecast)}, over the ceiling {dollars(s.figures.effective_ceiling)}: "
         "ask for an extension or plan to stop early.",
         {
-            **_money(s.figures),
+            **money_evidence(s.figures),
             "forecast_usd": format_usd(forecast),
             "steps_per_s": run.steps_per_s,
             "step": run.step,
@@ -482,7 +487,7 @@ def thresholds(s: Situation) -> Finding | None:
         Severity.WARNING if pct >= WARNING_THRESHOLD_FRACTION * 100 else Severity.INFO,
         f"Spend has passed {pct}% of the ceiling "
         f"({dollars(s.figures.spent)} of {dollars(s.figures.effective_ceiling)}).",
-        {**_money(s.figures), "threshold_pct": pct},
+        {**money_evidence(s.figures), "threshold_pct": pct},
     )
 
 

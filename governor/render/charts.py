@@ -53,6 +53,8 @@ class SpendPlot:
     y_labels: tuple[str, ...]  # the value ticks' labels, top first
     x_labels: tuple[str, ...]  # start, middle and end
     hover: tuple[Band, ...] = ()
+    committed: str = ""  # the committed path's `d`: the spend path raised by the margin
+    committed_text: str = ""
     width: int = WIDTH
     height: int = HEIGHT
 
@@ -86,7 +88,13 @@ def _time_label(at: datetime, span_s: float) -> str:
 
 
 def spend_plot(chart: SpendChart) -> SpendPlot:
-    peak = max([chart.effective_ceiling, chart.ceiling, *(p.spent for p in chart.points)])
+    """The spend line, and beside it committed spend: the spend line raised by what committed
+    spend adds to spent now (shutdown, storage tail, reserve), ending at committed spend; the
+    pods are stopped where it meets the effective ceiling."""
+    margin = chart.committed - chart.points[-1].spent
+    peak = max(
+        [chart.effective_ceiling, chart.ceiling, chart.committed, *(p.spent for p in chart.points)]
+    )
     step = _nice_step(float(peak) * 1.05 or 1.0)
     ticks = math.ceil(float(peak) * 1.05 / step) or 1
     top = ticks * step  # the plot's top is a tick, so HTML labels spaced evenly line up
@@ -100,6 +108,7 @@ def spend_plot(chart: SpendChart) -> SpendPlot:
 
     xy = [(x(p.at), y(p.spent)) for p in chart.points]
     line = "M" + " L".join(f"{a},{b}" for a, b in xy)
+    committed = "M" + " L".join(f"{x(p.at)},{y(p.spent + margin)}" for p in chart.points)
     area = f"{line} L{xy[-1][0]},{HEIGHT} L{xy[0][0]},{HEIGHT} Z"
     levels = [Level(y(chart.ceiling), "ceiling", f"ceiling {usd(chart.ceiling)}")]
     if chart.effective_ceiling != chart.ceiling:
@@ -124,6 +133,9 @@ def spend_plot(chart: SpendChart) -> SpendPlot:
         y_labels=tuple(_axis_usd(v) for v in values),
         x_labels=tuple(_time_label(at, span) for at in (chart.start, middle, chart.end)),
         hover=bands([a for a, _ in xy], texts),
+        committed=committed,
+        committed_text=f"committed {usd(chart.committed)}: spent + {usd(margin)} "
+        "(shutdown, storage tail, reserve)",
     )
 
 

@@ -4,26 +4,21 @@ percentages and shares, GiB, lengths of time and ages, instants, metric values a
 from __future__ import annotations
 
 from datetime import datetime
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from typing import Any
 
-from governor.domain.money import dollars
+from governor.domain.money import dollars, dollars_per_hour
 from governor.domain.telemetry import GIB
 
 
 def usd(amount: Decimal | None) -> str:
-    """Dollars to the cent, "$1,234.57"; under a dollar, to the tenth of a cent: "$0.004"."""
-    if amount is None:
-        return "—"
-    if 0 < abs(amount) < 1:
-        small = amount.quantize(Decimal("0.001"), rounding=ROUND_HALF_UP)
-        if small != small.quantize(Decimal("0.01")):
-            return f"${small}"
-    return dollars(amount)
+    """An amount, to the cent: "$1,234.57" (money.dollars)."""
+    return "—" if amount is None else dollars(amount)
 
 
-def per_hour(amount: Decimal | None) -> str:
-    return "—" if amount is None else f"{usd(amount)}/h"
+def per_hour(rate: Decimal | None) -> str:
+    """A rate, to the tenth of a cent where it has one: "$0.014/h" (money.dollars_per_hour)."""
+    return "—" if rate is None else dollars_per_hour(rate)
 
 
 def pct(value: float | None) -> str:

@@ -12,9 +12,9 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from governor.domain.money import ZERO, dollars
+from governor.domain.money import ZERO
 from governor.render import templating
-from governor.render.format import in_gib, instant, share
+from governor.render.format import in_gib, instant, per_hour, share, usd
 from governor.render.report_text import evidence, spend_line
 from governor.services.view.report import Report
 
@@ -24,7 +24,9 @@ TEMPLATES = Path(__file__).parent / "templates"
 @cache
 def _environment() -> jinja2.Environment:
     env = templating.environment(TEMPLATES)
-    env.filters.update(usd=dollars, time=instant, share=share, gib=in_gib, evidence=evidence)
+    env.filters.update(
+        usd=usd, per_hour=per_hour, time=instant, share=share, gib=in_gib, evidence=evidence
+    )
     env.globals.update(line_label=spend_line, ZERO=ZERO)
     return env
 

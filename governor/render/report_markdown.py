@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from governor.domain.money import ZERO, dollars
+from governor.domain.money import ZERO, dollars, dollars_per_hour
 from governor.domain.text import visible
 from governor.render.format import in_gib, instant, share
 from governor.render.report_text import evidence, spend_line
@@ -41,9 +41,13 @@ def _summary(r: Report) -> str:
         ("Approved extensions", dollars(budget.approved_extensions)),
         ("Effective ceiling", dollars(budget.effective_ceiling)),
         ("Spent", dollars(budget.spent)),
-        ("Committed", dollars(budget.committed)),
+        ("+ shutdown", dollars(budget.shutdown)),
+        ("+ storage tail", dollars(budget.storage_tail)),
+        ("+ reserve", dollars(budget.reserve)),
+        ("= Committed (stops at the effective ceiling)", dollars(budget.committed)),
         ("Remaining", dollars(budget.remaining)),
-        ("Burn rate", f"{dollars(budget.burn_rate_per_hour)}/h"),
+        ("Held for plans (not committed)", dollars(budget.held_for_plans)),
+        ("Burn rate", dollars_per_hour(budget.burn_rate_per_hour)),
     ]
     return "\n".join(
         [
@@ -98,7 +102,7 @@ def _spend(r: Report) -> str:
             f"{s.provider} {s.provider_ref}",
             f"{s.gpu_count or '?'} x {s.gpu_type}" if s.gpu_type else "—",
             s.state.value,
-            f"{dollars(s.hourly_rate)}/h",
+            dollars_per_hour(s.hourly_rate),
             dollars(s.spent),
             *_bill(s.bill),
         )
@@ -207,12 +211,12 @@ def _memory(r: Report) -> str:
             p.verdict.value + (" (overridden)" if p.overridden else ""),
             dollars(p.worst_case),
             dollars(p.spent),
-            dollars(p.reserved),
+            dollars(p.held),
             "yes" if p.released else "no",
         )
         for p in r.memory.admitted
     ]
-    admitted_headers = ("plan", "verdict", "worst case", "spent", "reserved", "released")
+    admitted_headers = ("plan", "verdict", "worst case", "spent", "held back", "released")
     return "\n\n".join(
         [
             "## Memory: measured peaks and preflight verdicts",
@@ -222,7 +226,7 @@ def _memory(r: Report) -> str:
             else "No GPU telemetry was recorded while a run was live.",
             "### Preflight verdicts",
             _table(plan_headers, plans, right=(3, 4, 5, 6)) if plans else "No plan was checked.",
-            "### Admitted plans: reserved vs actually spent",
+            "### Admitted plans: held back vs actually spent (never committed spend)",
             _table(admitted_headers, admitted, right=(2, 3, 4))
             if admitted
             else "No plan is admitted.",

@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from governor.db.engine import after_commit
 from governor.db.tables import BudgetRow, EventRow
 from governor.domain.backoff import backoff_s
+from governor.domain.ledger import figures_of
 from governor.domain.model import Severity
 from governor.domain.notice import Delivery, Money, Notice, Outcome, Sink, at_least
 
@@ -291,8 +292,5 @@ def notice_of(row: EventRow, budget: BudgetRow | None, *, always: bool = False) 
 
 
 def _money(budget: BudgetRow) -> Money | None:
-    spent, committed = budget.figures_spent_usd, budget.figures_committed_usd
-    ceiling = budget.figures_ceiling_usd
-    if spent is None or committed is None or ceiling is None:
-        return None  # no enforcement pass has looked at it yet
-    return Money(spent=spent, ceiling=ceiling, remaining=ceiling - committed)
+    kept = figures_of(budget)
+    return None if kept is None else Money(kept)  # None: no enforcement pass looked at it yet

@@ -276,6 +276,12 @@ def test_an_operator_sees_the_chart_and_approves_an_extension_from_the_page(
     ceiling_y = float(chart.locator("line[data-role=ceiling]").get_attribute("y1") or "nan")
     spend_ys = [float(y) for y in re.findall(r",([\d.]+)", d)]
     assert min(spend_ys) > ceiling_y, "the spend must stay below the ceiling line (higher y)"
+    # At its ceiling, the budget says what it would take to go on.
+    need = page.locator(f".summary-table tr[data-budget-id='{budget_id}'] [data-field=next]")
+    expect(need).to_contain_text(
+        re.compile(r"the ceiling was reached at \$[\d.,]+ committed \(spent .*\): nothing runs "
+                   r"unless an extension of at least \$[\d.,]+ is approved")
+    )  # fmt: skip
 
     gpus = section.locator(".gpu")
     expect(gpus).to_have_count(2)
@@ -361,6 +367,60 @@ def test_an_operator_sees_the_chart_and_approves_an_extension_from_the_page(
     shoot(phone, tmp_path, "dashboard-phone.png")
 
 
+def test_committed_spend_shows_its_parts_and_is_drawn_beside_spend_under_the_ceiling(
+    server: GovernorServer, operator: httpx.Client, browser: Any, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    declared = {"name": "pilot-parts", "ceiling_usd": "900", "reserve_usd": "150"}
+    budget = ok(operator.post("/v1/budgets", json={**declared, "storage_tail_hours": 48}), 201)
+    register_pod(operator, budget["id"], "parts-pod")  # bills compute: a shutdown part
+    page = new_page(browser, server)
+    page.clock.install()  # the figures below stay those of one rendering
+    sign_in(page, viewer_token(operator))
+    section = page.locator(f"#budget-{budget['id']}")
+    expect(section.locator("h2")).to_have_text("pilot-parts")
+    shown = {
+        part: section.locator(f"[data-part={part}]").inner_text()
+        for part in ("spent", "shutdown", "storage-tail", "reserve")
+    }
+    committed = section.locator("[data-field=committed]").inner_text()
+    assert shown["reserve"] == "$150.00"
+    # Each part to the cent, so their sum is committed spend give or take a cent a part.
+    amounts = {k: Decimal(v.strip("$").replace(",", "")) for k, v in shown.items()}
+    assert abs(sum(amounts.values()) - Decimal(committed.strip("$").replace(",", ""))) <= Decimal(
+        "0.02"
+    ), (shown, committed)
+    # The API gives the same parts unrounded: they add up to its committed spend exactly.
+    figures = ok(operator.get(f"/v1/budgets/{budget['id']}"))
+    parts = [figures[k] for k in ("spent_usd", "shutdown_usd", "storage_tail_usd", "reserve_usd")]
+    assert sum(Decimal(p) for p in parts) == Decimal(figures["committed_usd"])
+    assert Decimal(figures["shutdown_usd"]) > 0 and figures["reserve_usd"] == "150.00"
+
+    chart = section.locator("svg.spend-chart")
+    spend_d = chart.locator("path[data-role=spend]").get_attribute("d") or ""
+    committed_path = chart.locator("path[data-role=committed]")
+    expect(committed_path).to_have_count(1)
+    expect(committed_path.locator("title")).to_contain_text(f"committed {committed}")
+    committed_d = committed_path.get_attribute("d") or ""
+    ceiling_y = float(chart.locator("line[data-role=ceiling]").get_attribute("y1") or "nan")
+    spend_ys = [float(y) for y in re.findall(r",([\d.]+)", spend_d)]
+    committed_ys = [float(y) for y in re.findall(r",([\d.]+)", committed_d)]
+    assert len(committed_ys) == len(spend_ys) >= 2, (spend_d, committed_d)
+    # Drawn above spend (smaller y) by the reserve and the rest, and still under the ceiling.
+    assert all(c < s for c, s in zip(committed_ys, spend_ys, strict=True)), committed_d
+    assert min(committed_ys) > ceiling_y, committed_d
+    expect(section.locator(".legend .key-committed")).to_contain_text(f"committed {committed}")
+    # The row that says when it stops says what committed spend is made of, too.
+    row = page.locator(f".summary-table tr[data-budget-id='{budget['id']}']")
+    expect(row.locator("[data-field=next]")).to_contain_text("stops parts-pod")
+    expect(row.locator("[data-field=committed-parts]")).to_have_text(
+        f"committed {committed} = spent {shown['spent']} + shutdown {shown['shutdown']} + "
+        f"storage tail {shown['storage-tail']} + reserve $150.00"
+    )
+    shoot(page, tmp_path, "dashboard-committed-parts.png")
+
+
 def test_a_viewer_sees_no_buttons_and_a_post_from_a_viewer_is_refused(
     server: GovernorServer, operator: httpx.Client, browser: Any, tmp_path: Path
 ) -> None:
@@ -372,12 +432,16 @@ def test_a_viewer_sees_no_buttons_and_a_post_from_a_viewer_is_refused(
     page = new_page(browser, server)
     sign_in(page, viewer_token(operator))
     expect(page.locator(".top [data-role=viewer]")).to_be_visible()
-    # Its admitted plan: nothing spent yet, so it reserves its whole worst case.
+    # Its admitted plan: nothing spent yet, so it holds back its whole worst case, shown
+    # beside committed spend and never in it.
     admitted = page.locator(f"tr[data-plan-id='{plan['id']}']")
     expect(admitted).to_contain_text("viewer-arm")
     expect(admitted.locator("[data-field=plan-spent]")).to_have_text("$0.00")
     worst_case = dollars(Decimal(plan["cost"]["worst_case_usd"]))
-    expect(admitted.locator("[data-field=plan-reserved]")).to_have_text(worst_case)
+    expect(admitted.locator("[data-field=plan-held]")).to_have_text(worst_case)
+    card = page.locator(f"#budget-{budget['id']}")
+    expect(card.locator("[data-field=held-for-plans]")).to_have_text(worst_case)
+    expect(card.locator("[data-field=committed]")).to_have_text("$0.00")
     expect(admitted.locator("[data-field=plan-released]")).to_have_text("no")
     pending = page.locator(f"li[data-extension-id='{extension_id}']")
     expect(pending).to_contain_text("+$5.00")

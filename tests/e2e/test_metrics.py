@@ -84,10 +84,16 @@ def test_metrics_carry_the_pilot_as_it_runs_and_after_its_stop(server: GovernorS
         assert one(m, "governor_budget_effective_ceiling_dollars", **b) == float(effective)
         for name, field in (
             ("spent", "spent_usd"),
+            ("shutdown", "shutdown_usd"),
+            ("storage_tail", "storage_tail_usd"),
+            ("reserve", "reserve_usd"),
             ("committed", "committed_usd"),
+            ("held_for_plans", "held_for_plans_usd"),
             ("remaining", "remaining_usd"),
         ):
             assert one(m, f"governor_budget_{name}_dollars", **b) == float(figures[field]), name
+        parts = ("spent_usd", "shutdown_usd", "storage_tail_usd", "reserve_usd")
+        assert sum(Decimal(figures[k]) for k in parts) == Decimal(figures["committed_usd"])
         assert one(m, "governor_budget_burn_rate_dollars_per_hour", **b) == 0
         assert one(m, "governor_budget_state", **b, state="open") == 1
         assert one(m, "governor_extensions", budget=budget, state="approved") == 1

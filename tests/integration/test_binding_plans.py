@@ -79,7 +79,7 @@ def test_a_second_arm_is_judged_against_what_the_first_leaves(gov: Governor) -> 
     assert second.reserved_usd == WORST_CASE
     assert second.figures["cost"]["reserved_for_plans_usd"] == "65.204859"
     cost = next(r for r in second.reasons if r["rule"] == "cost_fit")
-    assert "$65.20 reserved for the budget's other admitted plans" in cost["message"]
+    assert "$65.20 held for the budget's other admitted plans" in cost["message"]
     assert gov.book(budget).figures.committed == 0  # a reservation is never committed spend
 
     with gov.session() as s:
@@ -100,11 +100,11 @@ def test_a_plans_reservation_shrinks_with_its_spend_and_ends_with_its_runs(gov: 
         book = budgets.book(s, gov.ctx.config, budget, gov.clock.now())
         [held] = admission.reservations(s, book)
     assert held.spent == book.spent_on(book.pods[0]) > 0
-    assert held.reserved == WORST_CASE - held.spent and not held.released
+    assert held.held == WORST_CASE - held.spent and not held.released
     gov.beat(run, step=2, status=RunStatus.FINISHED)
     with gov.session() as s:
         [done] = admission.reservations(s, budgets.book(s, gov.ctx.config, budget, gov.clock.now()))
-    assert done.released and done.reserved == 0
+    assert done.released and done.held == 0
 
 
 def test_a_check_on_a_pod_names_the_gpu_with_room_for_the_plan(gov: Governor) -> None:

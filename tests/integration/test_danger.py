@@ -38,7 +38,14 @@ def test_the_budget_nearest_its_ceiling_comes_first_and_says_when_it_stops(gov: 
     assert budgets[idle].next_step.what == "nothing: not burning"
     assert budgets[idle].seconds_to_ceiling is None and budgets[idle].next_step.at is None
     assert budgets[spent].state is BudgetState.EXHAUSTED
-    assert budgets[spent].next_step.what == "nothing runs: the ceiling was reached"
+    # At its ceiling it says why (committed spend in its parts) and what would let it go on:
+    # an extension that puts the ceiling above committed spend ($0.80 against $0.50).
+    assert budgets[spent].committed == budgets[spent].spent + budgets[spent].storage_tail
+    assert budgets[spent].next_step.what == (
+        "the ceiling was reached at $0.80 committed (spent $0.80 + shutdown $0.00 + storage "
+        "tail $0.00 + reserve $0.00): nothing runs"
+    )
+    assert budgets[spent].next_step.unless == "unless an extension of at least $0.31 is approved"
 
 
 def test_a_ceiling_less_than_an_hour_away_is_never_shown_fine(gov: Governor) -> None:

@@ -103,7 +103,8 @@ def test_a_plain_beats_read_is_its_typed_record_of_what_sqlalchemy_reads(
     first = found[run_ids[0]]
     assert first.status is RunStatus.RUNNING and first.directive is Action.CONTINUE
     assert first.figures_at is not None and first.figures_at.utcoffset().total_seconds() == 0
-    assert isinstance(first.figures_committed_usd, Decimal)
+    assert isinstance(first.figures_shutdown_usd, Decimal)
+    assert isinstance(first.figures_storage_tail_usd, Decimal)
 
 
 def test_a_lean_write_lands_as_sqlalchemy_would_write_it(gov: Governor) -> None:

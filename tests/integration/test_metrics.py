@@ -54,6 +54,11 @@ def test_a_running_pilot_is_measured_exactly(gov: Governor) -> None:
     assert m["governor_budget_spent_dollars"] == {b: 0.01}  # 10 s at $3.60/h
     # + 3.60/h x (300 s grace + 30 s stop latency + 4 x 5 s reaction) + the $5 reserve
     assert m["governor_budget_committed_dollars"] == {b: 5.36}
+    # its parts: spent 0.01 + shutdown 0.35 + storage tail 0 + reserve 5
+    assert m["governor_budget_shutdown_dollars"] == {b: 0.35}
+    assert m["governor_budget_storage_tail_dollars"] == {b: 0.0}
+    assert m["governor_budget_reserve_dollars"] == {b: 5.0}
+    assert m["governor_budget_held_for_plans_dollars"] == {b: 0.0}  # no plan holds anything
     assert m["governor_budget_remaining_dollars"] == {b: 114.64}
     assert m["governor_budget_burn_rate_dollars_per_hour"] == {b: 3.6}
     assert m["governor_budget_state"][(*b, "open")] == 1.0

@@ -1,7 +1,7 @@
 """The run report on the real schema: spend split by phase from the ledger and the phase
 history (adding up to spent exactly), stops with why and when, failures by category,
-extensions, measured peaks next to the preflight verdicts, and each admitted plan's
-reservation against its spend (SQLite and PostgreSQL)."""
+extensions, measured peaks next to the preflight verdicts, and what each admitted plan holds
+back against its spend (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -397,7 +397,7 @@ def test_the_markdown_report_names_pods_with_their_providers_reference_beside(
     assert f'<b>h100-sft</b> (fake pod-1, <span class="mono">{pod}</span>)' in page
 
 
-def test_each_admitted_plan_shows_what_it_reserved_against_what_it_spent(gov: Governor) -> None:
+def test_each_admitted_plan_shows_what_it_holds_back_against_what_it_spent(gov: Governor) -> None:
     budget = gov.budget(ceiling="300")
     first = check(gov, budget, plan(gov, "arm-a"))
     check(gov, budget, plan(gov, "arm-b"))
@@ -409,14 +409,21 @@ def test_each_admitted_plan_shows_what_it_reserved_against_what_it_spent(gov: Go
     r = build(gov, budget)
     spent = r.budget.spent
     assert spent > 0
-    lines = sorted((p.job_id, p.spent, p.reserved, p.released) for p in r.memory.admitted)
+    lines = sorted((p.job_id, p.spent, p.held, p.released) for p in r.memory.admitted)
     assert lines == [("arm-a", spent, D(0), True), ("arm-b", D(0), WORST_CASE, False)]
+    # What the plans hold is beside committed spend, never in it
+    assert r.budget.held_for_plans == WORST_CASE
+    b = r.budget
+    assert b.committed == spent + b.shutdown + b.storage_tail + b.reserve < WORST_CASE
 
-    out = report_view.ReportOut.model_validate(r).model_dump(mode="json")["memory"]["admitted"]
-    assert sorted((p["job_id"], p["spent_usd"], p["reserved_usd"]) for p in out) == [
+    report = report_view.ReportOut.model_validate(r).model_dump(mode="json")
+    out = report["memory"]["admitted"]
+    assert sorted((p["job_id"], p["spent_usd"], p["held_usd"]) for p in out) == [
         ("arm-a", format_usd(spent), "0.00"),
         ("arm-b", "0.00", format_usd(WORST_CASE)),
     ]
+    assert all(p["reserved_usd"] == p["held_usd"] for p in out)  # its former name, still sent
+    assert report["budget"]["held_for_plans_usd"] == format_usd(WORST_CASE)
     text = render(r)
     admitted = text[text.index("### Admitted plans") : text.index("## Timeline")]
     assert f"| arm-a | go | $65.20 | {dollars(spent)} | $0.00 | yes |" in admitted

@@ -4,15 +4,18 @@ closes, and releases its pods' storage when told it was deleted (SQLite and Post
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 
 import pytest
 
 from governor.db import repository as repo
 from governor.domain.errors import Conflict, Unauthenticated, Unavailable
+from governor.domain.ledger import committed_in_parts
 from governor.domain.model import (
     Action,
     BudgetState,
+    Category,
     ExtensionState,
     Phase,
     PodState,
@@ -69,9 +72,26 @@ def principal(gov: Governor, token: str) -> tokens.Principal:
 
 
 def test_an_exhausted_budget_refuses_a_resume_with_its_figures(gov: Governor) -> None:
-    _, pod, _ = exhaust(gov)
-    with pytest.raises(Conflict, match=r"exhausted: \$[\d.]+ spent of \$1\.00; approve"):
+    budget, pod, _ = exhaust(gov)
+    f = gov.book(budget).figures
+    assert f.committed < f.effective_ceiling  # the stop margin released: any extension reopens
+    said = (
+        f"exhausted: {committed_in_parts(f)} of $1.00; approve an extension of at least $0.01 "
+        "to reopen it first"
+    )
+    with pytest.raises(Conflict, match=re.escape(said)):
         resume(gov, pod)
+    # The notice that it is exhausted says so too (no pod bills: its figures hold still).
+    with gov.session() as s:
+        [told] = [
+            e.message
+            for e in repo.events(s, budget_id=budget, category=Category.BUDGET)
+            if e.message.startswith("Budget exhausted")
+        ]
+    assert told == (
+        "Budget exhausted: every pod is stopped with its workspace kept. The ceiling $1.00 was "
+        f"reached at {committed_in_parts(f)}: approve an extension of at least $0.01 to go on."
+    )
     with gov.session() as s:
         assert repo.get_pod(s, pod).state is PodState.STOPPED
 

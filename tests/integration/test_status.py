@@ -130,26 +130,29 @@ def test_each_admitted_plan_shows_what_it_reserves_against_what_it_spent(gov: Go
     [b] = read_dashboard(gov).budgets
     spent = gov.book(budget).figures.spent
     assert spent > 0
-    lines = [(p.plan_id, p.job_id, p.verdict, p.worst_case, p.spent, p.reserved) for p in b.plans]
+    lines = [(p.plan_id, p.job_id, p.verdict, p.worst_case, p.spent, p.held) for p in b.plans]
     assert sorted(lines, key=lambda line: line[1]) == [
         (first.id, "arm-a", Verdict.GO, WORST_CASE, spent, WORST_CASE - spent),
         (second.id, "arm-b", Verdict.GO, WORST_CASE, D(0), WORST_CASE),
     ]
     assert not any(p.released or p.overridden for p in b.plans)
-    assert b.committed < WORST_CASE  # a reservation is never committed spend
+    assert b.committed < WORST_CASE  # what a plan holds is never committed spend
+    assert b.held_for_plans == WORST_CASE - spent + WORST_CASE  # but is shown beside it
+    assert b.committed == b.spent + b.shutdown + b.storage_tail + b.reserve
     out = StatusOut.model_validate(read_dashboard(gov)).model_dump(mode="json")["budgets"][0][
         "plans"
     ]
     [arm_a] = [p for p in out if p["job_id"] == "arm-a"]
-    assert (arm_a["spent_usd"], arm_a["reserved_usd"], arm_a["worst_case_usd"]) == (
+    assert (arm_a["spent_usd"], arm_a["held_usd"], arm_a["worst_case_usd"]) == (
         format_usd(spent),
         format_usd(WORST_CASE - spent),
         format_usd(WORST_CASE),
     )
+    assert arm_a["reserved_usd"] == arm_a["held_usd"]  # its former name, still sent
 
     gov.beat(run, step=2, status=RunStatus.FINISHED)
     [b] = read_dashboard(gov).budgets
-    assert sorted((p.job_id, p.released, p.reserved) for p in b.plans) == [
+    assert sorted((p.job_id, p.released, p.held) for p in b.plans) == [
         ("arm-a", True, D(0)),
         ("arm-b", False, WORST_CASE),
     ]

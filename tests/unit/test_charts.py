@@ -1,8 +1,11 @@
-"""Chart geometry: hover strips that cover the plot once, lines with gaps, lone values as dots."""
+"""Chart geometry: hover strips that cover the plot once, lines with gaps, lone values as dots,
+committed spend beside spend."""
 
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal as D
 
-from governor.render.charts import SPARK_H, WIDTH, bands, line_plot, metric_spark
+from governor.render.charts import SPARK_H, WIDTH, bands, line_plot, metric_spark, spend_plot
+from governor.services.view.dashboard_model import SpendChart, SpendPoint
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -39,3 +42,29 @@ def test_a_metric_sparkline_spans_its_least_to_its_most_negative_values_included
     flat = metric_spark([0.0, 0.0])  # a flatline lies along the bottom
     assert flat is not None and flat.line == f"M1.0,{SPARK_H - 1}.0 L119.0,{SPARK_H - 1}.0"
     assert metric_spark([]) is None
+
+
+def test_committed_spend_is_drawn_beside_spend_raised_by_its_other_parts() -> None:
+    points = (SpendPoint(T0, D(0)), SpendPoint(T0 + timedelta(hours=1), D(30)))
+    chart = SpendChart(
+        start=T0,
+        end=T0 + timedelta(hours=1),
+        points=points,
+        ceiling=D(100),
+        effective_ceiling=D(100),
+        thresholds=(),
+        stops=(),
+        committed=D(80),  # spent 30 + shutdown, storage tail and reserve 50
+    )
+    plot = spend_plot(chart)
+    spend = [tuple(map(float, xy.split(","))) for xy in plot.line[1:].split(" L")]
+    committed = [tuple(map(float, xy.split(","))) for xy in plot.committed[1:].split(" L")]
+    [ceiling] = [level.y for level in plot.levels if level.css == "ceiling"]
+    assert [x for x, _ in committed] == [x for x, _ in spend]
+    # the same $50 above spend at every point, ending at committed spend, under the ceiling
+    offsets = {round(s - c, 1) for (_, s), (_, c) in zip(spend, committed, strict=True)}
+    assert len(offsets) == 1 and offsets.pop() > 0
+    assert ceiling < committed[-1][1] < spend[-1][1]
+    assert (
+        plot.committed_text == "committed $80.00: spent + $50.00 (shutdown, storage tail, reserve)"
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from governor.domain.ledger import committed_in_parts
 from governor.domain.model import Severity
 from governor.domain.money import dollars, format_usd
 from governor.domain.notice import Money, Notice
@@ -47,12 +48,25 @@ def json_body(notice: Notice, public_url: str | None = None) -> dict[str, Any]:
         else {
             "id": notice.budget_id,
             "name": notice.budget_name,
-            "spent_usd": None if money is None else format_usd(money.spent),
-            "ceiling_usd": None if money is None else format_usd(money.ceiling),
-            "remaining_usd": None if money is None else format_usd(money.remaining),
+            **_figures(money),
         },
         "link": link(notice, public_url),
     }
+
+
+def _figures(money: Money | None) -> dict[str, str | None]:
+    """Spent, committed spend's parts and committed spend, the ceiling and what remains."""
+    f = None if money is None else money.figures
+    amounts = {
+        "spent_usd": None if f is None else f.spent,
+        "shutdown_usd": None if f is None else f.shutdown,
+        "storage_tail_usd": None if f is None else f.storage_tail,
+        "reserve_usd": None if f is None else f.reserve,
+        "committed_usd": None if f is None else f.committed,
+        "ceiling_usd": None if f is None else f.effective_ceiling,
+        "remaining_usd": None if f is None else f.remaining,
+    }
+    return {key: None if value is None else format_usd(value) for key, value in amounts.items()}
 
 
 def slack_body(notice: Notice, public_url: str | None = None) -> dict[str, Any]:
@@ -76,6 +90,7 @@ def slack_body(notice: Notice, public_url: str | None = None) -> dict[str, Any]:
                     _mrkdwn(f"*Spent*\n{dollars(money.spent)}"),
                     _mrkdwn(f"*Ceiling*\n{dollars(money.ceiling)}"),
                     _mrkdwn(f"*Remaining*\n{_remaining(money)}"),
+                    _mrkdwn(f"*Committed*\n{committed_in_parts(money.figures)}"),
                 ],
             }
         )

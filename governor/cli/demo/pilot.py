@@ -30,10 +30,10 @@ from governor.app import create_app
 from governor.bootstrap import bootstrap_operator, build_context, prepare_database
 from governor.cli.demo import plan as demo_plan
 from governor.cli.http import connect
-from governor.cli.output import refused
+from governor.cli.output import refused, usd
 from governor.db.schema import MigrationsMissing
 from governor.domain.model import PodState
-from governor.domain.money import dollars
+from governor.domain.money import dollars, dollars_per_hour
 from governor.fakes.cloud import FakeProvider
 from governor.settings import load_settings
 
@@ -195,14 +195,17 @@ def _header(
     say(f"    curl -s {auth} {url}/v1/pods/{pod['id']}")
     say(f'    curl -s {auth} "{url}/v1/events?limit=20"')
     say()
-    say(f"Budget  a hard ceiling of {_dollars(budget['ceiling_usd'])}; no pod without a plan")
+    say(f"Budget  a hard ceiling of {usd(budget['ceiling_usd'])}; no pod without a plan")
     say(
         f"Plan    {plan['job_id']}: {plan['verdict']}, worst case "
-        f"{_dollars(plan['cost']['worst_case_usd'])} ({plan['id']})"
+        f"{usd(plan['cost']['worst_case_usd'])} ({plan['id']})"
     )
     for reason in plan["reasons"]:
         say(f"          {reason['verdict']:<6} {reason['message']}")
-    say(f"Pod     one simulated {pod['gpu_type']} at ${rate:.2f}/h (${rate / 3600:.2f} a second)")
+    say(
+        f"Pod     one simulated {pod['gpu_type']} at {dollars_per_hour(rate)} "
+        f"({dollars(rate / 3600)} a second)"
+    )
     say(f"Job     a {TOTAL_STEPS}-step training run that checks in every {HEARTBEAT_S:g} s")
     say(
         "The job cannot finish within the ceiling. The governor will ask it to save, then stop\n"
@@ -230,9 +233,11 @@ def _watch(api: httpx.Client, budget_id: str, pod_id: str, started: float) -> di
             return pod
         if budget is not None:
             say(
-                f"{_stamp(datetime.now(UTC), started)}  meter     spent "
-                f"{_dollars(budget['spent_usd'])}, committed {_dollars(budget['committed_usd'])} "
-                f"of {_dollars(budget['effective_ceiling_usd'])}  (pod {pod['state']})"
+                f"{_stamp(datetime.now(UTC), started)}  meter     committed "
+                f"{usd(budget['committed_usd'])} of {usd(budget['effective_ceiling_usd'])} = "
+                f"spent {usd(budget['spent_usd'])} + shutdown {usd(budget['shutdown_usd'])} + "
+                f"storage tail {usd(budget['storage_tail_usd'])} + reserve "
+                f"{usd(budget['reserve_usd'])}  (pod {pod['state']})"
             )
             next_meter = time.time() + SPEND_EVERY_S
         time.sleep(0.2)
@@ -307,7 +312,3 @@ def _call(
     response = api.request(method, path, json=body, params=params)
     response.raise_for_status()
     return response.json()
-
-
-def _dollars(amount: str) -> str:
-    return dollars(Decimal(amount))

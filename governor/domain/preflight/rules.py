@@ -447,13 +447,11 @@ def cost_fit(a: Assessment) -> Finding:
             {"worst_case_usd": format_usd(cost.worst)},
         )
     held = (
-        f", {dollars(a.reserved)} reserved for the budget's other admitted plans,"
-        if a.reserved
-        else ""
+        f", {dollars(a.reserved)} held for the budget's other admitted plans," if a.reserved else ""
     )
     money = (
         f"{dollars(available)} available ({dollars(remaining)} remaining{held} less a "
-        f"{dollars(reserve(remaining - a.reserved))} reserve)"
+        f"{dollars(reserve(remaining - a.reserved))} preflight reserve)"
     )
     evidence: dict[str, object] = {
         "worst_case_usd": format_usd(cost.worst),

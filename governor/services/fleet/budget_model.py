@@ -3,17 +3,21 @@ declarations, reads and closes that answer with it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
 from sqlalchemy.orm import Session
 
+from governor.domain.ledger import COMMITTED_DOC, RESERVE_DOC, SHUTDOWN_DOC, STORAGE_TAIL_DOC
 from governor.domain.model import BudgetState
 from governor.domain.paging import Page, PageRequest
 from governor.services.context import GovernorConfig
 from governor.services.fleet import budgets
 from governor.services.money.book import Book
+from governor.services.plans import admission
+from governor.services.plans.admission import HELD_FOR_PLANS_DOC
 from governor.services.security.tokens import Principal
 
 
@@ -25,9 +29,12 @@ class Budget:
     ceiling: Decimal
     approved_extensions: Decimal
     effective_ceiling: Decimal
-    reserve: Decimal
+    reserve: Decimal = field(metadata={"doc": RESERVE_DOC})
     spent: Decimal
-    committed: Decimal
+    shutdown: Decimal = field(metadata={"doc": SHUTDOWN_DOC})
+    storage_tail: Decimal = field(metadata={"doc": STORAGE_TAIL_DOC})
+    committed: Decimal = field(metadata={"doc": COMMITTED_DOC})
+    held_for_plans: Decimal = field(metadata={"doc": HELD_FOR_PLANS_DOC})
     remaining: Decimal
     burn_rate_per_hour: Decimal
     projected_exhaustion_at: datetime | None
@@ -39,7 +46,8 @@ class Budget:
     closed_at: datetime | None
 
 
-def budget(book: Book) -> Budget:
+def budget(book: Book, held_for_plans: Decimal) -> Budget:
+    """The budget of `book`, with what its admitted plans hold back (`held_for_plans`)."""
     row, f = book.budget, book.figures
     return Budget(
         id=row.id,
@@ -48,9 +56,12 @@ def budget(book: Book) -> Budget:
         ceiling=row.ceiling_usd,
         approved_extensions=f.effective_ceiling - row.ceiling_usd,
         effective_ceiling=f.effective_ceiling,
-        reserve=row.reserve_usd,
+        reserve=f.reserve,
         spent=f.spent,
+        shutdown=f.shutdown,
+        storage_tail=f.storage_tail,
         committed=f.committed,
+        held_for_plans=held_for_plans,
         remaining=f.remaining,
         burn_rate_per_hour=f.burn_per_hour,
         projected_exhaustion_at=f.projected_exhaustion_at,
@@ -64,7 +75,14 @@ def budget(book: Book) -> Budget:
 
 
 def get(session: Session, config: GovernorConfig, budget_id: str, now: datetime) -> Budget:
-    return budget(budgets.book(session, config, budget_id, now))
+    [read] = with_plans(session, [budgets.book(session, config, budget_id, now)])
+    return read
+
+
+def with_plans(session: Session, books: Sequence[Book]) -> list[Budget]:
+    """The budgets of these books, with what their admitted plans hold back (one read)."""
+    held = admission.held_for_plans(session, books)
+    return [budget(b, held[b.budget.id]) for b in books]
 
 
 def page(
@@ -77,7 +95,7 @@ def page(
 ) -> Page[Budget]:
     """A page of budgets, oldest first; with `name`, of the budgets so named."""
     books = budgets.books(session, config, now, request, name=name)
-    return Page([budget(b) for b in books.items], books.next_cursor)
+    return Page(with_plans(session, books.items), books.next_cursor)
 
 
 def declare(

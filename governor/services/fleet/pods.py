@@ -13,7 +13,7 @@ from governor.db import repository as repo
 from governor.db.tables import PodRow, StopOrderRow
 from governor.domain.errors import Conflict, Invalid, Unavailable
 from governor.domain.model import BudgetState, Category, PodState, RateSource, Severity
-from governor.domain.money import ZERO, dollars, format_usd
+from governor.domain.money import ZERO, dollars_per_hour, format_usd
 from governor.domain.ports import (
     AnyProvider,
     Billed,
@@ -143,10 +143,10 @@ def register(
         f"pod:{pod.id}",
         f"Pod {reg.provider}:{reg.provider_ref}"
         + ("" if name == reg.provider_ref else f" ({name})")
-        + f" registered at {dollars(rate)}/h "
+        + f" registered at {dollars_per_hour(rate)} "
         f"({source.value} rate)"
         + (
-            f"; the declared {dollars(reg.hourly_rate_usd)}/h was overridden."
+            f"; the declared {dollars_per_hour(reg.hourly_rate_usd)} was overridden."
             if declared_differs and reg.hourly_rate_usd is not None
             else "."
         ),

@@ -24,6 +24,7 @@ from governor.db import repository as repo
 from governor.db.engine import read_only, unit_of_work
 from governor.db.tables import PodRow, RunRow
 from governor.domain.errors import Conflict, Invalid, Unavailable
+from governor.domain.ledger import committed_in_parts
 from governor.domain.model import (
     Action,
     BudgetState,
@@ -33,7 +34,7 @@ from governor.domain.model import (
     RunStatus,
     Severity,
 )
-from governor.domain.money import charge, dollars, format_usd
+from governor.domain.money import charge, dollars, dollars_per_hour, format_usd
 from governor.domain.ports import (
     CallOutcome,
     CallResult,
@@ -135,8 +136,9 @@ def _begin(
     if budget.state is not BudgetState.OPEN:
         figures = open_book(session, budget.id, now, ctx.config).figures
         raise Conflict(
-            f"budget {budget.id} is {budget.state.value}: {dollars(figures.spent)} spent of "
-            f"{dollars(figures.effective_ceiling)}; approve an extension that reopens it first"
+            f"budget {budget.id} is {budget.state.value}: {committed_in_parts(figures)} of "
+            f"{dollars(figures.effective_ceiling)}; approve an extension of at least "
+            f"{dollars(figures.extension_to_go_on)} to reopen it first"
         )
     accrue_pod(session, pod, now)  # its storage, at the stopped rate, up to the resume
     previous_rate = pod.hourly_rate_usd
@@ -149,7 +151,7 @@ def _begin(
     committed = figures.committed + charge(meter(pod).burn_per_hour, grace)
     if committed >= figures.effective_ceiling:
         raise Conflict(
-            f"resuming pod {pod.id} at {dollars(pod.hourly_rate_usd)}/h would commit "
+            f"resuming pod {pod.id} at {dollars_per_hour(pod.hourly_rate_usd)} would commit "
             f"{dollars(committed)} of the effective ceiling "
             f"{dollars(figures.effective_ceiling)} (spent {dollars(figures.spent)}): "
             f"an extension of more than {dollars(committed - figures.effective_ceiling)} "
@@ -169,8 +171,12 @@ def _begin(
         Category.OPERATOR,
         f"pod:{pod.id}",
         f"Pod resume asked by {by.said}: {reason}. It bills "
-        f"{dollars(pod.hourly_rate_usd)}/h from now"
-        + (f" (was {dollars(previous_rate)}/h)." if pod.hourly_rate_usd != previous_rate else "."),
+        f"{dollars_per_hour(pod.hourly_rate_usd)} from now"
+        + (
+            f" (was {dollars_per_hour(previous_rate)})."
+            if pod.hourly_rate_usd != previous_rate
+            else "."
+        ),
         budget_id=budget.id,
         evidence={
             "reason": reason,

@@ -16,7 +16,13 @@ from governor.db.heartbeats import PlainRun, PlainWrite, commit_plain, read_plai
 from governor.db.tables import RunPhaseRow, RunRow, StopOrderRow
 from governor.domain.errors import NotFound, RunEnded
 from governor.domain.health import Response
-from governor.domain.ledger import Figures
+from governor.domain.ledger import (
+    RESERVE_DOC,
+    SHUTDOWN_DOC,
+    STORAGE_TAIL_DOC,
+    Figures,
+    figures_of,
+)
 from governor.domain.model import Action, Category, Phase, Reason, Role, RunStatus, Severity
 from governor.domain.policy import next_heartbeat_s
 from governor.domain.run_lifecycle import after_report
@@ -24,7 +30,7 @@ from governor.domain.stop_order import ACTIVE_STATES, StopState, after_ack, afte
 from governor.services import events
 from governor.services.context import GovernorConfig
 from governor.services.jobs import training_health
-from governor.services.money.book import KEPT_FIGURES, figures_of, open_book
+from governor.services.money.book import KEPT_FIGURES, open_book
 from governor.services.monitoring import metric_history
 from governor.services.security.tokens import Principal
 from governor.services.stopping.enforcement import enforce
@@ -48,9 +54,13 @@ class Heartbeat:
 
 @dataclass(frozen=True)
 class BudgetBrief:
-    """The budget's figures a heartbeat is answered with."""
+    """The budget's figures a heartbeat is answered with: committed spend is spent + shutdown
+    + storage_tail + reserve, and the budget stops when it reaches the effective ceiling."""
 
     spent: Decimal
+    shutdown: Decimal = field(metadata={"doc": SHUTDOWN_DOC})
+    storage_tail: Decimal = field(metadata={"doc": STORAGE_TAIL_DOC})
+    reserve: Decimal = field(metadata={"doc": RESERVE_DOC})
     committed: Decimal
     effective_ceiling: Decimal
     remaining: Decimal
@@ -291,6 +301,9 @@ def _directive(
         deadline=None if order is None else order.deadline,
         budget=BudgetBrief(
             spent=figures.spent,
+            shutdown=figures.shutdown,
+            storage_tail=figures.storage_tail,
+            reserve=figures.reserve,
             committed=figures.committed,
             effective_ceiling=figures.effective_ceiling,
             remaining=figures.remaining,

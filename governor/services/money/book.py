@@ -52,7 +52,8 @@ class LiveBudget(Record):
     recorded_usd: Decimal
     figures_at: datetime | None
     figures_spent_usd: Decimal | None
-    figures_committed_usd: Decimal | None
+    figures_shutdown_usd: Decimal | None
+    figures_storage_tail_usd: Decimal | None
     figures_ceiling_usd: Decimal | None
     figures_burn_usd_per_hour: Decimal | None
     closed_at: datetime | None
@@ -441,31 +442,21 @@ def _book(
 KEPT_FIGURES = (
     "figures_at",
     "figures_spent_usd",
-    "figures_committed_usd",
+    "figures_shutdown_usd",
+    "figures_storage_tail_usd",
+    "reserve_usd",
     "figures_ceiling_usd",
     "figures_burn_usd_per_hour",
-)  # the budget's columns a heartbeat answers with
-
-
-def figures_of(kept: Any) -> Figures | None:
-    """The figures the latest enforcement pass kept on a budget (a budget row, or a row of
-    KEPT_FIGURES), or None before any pass."""
-    values = (
-        kept.figures_spent_usd,
-        kept.figures_committed_usd,
-        kept.figures_ceiling_usd,
-        kept.figures_burn_usd_per_hour,
-    )
-    if any(v is None for v in values):
-        return None
-    return Figures(*values, projected_exhaustion_at=None)
+)  # the budget's columns a heartbeat answers with: committed spend's parts among them
 
 
 def keep_figures(book: Book | LiveBook) -> None:
-    """Keep the book's figures on its budget, for heartbeats to answer with until the next pass."""
+    """Keep the book's figures on its budget, for heartbeats to answer with until the next
+    pass: spent and the parts committed spend adds to it (the reserve is the budget's own)."""
     budget, f = book.budget, book.figures
     budget.figures_at = book.now
     budget.figures_spent_usd = f.spent
-    budget.figures_committed_usd = f.committed
+    budget.figures_shutdown_usd = f.shutdown
+    budget.figures_storage_tail_usd = f.storage_tail
     budget.figures_ceiling_usd = f.effective_ceiling
     budget.figures_burn_usd_per_hour = f.burn_per_hour

@@ -46,7 +46,7 @@ from governor.domain.telemetry import GIB, owns
 from governor.services import events
 from governor.services.context import GovernorConfig
 from governor.services.ids import new_id
-from governor.services.money.book import Book, LiveBook, LivePod, LiveRun, open_book
+from governor.services.money.book import Book, LiveBook, LivePod, LiveRun, by_budget, open_book
 from governor.services.monitoring import telemetry
 from governor.services.plans.document import read_plan
 from governor.services.security.tokens import Principal
@@ -66,7 +66,7 @@ def check(
     `pod_id`, also on the free memory that pod's GPUs report (placement), each GPU against
     the per-GPU peak of the plan's GPU model it is."""
     book = open_book(session, budget_id, now, config)
-    reserved = sum((r.reserved for r in reservations(session, book, plan.job_id)), ZERO)
+    reserved = sum((r.held for r in reservations(session, book, plan.job_id)), ZERO)
     admission = admit(plan, now.date(), book.figures.remaining, reserved=reserved)
     if pod_id is not None:
         pod = repo.get_pod(session, pod_id)
@@ -144,20 +144,42 @@ def recheck(
     return check(session, config, budget_id, read_plan(document), document, now)
 
 
+HELD_FOR_PLANS_DOC = (
+    "what the budget's admitted plans may still cost (each its worst case less what its pods "
+    "spent), held back when another plan is admitted: never part of committed spend, never a "
+    "cause of a stop"
+)
+
+
 @dataclass(frozen=True)
 class Reservation:
     """What one admitted plan may still cost the budget: its worst case less its pods' spend."""
 
     plan: PlanCheckRow  # its latest check
     spent: Decimal
-    reserved: Decimal
+    held: Decimal
     released: bool  # its runs have all ended: it holds nothing back
 
 
 def reservations(session: Session, book: Book, except_job: str | None = None) -> list[Reservation]:
     """Each admitted plan of the budget (its latest check: not withdrawn, not a no_go unless
     overridden) with what it holds back, `except_job` left out (the plan being judged)."""
-    checks = repo.plan_checks_of(session, book.budget.id)
+    return _reservations(repo.plan_checks_of(session, book.budget.id), book, except_job)
+
+
+def held_for_plans(session: Session, books: Sequence[Book]) -> dict[str, Decimal]:
+    """What these budgets' admitted plans hold back from admission, by budget: one read for
+    all. Never part of committed spend."""
+    checks = by_budget(repo.plan_checks_of_budgets(session, [b.budget.id for b in books]))
+    return {
+        b.budget.id: sum((r.held for r in _reservations(checks[b.budget.id], b)), ZERO)
+        for b in books
+    }
+
+
+def _reservations(
+    checks: Sequence[PlanCheckRow], book: Book, except_job: str | None = None
+) -> list[Reservation]:
     job_of = {c.id: c.job_id for c in checks}
     latest = {c.job_id: c for c in checks}  # oldest first: the last one wins
     pods_of: dict[str, list[PodRow]] = defaultdict(list)

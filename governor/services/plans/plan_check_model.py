@@ -45,18 +45,21 @@ class PlanCheck:
     created_at: datetime
 
 
+HELD_DOC = (
+    "its worst case less that spend: held back when another plan is admitted (never part of "
+    "committed spend)"
+)
+FORMERLY_RESERVED_DOC = "held_usd's former name, kept for existing clients: the same amount"
+
+
 @dataclass(frozen=True)
 class AdmittedPlan:
     """An admitted plan and what it holds back from the budget's money for admission."""
 
     plan: PlanCheck = field(metadata={"doc": "its latest check"})
     spent: Decimal = field(metadata={"doc": "what its pods have cost so far"})
-    reserved: Decimal = field(
-        metadata={
-            "doc": "its worst case less that spend: held back when another plan is judged "
-            "(never part of committed spend)"
-        }
-    )
+    held: Decimal = field(metadata={"doc": HELD_DOC})
+    reserved: Decimal = field(metadata={"doc": FORMERLY_RESERVED_DOC})
     released: bool = field(metadata={"doc": "its runs have all ended: it holds nothing back"})
 
 
@@ -122,7 +125,7 @@ def admitted(
     book = open_book(session, budget_id, now, config)
     held = admission.reservations_page(session, book, request)
     return Page(
-        [AdmittedPlan(plan_check(r.plan), r.spent, r.reserved, r.released) for r in held.items],
+        [AdmittedPlan(plan_check(r.plan), r.spent, r.held, r.held, r.released) for r in held.items],
         held.next_cursor,
     )
 

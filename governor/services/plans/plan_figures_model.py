@@ -87,11 +87,23 @@ class PlanCost:
         default=(), metadata={"doc": "each GPU model's rate and compute", **NOT_REQUIRED}
     )
     remaining: Decimal | None
-    reserved_for_plans: Decimal = field(
+    held_for_plans: Decimal = field(
         default=Decimal(0),
         metadata={"doc": "held back for the budget's other admitted plans", **NOT_REQUIRED},
     )
-    reserve: Decimal | None
+    reserved_for_plans: Decimal = field(
+        default=Decimal(0),
+        metadata={"doc": "held_for_plans_usd's former name: the same amount", **NOT_REQUIRED},
+    )
+    preflight_reserve: Decimal | None = field(
+        metadata={
+            "doc": "kept back from what the plan may cost: 10% of the money no admitted plan "
+            "holds, at least $20 (not the budget's reserve, which is already out of remaining)"
+        }
+    )
+    reserve: Decimal | None = field(
+        metadata={"doc": "preflight_reserve_usd's former name: the same amount"}
+    )
     available: Decimal | None
 
 
@@ -145,7 +157,9 @@ def cost(stored: dict[str, Any]) -> PlanCost:
             for g in stored.get("groups", ())
         ),
         remaining=_amount(stored["remaining_usd"]),
+        held_for_plans=Decimal(stored.get("reserved_for_plans_usd", 0)),
         reserved_for_plans=Decimal(stored.get("reserved_for_plans_usd", 0)),
+        preflight_reserve=_amount(stored["reserve_usd"]),
         reserve=_amount(stored["reserve_usd"]),
         available=_amount(stored["available_usd"]),
     )

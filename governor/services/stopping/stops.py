@@ -20,12 +20,14 @@ from governor.db.engine import unit_of_work
 from governor.db.tables import BudgetRow, PodRow, StopOrderRow
 from governor.domain.budget_lifecycle import after_pods_stopped
 from governor.domain.errors import NotLeader
+from governor.domain.ledger import committed_in_parts
 from governor.domain.model import Category, PodState, Reason, Severity
+from governor.domain.money import dollars, format_usd
+from governor.domain.policy import money_evidence
 from governor.domain.ports import (
     AnyProvider,
     CallOutcome,
     CallResult,
-    Clock,
     ProviderError,
     StopsPreserving,
     TerminateOnly,
@@ -39,7 +41,8 @@ from governor.domain.stop_order import (
     saved_on,
 )
 from governor.services import events
-from governor.services.context import ServiceContext
+from governor.services.context import GovernorConfig, ServiceContext
+from governor.services.money.book import open_book
 from governor.services.money.metering import accrue_pod
 from governor.services.runs import lifecycle
 
@@ -82,7 +85,7 @@ def advance(ctx: ServiceContext) -> int:
         if call.action is Action.LOOK and result.outcome is not CallOutcome.DONE:
             continue  # still held: it is looked at again, and alerted on, as _hold set out
         with unit_of_work(ctx.sessions) as session:
-            _record_outcome(session, call, result, ctx.clock)
+            _record_outcome(session, ctx, call, result)
     return len(calls)
 
 
@@ -226,10 +229,10 @@ _DONE = {
 }
 
 
-def _record_outcome(session: Session, call: _Call, result: CallResult, clock: Clock) -> None:
+def _record_outcome(session: Session, ctx: ServiceContext, call: _Call, result: CallResult) -> None:
     order = repo.get_stop_order(session, call.order_id)
     budget = repo.get_budget(session, order.budget_id, lock=True)
-    now = clock.now()
+    now = ctx.clock.now()
     session.refresh(order, with_for_update=True)  # a heartbeat may have taken an ack meanwhile
     pod = repo.get_pod(session, order.pod_id)
     subject = f"pod:{pod.id}"
@@ -252,7 +255,7 @@ def _record_outcome(session: Session, call: _Call, result: CallResult, clock: Cl
             evidence={**evidence, "reason": order.reason.value},
             always=True,  # whoever was told of the stop is told it is done
         )
-        _settle_budget(session, budget, now)
+        _settle_budget(session, ctx.config, budget, now)
     elif result.outcome is CallOutcome.PENDING:
         order.next_attempt_at, order.updated_at = now, now
     elif result.outcome is CallOutcome.RETRYABLE:
@@ -286,20 +289,30 @@ def _record_outcome(session: Session, call: _Call, result: CallResult, clock: Cl
         )
 
 
-def _settle_budget(session: Session, budget: BudgetRow, now: datetime) -> None:
-    """A budget stopping at its ceiling is exhausted once none of its pods bills compute."""
+def _settle_budget(
+    session: Session, config: GovernorConfig, budget: BudgetRow, now: datetime
+) -> None:
+    """A budget stopping at its ceiling is exhausted once none of its pods bills compute: it
+    says what its committed spend is made of, and the extension that would let it go on."""
     if any(p.state.bills_compute for p in repo.pods_of(session, budget.id)):
         return
     state = after_pods_stopped(budget.state)
     if state is budget.state:
         return
     budget.state = state
+    f = open_book(session, budget.id, now, config).figures
     events.record(
         session,
         now,
         Severity.CRITICAL,
         Category.BUDGET,
         f"budget:{budget.id}",
-        "Budget exhausted: every pod is stopped with its workspace kept.",
+        "Budget exhausted: every pod is stopped with its workspace kept. The ceiling "
+        f"{dollars(f.effective_ceiling)} was reached at {committed_in_parts(f)}: approve an "
+        f"extension of at least {dollars(f.extension_to_go_on)} to go on.",
         budget_id=budget.id,
+        evidence={
+            **money_evidence(f),
+            "extension_to_go_on_usd": format_usd(f.extension_to_go_on),
+        },
     )

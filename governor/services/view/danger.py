@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 
+from governor.domain.ledger import Figures, committed_in_parts
 from governor.domain.model import Action, BudgetState, PodState, Reason, Severity
 from governor.domain.money import dollars
 from governor.domain.stop_order import StopState
@@ -127,13 +127,14 @@ def _full_gpus(pod: PodStatus) -> list[Problem]:
 
 def next_step(
     state: BudgetState,
+    figures: Figures,
     seconds_to_ceiling: float | None,
-    at_ceiling: datetime | None,
     pods: Sequence[PodStatus],
     runs: Sequence[RunLine],
 ) -> NextStep:
     """What happens next without anyone's say: a stop under way, one at the ceiling, a
-    checkpoint asked of a run, or nothing."""
+    checkpoint asked of a run, or nothing. At the ceiling: what would let it go on."""
+    at_ceiling = figures.projected_exhaustion_at
     if state is BudgetState.CLOSED:
         return NextStep("nothing: the budget is closed")
     stopping = [p for p in pods if p.state is PodState.STOPPING and p.stop is not None]
@@ -143,7 +144,11 @@ def next_step(
         deadline = min(p.stop.deadline for p in stopping if p.stop)
         return NextStep(f"stopping {names} ({reasons}); the job's save deadline", deadline)
     if state is BudgetState.EXHAUSTED:
-        return NextStep("nothing runs: the ceiling was reached", unless="an extension is approved")
+        return NextStep(
+            f"the ceiling was reached at {committed_in_parts(figures)}: nothing runs",
+            unless=f"unless an extension of at least {dollars(figures.extension_to_go_on)} "
+            "is approved",
+        )
     running = [p.name for p in pods if p.state.bills_compute]
     if seconds_to_ceiling is not None and running:
         return NextStep(f"stops {_names(running)}", at_ceiling, "unless extended")

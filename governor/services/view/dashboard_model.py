@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
+from governor.domain.ledger import COMMITTED_DOC, RESERVE_DOC, SHUTDOWN_DOC, STORAGE_TAIL_DOC
 from governor.domain.model import (
     Action,
     BudgetState,
@@ -23,6 +24,8 @@ from governor.domain.model import (
     Severity,
 )
 from governor.domain.preflight.rules import Verdict
+from governor.services.plans.admission import HELD_FOR_PLANS_DOC
+from governor.services.plans.plan_check_model import FORMERLY_RESERVED_DOC, HELD_DOC
 
 BURN = {"api": "burn_rate_usd_per_hour"}  # what the API calls a burn rate
 
@@ -56,6 +59,9 @@ class SpendChart:
     effective_ceiling: Decimal
     thresholds: tuple[Threshold, ...]
     stops: tuple[StopMark, ...]
+    committed: Decimal = field(
+        metadata={"doc": "committed spend at the chart's end: what is compared to the ceiling"}
+    )
 
 
 @dataclass(frozen=True)
@@ -152,7 +158,7 @@ class PendingExtension:
 @dataclass(frozen=True)
 class PlanLine:
     """An admitted plan of the budget: its worst case, what its pods have spent, and what it
-    still reserves for admission (never part of committed spend)."""
+    still holds back from admission (never part of committed spend)."""
 
     plan_id: str  # its latest check
     job_id: str
@@ -160,8 +166,9 @@ class PlanLine:
     overridden: bool  # a no_go an operator let through
     worst_case: Decimal
     spent: Decimal
-    reserved: Decimal  # its worst case less that spend, held back when another plan is judged
-    released: bool  # its runs have all ended: it reserves nothing
+    held: Decimal = field(metadata={"doc": HELD_DOC})
+    reserved: Decimal = field(metadata={"doc": FORMERLY_RESERVED_DOC})
+    released: bool  # its runs have all ended: it holds nothing back
 
 
 @dataclass(frozen=True)
@@ -193,9 +200,12 @@ class BudgetStatus:
     ceiling: Decimal
     approved_extensions: Decimal
     effective_ceiling: Decimal
-    reserve: Decimal
+    reserve: Decimal = field(metadata={"doc": RESERVE_DOC})
     spent: Decimal
-    committed: Decimal
+    shutdown: Decimal = field(metadata={"doc": SHUTDOWN_DOC})
+    storage_tail: Decimal = field(metadata={"doc": STORAGE_TAIL_DOC})
+    committed: Decimal = field(metadata={"doc": COMMITTED_DOC})
+    held_for_plans: Decimal = field(metadata={"doc": HELD_FOR_PLANS_DOC})
     remaining: Decimal
     burn_per_hour: Decimal = field(metadata=BURN)
     projected_exhaustion_at: datetime | None
@@ -211,7 +221,7 @@ class BudgetStatus:
     pods: tuple[PodStatus, ...]
     runs: tuple[RunLine, ...]
     pending_extensions: tuple[PendingExtension, ...]
-    plans: tuple[PlanLine, ...]  # its admitted plans: reserved vs actually spent
+    plans: tuple[PlanLine, ...]  # its admitted plans: held back vs actually spent
 
 
 @dataclass(frozen=True)

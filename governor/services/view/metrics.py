@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import func, select
@@ -35,6 +36,7 @@ from governor.domain.stop_order import ACTIVE_STATES, StopState
 from governor.services.context import GovernorConfig
 from governor.services.money.book import Book, open_books
 from governor.services.monitoring import metric_history, telemetry
+from governor.services.plans import admission
 from governor.services.replica import leadership
 from governor.services.replica.leadership import Leader
 from governor.services.security.write_limits import WriteKind
@@ -76,7 +78,7 @@ def collect(
     books = open_books(session, repo.budget_ids(session), now, config)
     return [
         *families,
-        *_budgets(books),
+        *_budgets(books, admission.held_for_plans(session, books)),
         _extensions(session, books),
         *_pods(books),
         *_heartbeats(books),
@@ -156,7 +158,7 @@ def _leadership(leader: Leader, replica: str, leading: bool, now: datetime) -> l
     return [me, term, since, age]
 
 
-def _budgets(books: Iterable[Book]) -> list[Family]:
+def _budgets(books: Iterable[Book], held_for_plans: Mapping[str, Decimal]) -> list[Family]:
     ceiling = _gauge("governor_budget_ceiling_dollars", "The declared hard ceiling.", *BUDGET)
     effective = _gauge(
         "governor_budget_effective_ceiling_dollars",
@@ -166,8 +168,31 @@ def _budgets(books: Iterable[Book]) -> list[Family]:
     spent = _gauge("governor_budget_spent_dollars", "Spent so far, as metered.", *BUDGET)
     committed = _gauge(
         "governor_budget_committed_dollars",
-        "Spent plus what stopping, the storage tail and the reserve will cost; "
+        "Spent plus shutdown, storage tail and reserve (the next three gauges); "
         "pods are stopped when it reaches the effective ceiling.",
+        *BUDGET,
+    )
+    shutdown = _gauge(
+        "governor_budget_shutdown_dollars",
+        "Committed spend's part for stopping: what the pods that bill compute will still cost "
+        "over the checkpoint grace, the stop latency and the reaction time.",
+        *BUDGET,
+    )
+    tail = _gauge(
+        "governor_budget_storage_tail_dollars",
+        "Committed spend's part for the storage tail: every pod's stopped storage over the "
+        "budget's storage tail hours.",
+        *BUDGET,
+    )
+    reserve = _gauge(
+        "governor_budget_reserve_dollars",
+        "Committed spend's part for the budget's reserve, held back for work after the stop.",
+        *BUDGET,
+    )
+    held = _gauge(
+        "governor_budget_held_for_plans_dollars",
+        "What the budget's admitted plans hold back from admitting another: never part of "
+        "committed spend, never a cause of a stop.",
         *BUDGET,
     )
     remaining = _gauge(
@@ -191,6 +216,10 @@ def _budgets(books: Iterable[Book]) -> list[Family]:
         effective.add(labels, float(f.effective_ceiling))
         spent.add(labels, float(f.spent))
         committed.add(labels, float(f.committed))
+        shutdown.add(labels, float(f.shutdown))
+        tail.add(labels, float(f.storage_tail))
+        reserve.add(labels, float(f.reserve))
+        held.add(labels, float(held_for_plans[book.budget.id]))
         remaining.add(labels, float(f.remaining))
         burn.add(labels, float(f.burn_per_hour))
         for s in BudgetState:
@@ -198,7 +227,20 @@ def _budgets(books: Iterable[Book]) -> list[Family]:
         seconds = f.seconds_to_ceiling()
         if book.budget.state is BudgetState.OPEN and seconds is not None:
             to_ceiling.add(labels, seconds)
-    return [ceiling, effective, spent, committed, remaining, burn, state, to_ceiling]
+    return [
+        ceiling,
+        effective,
+        spent,
+        committed,
+        shutdown,
+        tail,
+        reserve,
+        held,
+        remaining,
+        burn,
+        state,
+        to_ceiling,
+    ]
 
 
 def _extensions(session: Session, books: Iterable[Book]) -> Family:

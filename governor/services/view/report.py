@@ -1,8 +1,9 @@
 """The run record of a budget: what was spent, on which pod and in which phase, every decision
 with its evidence, why and when each stop happened, failures by category (a training-health
 finding is a model failure), extensions, each run's last metric values, and the measured
-memory peaks next to the preflight verdicts, and what each admitted plan reserved against what
-it actually spent. A negative result stays useful.
+memory peaks next to the preflight verdicts, and what each admitted plan holds back against
+what it actually spent; the budget's committed spend with its parts. A negative result stays
+useful.
 
 Spend by phase splits every ledger accrual (and what has accrued since the last one) over
 the phase history of the pod's runs; true-ups and adjustments are shown as themselves. The
@@ -177,7 +178,7 @@ class Memory:
     plans: tuple[PlanVerdict, ...]  # every verdict given, oldest first
     admitted: tuple[PlanLine, ...] = field(
         metadata={
-            "doc": "each admitted plan: its worst case, what it spent, what it still reserves"
+            "doc": "each admitted plan: its worst case, what it spent, what it still holds back"
         }
     )
 
@@ -232,7 +233,7 @@ def build(session: Session, config: GovernorConfig, budget_id: str, now: datetim
     by_pod = _spend(session, book)
     _, timeline, left_out, earlier = _listed(session, cap, budget_id=budget_id)
     return Report(
-        budget=budget_model.budget(book),
+        budget=budget_model.with_plans(session, [book])[0],
         generated_at=book.now,
         runs=tuple(run_model.run(session, run) for run in book.runs),
         metrics=_metrics(session, book.runs),

@@ -78,7 +78,8 @@ def admitted_plans(session: Session, book: Book) -> tuple[PlanLine, ...]:
             overridden=r.plan.override_reason is not None,
             worst_case=r.plan.worst_case_usd,
             spent=r.spent,
-            reserved=r.reserved,
+            held=r.held,
+            reserved=r.held,
             released=r.released,
         )
         for r in admission.reservations(session, book)
@@ -141,6 +142,7 @@ def budget_status(session: Session, book: Book) -> BudgetStatus:
         for e in repo.extensions(session, budget_id=row.id, state=ExtensionState.PENDING)
     )
     seconds = f.seconds_to_ceiling() if row.state is BudgetState.OPEN else None
+    plans = admitted_plans(session, book)
     found = danger.problems(pods, runs, pending)
     figures = attention(row.state, f.spent_fraction, f.committed_fraction, seconds)
     return BudgetStatus(
@@ -150,9 +152,12 @@ def budget_status(session: Session, book: Book) -> BudgetStatus:
         ceiling=row.ceiling_usd,
         approved_extensions=f.effective_ceiling - row.ceiling_usd,
         effective_ceiling=f.effective_ceiling,
-        reserve=row.reserve_usd,
+        reserve=f.reserve,
         spent=f.spent,
+        shutdown=f.shutdown,
+        storage_tail=f.storage_tail,
         committed=f.committed,
+        held_for_plans=sum((p.held for p in plans), ZERO),
         remaining=f.remaining,
         burn_per_hour=f.burn_per_hour,
         projected_exhaustion_at=f.projected_exhaustion_at,
@@ -160,13 +165,13 @@ def budget_status(session: Session, book: Book) -> BudgetStatus:
         spent_pct=_pct(f.spent, f.effective_ceiling),
         committed_pct=_pct(f.committed, f.effective_ceiling),
         attention=danger.worst([figures, *(p.severity for p in found)]),
-        next_step=danger.next_step(row.state, seconds, f.projected_exhaustion_at, pods, runs),
+        next_step=danger.next_step(row.state, f, seconds, pods, runs),
         problems=found,
         chart=spend_chart(session, book),
         pods=pods,
         runs=runs,
         pending_extensions=pending,
-        plans=admitted_plans(session, book),
+        plans=plans,
     )
 
 
@@ -226,6 +231,7 @@ def spend_chart(session: Session, book: Book) -> SpendChart:
             Threshold(pct, f.effective_ceiling * pct / 100) for pct in row.alert_thresholds
         ),
         stops=tuple(sorted(stops, key=lambda s: s.at)),
+        committed=f.committed,
     )
 
 

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from governor.adapters.notify.webhook import WebhookSink
+from governor.domain.ledger import Figures
 from governor.domain.model import Category, Severity
 from governor.domain.notice import Money, Notice, Outcome
 
@@ -25,7 +26,18 @@ NOTICE = Notice(
     budget_id="bud_1",
     evidence={"attempts": 3},
     budget_name="llama <lora> & co",
-    money=Money(spent=Decimal("4195.5"), ceiling=Decimal("4200"), remaining=Decimal("-12.345")),
+    # committed spend 4,212.345: spent 4,195.50 + shutdown 2.345 + storage tail 4.50 + reserve 10
+    money=Money(
+        Figures(
+            spent=Decimal("4195.5"),
+            shutdown=Decimal("2.345"),
+            storage_tail=Decimal("4.5"),
+            reserve=Decimal("10"),
+            effective_ceiling=Decimal("4200"),
+            burn_per_hour=Decimal("12"),
+            projected_exhaustion_at=None,
+        )
+    ),
 )
 BARE = replace(NOTICE, budget_id=None, budget_name=None, money=None)
 DASHBOARD = "https://governor.example.test"
@@ -70,6 +82,10 @@ def test_the_json_body_is_the_event_with_its_budget_money_and_link() -> None:
             "id": "bud_1",
             "name": "llama <lora> & co",
             "spent_usd": "4195.50",
+            "shutdown_usd": "2.345",
+            "storage_tail_usd": "4.50",
+            "reserve_usd": "10.00",
+            "committed_usd": "4212.345",
             "ceiling_usd": "4200.00",
             "remaining_usd": "-12.345",
         },
@@ -101,6 +117,8 @@ def test_the_slack_body_names_the_budget_its_money_the_reason_and_the_dashboard(
         "*Spent*\n$4,195.50",
         "*Ceiling*\n$4,200.00",
         "*Remaining*\nnone: $12.35 over",
+        "*Committed*\n$4,212.35 committed (spent $4,195.50 + shutdown $2.35 + storage tail "
+        "$4.50 + reserve $10.00)",
     ]
     assert link["text"]["text"] == (
         "<https://governor.example.test/status/budgets/bud_1|Open the dashboard>"

@@ -131,7 +131,10 @@ def budget_out(**changes: Any) -> dict[str, Any]:
         "effective_ceiling_usd": "1050.00",
         "reserve_usd": "25.00",
         "spent_usd": "412.5",
-        "committed_usd": "430.00",
+        "shutdown_usd": "12.00",
+        "storage_tail_usd": "5.50",
+        "committed_usd": "430.00",  # spent + shutdown + storage tail + reserve
+        "held_for_plans_usd": "100.00",
         "remaining_usd": "620.00",
         "burn_rate_usd_per_hour": "3.6",
         "projected_exhaustion_at": "2026-05-01T12:00:00+00:00",

@@ -24,10 +24,13 @@ requires a plan      no
 ceiling              $1,000.00
 approved extensions  $50.00
 effective ceiling    $1,050.00
-reserve              $25.00
 spent                $412.50
-committed            $430.00
++ shutdown           $12.00
++ storage tail       $5.50
++ reserve            $25.00
+= committed          $430.00 (stops at the effective ceiling)
 remaining            $620.00
+held for plans       $100.00 (not committed)
 burn rate            $3.60/h
 exhausted at         2026-05-01T12:00:00+00:00
 closed at            -
@@ -88,7 +91,11 @@ def test_list_is_a_table_with_money_right_aligned(governor: Governor) -> None:
         name="side",
         effective_ceiling_usd="25000.00",
         spent_usd="0",
+        shutdown_usd="0",
+        storage_tail_usd="0",
+        reserve_usd="0",
         committed_usd="0",
+        held_for_plans_usd="0",
         remaining_usd="25000.00",
         burn_rate_usd_per_hour="0",
     )
@@ -97,9 +104,12 @@ def test_list_is_a_table_with_money_right_aligned(governor: Governor) -> None:
     assert ran.sent == [("GET", "/v1/budgets?limit=100")]
     assert ran.code == 0
     assert ran.out.splitlines() == [
-        "id                    name   state     ceiling    spent  committed   remaining     burn",
-        f"{BUDGET_ID}  pilot  open    $1,050.00  $412.50    $430.00     $620.00  $3.60/h",
-        "bud_00000000000000a2  side   open   $25,000.00    $0.00      $0.00  $25,000.00  $0.00/h",
+        "id                    name   state     ceiling    spent  +shutdown  +tail  +reserve  "
+        "=committed   remaining     burn  held-for-plans",
+        f"{BUDGET_ID}  pilot  open    $1,050.00  $412.50     $12.00  $5.50    $25.00  "
+        "   $430.00     $620.00  $3.60/h         $100.00",
+        "bud_00000000000000a2  side   open   $25,000.00    $0.00      $0.00  $0.00     $0.00  "
+        "     $0.00  $25,000.00  $0.00/h           $0.00",
     ]
 
 

@@ -8,6 +8,7 @@ from governor.domain.ledger import (
     PodMeter,
     PodPosition,
     accrue,
+    committed_in_parts,
     figures,
     forecast_at_completion,
 )
@@ -123,6 +124,39 @@ def test_committed_is_spent_plus_shutdown_plus_tail_plus_reserve(
     f = figures(terms(**kw, recorded="3.60"), [position], T0, reaction_s=20.0)
     assert f.spent == D(spent)
     assert f.committed == D(committed)
+    # its parts, each as the formula names it, add up to it
+    assert f.shutdown == D("0.35")
+    assert f.storage_tail == (D(20) if case == "tail" else 0)
+    assert f.reserve == D(kw.get("reserve", "0"))
+    assert f.spent + f.shutdown + f.storage_tail + f.reserve == f.committed
+
+
+@pytest.mark.parametrize(
+    ("spent", "reserve", "ceiling", "extension", "said"),
+    [
+        # below the ceiling (its stop margin released): any extension, at least a cent
+        ("10", "5", "100", "0.01", "$15.00 committed (spent $10.00 + shutdown $0.00 + storage tail "
+         "$0.00 + reserve $5.00)"),
+        # at it exactly: a cent puts the ceiling above committed spend
+        ("30", "70", "100", "0.01", None),
+        # $0.24 spent of $40 with a $39.80 reserve: the reserve is why it stopped
+        ("0.24", "39.8", "40", "0.05", "$40.04 committed (spent $0.24 + shutdown $0.00 + storage "
+         "tail $0.00 + reserve $39.80)"),
+        # over by a fraction of a cent: the next whole cent above
+        ("100.004", "0", "100", "0.01", None),
+        ("100.011", "0", "100", "0.02", None),
+    ],
+)  # fmt: skip
+def test_a_budget_at_its_ceiling_says_the_least_extension_that_lets_it_go_on(
+    spent: str, reserve: str, ceiling: str, extension: str, said: str | None
+) -> None:
+    f = figures(terms(ceiling, reserve=reserve, recorded=spent), [], T0, 0.0)
+    assert f.extension_to_go_on == D(extension)
+    assert f.effective_ceiling + f.extension_to_go_on > f.committed
+    if f.extension_to_go_on > D("0.01"):  # and a cent less would not do
+        assert f.effective_ceiling + f.extension_to_go_on - D("0.01") <= f.committed
+    if said is not None:
+        assert committed_in_parts(f) == said
 
 
 def test_figures_include_what_has_not_been_accrued_yet() -> None:

@@ -6,6 +6,7 @@ from governor.domain.money import (
     MoneyError,
     charge,
     dollars,
+    dollars_per_hour,
     format_usd,
     parse_usd,
     per_hour_from_month,
@@ -102,3 +103,18 @@ def test_format_keeps_cents_and_drops_noise(amount: str, text: str) -> None:
 )
 def test_dollars_put_the_sign_before_the_dollar(amount: str, shown: str) -> None:
     assert dollars(Decimal(amount)) == shown
+
+
+@pytest.mark.parametrize(
+    ("rate", "shown"),
+    [
+        ("2.49", "$2.49/h"),  # to the cent where the tenth of a cent is naught
+        ("2.5", "$2.50/h"),
+        ("0.0137", "$0.014/h"),  # a small disk's storage: to the tenth of a cent
+        ("1234.5674", "$1,234.567/h"),
+        ("0.0004", "$0.00/h"),
+        ("-0.25", "-$0.25/h"),
+    ],
+)
+def test_a_rate_is_shown_to_the_tenth_of_a_cent_where_it_has_one(rate: str, shown: str) -> None:
+    assert dollars_per_hour(Decimal(rate)) == shown

@@ -29,7 +29,9 @@ D = Decimal
 def money(
     spent: str = "10", committed: str | None = None, ceiling: str = "100", burn: str = "10"
 ) -> Figures:
-    return Figures(D(spent), D(committed or spent), D(ceiling), D(burn), None)
+    """Committed spend's parts beyond spent all in the shutdown part."""
+    shutdown = D(committed or spent) - D(spent)
+    return Figures(D(spent), shutdown, D(0), D(0), D(ceiling), D(burn), None)
 
 
 def run(**kw: object) -> RunView:
