@@ -234,6 +234,10 @@ class RunIn(Strict):
     policy: PolicyIn | None = None
 
 
+class AcknowledgeIn(Strict):
+    reason: Text = "acknowledged by an operator"
+
+
 class CheckpointIn(Strict):
     step: Step
     path: Annotated[str, line(4096, min_length=1)]

@@ -15,7 +15,7 @@ from markupsafe import Markup
 from governor.domain.money import ZERO, dollars
 from governor.render import templating
 from governor.render.format import in_gib, instant, share
-from governor.render.report_text import evidence, spend_line
+from governor.render.report_text import about, evidence, spend_line
 from governor.services.view.report import Report
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -25,7 +25,7 @@ TEMPLATES = Path(__file__).parent / "templates"
 def _environment() -> jinja2.Environment:
     env = templating.environment(TEMPLATES)
     env.filters.update(usd=dollars, time=instant, share=share, gib=in_gib, evidence=evidence)
-    env.globals.update(line_label=spend_line, ZERO=ZERO)
+    env.globals.update(line_label=spend_line, about=about, ZERO=ZERO)
     return env
 
 
