@@ -22,8 +22,8 @@ from governor.services.fleet import resumes
 from governor.services.money import extensions
 from governor.services.security import logins, tokens
 from governor.services.security.auth_limits import TooManyAttempts, client_address
+from governor.services.security.page_sessions import COOKIE
 from governor.services.view import pages, status
-from governor.web.auth import COOKIE
 from governor.web.deps import Context, Form, Now, SignedIn, Tx, WebKit
 
 STATIC = Path(__file__).parent / "static"
