@@ -8,6 +8,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from governor.db import repository as repo
@@ -222,3 +223,24 @@ def test_gpus_that_match_their_registration_raise_nothing(gov: Governor) -> None
         pod = pods.register(s, gov.ctx, budget, registration, gov.clock.now()).id
     gov.report(pod, replace(gpu_sample(), name="NVIDIA H100 80GB HBM3"))
     assert not any(m.startswith("The pod was registered with") for m in messages(gov))
+
+
+def test_stopping_a_pod_already_stopped_answers_200_with_the_order_that_stopped_it(
+    gov: Governor, client: TestClient
+) -> None:
+    budget = gov.budget(ceiling="1000")
+    pod = gov.pod(budget, ref="gpu-a")
+    first = client.post(f"/v1/pods/{pod}/stop", json={"reason": "end of day"})
+    assert first.status_code == 202 and first.json()["state"] == "requested"
+    again = client.post(f"/v1/pods/{pod}/stop")  # under way: the same order, still accepted
+    assert (again.status_code, again.json()["id"]) == (202, first.json()["id"])
+    gov.tick(1)
+    gov.tick(31)  # the fake cloud answers "pending" for 30 s, then "stopped"
+    assert client.get(f"/v1/pods/{pod}").json()["state"] == "stopped"
+
+    stopped = client.post(f"/v1/pods/{pod}/stop", json={"reason": "again"})
+    assert stopped.status_code == 200  # nothing new is ordered
+    assert stopped.json()["id"] == first.json()["id"]
+    assert stopped.json()["state"] == "stopped" and stopped.json()["confirmed_at"] is not None
+    with gov.session() as s:
+        assert len(s.scalars(select(StopOrderRow).where(StopOrderRow.pod_id == pod)).all()) == 1
