@@ -193,10 +193,36 @@ def test_readings_for_a_stopped_pod_are_flagged_not_shown_as_live(gov: Governor)
         stopped = repo.get_pod(s, pod)
         samples = s.scalars(select(GpuSampleRow.at).where(GpuSampleRow.pod_id == pod)).all()
     assert stopped.state is PodState.STOPPED
-    assert stopped.telemetry_note == "readings arrive for a stopped pod and are not kept"
+    said = (
+        "readings arrive for a stopped pod and are not kept: stop its agent, or resume the pod "
+        "to run it again"
+    )
+    assert stopped.telemetry_note == said
     assert max(samples) < stopped.stopped_at  # nothing after the stop
     flagged = [m for m in messages(gov) if "readings arrive for a stopped pod" in m]
-    assert len(flagged) == 1
+    assert flagged == [f"GPU {said}."]  # once, and not as telemetry unavailable
+    assert not any(m.startswith("GPU telemetry unavailable") for m in messages(gov))
+
+
+def test_an_agent_reporting_for_a_stopped_pod_is_told_its_readings_are_not_kept(
+    gov: Governor, client: TestClient
+) -> None:
+    budget = gov.budget("1000")
+    pod = gov.pod(budget)
+    reading = {"at": gov.clock.now().isoformat(), "gpus": []}
+    kept = client.post(f"/v1/pods/{pod}/telemetry", json={"readings": [reading]})
+    assert kept.status_code == 202 and kept.json()["not_kept"] is None
+    client.post(f"/v1/pods/{pod}/stop")
+    gov.tick(1)
+    gov.tick(31)
+    refused = client.post(f"/v1/pods/{pod}/telemetry", json={"readings": [reading]})
+    assert refused.status_code == 202
+    assert refused.json() == {
+        "readings": 1,
+        "samples": 0,
+        "not_kept": "readings arrive for a stopped pod and are not kept: stop its agent, or "
+        "resume the pod to run it again",
+    }
 
 
 def test_gpus_that_are_not_what_the_pod_was_registered_with_raise_one_warning(
