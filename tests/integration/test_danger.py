@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 from governor.db.tables import PodRow, RunRow
 from governor.domain.model import BudgetState, PodState, Requester, RunStatus, Severity
 from governor.services.money import extensions
+from governor.services.runs import lifecycle
 from governor.services.view.dashboard_model import BudgetStatus
 from tests.clock import FrozenClock
 from tests.integration.conftest import Governor, gpu_sample, make_governor, ok, read_dashboard
@@ -105,9 +106,7 @@ def test_full_gpu_memory_and_a_pending_extension_keep_a_budget_from_looking_fine
         (Severity.WARNING, "extension-pending", "operator"),
     ]
     assert b.problems[0].message == "GPU memory nearly full: GPU 0 at 98%"
-    assert b.problems[1].message == (
-        "extension of $750.00 asked by the operator awaits a decision: another epoch"
-    )
+    assert b.problems[1].message == "extension of $750.00 awaits a decision: another epoch"
     assert (b.problems[0].pod, b.problems[0].run) == ("pod-1", None)
     assert (b.problems[1].pod, b.problems[1].run) == (None, None)
     assert b.attention is Severity.WARNING
@@ -190,3 +189,24 @@ def test_only_a_lost_run_can_be_acknowledged(gov: Governor, client: TestClient) 
     assert refused.json()["error"]["code"] == "conflict"
     assert "is running" in refused.json()["error"]["message"]
     assert client.post("/v1/runs/run_unknown/acknowledge").status_code == 404
+
+
+def test_a_jobs_extension_request_is_a_problem_named_by_its_run_and_pod(gov: Governor) -> None:
+    budget = gov.budget(ceiling="100000")
+    pod = gov.pod(budget, ref="gpu-a")
+    spec = lifecycle.RunSpec("sft", pod)
+    with gov.session() as s:
+        run = lifecycle.create(s, gov.ctx.config, budget, spec, gov.clock.now())[0].id
+    with gov.session() as s:
+        extensions.request(
+            s, budget, Decimal(40), "eval rerun", Requester.JOB, gov.clock.now(), run_id=run
+        )
+    [b] = read_dashboard(gov).budgets
+    [problem] = b.problems
+    assert (problem.kind, problem.subject, problem.run, problem.pod, problem.where) == (
+        "extension-pending",
+        "sft",  # the run that asked, not "job"
+        "sft",
+        "gpu-a",
+        "sft on gpu-a",
+    )

@@ -45,15 +45,17 @@ RUN_PROBLEMS = {
 
 
 def problems(
+    state: BudgetState,
     pods: Sequence[PodStatus],
     runs: Sequence[RunLine],
     pending: Sequence[PendingExtension],
 ) -> tuple[Problem, ...]:
-    """The budget's open problems, the worst first, each naming its run and pod."""
+    """The budget's open problems, the worst first, each naming its run and pod. A closed
+    budget's lost runs are none: closing it was an operator's word on all of them."""
     pod_names = {p.id: p.name for p in pods}
     found: list[Problem] = []
     for run in runs:
-        found += _run_problems(run, pod_names.get(run.pod_id, run.pod_id))
+        found += _run_problems(run, pod_names.get(run.pod_id, run.pod_id), state)
     for pod in pods:
         found += _pod_problems(pod)
     by_id = {r.id: r for r in runs}
@@ -64,8 +66,7 @@ def problems(
                 Severity.WARNING,
                 "extension-pending",
                 e.requested_by.value if asked is None else asked.name,
-                f"extension of {dollars(e.amount)} asked by the {e.requested_by.value} awaits a "
-                f"decision: {e.reason}",
+                f"extension of {dollars(e.amount)} awaits a decision: {e.reason}",
                 None if asked is None else asked.name,
                 None if asked is None else pod_names.get(asked.pod_id, asked.pod_id),
             )
@@ -73,8 +74,8 @@ def problems(
     return tuple(sorted(found, key=lambda p: RANK[p.severity]))
 
 
-def _run_problems(run: RunLine, pod: str) -> list[Problem]:
-    if run.awaiting_acknowledgement:
+def _run_problems(run: RunLine, pod: str, state: BudgetState) -> list[Problem]:
+    if run.awaiting_acknowledgement and state is not BudgetState.CLOSED:
         return [
             Problem(
                 Severity.WARNING,

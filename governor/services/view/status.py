@@ -151,7 +151,7 @@ def budget_status(session: Session, book: Book) -> BudgetStatus:
         for e in repo.extensions(session, budget_id=row.id, state=ExtensionState.PENDING)
     )
     seconds = f.seconds_to_ceiling() if row.state is BudgetState.OPEN else None
-    found = danger.problems(pods, runs, pending)
+    found = danger.problems(row.state, pods, runs, pending)
     figures = attention(row.state, f.spent_fraction, f.committed_fraction, seconds)
     return BudgetStatus(
         id=row.id,
