@@ -16,9 +16,9 @@ from governor.bootstrap import DatabaseBehind, build_context, close_context, ses
 from governor.db.schema import schema_status
 from governor.scheduler.runner import Driver
 from governor.services.context import ServiceContext
+from governor.services.security.page_sessions import Keys
 from governor.settings import Settings
 from governor.web import build_router as build_web_router
-from governor.web.auth import Keys
 
 
 def create_app(settings: Settings, context: ServiceContext | None = None) -> FastAPI:

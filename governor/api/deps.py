@@ -14,6 +14,8 @@ from starlette.concurrency import run_in_threadpool
 from governor.domain.model import Role
 from governor.domain.paging import DEFAULT_LIMIT, MAX_CURSOR_CHARS, MAX_LIMIT, PageRequest
 from governor.services.context import DatabaseRefused, ServiceContext, Session
+from governor.services.security import logins
+from governor.services.security.page_sessions import COOKIE, Keys
 from governor.services.security.tokens import Principal
 from governor.services.security.write_limits import WriteKind
 
@@ -97,15 +99,17 @@ _BOUND: dict[str, Callable[[Principal, str], None]] = {
 
 class Access:
     """A dependency: the caller, if its token is one of `roles`; with `own`, a job or agent
-    token only for the run, budget, pod or node that path parameter names.
+    token only for the run, budget, pod or node that path parameter names; with `page`, a
+    request without a bearer token may be a signed-in browser's: the dashboard's session
+    cookie stands for its token (for a page a browser opens from the dashboard).
 
     Every route's Access is also called before the route reads its body (route.py), so that a
     caller without the right token learns 401 or 403 whatever the body: the caller is then
     kept with the request, and a failed attempt is counted once."""
 
-    def __init__(self, *roles: Role, own: str | None = None) -> None:
+    def __init__(self, *roles: Role, own: str | None = None, page: bool = False) -> None:
         assert own is None or own in _BOUND, own
-        self.roles, self.own = roles, own
+        self.roles, self.own, self.page = roles, own, page
 
     async def __call__(
         self,
@@ -113,9 +117,11 @@ class Access:
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
     ) -> Principal:
         caller: Principal | None = getattr(request.state, "caller", None)
+        if caller is None and self.page and credentials is None:
+            caller = await _signed_in(request)
         if caller is None:
             caller = await _authenticate(request, credentials.credentials if credentials else None)
-            request.state.caller = caller
+        request.state.caller = caller
         caller.require(*self.roles)
         if self.own is not None:
             _BOUND[self.own](caller, request.path_params[self.own])
@@ -133,8 +139,28 @@ async def _authenticate(request: Request, token: str | None) -> Principal:
     )
 
 
+async def _signed_in(request: Request) -> Principal | None:
+    """The caller a genuine, unexpired session cookie of the dashboard names, if its token is
+    still in force for the page; None: no such cookie (the bearer token decides)."""
+    context: ServiceContext = request.app.state.context
+    keys: Keys = request.app.state.web_keys
+    now = context.clock.now()
+    found = keys.read(request.cookies.get(COOKIE), now)
+    if found is None:
+        return None
+    _, token_id, _ = found
+
+    def look_up() -> Principal | None:
+        with context.read_only() as session:
+            return logins.page_caller(session, token_id, now)
+
+    return await run_in_threadpool(look_up)
+
+
 Operator = Annotated[Principal, Depends(Access(Role.OPERATOR))]
 Viewer = Annotated[Principal, Depends(Access(Role.OPERATOR, Role.VIEWER))]
+# a viewer, or a browser signed in to the dashboard (the report a page links to)
+PageViewer = Annotated[Principal, Depends(Access(Role.OPERATOR, Role.VIEWER, page=True))]
 JobOfBudget = Annotated[Principal, Depends(Access(Role.OPERATOR, Role.JOB, own="budget_id"))]
 AgentOfPod = Annotated[Principal, Depends(Access(Role.OPERATOR, Role.AGENT, own="pod_id"))]
 AgentOfNode = Annotated[Principal, Depends(Access(Role.OPERATOR, Role.AGENT, own="node"))]

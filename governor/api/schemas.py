@@ -34,7 +34,7 @@ from governor.services.fleet.budget_model import Budget
 from governor.services.fleet.pod_model import Pod, ResumedPod
 from governor.services.jobs import checkins
 from governor.services.money.extension_model import Extension
-from governor.services.monitoring.agent_reports import Accepted, NodeAccepted
+from governor.services.monitoring.agent_reports import NodeAccepted, PodAccepted
 from governor.services.monitoring.metric_point_model import MetricPoint
 from governor.services.plans.plan_check_model import AdmittedPlan, PlanCheck
 from governor.services.runs.run_model import CreatedRun, Run, RunDirective
@@ -234,6 +234,10 @@ class RunIn(Strict):
     policy: PolicyIn | None = None
 
 
+class AcknowledgeIn(Strict):
+    reason: Text = "acknowledged by an operator"
+
+
 class CheckpointIn(Strict):
     step: Step
     path: Annotated[str, line(4096, min_length=1)]
@@ -399,7 +403,7 @@ class TelemetryIn(Strict):
     )
 
 
-TelemetryAccepted = api_model(Accepted, name="TelemetryAccepted")
+TelemetryAccepted = api_model(PodAccepted, name="TelemetryAccepted")
 NodeTelemetryAccepted = api_model(NodeAccepted, name="NodeTelemetryAccepted")
 
 

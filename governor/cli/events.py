@@ -16,10 +16,20 @@ SEVERITIES = tuple(s.value for s in Severity)
 
 def show_events(events: list[dict[str, Any]]) -> str:
     rows = [
-        (e["id"], e["at"], e["severity"], e["category"], e["subject"], e["message"])
+        (
+            e["id"],
+            e["at"],
+            e["severity"],
+            e["category"],
+            e["subject"],
+            e["pod_name"],
+            e["run_name"],
+            e["message"],
+        )
         for e in reversed(events)  # oldest first, the newest at the bottom
     ]
-    return table(("id", "at", "severity", "category", "subject", "message"), rows)
+    headers = ("id", "at", "severity", "category", "subject", "pod", "run", "message")
+    return table(headers, rows)
 
 
 def events(api: Api, a: argparse.Namespace) -> Shown:

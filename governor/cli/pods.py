@@ -80,7 +80,13 @@ def show_pods(pods: list[dict[str, Any]], budgets: dict[str, str]) -> str:
     return table(POD_HEADERS, rows, right=(6, 7))
 
 
-def show_stop(o: dict[str, Any]) -> str:
+def show_stop(o: dict[str, Any], pod: str) -> str:
+    if o["state"] == "stopped":
+        return (
+            f"Pod {pod} was already stopped at {o['confirmed_at']} (stop order {o['id']}, "
+            f"{o['reason']}): nothing new was ordered.\n"
+            f"Its workspace is kept. To run it again: governor pod resume {pod}"
+        )
     return fields(
         [
             ("stop order", o["id"]),
@@ -148,7 +154,8 @@ def pod_show(api: Api, a: argparse.Namespace) -> Shown:
 
 def pod_stop(api: Api, a: argparse.Namespace) -> Shown:
     body = given(reason=a.reason)
-    return api.call("POST", path_of(api, POD, a.pod, "stop"), body=body), show_stop
+    order = api.call("POST", path_of(api, POD, a.pod, "stop"), body=body)
+    return order, lambda o: show_stop(o, a.pod)
 
 
 def pod_resume(api: Api, a: argparse.Namespace) -> Shown:

@@ -1,4 +1,4 @@
-"""`governor run`: create, list and show runs."""
+"""`governor run`: create, list, show and acknowledge runs."""
 
 from __future__ import annotations
 
@@ -41,6 +41,12 @@ def show_run(r: dict[str, Any]) -> str:
             ("heartbeat timeout", f"{r['heartbeat_timeout_s']:g} s"),
             ("checkpoint grace", f"{r['checkpoint_grace_s']:g} s"),
             ("ended at", r["ended_at"]),
+            (
+                "acknowledged",
+                f"{r['acknowledged_at']} by {r['acknowledged_by']}"
+                if r["acknowledged_at"]
+                else None,
+            ),
         ]
     )
     if "token" not in r:
@@ -89,8 +95,13 @@ def run_show(api: Api, a: argparse.Namespace) -> Shown:
     return api.call("GET", path_of(api, RUN, a.run)), show_run
 
 
+def run_acknowledge(api: Api, a: argparse.Namespace) -> Shown:
+    body = given(reason=a.reason)
+    return api.call("POST", path_of(api, RUN, a.run, "acknowledge"), body=body), show_run
+
+
 def add_commands(commands: Commands) -> None:
-    runs = group(commands, "run", "create, list and show runs (over HTTP)")
+    runs = group(commands, "run", "create, list, show and acknowledge runs (over HTTP)")
     create = verb(runs, "create", "create a run; prints its job token once", run_create)
     budget_arg(create)
     create.add_argument(
@@ -111,3 +122,12 @@ def add_commands(commands: Commands) -> None:
     paging(listing, "oldest first")
     shown = verb(runs, "show", "a run with its step, checkpoint and directive", run_show)
     shown.add_argument("run", metavar="RUN", help="the run's name or id")
+    seen = verb(
+        runs,
+        "acknowledge",
+        "acknowledge a lost run (its job went silent, its pod stopped): it leaves the "
+        "dashboard's 'Needs you first'",
+        run_acknowledge,
+    )
+    seen.add_argument("run", metavar="RUN", help="the run's name or id")
+    seen.add_argument("--reason", help="what was done about it (recorded)")

@@ -206,6 +206,9 @@ class RunRow(Base):
     pace_step: Mapped[int | None] = mapped_column(Int64)
     pace_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # a lost run seen to by an operator: it no longer needs one first (until lost again)
+    acknowledged_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    acknowledged_by: Mapped[str | None] = mapped_column(Text)
 
 
 class RunPhaseRow(Base):

@@ -6,10 +6,14 @@
     any live state -> lost       its pod stopped, the job silent (or never heard from)
 
 An ended run stays ended: a late heartbeat never brings it back (a late stop acknowledgement
-still records its checkpoint). How long a stop waits for a run to save is decided here too.
+still records its checkpoint). A lost run wants an operator until one acknowledges it (its
+loss has been seen to); a run lost again after a resume wants one again. How long a stop
+waits for a run to save is decided here too.
 """
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from governor.domain.model import Reason, RunStatus
 
@@ -26,6 +30,15 @@ def after_pod_stopped(current: RunStatus, *, heard: bool) -> RunStatus:
     if not current.is_live:
         return current
     return RunStatus.STOPPED if heard else RunStatus.LOST
+
+
+def awaits_acknowledgement(
+    status: RunStatus, ended_at: datetime | None, acknowledged_at: datetime | None
+) -> bool:
+    """A lost run no operator has acknowledged since it was lost."""
+    if status is not RunStatus.LOST:
+        return False
+    return acknowledged_at is None or (ended_at is not None and acknowledged_at < ended_at)
 
 
 def save_grace_s(

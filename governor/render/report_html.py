@@ -15,7 +15,7 @@ from markupsafe import Markup
 from governor.domain.money import ZERO
 from governor.render import templating
 from governor.render.format import in_gib, instant, per_hour, share, usd
-from governor.render.report_text import evidence, spend_line
+from governor.render.report_text import about, evidence, spend_line
 from governor.services.view.report import Report
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -27,7 +27,7 @@ def _environment() -> jinja2.Environment:
     env.filters.update(
         usd=usd, per_hour=per_hour, time=instant, share=share, gib=in_gib, evidence=evidence
     )
-    env.globals.update(line_label=spend_line, ZERO=ZERO)
+    env.globals.update(line_label=spend_line, about=about, ZERO=ZERO)
     return env
 
 

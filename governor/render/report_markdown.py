@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from governor.domain.money import ZERO, dollars, dollars_per_hour
 from governor.domain.text import visible
 from governor.render.format import in_gib, instant, share
-from governor.render.report_text import evidence, spend_line
+from governor.render.report_text import about, evidence, spend_line
 from governor.services.events import Event
 from governor.services.money.pod_bill_model import PodBill
 from governor.services.view.report import Report
@@ -138,6 +138,8 @@ def _stops(r: Report) -> str:
             f"`{o.reason.value}`, ordered {instant(o.created_at)}"
             f" (state `{o.state.value}`). Why: {o.why or 'not recorded'}"
         )
+        if o.asked:
+            lines.append(f"  - asked: {' '.join(o.asked.split())}")
         steps = [("save deadline", o.deadline), ("job notified", o.notified_at)]
         steps += [("job acknowledged", o.acked_at), ("provider stop sent", o.sent_at)]
         steps += [("stop confirmed", o.confirmed_at)]
@@ -242,7 +244,9 @@ def _listed(events: Sequence[Event], note: str | None) -> list[str]:
     lines = [f"*{note}*", ""] if note else []
     for e in events:
         lines.append(
-            f"- {instant(e.at)} **{e.severity.value}** {e.category.value} `{e.subject}`: "
+            f"- {instant(e.at)} **{e.severity.value}** {e.category.value} `{e.subject}`"
+            + (f" ({named})" if (named := about(e)) else "")
+            + ": "
             + " ".join(e.message.split())
             + (f" ({e.count} times, last {instant(e.last_at)})" if e.count > 1 else "")
         )

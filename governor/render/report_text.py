@@ -1,5 +1,5 @@
-"""What the report's HTML and its Markdown write alike: the names of its spend lines, and a
-decision's evidence written out."""
+"""What the report's HTML and its Markdown write alike: the names of its spend lines, what an
+event is about, and a decision's evidence written out."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 from governor.domain.attribution import STOPPED_STORAGE, UNPHASED
 from governor.domain.model import EntryKind
+from governor.services.events import Event
 
 SPEND_LINES = {
     STOPPED_STORAGE: "stopped storage",
@@ -25,3 +26,11 @@ def spend_line(line: str) -> str:
 def evidence(found: dict[str, Any]) -> str:
     """A decision's evidence as JSON, its keys in order."""
     return json.dumps(found, sort_keys=True, default=str)
+
+
+def about(e: Event) -> str:
+    """The run and pod an event is about, by name: "run sft on pod gpu-a", "pod gpu-a", or
+    nothing."""
+    if e.run_name is not None:
+        return f"run {e.run_name} on pod {e.pod_name}"
+    return "" if e.pod_name is None else f"pod {e.pod_name}"

@@ -14,16 +14,17 @@ job's note) is no decision: once its budget is closed and it is old, the retenti
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
 from governor.db.engine import after_commit
-from governor.db.tables import EventRow
+from governor.db.tables import EventRow, PodRow, RunRow
 from governor.domain.model import Category, Severity
 from governor.domain.paging import Page, PageRequest
 from governor.services.notifications import hand_over
@@ -81,6 +82,42 @@ def record(
 
 
 @dataclass(frozen=True)
+class About:
+    """The pod and the run an event is about, by id and by name: a run's event names its pod
+    too; an event about neither (a budget's, a plan's, ...) names none."""
+
+    pod_id: str | None = None
+    pod_name: str | None = None
+    run_id: str | None = None
+    run_name: str | None = None
+
+
+NEITHER = About()
+
+
+def about(session: Session, rows: Iterable[EventRow]) -> dict[str, About]:
+    """What the events' subjects name, by subject, in at most two statements."""
+    subjects = {r.subject for r in rows}
+    runs = [s.removeprefix("run:") for s in subjects if s.startswith("run:")]
+    pods = [s.removeprefix("pod:") for s in subjects if s.startswith("pod:")]
+    found: dict[str, About] = {}
+    if runs:
+        named = session.execute(
+            select(RunRow.id, RunRow.name, PodRow.id, PodRow.name)
+            .join(PodRow, PodRow.id == RunRow.pod_id)
+            .where(RunRow.id.in_(runs))
+        )
+        for run_id, run_name, pod_id, pod_name in named:
+            found[f"run:{run_id}"] = About(pod_id, pod_name, run_id, run_name)
+    if pods:
+        for pod_id, pod_name in session.execute(
+            select(PodRow.id, PodRow.name).where(PodRow.id.in_(pods))
+        ):
+            found[f"pod:{pod_id}"] = About(pod_id, pod_name)
+    return found
+
+
+@dataclass(frozen=True)
 class Event:
     id: int
     at: datetime
@@ -99,9 +136,13 @@ class Event:
         }
     )
     last_at: datetime = field(metadata={"doc": "When the latest of them was recorded"})
+    pod_id: str | None = field(metadata={"doc": "the pod it is about (a run's: its pod)"})
+    pod_name: str | None = field(metadata={"doc": "that pod's name"})
+    run_id: str | None = field(metadata={"doc": "the run it is about"})
+    run_name: str | None = field(metadata={"doc": "that run's name"})
 
 
-def event(row: EventRow) -> Event:
+def event(row: EventRow, named: About) -> Event:
     return Event(
         id=row.id,
         at=row.at,
@@ -113,7 +154,17 @@ def event(row: EventRow) -> Event:
         evidence=row.evidence,
         count=row.count,
         last_at=row.last_at,
+        pod_id=named.pod_id,
+        pod_name=named.pod_name,
+        run_id=named.run_id,
+        run_name=named.run_name,
     )
+
+
+def listed(session: Session, rows: Sequence[EventRow]) -> tuple[Event, ...]:
+    """The events, in the order given, each naming its pod and run."""
+    named = about(session, rows)
+    return tuple(event(r, named.get(r.subject, NEITHER)) for r in rows)
 
 
 def page(
@@ -139,4 +190,4 @@ def page(
         subject=subject,
         since=since,
     )
-    return Page([event(r) for r in rows.items], rows.next_cursor)
+    return Page(list(listed(session, rows.items)), rows.next_cursor)

@@ -15,7 +15,7 @@ from starlette.exceptions import HTTPException
 
 from governor.services.context import ServiceContext, Session
 from governor.services.security import logins
-from governor.web.auth import COOKIE, Keys, PageSession
+from governor.services.security.page_sessions import COOKIE, Keys, PageSession
 
 MAX_FORM_BYTES = 4096
 

@@ -23,8 +23,8 @@ from governor.services.fleet import resumes
 from governor.services.money import extensions
 from governor.services.security import logins, tokens
 from governor.services.security.auth_limits import TooManyAttempts
-from governor.services.view import pages, status
-from governor.web.auth import COOKIE
+from governor.services.security.page_sessions import COOKIE
+from governor.services.view import pages, status, token_list
 from governor.web.deps import Context, Form, Now, SignedIn, Tx, WebKit
 
 STATIC = Path(__file__).parent / "static"
@@ -278,16 +278,17 @@ def resume(pod_id: str, page: SignedIn, kit: WebKit, form: Form, ctx: Context, t
 
 @router.get("/status/tokens")
 def tokens_page(request: Request, kit: WebKit, page: SignedIn, tx: Tx, now: Now) -> Response:
-    """Every token on file, for operators: whom each is for, when it ends, and Revoke."""
+    """Every token on file, for operators: whom each is for, what it is bound to (by name),
+    when it ends, and Revoke."""
     if page is None:
         return _signed_out(request)
     if not page.can_decide:
         return _refused("Tokens are for operators: sign in with an operator token to see them.")
     with tx() as session:
-        shown = tokens.listing(session, WHOLE)
+        shown = token_list.token_list(session, WHOLE)
     context = {
-        "tokens": shown.items,
-        "more": shown.next_cursor is not None,
+        "tokens": shown.tokens,
+        "more": shown.more,
         "at": now,
         "page": page,
         "notice": NOTICES.get(request.query_params.get("notice", "")),

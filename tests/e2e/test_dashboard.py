@@ -782,6 +782,8 @@ def test_get_v1_status_needs_a_viewer_token_and_has_the_dashboards_shape(
             "kind": "extension-pending",
             "subject": "operator",
             "message": "extension of $2.50 awaits a decision: shape check",
+            "run": None,  # the operator asked: no run's request
+            "pod": None,
         }
     ]
     [e] = b["pending_extensions"]

@@ -37,6 +37,9 @@ def test_demo_ends_ok_with_the_pod_stopped_keeping_its_volume(tmp_path: Path) ->
     output = f"{result.stdout}\n--- stderr ---\n{result.stderr}"
     assert result.returncode == 0, output
     assert re.search(r"^Result after \d+ s: OK$", result.stdout, re.MULTILINE), output
+    # the dashboard's address comes first, before any narration
+    assert re.search(r"^  dashboard\s+http://127\.0\.0\.1:\d+/status ", result.stdout, re.M)
+    assert result.stdout.index("/status ") < result.stdout.index("Budget  ")
     assert "NOT OK" not in result.stdout
     # Its budget requires a plan: one is checked, and admitted, before the pod is registered.
     assert re.search(r"^Plan\s+demo-fine-tune: go, worst case \$\d+\.\d\d", result.stdout, re.M)

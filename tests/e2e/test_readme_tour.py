@@ -118,6 +118,10 @@ def test_the_readme_tour_runs_top_to_bottom_and_shows_what_comes_back(
     server = start_server(GOVERNOR_FAKE_HOURLY_RATE_USD="2.00")  # what `make serve` bills
 
     responses = run_tour(script.replace(TOUR_SERVER, server.url), server, tmp_path)
+    # the job's token stays in the shell: no file the tour leaves behind holds it
+    left = [f.name for f in tmp_path.iterdir() if f.is_file() and "gov_job_" in f.read_text()]
+    assert left == [], f"the tour leaves the job's token in {left}"
+    assert not (tmp_path / "run.json").exists()
 
     for number, body in sorted(responses.items()):
         assert not (isinstance(body, dict) and "error" in body), f"line {number}: {body}"

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from governor.domain.model import BudgetState, Requester, Severity
+from fastapi.testclient import TestClient
+
+from governor.db.tables import PodRow, RunRow
+from governor.domain.model import BudgetState, PodState, Requester, RunStatus, Severity
 from governor.services.money import extensions
+from governor.services.runs import lifecycle
 from governor.services.view.dashboard_model import BudgetStatus
 from tests.clock import FrozenClock
-from tests.integration.conftest import Governor, gpu_sample, make_governor, read_dashboard
+from tests.integration.conftest import Governor, gpu_sample, make_governor, ok, read_dashboard
 
 
 def by_id(budgets: tuple[BudgetStatus, ...]) -> dict[str, BudgetStatus]:
@@ -28,8 +32,10 @@ def test_the_budget_nearest_its_ceiling_comes_first_and_says_when_it_stops(gov: 
         gov.tick(200)  # the small one reaches its ceiling and stops; the others burn on
 
     dash = read_dashboard(gov)
-    assert [b.id for b in dash.budgets] == [urgent, calm, idle, spent]
-    first = dash.budgets[0]
+    # worst first: the exhausted one is red, the urgent one amber, the others fine
+    assert [b.id for b in dash.budgets] == [spent, urgent, calm, idle]
+    assert [b.attention for b in dash.budgets] == [Severity.CRITICAL, Severity.WARNING, None, None]
+    first = dash.budgets[1]
     assert first.seconds_to_ceiling is not None and 0 < first.seconds_to_ceiling < 3600
     assert (first.next_step.what, first.next_step.unless) == ("stops h100-sft", "unless extended")
     assert first.next_step.at == first.projected_exhaustion_at
@@ -78,11 +84,13 @@ def test_a_run_silent_past_its_timeout_is_a_critical_problem_of_its_budget(gov: 
     assert [b.id for b in dash.budgets] == [quiet, soon]  # how bad comes before how soon
     silent = dash.budgets[0]
     [problem] = silent.problems
-    assert (problem.severity, problem.kind, problem.subject) == (
+    assert (problem.severity, problem.kind, problem.run, problem.pod) == (
         Severity.CRITICAL,
         "heartbeat-lost",
         "job",
+        "quiet-pod",
     )
+    assert problem.where == "job on quiet-pod"
     assert "60 s timeout" in problem.message
     assert silent.attention is Severity.CRITICAL  # its figures alone are far from the ceiling
 
@@ -106,6 +114,8 @@ def test_full_gpu_memory_and_a_pending_extension_keep_a_budget_from_looking_fine
     ]
     assert b.problems[0].message == "GPU memory nearly full: GPU 0 at 98%"
     assert b.problems[1].message == "extension of $750.00 awaits a decision: another epoch"
+    assert (b.problems[0].pod, b.problems[0].run) == ("pod-1", None)
+    assert (b.problems[1].pod, b.problems[1].run) == (None, None)
     assert b.attention is Severity.WARNING
 
 
@@ -129,3 +139,81 @@ def test_a_stop_the_provider_keeps_refusing_is_a_critical_problem(
         "h100-sft",
     )
     assert "simulated provider error (HTTP 503)" in problem.message
+
+
+def test_a_lost_job_stays_first_after_its_pod_stopped_until_an_operator_acknowledges_it(
+    gov: Governor, client: TestClient
+) -> None:
+    calm = gov.budget(ceiling="100000")
+    gov.pod(calm, ref="calm-pod")
+    quiet = gov.budget(ceiling="100000")
+    pod = gov.pod(quiet, ref="quiet-pod")
+    run = gov.run(quiet, pod, timeout_s=60)
+    gov.beat(run, step=10)
+    gov.tick(61)  # silent past its timeout: its pod is ordered to stop
+    gov.tick(1)  # the provider is asked: the fake cloud answers "pending" for 30 s
+    gov.tick(31)  # then "stopped"
+    with gov.session() as s:
+        assert s.get(RunRow, run).status is RunStatus.LOST
+        assert s.get(PodRow, pod).state is PodState.STOPPED
+
+    dash = read_dashboard(gov)
+    assert [b.id for b in dash.budgets] == [quiet, calm]
+    [problem] = dash.budgets[0].problems
+    assert (problem.severity, problem.kind, problem.where) == (
+        Severity.WARNING,
+        "run-lost",
+        "job on quiet-pod",
+    )
+    assert f"governor run acknowledge {run}" in problem.message
+    assert dash.budgets[0].runs[0].awaiting_acknowledgement
+
+    acknowledged = ok(client.post(f"/v1/runs/{run}/acknowledge", json={"reason": "relaunched"}))
+    assert acknowledged["acknowledged_at"] == gov.clock.now().isoformat().replace("+00:00", "Z")
+    assert acknowledged["acknowledged_by"].startswith("the bootstrap operator token (tok_")
+    assert read_dashboard(gov).budgets[0].problems == ()
+    audited = {"category": "operator", "subject": f"run:{run}"}
+    audit = ok(client.get("/v1/events", params=audited))["items"][0]
+    assert audit["message"] == (
+        f"Lost run 'job' on pod 'quiet-pod' acknowledged by {acknowledged['acknowledged_by']}: "
+        "relaunched"
+    )
+    assert (audit["run_name"], audit["pod_name"]) == ("job", "quiet-pod")
+    assert audit["evidence"]["reason"] == "relaunched"
+
+    gov.clock.advance(5)
+    again = ok(client.post(f"/v1/runs/{run}/acknowledge"))
+    assert again["acknowledged_at"] == acknowledged["acknowledged_at"]  # idempotent
+    audits = ok(client.get("/v1/events", params=audited))
+    assert [e["message"] for e in audits["items"]].count(audit["message"]) == 1
+
+
+def test_only_a_lost_run_can_be_acknowledged(gov: Governor, client: TestClient) -> None:
+    budget = gov.budget(ceiling="100000")
+    run = gov.run(budget, gov.pod(budget))
+    refused = client.post(f"/v1/runs/{run}/acknowledge", json={"reason": "seen"})
+    assert refused.status_code == 409
+    assert refused.json()["error"]["code"] == "conflict"
+    assert "is running" in refused.json()["error"]["message"]
+    assert client.post("/v1/runs/run_unknown/acknowledge").status_code == 404
+
+
+def test_a_jobs_extension_request_is_a_problem_named_by_its_run_and_pod(gov: Governor) -> None:
+    budget = gov.budget(ceiling="100000")
+    pod = gov.pod(budget, ref="gpu-a")
+    spec = lifecycle.RunSpec("sft", pod)
+    with gov.session() as s:
+        run = lifecycle.create(s, gov.ctx.config, budget, spec, gov.clock.now())[0].id
+    with gov.session() as s:
+        extensions.request(
+            s, budget, Decimal(40), "eval rerun", Requester.JOB, gov.clock.now(), run_id=run
+        )
+    [b] = read_dashboard(gov).budgets
+    [problem] = b.problems
+    assert (problem.kind, problem.subject, problem.run, problem.pod, problem.where) == (
+        "extension-pending",
+        "sft",  # the run that asked, not "job"
+        "sft",
+        "gpu-a",
+        "sft on gpu-a",
+    )

@@ -8,6 +8,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from governor.db import repository as repo
@@ -192,10 +193,36 @@ def test_readings_for_a_stopped_pod_are_flagged_not_shown_as_live(gov: Governor)
         stopped = repo.get_pod(s, pod)
         samples = s.scalars(select(GpuSampleRow.at).where(GpuSampleRow.pod_id == pod)).all()
     assert stopped.state is PodState.STOPPED
-    assert stopped.telemetry_note == "readings arrive for a stopped pod and are not kept"
+    said = (
+        "readings arrive for a stopped pod and are not kept: stop its agent, or resume the pod "
+        "to run it again"
+    )
+    assert stopped.telemetry_note == said
     assert max(samples) < stopped.stopped_at  # nothing after the stop
     flagged = [m for m in messages(gov) if "readings arrive for a stopped pod" in m]
-    assert len(flagged) == 1
+    assert flagged == [f"GPU {said}."]  # once, and not as telemetry unavailable
+    assert not any(m.startswith("GPU telemetry unavailable") for m in messages(gov))
+
+
+def test_an_agent_reporting_for_a_stopped_pod_is_told_its_readings_are_not_kept(
+    gov: Governor, client: TestClient
+) -> None:
+    budget = gov.budget("1000")
+    pod = gov.pod(budget)
+    reading = {"at": gov.clock.now().isoformat(), "gpus": []}
+    kept = client.post(f"/v1/pods/{pod}/telemetry", json={"readings": [reading]})
+    assert kept.status_code == 202 and kept.json()["not_kept"] is None
+    client.post(f"/v1/pods/{pod}/stop")
+    gov.tick(1)
+    gov.tick(31)
+    refused = client.post(f"/v1/pods/{pod}/telemetry", json={"readings": [reading]})
+    assert refused.status_code == 202
+    assert refused.json() == {
+        "readings": 1,
+        "samples": 0,
+        "not_kept": "readings arrive for a stopped pod and are not kept: stop its agent, or "
+        "resume the pod to run it again",
+    }
 
 
 def test_gpus_that_are_not_what_the_pod_was_registered_with_raise_one_warning(
@@ -222,3 +249,24 @@ def test_gpus_that_match_their_registration_raise_nothing(gov: Governor) -> None
         pod = pods.register(s, gov.ctx, budget, registration, gov.clock.now()).id
     gov.report(pod, replace(gpu_sample(), name="NVIDIA H100 80GB HBM3"))
     assert not any(m.startswith("The pod was registered with") for m in messages(gov))
+
+
+def test_stopping_a_pod_already_stopped_answers_200_with_the_order_that_stopped_it(
+    gov: Governor, client: TestClient
+) -> None:
+    budget = gov.budget(ceiling="1000")
+    pod = gov.pod(budget, ref="gpu-a")
+    first = client.post(f"/v1/pods/{pod}/stop", json={"reason": "end of day"})
+    assert first.status_code == 202 and first.json()["state"] == "requested"
+    again = client.post(f"/v1/pods/{pod}/stop")  # under way: the same order, still accepted
+    assert (again.status_code, again.json()["id"]) == (202, first.json()["id"])
+    gov.tick(1)
+    gov.tick(31)  # the fake cloud answers "pending" for 30 s, then "stopped"
+    assert client.get(f"/v1/pods/{pod}").json()["state"] == "stopped"
+
+    stopped = client.post(f"/v1/pods/{pod}/stop", json={"reason": "again"})
+    assert stopped.status_code == 200  # nothing new is ordered
+    assert stopped.json()["id"] == first.json()["id"]
+    assert stopped.json()["state"] == "stopped" and stopped.json()["confirmed_at"] is not None
+    with gov.session() as s:
+        assert len(s.scalars(select(StopOrderRow).where(StopOrderRow.pod_id == pod)).all()) == 1

@@ -392,9 +392,16 @@ def test_the_markdown_report_names_pods_with_their_providers_reference_beside(
     assert f"| h100-sft | {pod} | fake pod-1 | — | stopping |" in by_pod
     stops = text[text.index("## Stops") : text.index("## Failures")]
     assert f"- **h100-sft** (fake pod-1, {pod}): `manual`" in stops
+    assert "  - asked: Pod stop asked by operator token 'tests' (tok_tests): end of day\n" in stops
+    timeline = text[text.index("## Timeline") :]
+    assert f"`run:{run}` (run job on pod h100-sft): Run 'job' created" in timeline
+    assert f"`pod:{pod}` (pod h100-sft): Pod stop asked" in timeline
     page = report_html.document(build(gov, budget))  # the same names on the HTML report
     assert "<td>h100-sft</td>" in page
     assert f'<b>h100-sft</b> (fake pod-1, <span class="mono">{pod}</span>)' in page
+    asked = "<li>asked: Pod stop asked by operator token &#39;tests&#39; (tok_tests): end of day"
+    assert asked in page
+    assert f'<span class="mono">run:{run}</span> · run job on pod h100-sft</span>' in page
 
 
 def test_each_admitted_plan_shows_what_it_holds_back_against_what_it_spent(gov: Governor) -> None:

@@ -38,6 +38,7 @@ WHO = {
     ("GET", "/v1/runs"): "viewer",
     ("GET", "/v1/runs/{run_id}"): "viewer",
     ("GET", "/v1/runs/{run_id}/metrics"): "viewer",
+    ("POST", "/v1/runs/{run_id}/acknowledge"): "operator",
     ("POST", "/v1/runs/{run_id}/heartbeat"): "job",
     ("POST", "/v1/runs/{run_id}/events"): "job",
     ("POST", "/v1/budgets/{budget_id}/extensions"): "job",

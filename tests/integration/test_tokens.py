@@ -11,8 +11,10 @@ import pytest
 from governor.db import repository as repo
 from governor.domain.errors import Conflict, Unauthenticated
 from governor.domain.model import Role
+from governor.domain.paging import WHOLE
 from governor.services.fleet import budgets, pods
 from governor.services.security import logins, tokens
+from governor.services.view import token_list
 from tests.integration.conftest import BY, Governor
 
 
@@ -69,3 +71,26 @@ def test_a_released_pods_agent_token_ends(gov: Governor) -> None:
         budgets.close(s, budget, "over", True, gov.clock.now(), by=BY)
     with gov.session() as s, pytest.raises(Unauthenticated, match="revoked"):
         tokens.authenticate(s, agent, gov.clock.now())
+
+
+def test_the_operators_list_names_what_each_token_is_bound_to(gov: Governor) -> None:
+    budget = gov.budget()
+    pod = gov.pod(budget, ref="gpu-a")
+    run = gov.run(budget, pod)
+    now = gov.clock.now()
+    with gov.session() as s:
+        tokens.grant(s, Role.AGENT, now, by=BY, label="agent of gpu-a", pod_id=pod)
+        tokens.grant(s, Role.AGENT, now, by=BY, label="node agent", node="node-7")
+        tokens.grant(s, Role.VIEWER, now, by=BY, label="wallboard")
+        listed = token_list.token_list(s, WHOLE)
+    bound = {
+        (line.token.label or line.token.role.value): [(b.kind, b.name, b.id) for b in line.bound_to]
+        for line in listed.tokens
+    }
+    assert bound == {
+        "job": [("run", "job", run), ("pod", "gpu-a", pod), ("budget", "pilot", budget)],
+        "agent of gpu-a": [("pod", "gpu-a", pod), ("budget", "pilot", budget)],
+        "node agent": [("node", "node-7", None)],
+        "wallboard": [],
+    }
+    assert not listed.more

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from fastapi import Response
+
 from governor.api.deps import Context, Now, Operator, Paging, Tx, Viewer
 from governor.api.error_responses import errors
 from governor.api.route import api_router
@@ -13,6 +15,7 @@ from governor.api.schemas import (
     page_of,
 )
 from governor.domain.paging import Page
+from governor.domain.stop_order import StopState
 from governor.services.fleet import pod_model, pods
 from governor.services.fleet.pod_model import Pod, ResumedPod
 from governor.services.security.safe_input import QueryName
@@ -54,15 +57,36 @@ def get_pod(pod_id: str, _: Viewer, ctx: Context, tx: Tx, now: Now) -> Pod:
 
 
 @router.post(
-    "/v1/pods/{pod_id}/stop", status_code=202, response_model=StopOrderOut, responses=errors(409)
+    "/v1/pods/{pod_id}/stop",
+    status_code=202,
+    response_model=StopOrderOut,
+    responses={
+        200: {
+            "model": StopOrderOut,
+            "description": "the pod was already stopped: the stop order that stopped it (its "
+            "`confirmed_at` says when); nothing new is ordered",
+        },
+        **errors(409),
+    },
 )
 def stop(
-    pod_id: str, caller: Operator, ctx: Context, tx: Tx, now: Now, body: StopIn | None = None
+    pod_id: str,
+    caller: Operator,
+    ctx: Context,
+    tx: Tx,
+    now: Now,
+    response: Response,
+    body: StopIn | None = None,
 ) -> StopOrder:
-    """Stop the pod the way that keeps its workspace, after its job has had time to save."""
+    """Stop the pod the way that keeps its workspace, after its job has had time to save.
+    Asking again while a stop is under way returns that stop order; a pod already stopped is
+    answered 200 with the order that stopped it: resume it with `POST /v1/pods/{id}/resume`."""
     reason = (body or StopIn()).reason
     with tx() as session:
-        return pod_model.stop(session, ctx, pod_id, reason, now, by=caller)
+        order = pod_model.stop(session, ctx, pod_id, reason, now, by=caller)
+    if order.state is StopState.STOPPED:
+        response.status_code = 200
+    return order
 
 
 @router.post("/v1/pods/{pod_id}/resume", response_model=ResumedOut, responses=errors(409))

@@ -4,7 +4,7 @@ from typing import Annotated, Literal
 
 from fastapi import Query, Response
 
-from governor.api.deps import Context, Now, Tx, Viewer
+from governor.api.deps import Context, Now, PageViewer, Tx
 from governor.api.report_view import ReportOut
 from governor.api.route import api_router
 from governor.render import report_html, report_markdown
@@ -23,7 +23,7 @@ HTML_POLICY = "default-src 'none'; style-src 'self'; frame-ancestors 'none'; bas
 )
 def get_report(
     budget_id: str,
-    _: Viewer,
+    _: PageViewer,
     ctx: Context,
     tx: Tx,
     now: Now,
@@ -31,7 +31,8 @@ def get_report(
 ) -> run_report.Report | Response:
     """The run record: spend by pod and by phase, stops and why, failures by category,
     extensions, measured peaks next to the preflight verdicts, and every decision with its
-    evidence. `?format=md` gives it as Markdown, `?format=html` as a page for a browser."""
+    evidence. `?format=md` gives it as Markdown, `?format=html` as a page for a browser. A
+    browser signed in to the dashboard may open it with its session alone (no bearer token)."""
     with tx.read() as session:
         built = run_report.build(session, ctx.config, budget_id, now)
         if fmt == "md":

@@ -16,6 +16,7 @@ from governor.api.deps import (
 from governor.api.error_responses import errors
 from governor.api.route import api_router
 from governor.api.schemas import (
+    AcknowledgeIn,
     EventOut,
     MetricPointOut,
     RunCreated,
@@ -76,6 +77,22 @@ def list_runs(
 def get_run(run_id: str, _: Viewer, tx: Tx) -> Run:
     with tx.read() as session:
         return run_model.get(session, run_id)
+
+
+@router.post("/v1/runs/{run_id}/acknowledge", response_model=RunOut, responses=errors(409))
+def acknowledge(
+    run_id: str,
+    caller: Operator,
+    tx: Tx,
+    now: Now,
+    body: AcknowledgeIn | None = None,
+) -> Run:
+    """Acknowledge a lost run (its job went silent and its pod stopped): it leaves what needs
+    an operator first, and the acknowledgement is an event with who and why. Asking again
+    returns the run unchanged; a run that is not lost answers 409."""
+    reason = (body or AcknowledgeIn()).reason
+    with tx() as session:
+        return run_model.acknowledge(session, run_id, reason, now, by=caller)
 
 
 @router.get("/v1/runs/{run_id}/metrics", response_model=page_of(MetricPointOut))

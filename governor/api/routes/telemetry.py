@@ -20,7 +20,7 @@ from governor.domain.telemetry import (
     Reading,
 )
 from governor.services.monitoring import agent_reports
-from governor.services.monitoring.agent_reports import Accepted, NodeAccepted
+from governor.services.monitoring.agent_reports import NodeAccepted, PodAccepted
 
 router = api_router(tags=["telemetry"])
 
@@ -47,8 +47,9 @@ def _reading(body: ReadingIn) -> Reading:
 
 
 @router.post("/v1/pods/{pod_id}/telemetry", status_code=202, response_model=TelemetryAccepted)
-def report(pod_id: str, body: TelemetryIn, _: AgentOfPod, tx: Tx, now: Now) -> Accepted:
-    """A batch of GPU readings from the pod's agent (oldest first; a backlog is fine)."""
+def report(pod_id: str, body: TelemetryIn, _: AgentOfPod, tx: Tx, now: Now) -> PodAccepted:
+    """A batch of GPU readings from the pod's agent (oldest first; a backlog is fine). A pod
+    that is not running keeps none: `not_kept` says so, and what to do."""
     readings = [_reading(r) for r in body.readings]
     claim = ProcessClaim.of(body.process_pids, body.process_pattern)
     with tx() as session:

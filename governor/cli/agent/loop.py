@@ -5,6 +5,8 @@ run on this machine (`--node`, a node agent's token: a Kubernetes DaemonSet on t
 A reading is never lost to a short outage: while the server cannot be reached, readings wait
 in a bounded backlog (the oldest are dropped first when it is full) and are sent in order
 once it answers again. A rejected token or an unknown pod stops the agent with a clear message.
+A pod that is no longer running keeps none of its readings: the agent says so once, with what
+to do, and goes on (the pod may be resumed).
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ class Agent:
         self.dropped = 0
         self.sent = 0
         self.reachable = True
+        self.not_kept: str | None = None  # why the server keeps none of the readings, if so
 
     def poll(self) -> Reading:
         """Read the GPUs once and queue the reading."""
@@ -120,7 +123,24 @@ class Agent:
         if not self.reachable:
             log.warning("the server answers again; sending %d buffered readings", len(self.backlog))
             self.reachable = True
+        self._kept(response)
         return True
+
+    def _kept(self, response: httpx.Response) -> None:
+        """Say once that the server keeps none of the readings (the pod is not running), and
+        once that it keeps them again."""
+        try:
+            answer = response.json()
+        except ValueError:
+            answer = None
+        said = answer.get("not_kept") if isinstance(answer, dict) else None
+        if said == self.not_kept:
+            return
+        if said:
+            log.warning("the server keeps none of the %s's readings: %s", self.target.kind, said)
+        else:
+            log.warning("the server keeps the %s's readings again", self.target.kind)
+        self.not_kept = said
 
     def _unreachable(self, why: str) -> None:
         if self.reachable:

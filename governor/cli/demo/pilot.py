@@ -108,8 +108,8 @@ def run_demo(port: int, keep_serving: bool) -> int:
             return 1
         code = 0 if _pilot(url, token, fake, home, halt) else 1
         if keep_serving:
-            say(f"\nThe server is still up at {url} (API docs at {url}/docs); the curl commands")
-            say("above still work. Press Ctrl-C to stop.")
+            say(f"\nThe server is still up at {url}: the dashboard at {url}/status, API docs at")
+            say(f"{url}/docs; the curl commands above still work. Press Ctrl-C to stop.")
             while thread.is_alive():
                 thread.join(0.5)
     except KeyboardInterrupt:
@@ -187,6 +187,7 @@ def _header(
     rate = Decimal(pod["hourly_rate_usd"])
     auth = '-H "Authorization: Bearer $TOKEN"'
     say(f"gpu-governor demo: a real governor server at {url}, with a simulated cloud.")
+    say(f"  dashboard       {url}/status (sign in with the operator token)")
     say(f"  API docs        {url}/docs")
     say(f"  operator token  {token}")
     say("  look for yourself while it runs, from another terminal:")

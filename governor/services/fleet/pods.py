@@ -224,7 +224,8 @@ def _warn_terminate_only(session: Session, pod: PodRow, now: datetime) -> None:
 def stop_manually(
     session: Session, ctx: ServiceContext, pod_id: str, reason: str, now: datetime, *, by: Principal
 ) -> StopOrderRow:
-    """An operator's preserving stop. Asking again while one is under way returns that one.
+    """An operator's preserving stop. Asking again while one is under way returns that one;
+    for a pod already stopped, the order that stopped it (in state stopped): nothing new.
 
     The ask is the event that is told (who asked and why); the stop order it leads to is
     recorded as information, so a manual stop sends one notice, not two."""
@@ -234,7 +235,14 @@ def stop_manually(
     if pod.state in (PodState.STOPPED, PodState.GONE):
         latest = repo.latest_stop_order(session, pod.id)
         if latest is None:
-            raise Conflict(f"pod {pod.id} is already {pod.state.value}")
+            raise Conflict(
+                f"pod {pod.name!r} ({pod.id}) is already {pod.state.value}: nothing to stop"
+                + (
+                    f"; resume it with POST /v1/pods/{pod.id}/resume (governor pod resume)"
+                    if pod.state is PodState.STOPPED
+                    else ""
+                )
+            )
         return latest
     events.record(
         session,

@@ -359,7 +359,16 @@ _LIVE_PODS = (  # what the figures, the GPU and finished rules and the canary ho
     .where(one_of(_PODS.c.budget_id, "budget_ids"), _PODS.c.state != PodState.GONE)
     .order_by(_PODS.c.created_at, _PODS.c.id)
 )
-_UNREAD = ("name", "attempt", "created_at", "metrics", "health_rules", "health_state")
+_UNREAD = (
+    "name",
+    "attempt",
+    "created_at",
+    "metrics",
+    "health_rules",
+    "health_state",
+    "acknowledged_at",  # an operator's word on a lost run: no rule reads it
+    "acknowledged_by",
+)
 _LIVE_RUNS = (  # every column a rule may read: not the job's latest metrics nor its statistics
     select(*(c for c in _RUNS.c if c.name not in _UNREAD))
     .join_from(_RUNS, _PODS, _RUNS.c.pod_id == _PODS.c.id)

@@ -21,6 +21,16 @@ class Accepted:
 
 
 @dataclass(frozen=True)
+class PodAccepted(Accepted):
+    not_kept: str | None = field(
+        metadata={
+            "doc": "why none of the readings were kept and what to do (the pod is not "
+            "running: stop its agent, or resume the pod); null: they were"
+        }
+    )
+
+
+@dataclass(frozen=True)
 class NodeAccepted(Accepted):
     pods: tuple[str, ...] = field(
         metadata={"doc": "the pods running on the node, which got the readings"}
@@ -34,14 +44,16 @@ def report(
     gpu_uuids: Sequence[str] | None,
     claim: ProcessClaim | None,
     now: datetime,
-) -> Accepted:
-    """A pod agent's readings, with the GPUs and processes it names as the pod's, if it does."""
+) -> PodAccepted:
+    """A pod agent's readings, with the GPUs and processes it names as the pod's, if it does;
+    for a pod that is not running, none is kept, and the answer says why."""
     pod = repo.get_pod(session, pod_id)
     if gpu_uuids is not None:
         telemetry.claim(session, pod, gpu_uuids, now)
     if claim is not None:
         telemetry.claim_processes(session, pod, claim, now)
-    return Accepted(len(readings), telemetry.ingest(session, pod, readings, now))
+    samples = telemetry.ingest(session, pod, readings, now)
+    return PodAccepted(len(readings), samples, telemetry.not_kept(pod))
 
 
 def report_node(

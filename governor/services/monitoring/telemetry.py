@@ -125,9 +125,10 @@ def ingest(session: Session, pod: PodRow, readings: Iterable[Reading], now: date
     """Store a batch of readings for `pod`, oldest first. Returns how many GPU samples it held.
 
     Readings for a pod that is no longer running are not kept (they would show a stopped pod
-    as busy): the pod's telemetry note says so, once, with an event."""
-    if not pod.state.bills_compute:
-        _note(session, pod, f"readings arrive for a {pod.state.value} pod and are not kept", now)
+    as busy): the pod's telemetry note says so, once, with an event (not_kept)."""
+    refused = not_kept(pod)
+    if refused is not None:
+        _note(session, pod, refused, now, said=f"GPU {refused}.")
         return 0
     count = 0
     live_runs = [r for r in repo.runs_on_pod(session, pod.id) if r.status.is_live]
@@ -146,6 +147,16 @@ def ingest(session: Session, pod: PodRow, readings: Iterable[Reading], now: date
             for run in live_runs:  # what the pod's own processes hold, where it names them
                 _raise_peak(session, peaks, run.id, own_part(gpu, claim), at)
     return count
+
+
+def not_kept(pod: PodRow) -> str | None:
+    """Why the pod's readings are not kept, and what to do; None: they are."""
+    if pod.state.bills_compute:
+        return None
+    return (
+        f"readings arrive for a {pod.state.value} pod and are not kept: stop its agent, or "
+        "resume the pod to run it again"
+    )
 
 
 def _row(pod_id: str, at: datetime, gpu: GpuSample) -> GpuSampleRow:
@@ -217,18 +228,23 @@ def _note_availability(session: Session, pod: PodRow, reading: Reading, at: date
     _note(session, pod, note, at)
 
 
-def _note(session: Session, pod: PodRow, note: str | None, at: datetime) -> None:
-    """What is wrong with the pod's telemetry, if anything; an event when that changes."""
+def _note(
+    session: Session, pod: PodRow, note: str | None, at: datetime, *, said: str | None = None
+) -> None:
+    """What is wrong with the pod's telemetry, if anything; an event when that changes, its
+    message `said`, or by default the note as telemetry unavailable."""
     if note == pod.telemetry_note:
         return
     pod.telemetry_note = note
+    if said is None:
+        said = f"GPU telemetry unavailable: {note}" if note else "GPU telemetry is available again."
     events.record(
         session,
         at,
         Severity.WARNING if note else Severity.INFO,
         Category.TELEMETRY,
         f"pod:{pod.id}",
-        f"GPU telemetry unavailable: {note}" if note else "GPU telemetry is available again.",
+        said,
         budget_id=pod.budget_id,
         evidence={"reason": note},
         routine=True,

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 from governor.db import repository as repo
 from governor.domain.model import Category, Severity
 from governor.services import events
-from governor.services.events import Event, event
+from governor.services.events import Event
 
 
 def report(
@@ -39,4 +39,5 @@ def report(
         routine=True,
     )
     session.flush()
-    return event(row)
+    [shown] = events.listed(session, [row])
+    return shown

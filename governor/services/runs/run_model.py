@@ -15,7 +15,8 @@ from governor.db.tables import RunRow
 from governor.domain.model import Action, Phase, Reason, RunStatus
 from governor.domain.paging import Page, PageRequest
 from governor.services.context import GovernorConfig
-from governor.services.runs import lifecycle
+from governor.services.runs import acknowledgements, lifecycle
+from governor.services.security.tokens import Principal
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,10 @@ class Run:
     ended_at: datetime | None = field(
         metadata={"doc": "when the run ended: its job said so, its pod stopped, or it was lost"}
     )
+    acknowledged_at: datetime | None = field(
+        metadata={"doc": "when an operator last acknowledged it lost (null: never)"}
+    )
+    acknowledged_by: str | None = field(metadata={"doc": "who did"})
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,8 @@ def run(session: Session, row: RunRow) -> Run:
         created_at=row.created_at,
         started_at=row.started_at,
         ended_at=row.ended_at,
+        acknowledged_at=row.acknowledged_at,
+        acknowledged_by=row.acknowledged_by,
     )
 
 
@@ -134,3 +141,8 @@ def create(
     """Start the run (lifecycle.create): it, with its job's token, shown once."""
     row, token = lifecycle.create(session, config, budget_id, spec, now)
     return CreatedRun(**vars(run(session, row)), token=token)
+
+
+def acknowledge(session: Session, run_id: str, reason: str, now: datetime, *, by: Principal) -> Run:
+    """Acknowledge a lost run (acknowledgements.acknowledge): the run as it then stands."""
+    return run(session, acknowledgements.acknowledge(session, run_id, reason, now, by=by))

@@ -38,3 +38,10 @@ def role_of(session: Session, token_id: str, now: datetime) -> Role | None:
     if row is None or row.revoked_at is not None or row.role not in PAGE_ROLES:
         return None
     return None if row.expires_at is not None and row.expires_at <= now else row.role
+
+
+def page_caller(session: Session, token_id: str, now: datetime) -> tokens.Principal | None:
+    """Who a page session calls as, where the page's cookie also opens an API route: its
+    token, while still in force for the page."""
+    role = role_of(session, token_id, now)
+    return None if role is None else tokens.Principal(role, token_id=token_id)

@@ -45,66 +45,104 @@ RUN_PROBLEMS = {
 
 
 def problems(
+    state: BudgetState,
     pods: Sequence[PodStatus],
     runs: Sequence[RunLine],
     pending: Sequence[PendingExtension],
 ) -> tuple[Problem, ...]:
-    """The budget's open problems, the worst first."""
+    """The budget's open problems, the worst first, each naming its run and pod. A closed
+    budget's lost runs are none: closing it was an operator's word on all of them."""
+    pod_names = {p.id: p.name for p in pods}
     found: list[Problem] = []
     for run in runs:
-        if not run.status.is_live:
-            continue
-        if run.heartbeat_late:
-            silent = "never heard from" if run.heartbeat_age_s is None else "silent"
-            found.append(
-                Problem(
-                    Severity.CRITICAL,
-                    "heartbeat-lost",
-                    run.name,
-                    f"heartbeat lost: {silent} past its {run.heartbeat_timeout_s:g} s timeout",
-                )
-            )
-        if run.directive_reason in RUN_PROBLEMS:
-            what = RUN_PROBLEMS[run.directive_reason]
-            severity = Severity.CRITICAL if run.directive is Action.STOP else Severity.WARNING
-            detail = f": {run.directive_message}" if run.directive_message else ""
-            found.append(Problem(severity, run.directive_reason.value, run.name, what + detail))
+        found += _run_problems(run, pod_names.get(run.pod_id, run.pod_id), state)
     for pod in pods:
-        stop = pod.stop
-        if stop is not None and stop.state == StopState.HELD:
-            found.append(
-                Problem(
-                    Severity.CRITICAL,
-                    "stop-held",
-                    pod.name,
-                    "stop held: the provider can only terminate it and no checkpoint is on its "
-                    "persistent filesystem; an operator must decide",
-                )
+        found += _pod_problems(pod)
+    by_id = {r.id: r for r in runs}
+    for e in pending:
+        asked = by_id.get(e.run_id or "")
+        found.append(
+            Problem(
+                Severity.WARNING,
+                "extension-pending",
+                e.requested_by.value if asked is None else asked.name,
+                f"extension of {dollars(e.amount)} awaits a decision: {e.reason}",
+                None if asked is None else asked.name,
+                None if asked is None else pod_names.get(asked.pod_id, asked.pod_id),
             )
-        elif stop is not None and (
-            stop.state == StopState.FAILED or (stop.state != StopState.STOPPED and stop.last_error)
-        ):
-            found.append(
-                Problem(
-                    Severity.CRITICAL,
-                    "stop-failing",
-                    pod.name,
-                    f"stop order {stop.state.replace('_', ' ')}: "
-                    f"{stop.last_error or 'the provider did not stop it'}",
-                )
-            )
-        if pod.state is PodState.RUNNING:
-            found += _full_gpus(pod)
-    found += [
-        Problem(
-            Severity.WARNING,
-            "extension-pending",
-            e.requested_by.value,
-            f"extension of {dollars(e.amount)} awaits a decision: {e.reason}",
         )
-        for e in pending
-    ]
     return tuple(sorted(found, key=lambda p: RANK[p.severity]))
+
+
+def _run_problems(run: RunLine, pod: str, state: BudgetState) -> list[Problem]:
+    if run.awaiting_acknowledgement and state is not BudgetState.CLOSED:
+        return [
+            Problem(
+                Severity.WARNING,
+                "run-lost",
+                run.name,
+                "job lost: it was silent when its pod stopped; relaunch or resume it, then "
+                f"acknowledge it: governor run acknowledge {run.id}",
+                run.name,
+                pod,
+            )
+        ]
+    if not run.status.is_live:
+        return []
+    found = []
+    if run.heartbeat_late:
+        silent = "never heard from" if run.heartbeat_age_s is None else "silent"
+        found.append(
+            Problem(
+                Severity.CRITICAL,
+                "heartbeat-lost",
+                run.name,
+                f"heartbeat lost: {silent} past its {run.heartbeat_timeout_s:g} s timeout",
+                run.name,
+                pod,
+            )
+        )
+    if run.directive_reason in RUN_PROBLEMS:
+        what = RUN_PROBLEMS[run.directive_reason]
+        severity = Severity.CRITICAL if run.directive is Action.STOP else Severity.WARNING
+        detail = f": {run.directive_message}" if run.directive_message else ""
+        reason = run.directive_reason.value
+        found.append(Problem(severity, reason, run.name, what + detail, run.name, pod))
+    return found
+
+
+def _pod_problems(pod: PodStatus) -> list[Problem]:
+    found = []
+    stop = pod.stop
+    if stop is not None and stop.state == StopState.HELD:
+        found.append(
+            Problem(
+                Severity.CRITICAL,
+                "stop-held",
+                pod.name,
+                "stop held: the provider can only terminate it and no checkpoint is on its "
+                "persistent filesystem; an operator must decide",
+                None,
+                pod.name,
+            )
+        )
+    elif stop is not None and (
+        stop.state == StopState.FAILED or (stop.state != StopState.STOPPED and stop.last_error)
+    ):
+        found.append(
+            Problem(
+                Severity.CRITICAL,
+                "stop-failing",
+                pod.name,
+                f"stop order {stop.state.replace('_', ' ')}: "
+                f"{stop.last_error or 'the provider did not stop it'}",
+                None,
+                pod.name,
+            )
+        )
+    if pod.state is PodState.RUNNING:
+        found += _full_gpus(pod)
+    return found
 
 
 def _full_gpus(pod: PodStatus) -> list[Problem]:
@@ -120,6 +158,8 @@ def _full_gpus(pod: PodStatus) -> list[Problem]:
                     "gpu-memory",
                     pod.name,
                     f"GPU memory nearly full: GPU {gpu.index} at {used:.0f}%",
+                    None,
+                    pod.name,
                 )
             )
     return found
@@ -176,10 +216,11 @@ def urgency(
     found: Sequence[Problem],
     name: str,
 ) -> tuple[int, float, int, int, str]:
-    """Sort key, most urgent first: how bad (a live budget's attention, any budget's problems),
-    then time to the ceiling, state (stopping, open, exhausted, closed), how many problems.
-    An exhausted or closed budget has nothing left to stop: only its problems count."""
-    live = state in (BudgetState.OPEN, BudgetState.STOPPING)
-    bad = worst([*(p.severity for p in found), attention if live else None])
+    """Sort key, most urgent first: how bad (a budget's attention unless it is closed, any
+    budget's problems), then time to the ceiling, state (stopping, open, exhausted, closed), how
+    many problems. An exhausted budget is as bad as its red says: above any healthy one. A
+    closed budget has nothing left to stop: only its problems count."""
+    counted = attention if state is not BudgetState.CLOSED else None
+    bad = worst([*(p.severity for p in found), counted])
     until = 0.0 if state is BudgetState.STOPPING else seconds_to_ceiling
     return (RANK[bad], math.inf if until is None else until, STATE_RANK[state], -len(found), name)

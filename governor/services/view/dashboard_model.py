@@ -142,6 +142,7 @@ class RunLine:
     directive_reason: Reason | None
     directive_message: str | None
     metrics: tuple[MetricValue, ...]  # the latest values: the watched metrics first, then by name
+    awaiting_acknowledgement: bool  # lost, and no operator has acknowledged it since
 
 
 @dataclass(frozen=True)
@@ -176,10 +177,20 @@ class Problem:
     """Something wrong now, raised from a run, pod or GPU to its budget."""
 
     severity: Severity
-    kind: str  # heartbeat-lost, stop-failing, stop-held, gpu-memory, extension-pending, or the
-    # reason of a run's warning (forecast, headroom, a training-health rule's ...)
-    subject: str  # the run's or pod's name
+    kind: str  # heartbeat-lost, run-lost, stop-failing, stop-held, gpu-memory,
+    # extension-pending, or the reason of a run's warning (forecast, headroom, a training-health
+    # rule's ...)
+    subject: str  # the run's or pod's name (an extension's: its run's, or its requester)
     message: str
+    run: str | None  # the run's name, where the problem is a run's
+    pod: str | None  # the pod's name: the run's pod, or the pod's own
+
+    @property
+    def where(self) -> str:
+        """What the problem is about, as a person reads it: "sft on gpu-a", "gpu-a"."""
+        if self.run is not None and self.pod is not None:
+            return f"{self.run} on {self.pod}"
+        return self.subject
 
 
 @dataclass(frozen=True)
@@ -236,6 +247,10 @@ class EventLine:
     message: str
     count: int  # identical events folded into this one
     last_at: datetime
+    pod_id: str | None  # the pod it is about (a run's: its pod)
+    pod_name: str | None
+    run_id: str | None  # the run it is about
+    run_name: str | None
 
 
 @dataclass(frozen=True)

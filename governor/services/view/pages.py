@@ -83,7 +83,7 @@ def budget_page(
     return BudgetPage(
         now,
         budget,
-        tuple(status.event_line(e, budget.name) for e in rows),
+        status.event_lines(session, rows, {budget.id: budget.name}),
         report.build(session, config, budget_id, now),
     )
 
@@ -117,7 +117,7 @@ def run_page(session: Session, config: GovernorConfig, run_id: str, now: datetim
         phases=tuple(PhaseMark(phase, at) for phase, at in phases),
         metrics=_series(session, row.id, [m.name for m in line.metrics]),
         gpus=status.gpu_traces(session, pod, [row], since=row.started_at, most=CHART_POINTS),
-        events=tuple(status.event_line(e, book.budget.name) for e in events),
+        events=status.event_lines(session, events, {book.budget.id: book.budget.name}),
     )
 
 

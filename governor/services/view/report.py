@@ -43,7 +43,7 @@ from governor.db.tables import (
 )
 from governor.domain.attribution import BUCKETS, PhaseSpan, attribute, spans_of
 from governor.domain.ledger import Charge, accrue
-from governor.domain.model import Category, EntryKind, Phase, PodState, Severity
+from governor.domain.model import Category, EntryKind, Phase, PodState, Reason, Severity
 from governor.domain.money import ZERO
 from governor.domain.paging import PageRequest
 from governor.domain.preflight.rules import Finding, Verdict
@@ -105,6 +105,9 @@ class Spend:
 @dataclass(frozen=True)
 class Stop(StopOrder):
     why: str | None  # the message of the decision that ordered it
+    asked: str | None = field(
+        metadata={"doc": "an operator's stop: who asked for it and their written reason"}
+    )
 
 
 @dataclass(frozen=True)
@@ -337,13 +340,14 @@ def _listed(
     if latest.next_cursor is not None:
         query = {k: getattr(v, "value", v) for k, v in narrowed.items()}
         earlier = f"/v1/events?{urlencode({**query, 'cursor': latest.next_cursor})}"
-    shown = tuple(events.event(e) for e in latest.items[::-1])
+    shown = events.listed(session, latest.items[::-1])
     return occurrences, shown, max(rows - len(shown), 0), earlier
 
 
 def _stops(session: Session, budget_id: str) -> tuple[Stop, ...]:
-    """The budget's stop orders, each with the decision that ordered it: the first event
-    recorded at the order's instant that names it."""
+    """The budget's stop orders, each with the decision that ordered it (the first event
+    recorded at the order's instant that names it) and, for an operator's stop, their ask
+    (the operator's event on its pod at that instant, with its written reason)."""
     orders = session.scalars(
         select(StopOrderRow)
         .where(StopOrderRow.budget_id == budget_id)
@@ -355,10 +359,22 @@ def _stops(session: Session, budget_id: str) -> tuple[Stop, ...]:
             select(EventRow)
             .where(EventRow.budget_id == budget_id, EventRow.at == order.created_at)
             .order_by(EventRow.id)
-        )
+        ).all()
         why = next((e.message for e in recorded if e.evidence.get("stop_order") == order.id), None)
-        stops.append(Stop(**vars(stop_order(order)), why=why))
+        asked = None
+        if order.reason is Reason.MANUAL:
+            asked = next((e.message for e in recorded if _ask_of(e, order)), None)
+        stops.append(Stop(**vars(stop_order(order)), why=why, asked=asked))
     return tuple(stops)
+
+
+def _ask_of(e: EventRow, order: StopOrderRow) -> bool:
+    """The operator's ask that led to this stop: who asked and why."""
+    return (
+        e.category is Category.OPERATOR
+        and e.subject == f"pod:{order.pod_id}"
+        and "reason" in e.evidence
+    )
 
 
 def _metrics(session: Session, runs: Sequence[RunRow]) -> tuple[Metric, ...]:

@@ -6,7 +6,7 @@ pending extensions and admitted plans, and the latest events.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TypeVar
@@ -28,7 +28,9 @@ from governor.domain.health import json_number
 from governor.domain.model import BudgetState, ExtensionState, PodState, Severity
 from governor.domain.money import ZERO
 from governor.domain.policy import PRE_STOP_FRACTION, WARNING_THRESHOLD_FRACTION
+from governor.domain.run_lifecycle import awaits_acknowledgement
 from governor.domain.telemetry import owns
+from governor.services import events
 from governor.services.context import GovernorConfig
 from governor.services.money.book import Book, heard_from, meter, open_books
 from governor.services.monitoring import metric_history
@@ -98,30 +100,38 @@ def dashboard(session: Session, config: GovernorConfig, now: datetime) -> Dashbo
         )
     )
     names = {b.id: b.name for b in budgets}
-    events = tuple(
-        event_line(e, names.get(e.budget_id or "")) for e in repo.events(session, limit=EVENTS)
-    )
+    latest = event_lines(session, repo.events(session, limit=EVENTS), names)
     lease = leadership.current(session)
     leader = (
         LeaderLine(lease.holder, lease.term, lease.since)
         if lease.live(now) and lease.holder and lease.since
         else None
     )
-    return Dashboard(now, budgets, events, leader)
+    return Dashboard(now, budgets, latest, leader)
 
 
-def event_line(e: EventRow, budget_name: str | None) -> EventLine:
-    return EventLine(
-        e.id,
-        e.at,
-        e.severity,
-        e.category,
-        e.subject,
-        e.budget_id,
-        budget_name,
-        e.message,
-        e.count,
-        e.last_at,
+def event_lines(
+    session: Session, rows: Sequence[EventRow], budget_names: Mapping[str, str]
+) -> tuple[EventLine, ...]:
+    """The events' lines, each naming its budget, pod and run."""
+    return tuple(
+        EventLine(
+            e.id,
+            e.at,
+            e.severity,
+            e.category,
+            e.subject,
+            e.budget_id,
+            budget_names.get(e.budget_id or ""),
+            e.message,
+            e.count,
+            e.last_at,
+            e.pod_id,
+            e.pod_name,
+            e.run_id,
+            e.run_name,
+        )
+        for e in events.listed(session, rows)
     )
 
 
@@ -143,7 +153,7 @@ def budget_status(session: Session, book: Book) -> BudgetStatus:
     )
     seconds = f.seconds_to_ceiling() if row.state is BudgetState.OPEN else None
     plans = admitted_plans(session, book)
-    found = danger.problems(pods, runs, pending)
+    found = danger.problems(row.state, pods, runs, pending)
     figures = attention(row.state, f.spent_fraction, f.committed_fraction, seconds)
     return BudgetStatus(
         id=row.id,
@@ -393,6 +403,9 @@ def run_line(run: RunRow, now: datetime, metrics: tuple[MetricValue, ...]) -> Ru
         directive_reason=run.directive_reason,
         directive_message=run.directive_message,
         metrics=metrics,
+        awaiting_acknowledgement=awaits_acknowledgement(
+            run.status, run.ended_at, run.acknowledged_at
+        ),
     )
 
 

@@ -196,6 +196,8 @@ def run_out(**changes: Any) -> dict[str, Any]:
         "heartbeat_timeout_s": 120.0,
         "checkpoint_grace_s": 0.5,
         "ended_at": None,
+        "acknowledged_at": None,
+        "acknowledged_by": None,
         **changes,
     }
 
@@ -249,5 +251,9 @@ def event_out(id: int, **changes: Any) -> dict[str, Any]:
         "category": "budget",
         "subject": f"budget:{BUDGET_ID}",
         "message": f"event {id}",
+        "pod_id": None,
+        "pod_name": None,
+        "run_id": None,
+        "run_name": None,
         **changes,
     }

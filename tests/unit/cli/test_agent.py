@@ -126,3 +126,25 @@ def test_the_agent_refuses_processes_it_cannot_name(
 ) -> None:
     assert main(["agent", "--server", "http://governor", "--token", "t", *args]) == 2
     assert said in capsys.readouterr().err
+
+
+def test_an_agent_whose_pod_stopped_is_told_once_its_readings_are_not_kept(
+    clock: FrozenClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    not_kept = "readings arrive for a stopped pod and are not kept: stop its agent, or resume"
+    answers = [{"not_kept": not_kept}] * 3 + [{"not_kept": None}]
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(202, json={"readings": 1, "samples": 0, **answers.pop(0)})
+
+    client = httpx.Client(base_url="http://governor", transport=httpx.MockTransport(answer))
+    agent = Agent(Ticking(clock), client, POD, clock)
+    with caplog.at_level("INFO", logger="governor.agent"):
+        for _ in range(4):
+            agent.poll()
+            assert agent.flush()  # it goes on: the pod may be resumed
+    assert [r.getMessage() for r in caplog.records] == [
+        f"the server keeps none of the pod's readings: {not_kept}",
+        "the server keeps the pod's readings again",
+    ]
+    assert agent.sent == 4

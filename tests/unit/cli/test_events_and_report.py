@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 
-from tests.unit.cli.scripted import BUDGET_ID, Governor, budget_out, event_out, page
+from tests.unit.cli.scripted import BUDGET_ID, RUN_ID, Governor, budget_out, event_out, page
 
 REPORT = f"# Run report: pilot ({BUDGET_ID})\n\n## Stops\n\n- `manual`\n"
 
 
 def test_events_asks_for_what_was_narrowed_and_shows_the_oldest_first(governor: Governor) -> None:
     governor.has("/v1/budgets", budget_out())
-    newest_first = page(event_out(3, severity="critical"), event_out(2), next_cursor="2")
+    of_a_run = {"subject": f"run:{RUN_ID}", "pod_name": "gpu-a", "run_name": "sft"}
+    newest_first = page(
+        event_out(3, severity="critical", **of_a_run), event_out(2), next_cursor="2"
+    )
     governor.answer("GET", "/v1/events", newest_first)
     ran = governor.run(
         "events", "--budget", "pilot", "--severity", "warning", "--category", "budget",
@@ -27,9 +30,11 @@ def test_events_asks_for_what_was_narrowed_and_shows_the_oldest_first(governor: 
     ]
     assert ran.code == 0
     assert ran.out.splitlines() == [
-        "id  at                         severity  category  subject                      message",
-        f"2   2026-04-01T10:02:00+00:00  info      budget    budget:{BUDGET_ID}  event 2",
-        f"3   2026-04-01T10:03:00+00:00  critical  budget    budget:{BUDGET_ID}  event 3",
+        "id  at                         severity  category  subject                      pod    "
+        "run  message",
+        f"2   2026-04-01T10:02:00+00:00  info      budget    budget:{BUDGET_ID}  -      "
+        "-    event 2",
+        f"3   2026-04-01T10:03:00+00:00  critical  budget    run:{RUN_ID}     gpu-a  sft  event 3",
         "",
         "2 shown; there are more: run the same command with --cursor 2",
     ]

@@ -117,6 +117,19 @@ def test_stop_posts_the_reason_and_shows_the_stop_order(governor: Governor) -> N
     assert body(governor.run("pod", "stop", POD_ID).last) == {}
 
 
+def test_stopping_a_stopped_pod_says_so_and_how_to_resume_it(governor: Governor) -> None:
+    governor.has("/v1/pods", pod_out())
+    stopped = stop_out(state="stopped", confirmed_at="2026-04-01T10:06:00+00:00")
+    governor.answer("POST", f"/v1/pods/{POD_ID}/stop", stopped)  # 200: nothing new ordered
+    ran = governor.run("pod", "stop", "gpu-a")
+    assert ran.code == 0
+    assert ran.out == (
+        "Pod gpu-a was already stopped at 2026-04-01T10:06:00+00:00 (stop order "
+        "stp_00000000000000f1, manual): nothing new was ordered.\n"
+        "Its workspace is kept. To run it again: governor pod resume gpu-a\n"
+    )
+
+
 def test_resume_prints_the_runs_new_job_token(governor: Governor) -> None:
     resumed = {
         "pod": pod_out(state="starting"),

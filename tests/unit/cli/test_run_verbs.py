@@ -1,4 +1,4 @@
-"""`governor run create|list|show`: the request each sends, and what it prints."""
+"""`governor run create|list|show|acknowledge`: the request each sends, and what it prints."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ directive          continue
 heartbeat timeout  120 s
 checkpoint grace   0.5 s
 ended at           -
+acknowledged       -
 """
 
 
@@ -134,3 +135,36 @@ def test_list_refuses_a_state_runs_never_have(
         governor.run("run", "list", "--state", "sleeping")
     assert exit_.value.code == 2
     assert "invalid choice: 'sleeping'" in capsys.readouterr().err
+
+
+def test_acknowledge_posts_the_reason_and_shows_who_acknowledged(governor: Governor) -> None:
+    governor.has("/v1/runs", run_out())
+    acknowledged = run_out(
+        status="lost",
+        ended_at="2026-04-01T10:05:00+00:00",
+        acknowledged_at="2026-04-01T10:30:00+00:00",
+        acknowledged_by="operator token 'ops' (tok_1)",
+    )
+    governor.answer("POST", f"/v1/runs/{RUN_ID}/acknowledge", acknowledged)
+    ran = governor.run("run", "acknowledge", "sft", "--reason", "relaunched by hand")
+    assert ran.sent == [
+        ("GET", "/v1/runs?name=sft&limit=1000"),
+        ("POST", f"/v1/runs/{RUN_ID}/acknowledge"),
+    ]
+    assert body(ran.last) == {"reason": "relaunched by hand"}
+    assert ran.code == 0
+    assert (
+        "acknowledged       2026-04-01T10:30:00+00:00 by operator token 'ops' (tok_1)\n" in ran.out
+    )
+    assert body(governor.run("run", "acknowledge", RUN_ID).last) == {}
+
+
+def test_acknowledge_of_a_run_that_is_not_lost_says_the_server_refused(
+    governor: Governor,
+) -> None:
+    message = "run 'sft' (run_1) is running: nothing to acknowledge"
+    refused = {"error": {"code": "conflict", "message": message}}
+    governor.answer("POST", f"/v1/runs/{RUN_ID}/acknowledge", refused, status=409)
+    ran = governor.run("run", "acknowledge", RUN_ID)
+    assert (ran.code, ran.out) == (1, "")
+    assert "409: run 'sft' (run_1) is running: nothing to acknowledge (conflict)" in ran.err
