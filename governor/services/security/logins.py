@@ -40,8 +40,8 @@ def role_of(session: Session, token_id: str, now: datetime) -> Role | None:
     return None if row.expires_at is not None and row.expires_at <= now else row.role
 
 
-def page_caller(session: Session, token_id: str, now: datetime) -> tokens.Principal | None:
+def page_caller(session: Session, token_id: str, now: datetime) -> Principal | None:
     """Who a page session calls as, where the page's cookie also opens an API route: its
     token, while still in force for the page."""
     role = role_of(session, token_id, now)
-    return None if role is None else tokens.Principal(role, token_id=token_id)
+    return None if role is None else Principal(role, token_id=token_id)
