@@ -46,7 +46,7 @@ lint: $(DEV)
 # What the tests run beyond Python (Chromium, promtool, systemd-analyze, curl, jq, git,
 # PostgreSQL's programs) installed when missing, and PostgreSQL started on 127.0.0.1:5432.
 test-prerequisites:
-	bash scripts/test-prerequisites.sh
+	bash tests/prerequisites.sh
 
 # Two workers even on two cores: most end-to-end tests wait on servers they started.
 test: test-prerequisites lint

@@ -1,6 +1,6 @@
 """The programs beyond Python that the tests run, each found here by its name.
 
-`make test` installs every one of them first (scripts/test-prerequisites.sh, as root);
+`make test` installs every one of them first (tests/prerequisites.sh, as root);
 tests/deploy/test_prerequisites.py reads the tests for the names given to `program` and fails
 for one that script does not install, and for a program run without going through here.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-PREREQUISITES = "scripts/test-prerequisites.sh"
+PREREQUISITES = "tests/prerequisites.sh"
 
 
 def program(name: str, directory: Path | None = None) -> str:

@@ -1,4 +1,4 @@
-"""Every program the tests run is one that `make test` installs (scripts/test-prerequisites.sh).
+"""Every program the tests run is one that `make test` installs (tests/prerequisites.sh).
 
 The tests find each program they run through tests/programs.py's `program`, its name written
 out; those names are read here from the tests' source. The script, run with none of them on

@@ -7,8 +7,8 @@
 # As root it installs and starts; as anyone else it prints the line to run as root and exits 1.
 # With nothing missing it changes nothing (no package list is fetched).
 #
-#   bash scripts/test-prerequisites.sh           install and start what is missing
-#   bash scripts/test-prerequisites.sh --check   only say what is missing (exit 1 if anything)
+#   bash tests/prerequisites.sh           install and start what is missing
+#   bash tests/prerequisites.sh --check   only say what is missing (exit 1 if anything)
 set -euo pipefail
 
 # Every program a test runs, and the Debian package that has it. The tests find each one
