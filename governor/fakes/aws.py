@@ -352,7 +352,7 @@ class FakeEc2(FakeCloud):
         return {"volumeSet": volumes}
 
     def _describe_spot_requests(self, params: dict[str, str]) -> dict[str, Any]:
-        spot = {i.spot_request(): i for i in self.state.instances.values() if i.spot_request()}
+        spot = {str(i.spot_request()): i for i in self.state.instances.values() if i.spot_request()}
         wanted = _numbered(params, "SpotInstanceRequestId") or list(spot)
         for request in wanted:
             if request not in spot:

@@ -1,23 +1,24 @@
-"""AWS EC2 through boto3: read an instance's state, rate and EBS storage, stop it keeping
-its EBS volumes, and start it again on them.
+"""AWS EC2 through boto3: read an instance's state, rate and EBS storage, stop it keeping its
+EBS volumes, and start it again on them.
 
 Only DescribeInstances, DescribeVolumes, DescribeSpotInstanceRequests, StopInstances and
-StartInstances are ever sent, the stop without Hibernate or Force; never TerminateInstances, which deletes the root volume. A
-start that EC2 accepted (the instance `pending`) is done; InsufficientInstanceCapacity,
-which EC2 answers as a server error, is a permanent refusal in EC2's words. Listing the
-account's instances is DescribeInstances without ids, page by page, then one
-DescribeVolumes for all their volumes. An instance whose root device is instance store
-cannot be stopped at all (EC2 refuses, and its data would not survive anyway), nor can a
-Spot Instance launched by a one-time Spot request (EC2 refuses it with UnsupportedOperation:
-only a persistent request's instance stops), so `describe` says so and `stop` never tries;
-should EC2 refuse a stop that way all the same, the refusal is permanent, in its own words.
+StartInstances are ever sent, the stop without Hibernate or Force; never TerminateInstances,
+which deletes the root volume. A start that EC2 accepted (the instance `pending`) is done;
+InsufficientInstanceCapacity, which EC2 answers as a server error, is a permanent refusal in
+EC2's words. Listing the account's instances is DescribeInstances without ids, page by page,
+then one DescribeVolumes for all their volumes and one DescribeSpotInstanceRequests for all
+their Spot requests. An instance whose root device is instance store cannot be stopped at all
+(EC2 refuses, and its data would not survive anyway), nor can a Spot Instance launched by a
+one-time Spot request (EC2 refuses it with UnsupportedOperation: only a persistent request's
+instance stops), so `describe` says so and `stop` never tries; should EC2 refuse a stop that way
+all the same, the refusal is permanent, in its own words.
 
-EC2's API carries no prices: the hourly rate comes from a table keyed by instance type.
-The client makes a single attempt per call, since the governor's scheduler does the
-retrying, and errors are classified in one place, `_refused`, by the error codes EC2
-documents (its API reference's "Error codes" page): throttling, 5xx, timeouts and
-unreadable answers are retryable, everything else permanent. EC2 throttles with
-RequestLimitExceeded and no Retry-After, so `retry_after_s` is always None. Every message is masked of the credentials.
+EC2's API carries no prices: the hourly rate comes from a table keyed by instance type. The
+client makes a single attempt per call, since the governor's scheduler does the retrying, and
+errors are classified in one place, `_refused`, by the error codes EC2 documents (its API
+reference's "Error codes" page): throttling, 5xx, timeouts and unreadable answers are retryable,
+everything else permanent. EC2 throttles with RequestLimitExceeded and no Retry-After, so
+`retry_after_s` is always None. Every message is masked of the credentials.
 """
 
 from __future__ import annotations
@@ -201,21 +202,18 @@ class Ec2Provider:
         (EC2's default type), read in one DescribeSpotInstanceRequests call; a Spot
         Instance whose request EC2 does not name is taken for one-time."""
         spot = [i for i in instances if i.get("InstanceLifecycle") == "spot"]
-        requests = {i["SpotInstanceRequestId"]: i for i in spot if i.get("SpotInstanceRequestId")}
-        types: dict[str, Any] = {}
+        requests = sorted(
+            {str(i["SpotInstanceRequestId"]) for i in spot if i.get("SpotInstanceRequestId")}
+        )
+        persistent: set[str] = set()
         if requests:
-            answer = self._call(
-                "DescribeSpotInstanceRequests", SpotInstanceRequestIds=sorted(requests)
-            )
-            types = {
-                r.get("SpotInstanceRequestId"): r.get("Type")
+            answer = self._call("DescribeSpotInstanceRequests", SpotInstanceRequestIds=requests)
+            persistent = {
+                str(r.get("SpotInstanceRequestId"))
                 for r in answer.get("SpotInstanceRequests") or []
+                if r.get("Type") == "persistent"
             }
-        return {
-            i["InstanceId"]
-            for i in spot
-            if types.get(i.get("SpotInstanceRequestId")) != "persistent"
-        }
+        return {i["InstanceId"] for i in spot if i.get("SpotInstanceRequestId") not in persistent}
 
     def stop(self, ref: str) -> CallResult:
         try:

@@ -1,18 +1,18 @@
-"""AWS bills from Cost Explorer: `GetCostAndUsageWithResources`, daily, UnblendedCost,
-filtered by RESOURCE_ID to the instance and its EBS volumes, through boto3 (the aws extra).
+"""AWS bills from Cost Explorer: `GetCostAndUsageWithResources`, daily, UnblendedCost, filtered
+by RESOURCE_ID to the instance and its EBS volumes, through boto3 (the aws extra).
 
-Every request costs $0.01 (each page a request). Cost Explorer refreshes a few times a day,
-so a day counts only once it ended `settle_s` ago: the bill runs to that midnight (UTC),
-from the first midnight after the pod's registration, but never from earlier than 13 days
-before today: the operation's model says of its TimePeriod "The range must be within the
-last 14 days (the start date cannot be earlier than 14 days ago)", and the day spare keeps
-clear of that edge whatever clock Cost Explorer reads it by. The meter is compared over the same days. Settled days do
-not change, so an instance is asked again only once its settled days reach `min_interval_s`
-(and at least a whole day) past the end of the bill the governor already booked: that end
-is kept with the pod in the database, so a restart or another replica does not ask again.
-The filter is by RESOURCE_ID, which the model says the operation requires ("requires that
-you either group by or filter by a ResourceId"). Resource-level data must be enabled in the
-account's Cost Explorer preferences.
+Every request costs $0.01 (each page a request). Cost Explorer refreshes a few times a day, so a
+day counts only once it ended `settle_s` ago: the bill runs to that midnight (UTC), from the
+first midnight after the pod's registration, but never from earlier than 13 days before today:
+the operation's model says of its TimePeriod "The range must be within the last 14 days (the
+start date cannot be earlier than 14 days ago)", and the day spare keeps clear of that edge
+whatever clock Cost Explorer reads it by. The meter is compared over the same days. Settled days
+do not change, so an instance is asked again only once its settled days reach `min_interval_s`
+(and at least a whole day) past the end of the bill the governor already booked: that end is
+kept with the pod in the database, so a restart or another replica does not ask again. The
+filter is by RESOURCE_ID, which the model says the operation requires ("requires that you either
+group by or filter by a ResourceId"). Resource-level data must be enabled in the account's Cost
+Explorer preferences.
 """
 
 from __future__ import annotations

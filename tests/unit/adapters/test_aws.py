@@ -160,7 +160,10 @@ def test_the_fake_refuses_to_stop_a_one_time_spot_instance_as_ec2_does(cloud: Cl
 def test_ec2_refusing_a_stop_as_unsupported_is_permanent_in_its_words(
     ec2: Ec2Provider, cloud: Cloud
 ) -> None:
-    said = f"You can't stop the Spot Instance '{ON_DEMAND}' because it is associated with a one-time Spot Instance request."
+    said = (
+        f"You can't stop the Spot Instance '{ON_DEMAND}' because it is associated with a "
+        "one-time Spot Instance request."
+    )
     cloud.answer_next("", f"ec2:UnsupportedOperation:{said}")  # the instance read, then the stop
     result = ec2.stop(ON_DEMAND)
     assert result.outcome is CallOutcome.PERMANENT
