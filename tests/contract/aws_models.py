@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import boto3
-from botocore.model import OperationModel, Shape
+from botocore.model import ListShape, MapShape, OperationModel, Shape, StringShape, StructureShape
 from botocore.validate import ParamValidator
 
 SERVICES = ("ec2", "ce")
@@ -66,7 +66,7 @@ def answer_problems(operation: OperationModel, body: bytes) -> list[str] | None:
 
 def xml_problems(element: ET.Element, shape: Shape, path: str, top: bool = False) -> list[str]:
     """EC2's XML against `shape`: structures by their members' XML names, lists as <item>s."""
-    if shape.type_name == "structure":
+    if isinstance(shape, StructureShape):
         names = {m.serialization.get("name", n): m for n, m in shape.members.items()}
         found: list[str] = []
         for child in element:
@@ -78,20 +78,21 @@ def xml_problems(element: ET.Element, shape: Shape, path: str, top: bool = False
             else:
                 found += xml_problems(child, names[tag], f"{path}.{tag}")
         return found
-    if shape.type_name == "list":
+    if isinstance(shape, ListShape):
         items = list(element)
-        found = [f"{path}: <{_local(i.tag)}> where a list has <item>" for i in items]
-        found = [f for f, i in zip(found, items, strict=True) if _local(i.tag) != "item"]
+        tags = [_local(i.tag) for i in items]
+        found = [f"{path}: <{tag}> where a list has <item>" for tag in tags if tag != "item"]
         for n, item in enumerate(items):
-            found += xml_problems(item, shape.member, f"{path}[{n}]")  # type: ignore[attr-defined]
+            found += xml_problems(item, shape.member, f"{path}[{n}]")
         return found
+    if len(element):
+        return [f"{path}: elements where {shape.name} is a {shape.type_name}"]
     return _scalar_problems(element.text or "", shape, path, text=True)
 
 
 def json_problems(value: Any, shape: Shape, path: str) -> list[str]:
     """A JSON protocol's answer against `shape`."""
-    kind = shape.type_name
-    if kind == "structure":
+    if isinstance(shape, StructureShape):
         if not isinstance(value, dict):
             return [f"{path}: {type(value).__name__} where {shape.name} is a structure"]
         members = shape.members
@@ -100,15 +101,15 @@ def json_problems(value: Any, shape: Shape, path: str) -> list[str]:
             if name in members:
                 found += json_problems(child, members[name], f"{path}.{name}")
         return found
-    if kind == "list":
+    if isinstance(shape, ListShape):
         if not isinstance(value, list):
             return [f"{path}: {type(value).__name__} where {shape.name} is a list"]
-        member: Shape = shape.member  # type: ignore[attr-defined]
+        member = shape.member
         return [p for n, v in enumerate(value) for p in json_problems(v, member, f"{path}[{n}]")]
-    if kind == "map":
+    if isinstance(shape, MapShape):
         if not isinstance(value, dict):
             return [f"{path}: {type(value).__name__} where {shape.name} is a map"]
-        values: Shape = shape.value  # type: ignore[attr-defined]
+        values = shape.value
         return [p for k, v in value.items() for p in json_problems(v, values, f"{path}[{k}]")]
     return _scalar_problems(value, shape, path, text=False)
 
@@ -126,9 +127,8 @@ def _scalar_problems(value: Any, shape: Shape, path: str, *, text: bool) -> list
         ok = isinstance(value, str)
     if not ok:
         return [f"{path}: {value!r} is no {kind} ({shape.name})"]
-    enum = getattr(shape, "enum", None)  # only a string shape has one
-    if enum and value not in enum:
-        return [f"{path}: {value!r} is not one of {shape.name}'s values {enum}"]
+    if isinstance(shape, StringShape) and shape.enum and value not in shape.enum:
+        return [f"{path}: {value!r} is not one of {shape.name}'s values {shape.enum}"]
     return []
 
 

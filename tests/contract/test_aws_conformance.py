@@ -93,6 +93,8 @@ def with_instance(monkeypatch: pytest.MonkeyPatch, **changes: Any) -> None:
         ({"instanceState": {"code": "sixteen", "name": "running"}}, "'sixteen' is no integer"),
         ({"gpuCount": "1"}, "gpuCount is no member of Instance"),
         ({"ebsOptimized": "yes"}, "'yes' is no boolean"),
+        ({"blockDeviceMapping": {"entry": {"deviceName": "/dev/sda1"}}}, "<entry> where a list"),
+        ({"instanceType": {"size": "xlarge"}}, "elements where InstanceType is a string"),
     ],
 )
 def test_a_fake_answer_outside_the_model_fails_the_test_that_received_it(
