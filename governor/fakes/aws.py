@@ -3,8 +3,8 @@
 POST / with a form body (`Action=DescribeInstances&Version=2016-11-15&InstanceId.1=...`)
 signed with AWS Signature Version 4. The signature is checked with botocore's own signer
 against this cloud's secret access key, so a wrong secret is refused with AuthFailure, as
-EC2 refuses it. It answers DescribeInstances, DescribeVolumes, StopInstances and
-StartInstances in EC2's XML (and, once `explore_costs` is called, Cost Explorer's
+EC2 refuses it. It answers DescribeInstances, DescribeVolumes, DescribeSpotInstanceRequests,
+StopInstances and StartInstances in EC2's XML (and, once `explore_costs` is called, Cost Explorer's
 GetCostAndUsageWithResources in its JSON: see governor.fakes.cost_explorer);
 TerminateInstances is honoured (the instance's volumes are deleted with it) and recorded,
 as every action is, so a test can prove it never came.
@@ -12,7 +12,8 @@ Errors have EC2's `<Response><Errors><Error>` shape; rate limiting is EC2's 503
 RequestLimitExceeded, which carries no Retry-After. Besides the canned answers every fake
 cloud has, "ec2:<Code>" or "ec2:<Code>:<message>" answers the next call with that EC2
 error, "no-capacity" with EC2's InsufficientInstanceCapacity (a 500), and "truncated" with
-a 200 whose XML breaks off.
+a 200 whose XML breaks off. A Spot Instance has a Spot request, one-time or persistent:
+EC2 refuses to stop a one-time request's instance with UnsupportedOperation.
 
 DescribeInstances without ids lists every instance, terminated ones too (as EC2 does for a
 while), in pages of MaxResults, or of the cloud's `page_size` when none is asked (None: all
@@ -95,6 +96,7 @@ class CloudInstance:
     volumes: dict[str, int]  # EBS volume id → GiB; the first is the root volume
     state: str = "running"
     lifecycle: str | None = None  # "spot" for a spot instance
+    spot_type: str = "persistent"  # its Spot request's type: "one-time" or "persistent"
     root_device_type: str = "ebs"
     stop_requested_at: str | None = None  # billing ends here
     stops_at: str | None = None  # when `stopping` becomes `stopped`
@@ -137,6 +139,10 @@ class CloudInstance:
         self.stops_at = (now + timedelta(seconds=delay_s)).isoformat()
         self.settle(now)
 
+    def spot_request(self) -> str | None:
+        """The id of the Spot request a Spot Instance was launched by."""
+        return f"sir-{self.id[2:10]}" if self.lifecycle == "spot" else None
+
     def xml(self) -> dict[str, Any]:
         names = ["/dev/sda1", *(f"/dev/sd{letter}" for letter in "fghijklmnop")]
         devices = [
@@ -155,6 +161,7 @@ class CloudInstance:
             "rootDeviceType": self.root_device_type,
             "rootDeviceName": "/dev/sda1",
             "instanceLifecycle": self.lifecycle,
+            "spotInstanceRequestId": self.spot_request(),
             "blockDeviceMapping": devices,
         }
 
@@ -217,10 +224,12 @@ class FakeEc2(FakeCloud):
         *,
         instance_type: str = "g5.xlarge",
         lifecycle: str | None = None,
+        spot_type: str = "persistent",
         root_device_type: str = "ebs",
         volumes: dict[str, int] | None = None,
     ) -> None:
-        """A running instance; an EBS-backed one gets a 100 GiB root volume by default."""
+        """A running instance; an EBS-backed one gets a 100 GiB root volume by default, a
+        Spot one (`lifecycle` "spot") a Spot request of `spot_type`."""
         if not INSTANCE_ID.fullmatch(ref):
             raise ValueError(f"{ref!r} is not an EC2 instance id (i- and 8 or 17 hex digits)")
         if volumes is None:
@@ -234,6 +243,7 @@ class FakeEc2(FakeCloud):
                     self.clock().isoformat(),
                     volumes,
                     lifecycle=lifecycle,
+                    spot_type=spot_type,
                     root_device_type=root_device_type,
                 )
             self.save()
@@ -298,6 +308,7 @@ class FakeEc2(FakeCloud):
         actions = {
             "DescribeInstances": self._describe_instances,
             "DescribeVolumes": self._describe_volumes,
+            "DescribeSpotInstanceRequests": self._describe_spot_requests,
             "StopInstances": self._stop_instances,
             "StartInstances": self._start_instances,
             "TerminateInstances": self._terminate_instances,
@@ -340,6 +351,26 @@ class FakeEc2(FakeCloud):
         ]
         return {"volumeSet": volumes}
 
+    def _describe_spot_requests(self, params: dict[str, str]) -> dict[str, Any]:
+        spot = {str(i.spot_request()): i for i in self.state.instances.values() if i.spot_request()}
+        wanted = _numbered(params, "SpotInstanceRequestId") or list(spot)
+        for request in wanted:
+            if request not in spot:
+                raise Ec2Error(
+                    "InvalidSpotInstanceRequestID.NotFound",
+                    f"The spot instance request ID '{request}' does not exist",
+                )
+        requests = [
+            {
+                "spotInstanceRequestId": r,
+                "instanceId": spot[r].id,
+                "type": spot[r].spot_type,
+                "state": "active",
+            }
+            for r in wanted
+        ]
+        return {"spotInstanceRequestSet": requests}
+
     def _stop_instances(self, params: dict[str, str]) -> dict[str, Any]:
         changes = []
         for instance in self._instances(_numbered(params, "InstanceId")):
@@ -348,6 +379,13 @@ class FakeEc2(FakeCloud):
                     "UnsupportedOperation",
                     f"The instance '{instance.id}' does not have an 'ebs' root device type "
                     "and cannot be stopped.",
+                )
+            if instance.spot_type == "one-time" and instance.spot_request():
+                raise Ec2Error(
+                    "UnsupportedOperation",
+                    f"You can't stop the Spot Instance '{instance.id}' because it is associated "
+                    "with a one-time Spot Instance request. You can only stop Spot Instances "
+                    "associated with persistent Spot Instance requests.",
                 )
             if instance.state not in ("running", "stopping", "stopped"):
                 raise Ec2Error(

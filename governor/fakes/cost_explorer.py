@@ -7,8 +7,11 @@ whose UnblendedCost is what the resources named by the RESOURCE_ID filter billed
 an instance its rate for every second it ran, an EBS volume its GB-month price for every
 hour since its instance was created, times `factor` (a rate wrong somewhere) and only for
 usage `lag_s` old or older, as Cost Explorer lags, in the account's `unit` (USD unless a
-test bills it in another currency). Resource-level data reaches back 14
-days; an older Start, another granularity or a missing filter is a ValidationException.
+test bills it in another currency). It refuses, with Cost Explorer's ValidationException,
+what the operation's model says it refuses in words (RULES, quoted from botocore's ce
+2017-10-25 model, which its own validator cannot check): a Start more than 14 days ago, or
+neither a filter nor a grouping by RESOURCE_ID; besides, the fake answers DAILY
+UnblendedCost filtered by RESOURCE_ID only.
 Days come `page_size` to a page, each page but the last with a NextPageToken; every call
 is counted, since every real one costs $0.01.
 """
@@ -28,6 +31,37 @@ OPERATION = "AWSInsightsIndexService.GetCostAndUsageWithResources"
 JSON = "application/x-amz-json-1.1"
 EBS_PRICE = Decimal("0.08")  # gp3's list price per GB-month, the fake's price sheet
 RETENTION_DAYS = 14
+# GetCostAndUsageWithResources' rules in its model's words: TimePeriod's and Filter's docs.
+WINDOW_RULE = (
+    "The range must be within the last 14 days (the start date cannot be earlier than 14 days ago)."
+)
+RESOURCE_RULE = (
+    "The <code>GetCostAndUsageWithResources</code> operation requires that you either "
+    "group by or filter by a <code>ResourceId</code>."
+)
+RULES = {"TimePeriod": WINDOW_RULE, "Filter": RESOURCE_RULE}
+
+
+def broken_rule(request: Mapping[str, Any], today: date) -> str | None:
+    """The rule of RULES that `request` (GetCostAndUsageWithResources' parameters, as sent)
+    breaks on `today` (UTC), if any."""
+    start = date.fromisoformat(request["TimePeriod"]["Start"])
+    if start < today - timedelta(days=RETENTION_DAYS):
+        return WINDOW_RULE
+    keys = {
+        *_dimension_keys(request.get("Filter") or {}),
+        *(g.get("Key") for g in request.get("GroupBy") or [] if g.get("Type") == "DIMENSION"),
+    }
+    return None if "RESOURCE_ID" in keys else RESOURCE_RULE
+
+
+def _dimension_keys(expression: Mapping[str, Any]) -> list[str]:
+    """The dimensions an Expression filters by, through its And, Or and Not."""
+    keys = [expression["Dimensions"]["Key"]] if "Dimensions" in expression else []
+    nested = [*expression.get("And", []), *expression.get("Or", [])]
+    if "Not" in expression:
+        nested.append(expression["Not"])
+    return keys + [k for e in nested for k in _dimension_keys(e)]
 
 
 class Refused(Exception):
@@ -57,18 +91,17 @@ class CostExplorer:
             return Reply(400, error, content_type=JSON)
 
     def _costs(self, body: Any, instances: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+        if broken := broken_rule(body, now.astimezone(UTC).date()):
+            raise Refused("ValidationException", broken)
         start = date.fromisoformat(body["TimePeriod"]["Start"])
         end = date.fromisoformat(body["TimePeriod"]["End"])
+        if start >= end:
+            raise Refused("ValidationException", "Start date should be before end date")
         if body.get("Granularity") != "DAILY" or body.get("Metrics") != ["UnblendedCost"]:
             raise Refused("ValidationException", "the fake answers DAILY UnblendedCost only")
         dimension = body["Filter"]["Dimensions"]
         if dimension["Key"] != "RESOURCE_ID":
-            raise Refused("ValidationException", "Filter by RESOURCE_ID")
-        if start < now.date() - timedelta(days=RETENTION_DAYS) or start >= end:
-            raise Refused(
-                "ValidationException",
-                "Start must be within the last 14 days and before End for resource-level data",
-            )
+            raise Refused("ValidationException", "the fake filters by RESOURCE_ID only")
         wanted = set(dimension["Values"])
         cutoff = now - timedelta(seconds=self.lag_s)
         days = [start + timedelta(days=n) for n in range((end - start).days)]

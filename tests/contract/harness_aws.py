@@ -12,10 +12,12 @@ from governor.adapters.providers.aws import Ec2Provider
 from governor.adapters.providers.aws_billing import BilledEc2Provider
 from governor.fakes.aws import FAKE_ACCESS_KEY_ID, FakeEc2
 from governor.fakes.http_cloud import FakeCloud
+from tests.contract.aws_models import watch
 from tests.contract.harness import BillingHarness
 from tests.fake_clouds import Served
 
-SESSION = boto3.session.Session()  # shared, so EC2's API model is loaded once
+# shared, so EC2's API model is loaded once; every exchange held to AWS's service models
+SESSION = watch(boto3.session.Session())
 
 
 class AwsHarness(BillingHarness):

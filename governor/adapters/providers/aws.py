@@ -1,21 +1,24 @@
-"""AWS EC2 through boto3: read an instance's state, rate and EBS storage, stop it keeping
-its EBS volumes, and start it again on them.
+"""AWS EC2 through boto3: read an instance's state, rate and EBS storage, stop it keeping its
+EBS volumes, and start it again on them.
 
-Only DescribeInstances, DescribeVolumes, StopInstances and StartInstances are ever sent, the
-stop without Hibernate or Force; never TerminateInstances, which deletes the root volume. A
-start that EC2 accepted (the instance `pending`) is done; InsufficientInstanceCapacity,
-which EC2 answers as a server error, is a permanent refusal in EC2's words. Listing the
-account's instances is DescribeInstances without ids, page by page, then one
-DescribeVolumes for all their volumes. An instance whose root device is instance store
-cannot be stopped at all (EC2 refuses, and its data would not survive anyway), so
-`describe` says so and `stop` never tries.
+Only DescribeInstances, DescribeVolumes, DescribeSpotInstanceRequests, StopInstances and
+StartInstances are ever sent, the stop without Hibernate or Force; never TerminateInstances,
+which deletes the root volume. A start that EC2 accepted (the instance `pending`) is done;
+InsufficientInstanceCapacity, which EC2 answers as a server error, is a permanent refusal in
+EC2's words. Listing the account's instances is DescribeInstances without ids, page by page,
+then one DescribeVolumes for all their volumes and one DescribeSpotInstanceRequests for all
+their Spot requests. An instance whose root device is instance store cannot be stopped at all
+(EC2 refuses, and its data would not survive anyway), nor can a Spot Instance launched by a
+one-time Spot request (EC2 refuses it with UnsupportedOperation: only a persistent request's
+instance stops), so `describe` says so and `stop` never tries; should EC2 refuse a stop that way
+all the same, the refusal is permanent, in its own words.
 
-EC2's API carries no prices: the hourly rate comes from a table keyed by instance type.
-The client makes a single attempt per call, since the governor's scheduler does the
-retrying, and errors are classified here the way the shared HTTP helper classifies them
-for other providers: throttling, 5xx, timeouts and unreadable answers are retryable,
-everything else permanent. EC2 throttles with RequestLimitExceeded and no Retry-After,
-so `retry_after_s` is always None. Every message is masked of the credentials.
+EC2's API carries no prices: the hourly rate comes from a table keyed by instance type. The
+client makes a single attempt per call, since the governor's scheduler does the retrying, and
+errors are classified in one place, `_refused`, by the error codes EC2 documents (its API
+reference's "Error codes" page): throttling, 5xx, timeouts and unreadable answers are retryable,
+everything else permanent. EC2 throttles with RequestLimitExceeded and no Retry-After, so
+`retry_after_s` is always None. Every message is masked of the credentials.
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ from governor.domain.ports import (
 # stopped instances; this leaves room for the call to take effect.
 STOP_LATENCY_S = 30.0
 EBS_USD_PER_GB_MONTH = Decimal("0.08")  # gp3 list price in us-east-1; EBS bills stopped too
+# Every value of the EC2 model's InstanceStateName enum (botocore's ec2 2016-11-15 model); a
+# state outside it makes the answer unreadable, never running or stopped by guess.
 STATES = {
     "pending": PodState.RUNNING,
     "running": PodState.RUNNING,
@@ -54,18 +59,32 @@ STATES = {
     "stopped": PodState.STOPPED,
     "terminated": PodState.GONE,
 }
-THROTTLED = frozenset(
+# EC2's documented error codes, each classed as retrying may help or not.
+THROTTLED = frozenset(  # LimitExceededException is Cost Explorer's "too many calls"
     {"RequestLimitExceeded", "Throttling", "ThrottlingException", "LimitExceededException"}
 )
 UNAVAILABLE = frozenset({"InternalError", "ServiceUnavailable", "Unavailable"})
 CREDENTIALS_REFUSED = frozenset(
-    {"AuthFailure", "UnauthorizedOperation", "InvalidClientTokenId", "SignatureDoesNotMatch"}
+    {
+        "AuthFailure",
+        "UnauthorizedOperation",
+        "InvalidClientTokenId",
+        "SignatureDoesNotMatch",
+        "Blocked",
+        "OptInRequired",
+        "PendingVerification",
+    }
 )
 NOT_FOUND = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"})
 NO_CAPACITY = frozenset({"InsufficientInstanceCapacity", "InsufficientHostCapacity"})
+UNSUPPORTED = "UnsupportedOperation"  # e.g. a stop of a one-time Spot request's instance
 CANNOT_PRESERVE = (
     "its root device is an instance store, which EC2 cannot stop; "
     "the data on it would be lost when the instance ends"
+)
+ONE_TIME_SPOT = (
+    "it is a Spot Instance of a one-time Spot request, which EC2 cannot stop "
+    "(only terminate), losing its root volume"
 )
 
 
@@ -146,7 +165,8 @@ class Ec2Provider:
 
     def describe(self, ref: str) -> PodDescription:
         instance = self._instance(ref)
-        return self._description(instance, self._volume_sizes(_volume_ids(instance)))
+        sizes = self._volume_sizes(_volume_ids(instance))
+        return self._description(instance, sizes, self._one_time_spot([instance]))
 
     def pods(self) -> list[Listed]:
         """Every instance the credentials can see, stopped ones included (their EBS volumes
@@ -160,19 +180,40 @@ class Ec2Provider:
                 break
             params = {"NextToken": answer["NextToken"]}
         sizes = self._volume_sizes([v for i in instances for v in _volume_ids(i)])
-        return [Listed(i["InstanceId"], self._description(i, sizes)) for i in instances]
+        one_time = self._one_time_spot(instances)
+        return [Listed(i["InstanceId"], self._description(i, sizes, one_time)) for i in instances]
 
-    def _description(self, instance: dict[str, Any], sizes: Mapping[str, int]) -> PodDescription:
+    def _description(
+        self, instance: dict[str, Any], sizes: Mapping[str, int], one_time: set[str]
+    ) -> PodDescription:
         """The instance as a pod; `sizes` has the GiB of (at least) its EBS volumes, which
-        survive a stop and bill while stopped."""
-        store_root = instance.get("RootDeviceType") == "instance-store"
+        survive a stop and bill while stopped; `one_time` the ids of (at least) its one-time
+        Spot Instances."""
         gib = [sizes[volume] for volume in _volume_ids(instance)]
         return PodDescription(
             STATES[instance["State"]["Name"]],
             self._rate(instance),
             Storage(Decimal(sum(gib)), self._ebs_rate, self._ebs_rate) if gib else None,
-            cannot_preserve=CANNOT_PRESERVE if store_root else None,
+            cannot_preserve=_cannot_preserve(instance, one_time),
         )
+
+    def _one_time_spot(self, instances: list[dict[str, Any]]) -> set[str]:
+        """The ids of those of `instances` that are Spot Instances of a one-time Spot request
+        (EC2's default type), read in one DescribeSpotInstanceRequests call; a Spot
+        Instance whose request EC2 does not name is taken for one-time."""
+        spot = [i for i in instances if i.get("InstanceLifecycle") == "spot"]
+        requests = sorted(
+            {str(i["SpotInstanceRequestId"]) for i in spot if i.get("SpotInstanceRequestId")}
+        )
+        persistent: set[str] = set()
+        if requests:
+            answer = self._call("DescribeSpotInstanceRequests", SpotInstanceRequestIds=requests)
+            persistent = {
+                str(r.get("SpotInstanceRequestId"))
+                for r in answer.get("SpotInstanceRequests") or []
+                if r.get("Type") == "persistent"
+            }
+        return {i["InstanceId"] for i in spot if i.get("SpotInstanceRequestId") not in persistent}
 
     def stop(self, ref: str) -> CallResult:
         try:
@@ -180,10 +221,8 @@ class Ec2Provider:
             state = instance["State"]["Name"]
             if (settled := _settled(state)) is not None:
                 return settled
-            if instance.get("RootDeviceType") == "instance-store":
-                return CallResult(
-                    CallOutcome.PERMANENT, f"aws will not stop {ref}: {CANNOT_PRESERVE}"
-                )
+            if why := _cannot_preserve(instance, self._one_time_spot([instance])):
+                return CallResult(CallOutcome.PERMANENT, f"aws will not stop {ref}: {why}")
             answer = self._call("StopInstances", InstanceIds=[ref], ref=ref)
         except InstanceNotFound:
             return CallResult(CallOutcome.DONE, "already gone")
@@ -291,6 +330,8 @@ class Ec2Provider:
             return InstanceNotFound(ref, code)
         if code == "IncorrectInstanceState":
             return WrongState(self._text(f"refused {action} ({detail})"), retryable=False)
+        if code == UNSUPPORTED:  # documented and final, e.g. a one-time Spot Instance's stop
+            return self._error(f"cannot {action} at all ({detail})", False, status)
         if code in NO_CAPACITY:  # EC2 answers these with a 5xx, but retrying will not help
             return self._error(f"has no capacity for {action} ({detail})", False, status)
         if code in THROTTLED:
@@ -318,6 +359,13 @@ def _volume_ids(instance: dict[str, Any]) -> list[str]:
         for m in instance.get("BlockDeviceMappings", [])
         if m.get("Ebs", {}).get("VolumeId")
     ]
+
+
+def _cannot_preserve(instance: dict[str, Any], one_time: set[str]) -> str | None:
+    """Why EC2 cannot stop the instance keeping its workspace; None if it can."""
+    if instance.get("RootDeviceType") == "instance-store":
+        return CANNOT_PRESERVE
+    return ONE_TIME_SPOT if instance.get("InstanceId") in one_time else None
 
 
 def _current(answer: dict[str, Any], changes: str, ref: str) -> str | None:

@@ -1,14 +1,18 @@
-"""AWS bills from Cost Explorer: `GetCostAndUsageWithResources`, daily, UnblendedCost,
-filtered by RESOURCE_ID to the instance and its EBS volumes, through boto3 (the aws extra).
+"""AWS bills from Cost Explorer: `GetCostAndUsageWithResources`, daily, UnblendedCost, filtered
+by RESOURCE_ID to the instance and its EBS volumes, through boto3 (the aws extra).
 
-Every request costs $0.01 (each page a request). Cost Explorer refreshes a few times a day,
-so a day counts only once it ended `settle_s` ago: the bill runs to that midnight (UTC),
-from the first midnight after the pod's registration (or 14 days back, as far as
-resource-level data reaches), and the meter is compared over the same days. Settled days do
-not change, so an instance is asked again only once its settled days reach `min_interval_s`
-(and at least a whole day) past the end of the bill the governor already booked: that end
-is kept with the pod in the database, so a restart or another replica does not ask again.
-Resource-level data must be enabled in the account's Cost Explorer preferences.
+Every request costs $0.01 (each page a request). Cost Explorer refreshes a few times a day, so a
+day counts only once it ended `settle_s` ago: the bill runs to that midnight (UTC), from the
+first midnight after the pod's registration, but never from earlier than 13 days before today:
+the operation's model says of its TimePeriod "The range must be within the last 14 days (the
+start date cannot be earlier than 14 days ago)", and the day spare keeps clear of that edge
+whatever clock Cost Explorer reads it by. The meter is compared over the same days. Settled days
+do not change, so an instance is asked again only once its settled days reach `min_interval_s`
+(and at least a whole day) past the end of the bill the governor already booked: that end is
+kept with the pod in the database, so a restart or another replica does not ask again. The
+filter is by RESOURCE_ID, which the model says the operation requires ("requires that you either
+group by or filter by a ResourceId"). Resource-level data must be enabled in the account's Cost
+Explorer preferences.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ MIN_INTERVAL_S = 86400.0  # at most one paid request a day per instance
 SETTLE_S = 24 * 3600.0  # a day's costs are complete a day after it ends
 RETENTION_DAYS = 14  # how far back resource-level data reaches
 DAY = timedelta(days=1)
+EARLIEST_START = (RETENTION_DAYS - 1) * DAY  # before today: within the 14 days, a day spare
 COST_EXPLORER_REGION = "us-east-1"  # Cost Explorer's one endpoint
 
 
@@ -93,7 +98,7 @@ class BilledEc2Provider(Ec2Provider):
         start = _midnight(since)
         if start < since:  # the day of registration was partly someone else's spend
             start += DAY
-        start = max(start, end - RETENTION_DAYS * DAY)
+        start = max(start, _midnight(now) - EARLIEST_START)
         if start >= end:  # no settled day since registration yet: nothing worth paying for
             return None
         resources = [ref, *_volume_ids(self._instance(ref))]

@@ -17,12 +17,20 @@ from decimal import Decimal
 from pathlib import Path
 
 import boto3
+import botocore.session
 import pytest
+from botocore.exceptions import ClientError
 
-from governor.adapters.providers.aws import CANNOT_PRESERVE, STOP_LATENCY_S, Ec2Provider
+from governor.adapters.providers.aws import (
+    CANNOT_PRESERVE,
+    ONE_TIME_SPOT,
+    STATES,
+    STOP_LATENCY_S,
+    Ec2Provider,
+)
 from governor.domain.model import PodState
 from governor.domain.ports import CallOutcome, ProviderError, Resumes, StopsPreserving
-from governor.fakes.aws import FakeEc2
+from governor.fakes.aws import STATE_CODES, FakeEc2
 from governor.fakes.http_cloud import HOLD, FakeRequest, Reply, running
 from tests.clock import FrozenClock
 from tests.fake_clouds import TIMEOUT_S, Served
@@ -32,6 +40,7 @@ SECRET = "wJalrUNITTEST/SECRET+ACCESSKEY0123456789"
 ON_DEMAND = "i-0123456789abcdef0"
 SPOT = "i-0aaaaaaaaaaaaaaa1"
 STORE_ROOT = "i-0bbbbbbbbbbbbbbb2"
+ONE_TIME = "i-0eeeeeeeeeeeeeee5"
 RATES = {"g5.xlarge": Decimal("1.006"), "g5.xlarge:spot": Decimal("0.4024")}
 SESSION = boto3.session.Session()  # shared, so EC2's API model is loaded once
 
@@ -125,6 +134,60 @@ def test_an_instance_store_root_cannot_be_preserved(ec2: Ec2Provider, cloud: Clo
     assert result.outcome is CallOutcome.PERMANENT and "instance store" in result.detail
     assert "StopInstances" not in cloud.actions()
     assert cloud.state(STORE_ROOT) == "running"
+
+
+def test_a_one_time_spot_instance_cannot_be_preserved(ec2: Ec2Provider, cloud: Cloud) -> None:
+    cloud.fake.add_instance(ONE_TIME, "0.4024", lifecycle="spot", spot_type="one-time")
+    pod = ec2.describe(ONE_TIME)
+    assert pod.cannot_preserve == ONE_TIME_SPOT and pod.state is PodState.RUNNING
+    assert ec2.describe(SPOT).cannot_preserve is None  # a persistent request's instance stops
+    result = ec2.stop(ONE_TIME)
+    assert result.outcome is CallOutcome.PERMANENT and "one-time Spot request" in result.detail
+    assert "StopInstances" not in cloud.actions()
+    assert cloud.state(ONE_TIME) == "running"
+    assert ec2.stop(SPOT).outcome is CallOutcome.DONE
+
+
+def test_the_fake_refuses_to_stop_a_one_time_spot_instance_as_ec2_does(cloud: Cloud) -> None:
+    cloud.fake.add_instance(ONE_TIME, "0.4024", lifecycle="spot", spot_type="one-time")
+    with pytest.raises(ClientError) as caught:
+        cloud.adapter()._client.stop_instances(InstanceIds=[ONE_TIME])
+    error = caught.value.response["Error"]
+    assert error["Code"] == "UnsupportedOperation"
+    assert "associated with a one-time Spot Instance request" in error["Message"]
+
+
+def test_ec2_refusing_a_stop_as_unsupported_is_permanent_in_its_words(
+    ec2: Ec2Provider, cloud: Cloud
+) -> None:
+    said = (
+        f"You can't stop the Spot Instance '{ON_DEMAND}' because it is associated with a "
+        "one-time Spot Instance request."
+    )
+    cloud.answer_next("", f"ec2:UnsupportedOperation:{said}")  # the instance read, then the stop
+    result = ec2.stop(ON_DEMAND)
+    assert result.outcome is CallOutcome.PERMANENT
+    assert "cannot StopInstances at all" in result.detail and said in result.detail
+
+
+def test_every_documented_instance_state_is_mapped() -> None:
+    """The map covers InstanceStateName as botocore's EC2 model lists it: a value the model
+    gains fails here until it is mapped."""
+    model = botocore.session.get_session().get_service_model("ec2")
+    assert set(STATES) == set(model.shape_for("InstanceStateName").enum)
+
+
+def test_an_unknown_state_is_unreadable_never_running_or_stopped(
+    ec2: Ec2Provider, cloud: Cloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(STATE_CODES, "hibernating", 96)  # a state the model does not know
+    cloud.fake.state.instances[ON_DEMAND].state = "hibernating"
+    with pytest.raises(ProviderError, match="not EC2's XML") as caught:
+        ec2.describe(ON_DEMAND)
+    assert caught.value.retryable
+    assert ec2.stop(ON_DEMAND).outcome is CallOutcome.RETRYABLE
+    assert ec2.resume(ON_DEMAND).outcome is CallOutcome.RETRYABLE
+    assert "StopInstances" not in cloud.actions() and "StartInstances" not in cloud.actions()
 
 
 @pytest.mark.parametrize("ref", ["i-00000000000000404", "pod-1"])
@@ -240,6 +303,11 @@ def test_incorrect_instance_state_after_a_race_rereads_the_state(
         ("429", CallOutcome.RETRYABLE, "rate limited DescribeInstances (HTTP 503"),
         ("429:9", CallOutcome.RETRYABLE, "RequestLimitExceeded"),
         ("ec2:Throttling", CallOutcome.RETRYABLE, "rate limited"),
+        ("ec2:ThrottlingException", CallOutcome.RETRYABLE, "rate limited"),
+        ("ec2:ServiceUnavailable", CallOutcome.RETRYABLE, "on its side"),
+        ("ec2:Blocked", CallOutcome.PERMANENT, "refused the credentials"),
+        ("ec2:OptInRequired", CallOutcome.PERMANENT, "refused the credentials"),
+        ("ec2:UnsupportedOperation", CallOutcome.PERMANENT, "cannot DescribeInstances at all"),
         ("500", CallOutcome.RETRYABLE, "HTTP 500 InternalError"),
         ("status:502", CallOutcome.RETRYABLE, "HTTP 502"),
         ("ec2:Unavailable", CallOutcome.RETRYABLE, "on its side"),
@@ -368,8 +436,12 @@ def test_pods_lists_every_live_instance_as_describe_does(ec2: Ec2Provider, cloud
     assert listed.keys() == {ON_DEMAND, SPOT, STORE_ROOT, STOPPED}  # terminated is gone
     assert listed[STOPPED].state is PodState.STOPPED  # its EBS volume still bills
     assert listed[STOPPED].storage is not None and listed[STOPPED].storage.gb == Decimal(100)
-    # one page of instances, then every volume at once
-    assert cloud.actions() == ["DescribeInstances", "DescribeVolumes"]
+    # one page of instances, then every volume at once, then every Spot request at once
+    assert cloud.actions() == [
+        "DescribeInstances",
+        "DescribeVolumes",
+        "DescribeSpotInstanceRequests",
+    ]
     volumes = cloud.fake.state.actions[1]["params"]
     assert sorted(v for k, v in volumes.items() if k.startswith("VolumeId.")) == sorted(
         v for i in (ON_DEMAND, SPOT, STOPPED) for v in cloud.fake.state.instances[i].volumes

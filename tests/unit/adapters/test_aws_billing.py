@@ -115,3 +115,18 @@ def test_a_bill_in_another_currency_is_refused(
     with pytest.raises(ProviderError, match="bills in EUR, not USD") as caught:
         read(adapter(), clock, registered, None)
     assert not caught.value.retryable
+
+
+def test_an_old_registration_is_read_from_within_cost_explorers_14_days(
+    costs: tuple[CostExplorer, Adapter], clock: FrozenClock
+) -> None:
+    """The model: "The range must be within the last 14 days (the start date cannot be
+    earlier than 14 days ago)"; the adapter keeps a day clear of that edge."""
+    explorer, adapter = costs
+    registered = clock.now() - timedelta(days=30)
+    booked = read(adapter(), clock, registered, None)
+    today = clock.now().replace(hour=0, minute=0, second=0, microsecond=0)
+    assert booked is not None and booked.since == today - timedelta(days=13)
+    assert booked.through == today - timedelta(days=1)  # yesterday has not settled yet
+    assert booked.amount_usd == Decimal(0)  # the fake's instance was created at noon today
+    assert explorer.calls == 1
