@@ -243,6 +243,8 @@ class GcpProvider:
             self._follow_stop(http, ref)
             state = _state(http, _instance(http, url))
             if state is not PodState.RUNNING:
+                if state is PodState.STOPPED:
+                    self._stopping.pop(ref, None)  # its Operation no longer matters
                 return _settled(state)
             if ref in self._stopping:
                 name = self._stopping[ref]
