@@ -1,8 +1,8 @@
 """GCP Compute Engine over its REST API: read a VM's rate, state and disks, stop it keeping
 its persistent disks, and start it again on them.
 
-Only `instances.get`, `disks.get`, `instances.stop`, `instances.start` and the project-wide
-`instances.aggregatedList` and `disks.aggregatedList` are ever sent; never
+Only `instances.get`, `disks.get`, `instances.stop`, `instances.start`, `zoneOperations.get`
+and the project-wide `instances.aggregatedList` and `disks.aggregatedList` are ever sent; never
 `instances.delete`, which takes every auto-delete disk (the boot disk by default) with it.
 A stopped VM is TERMINATED in GCP's words; its persistent disks keep billing. Local SSDs
 are kept too (`discardLocalSsd=false`), since a stop that discards them loses their data,
