@@ -28,9 +28,12 @@ canned answers every fake cloud has, "reason:<status>:<reason>" answers the next
 that error (e.g. "reason:403:rateLimitExceeded"), "operation-error:<CODE>" with an
 Operation that failed with that code, and "no-capacity[:<zone>]" with the Operation of a
 start that failed for want of machines in the zone (ZONE_RESOURCE_POOL_EXHAUSTED; zone
-us-central1-a unless named). Aggregated lists come in pages of `page_size` items
-(Google's default maxResults, 500, unless a test lowers it), every zone of the project
-present on each page: with its items, or with Google's NO_RESULTS_ON_PAGE warning.
+us-central1-a unless named). `fail_next_operations(code)` makes the next stop or start
+accepted (its Operation PENDING, the VM left as it is) and its Operation, when read, DONE
+with that error code, as an Operation that fails after it was accepted. Aggregated lists
+come in pages of `page_size` items (Google's default maxResults, 500, unless a test lowers
+it), every zone of the project present on each page: with its items, or with Google's
+NO_RESULTS_ON_PAGE warning.
 
 Once `export_billing` is called, the project keeps its Cloud Billing export in a fake
 BigQuery (see governor.fakes.bigquery): every VM and disk billed hour by hour.
@@ -132,6 +135,7 @@ class CloudOperation:
     request_id: str | None
     discard_local_ssd: str | None
     inserted_at: str
+    error: str | None = None  # the code it ends DONE with, having done nothing
 
 
 @dataclass
@@ -171,6 +175,7 @@ class FakeGcp(FakeCloud):
         self.service_accounts: dict[str, str] = {}  # client_email -> public key (PEM)
         self.issued: dict[str, datetime] = {}  # token endpoint's tokens -> when they expire
         self.export: BillingExport | None = None  # BigQuery's billing export, once enabled
+        self.failing_operations: list[str] = []  # error codes the next operations end with
         self.state = CloudState.restore(self.saved)
 
     def export_billing(self, table: str, factor: str = "1", lag_s: float = 0.0) -> BillingExport:
@@ -199,6 +204,11 @@ class FakeGcp(FakeCloud):
                     Metered(disk.zone, disk.name, disk_rate(disk.type, disk.size_gb), owned)
                 )
         return found
+
+    def fail_next_operations(self, *codes: str) -> None:
+        """The next stops or starts are accepted and then fail, one with each code."""
+        with self.lock:
+            self.failing_operations += codes
 
     def add_service_account(self, email: str, public_key_pem: str) -> None:
         """A service account whose key (the private half of `public_key_pem`) signs JWTs
@@ -377,7 +387,10 @@ class FakeGcp(FakeCloud):
         if kind == "start" and status == "STOPPING":
             resource = f"projects/{self.project}/zones/{instance.zone}/instances/{instance.name}"
             return _google_error(400, "resourceNotReady", f"The resource '{resource}' is not ready")
-        if kind == "delete":
+        failing = None
+        if kind != "delete" and self.failing_operations:
+            failing = self.failing_operations.pop(0)  # accepted, and then it does nothing
+        elif kind == "delete":
             del self.state.instances[key]
             for disk in instance.disks:
                 self.state.disks.pop(disk, None)
@@ -388,10 +401,10 @@ class FakeGcp(FakeCloud):
             instance.started_at, instance.stopped_at = self.clock().isoformat(), None
         name = f"operation-{uuid4().hex[:16]}"
         operation = CloudOperation(
-            instance.zone, name, kind, key, request_id, discard, self.clock().isoformat()
+            instance.zone, name, kind, key, request_id, discard, self.clock().isoformat(), failing
         )
         self.state.operations[f"{instance.zone}/{name}"] = operation
-        return Reply(200, self._operation(operation))
+        return Reply(200, self._operation(operation, accepted=True))
 
     def _aggregated(self, request: FakeRequest, collection: str) -> Reply:
         """One page of `collection` across the project's zones; the page token is the offset
@@ -487,22 +500,36 @@ class FakeGcp(FakeCloud):
             "selfLink": f"{zone_url}/disks/{disk.name}",
         }
 
-    def _operation(self, operation: CloudOperation) -> dict[str, Any]:
+    def _operation(self, operation: CloudOperation, accepted: bool = False) -> dict[str, Any]:
         """DONE once the VM is where the operation takes it (RUNNING for a start, TERMINATED
-        for a stop, gone for a delete); RUNNING until then."""
+        for a stop, gone for a delete); RUNNING until then. One that fails is PENDING as it
+        is `accepted`, then DONE with its error."""
         instance = self.state.instances.get(operation.instance)
         reached = "RUNNING" if operation.type == "start" else "TERMINATED"
-        done = instance is None or instance.status(self.clock()) == reached
+        if operation.error is not None:
+            done = not accepted
+        else:
+            done = instance is None or instance.status(self.clock()) == reached
         zone_url = self._zone_url(operation.zone)
+        failed = (
+            {
+                "error": {
+                    "errors": [{"code": operation.error, "message": f"canned {operation.error}"}]
+                }
+            }
+            if operation.error is not None and done
+            else {}
+        )
         return {
             "kind": "compute#operation",
             "name": operation.name,
             "zone": zone_url,
             "operationType": operation.type,
             "targetLink": f"{zone_url}/instances/{operation.instance.partition('/')[2]}",
-            "status": "DONE" if done else "RUNNING",
+            "status": "DONE" if done else ("PENDING" if operation.error else "RUNNING"),
             "progress": 100 if done else 0,
             "insertTime": operation.inserted_at,
+            **failed,
             "selfLink": f"{zone_url}/operations/{operation.name}",
         }
 

@@ -15,7 +15,9 @@ Vast's shape, {"success": false, "error": code, "msg": ...}, and a 429 is Vast's
 without Retry-After unless a canned "429:<s>" asks for one. Besides the canned answers every
 fake cloud has: "refused:<code>" answers HTTP 200 with success false and that code,
 "error:<status>:<code>" answers that status with {"error": code, "message": ...} (the shape
-some endpoints use), and "body:<json>" answers HTTP 200 with exactly that body.
+some endpoints use), "declined:<msg>" answers HTTP 200 with {"success": false, "msg": msg}
+and no code (the shape others use) and "body:<json>" answers HTTP 200 with exactly that
+body.
 
     python -m governor.fakes.vast --port 8766 --state cloud.json \\
         --pods '1001=0.44' [--api-key KEY]
@@ -181,6 +183,8 @@ class FakeVast(FakeCloud):
         if kind == "error":
             status, _, code = arg.partition(":")
             return Reply(int(status), {"error": code, "message": f"canned {code}"})
+        if kind == "declined":
+            return Reply(200, {"success": False, "msg": arg})
         if kind == "body":
             return Reply(200, json.loads(arg))
         return None

@@ -29,6 +29,7 @@ from governor.domain.ports import (
 )
 from governor.fakes.cloud import FakeProvider
 from governor.fakes.http_cloud import FakeCloud, running
+from tests.contract.conformance import Exchange, recorder
 from tests.contract.harness import Harness
 from tests.fake_clouds import Served
 
@@ -89,6 +90,7 @@ class Governed(Served[FakeCloud]):
 
     harness: Harness
     adapter: AnyProvider = field(init=False)
+    exchanges: list[Exchange] = field(default_factory=list)  # what the adapter sent, answered
 
     @property
     def cloud(self) -> FakeCloud:
@@ -118,10 +120,12 @@ def govern(harness: Harness, tmp_path: Path) -> Iterator[Governed]:
     cloud = harness.cloud(tmp_path / f"{harness.name}.json", SECRET)
     with running(cloud) as server:
         governed = Governed(cloud, server.url, harness)
-        with governed.client() as client:
+        hooks = {"response": [recorder(governed.exchanges)]}
+        with governed.client(event_hooks=hooks) as client:
             governed.adapter = harness.adapter(governed, SECRET, client)
             yield governed
     assert harness.destructive_calls(cloud) == [] or harness.keep is not None
+    assert harness.off_spec(governed.exchanges) == []
 
 
 @contextmanager
@@ -245,6 +249,13 @@ def honours_retry_after(request: pytest.FixtureRequest, tmp_path: Path) -> Itera
 @pytest.fixture(params=[h for h in HARNESSES if h.resumes], ids=lambda h: h.name)
 def resuming(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Governed]:
     """Adapters over HTTP that can resume a stopped pod."""
+    with govern(request.param, tmp_path) as governed:
+        yield governed
+
+
+@pytest.fixture(params=[h for h in HARNESSES if h.refuses_stops], ids=lambda h: h.name)
+def refuses_stops(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Governed]:
+    """Adapters whose provider can refuse a stop in a shape easy to take for an acceptance."""
     with govern(request.param, tmp_path) as governed:
         yield governed
 

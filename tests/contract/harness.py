@@ -16,6 +16,7 @@ import httpx
 
 from governor.domain.ports import AnyProvider
 from governor.fakes.http_cloud import FakeCloud
+from tests.contract.conformance import Exchange
 from tests.fake_clouds import Served
 
 
@@ -30,6 +31,8 @@ class Harness(ABC):
     # of capacity, and what that refusal says; () where the provider never refuses so.
     no_capacity: tuple[str, ...] = ("", "no-capacity")
     no_capacity_says: str = ""
+    # the fake can refuse a stop in a shape easy to take for an acceptance (refuse_next_stop)
+    refuses_stops: bool = False
 
     @abstractmethod
     def cloud(self, state_file: Path, secret: str) -> FakeCloud:
@@ -51,6 +54,17 @@ class Harness(ABC):
     @abstractmethod
     def destructive_calls(self, cloud: FakeCloud) -> list[str]:
         """Requests the fake received that destroy a workspace (terminate, delete)."""
+
+    def off_spec(self, exchanges: list[Exchange]) -> list[str]:
+        """What in the adapter's `exchanges` with the fake the provider's own published
+        definitions (tests/specs/) do not allow; nothing where none is vendored."""
+        return []
+
+    def refuse_next_stop(self, cloud: Served[FakeCloud], transient: bool) -> None:
+        """Makes the fake refuse the next stop in a shape its provider documents and that
+        is easy to take for an acceptance (a failure reported later, a refusal without an
+        error code): `transient` in words that mean try again. Only where `refuses_stops`."""
+        raise NotImplementedError
 
 
 class BillingHarness(Harness):

@@ -11,6 +11,8 @@ from governor.adapters.providers.gcp import GcpProvider, StaticToken
 from governor.adapters.providers.gcp_billing import BilledGcpProvider
 from governor.fakes.gcp import FakeGcp
 from governor.fakes.http_cloud import FakeCloud, now
+from tests.contract import conformance_gcp
+from tests.contract.conformance import Exchange
 from tests.contract.harness import BillingHarness
 from tests.fake_clouds import Served
 
@@ -24,6 +26,7 @@ class GcpHarness(BillingHarness):
     running = "us-central1-a/pod-1"
     missing = "us-central1-a/pod-404"
     no_capacity_says = "ZONE_RESOURCE_POOL_EXHAUSTED"
+    refuses_stops = True
 
     def cloud(self, state_file: Path, secret: str) -> FakeGcp:
         fake = FakeGcp(state_file, secret, project="contract-project")
@@ -79,6 +82,14 @@ class GcpHarness(BillingHarness):
 
     def destructive_calls(self, cloud: FakeCloud) -> list[str]:
         return cloud.calls("DELETE")
+
+    def off_spec(self, exchanges: list[Exchange]) -> list[str]:
+        return conformance_gcp.off_spec(exchanges)
+
+    def refuse_next_stop(self, cloud: Served[FakeCloud], transient: bool) -> None:
+        """The stop is accepted, and its Operation ends DONE with an error."""
+        assert isinstance(cloud.fake, FakeGcp)
+        cloud.fake.fail_next_operations("QUOTA_EXCEEDED" if transient else "UNSUPPORTED_OPERATION")
 
 
 HARNESS = GcpHarness()

@@ -6,7 +6,9 @@ import httpx
 
 from governor.adapters.providers.vast import VastProvider
 from governor.fakes.http_cloud import FakeCloud
-from governor.fakes.vast import FakeVast
+from governor.fakes.vast import TOO_FREQUENT, FakeVast
+from tests.contract import conformance_vast
+from tests.contract.conformance import Exchange
 from tests.contract.harness import Harness
 from tests.fake_clouds import Served
 
@@ -16,6 +18,7 @@ class VastHarness(Harness):
     running = "1001"  # Vast instance ids are numbers
     missing = "404404"
     no_capacity = ()  # Vast accepts a start whose GPU is rented out: it waits, `scheduling`
+    refuses_stops = True
 
     def cloud(self, state_file: Path, secret: str) -> FakeVast:
         fake = FakeVast(state_file, secret)
@@ -36,6 +39,14 @@ class VastHarness(Harness):
     def destructive_calls(self, cloud: FakeCloud) -> list[str]:
         assert isinstance(cloud, FakeVast)
         return cloud.calls("DELETE")
+
+    def off_spec(self, exchanges: list[Exchange]) -> list[str]:
+        return conformance_vast.off_spec(exchanges)
+
+    def refuse_next_stop(self, cloud: Served[FakeCloud], transient: bool) -> None:
+        """The stop is answered HTTP 200 `{"success": false, "msg": ...}`, without a code."""
+        said = TOO_FREQUENT if transient else "Instance cannot be stopped in its current state"
+        cloud.answer_next("", f"declined:{said}")  # the instance is read, then the stop
 
 
 HARNESS = VastHarness()

@@ -230,3 +230,21 @@ def test_no_resume_error_or_log_line_carries_the_secret(
     assert caplog.records, "expected the HTTP client to log its requests"
     assert SECRET not in caplog.text
     assert all(SECRET not in detail for detail in details)
+
+
+@pytest.mark.parametrize("transient", [False, True], ids=["permanent", "transient"])
+def test_a_stop_refused_after_it_was_sent_is_never_taken_as_accepted(
+    refuses_stops: Governed, transient: bool
+) -> None:
+    """A refusal reported late (a failed Operation) or without an error code is a failure,
+    permanent unless the provider's words say try again; the next tries then go through."""
+    governed, ref = refuses_stops, refuses_stops.harness.running
+    governed.harness.refuse_next_stop(governed, transient)
+    results = [halt(governed, ref)]
+    while results[-1].outcome is CallOutcome.PENDING and len(results) < 5:
+        results.append(halt(governed, ref))
+    expected = CallOutcome.RETRYABLE if transient else CallOutcome.PERMANENT
+    assert results[-1].outcome is expected, results
+    assert not governed.harness.stopped(governed.cloud, ref)
+    assert governed.harness.billing(governed.cloud, ref)
+    halt_until_done(governed.subject, ref)

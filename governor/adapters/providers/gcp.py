@@ -1,8 +1,8 @@
 """GCP Compute Engine over its REST API: read a VM's rate, state and disks, stop it keeping
 its persistent disks, and start it again on them.
 
-Only `instances.get`, `disks.get`, `instances.stop`, `instances.start` and the project-wide
-`instances.aggregatedList` and `disks.aggregatedList` are ever sent; never
+Only `instances.get`, `disks.get`, `instances.stop`, `instances.start`, `zoneOperations.get`
+and the project-wide `instances.aggregatedList` and `disks.aggregatedList` are ever sent; never
 `instances.delete`, which takes every auto-delete disk (the boot disk by default) with it.
 A stopped VM is TERMINATED in GCP's words; its persistent disks keep billing. Local SSDs
 are kept too (`discardLocalSsd=false`), since a stop that discards them loses their data,
@@ -13,11 +13,15 @@ machine type (and accelerator type, for GPUs attached to a general-purpose VM). 
 billing call: GCP's billing data (budget notifications, the BigQuery export) lags the meter
 by hours, too late to govern with; the governor meters rate x time itself.
 
-Instances stop asynchronously: `instances.stop` answers a zonal Operation, and the
-Operation finishing is not the VM being TERMINATED, so a stop that was accepted is PENDING
-and the next stop call re-reads the VM. A start that was accepted is done: the VM bills
-from then on. A zone without the capacity to start it (ZONE_RESOURCE_POOL_EXHAUSTED, in the
-Operation or the answer) is a permanent refusal, in Google's words.
+Instances stop asynchronously: `instances.stop` answers a zonal Operation, and a stop that
+was accepted is PENDING. The adapter keeps the Operation's name, and the next stop call
+reads it (`zoneOperations.get`) before the VM: an Operation that ended DONE with
+`error.errors[]` is the stop failing, classified by its codes, and one that ended without
+is not yet the VM being TERMINATED, so the VM is read too. A start that was accepted is
+done: the VM bills from then on. A zone without the capacity to start it
+(ZONE_RESOURCE_POOL_EXHAUSTED, in the Operation or the answer) is a permanent refusal, in
+Google's words. Every `status` the Instance resource documents is mapped; one it does not
+is a retryable failure, never read as running or stopped.
 """
 
 from __future__ import annotations
@@ -61,21 +65,36 @@ DISK_RATES: Mapping[str, Decimal] = MappingProxyType(
 # estimate, since their real price also depends on provisioned IOPS and throughput.
 FALLBACK_DISK_TYPE = "pd-balanced"
 
+# Every value of the Instance resource's `status` enum in Compute Engine's discovery document.
 STATES = {
+    "PENDING": PodState.RUNNING,  # Flex Start, waiting for capacity: may start at any moment
     "PROVISIONING": PodState.RUNNING,
     "STAGING": PodState.RUNNING,
     "RUNNING": PodState.RUNNING,
     "REPAIRING": PodState.RUNNING,
+    "PENDING_STOP": PodState.STOPPING,  # shutting down gracefully
     "STOPPING": PodState.STOPPING,
     "SUSPENDING": PodState.STOPPING,
+    "DEPROVISIONING": PodState.STOPPING,  # halted, its resources being torn down
+    "STOPPED": PodState.STOPPED,
     "TERMINATED": PodState.STOPPED,  # stopped, not deleted
     "SUSPENDED": PodState.STOPPED,
 }
-RATE_LIMIT_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded"})
-# Operation error codes that may pass on a later try; any other code is permanent.
-RETRYABLE_OPERATION_CODES = frozenset(
-    {"RESOURCE_NOT_READY", "RESOURCE_OPERATION_RATE_EXCEEDED", "RATE_LIMIT_EXCEEDED"}
+# Google's words (HTTP error reasons, Operation error codes) for a refusal that may pass on a
+# later try: rate limits and quotas. Any other word is permanent, unless the VM is merely
+# not ready (NOT_READY) or the answer is a 5xx or a 429.
+RATE_OR_QUOTA = frozenset(
+    {
+        "rateLimitExceeded",
+        "userRateLimitExceeded",
+        "quotaExceeded",
+        "RATE_LIMIT_EXCEEDED",
+        "RESOURCE_OPERATION_RATE_EXCEEDED",
+        "QUOTA_EXCEEDED",
+    }
 )
+NOT_READY = frozenset({"resourceNotReady", "RESOURCE_NOT_READY"})  # the VM's state, for now
+NOT_FOUND = frozenset({"notFound", "RESOURCE_NOT_FOUND"})
 # The zone has no machine free to start the VM on; Google may say so with a 5xx.
 NO_CAPACITY = frozenset(
     {"ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"}
@@ -116,34 +135,41 @@ class WrongState(ProviderError):
 
 
 class _ComputeHttp(ProviderHttp):
-    """ProviderHttp that reads Google's error body: 403 rateLimitExceeded is retryable,
-    a 404 naming an instance is InstanceNotFound, a state conflict is WrongState and a zone
-    without capacity is permanent, whatever the status."""
+    """ProviderHttp that lets Google's error body classify a refusal (see `refusal`); a 429,
+    and a 5xx or an error without that body, are left to ProviderHttp."""
 
     def raise_for_status(self, response: httpx.Response) -> None:
         status = response.status_code
         google = _google_error(response) if status >= 400 and status != 429 else None
-        if google is None:
+        if google is None or (status >= 500 and not google[1] & NO_CAPACITY):
             super().raise_for_status(response)
             return
         said, reasons = google
-        what = f"(HTTP {status} {'/'.join(sorted(reasons)) or 'error'}: {said})"
-        if reasons & NO_CAPACITY:
-            raise self.error(f"has no capacity to start it {what}", False, status=status)
-        if status >= 500:
-            super().raise_for_status(response)
-            return
-        if status == 404 and "/instances/" in said:
+        raise self.refusal(
+            reasons, f"(HTTP {status} {'/'.join(sorted(reasons)) or 'error'}: {said})", said, status
+        )
+
+    def refusal(
+        self, words: frozenset[str], what: str, said: str, status: int | None = None
+    ) -> ProviderError:
+        """The one place a refusal in Google's words is classified, whether an HTTP error's
+        reasons or a failed Operation's codes (`status` None): a zone without capacity is
+        permanent; a missing instance is InstanceNotFound; the instance's state is
+        WrongState, retryable; a rate limit or a quota is retryable; anything else is
+        permanent."""
+        if words & NO_CAPACITY:
+            return self.error(f"has no capacity to start it {what}", False, status=status)
+        if (status == 404 and "/instances/" in said) or (status is None and words & NOT_FOUND):
             error = self.error(f"has no such instance {what}", False, status=status)
-            raise InstanceNotFound(str(error), retryable=False, status=status)
-        if status == 409 or "resourceNotReady" in reasons:
+            return InstanceNotFound(str(error), retryable=False, status=status)
+        if status == 409 or words & NOT_READY:
             error = self.error(
                 f"refused: the instance is in the wrong state {what}", True, status=status
             )
-            raise WrongState(str(error), retryable=True, status=status)
-        if status == 403 and reasons & RATE_LIMIT_REASONS:
-            raise self.error(f"rate limited {what}", True, status=status)
-        raise self.error(f"refused the request {what}", False, status=status)
+            return WrongState(str(error), retryable=True, status=status)
+        if words & RATE_OR_QUOTA:
+            return self.error(f"rate limited or over quota {what}", True, status=status)
+        return self.error(f"refused the request {what}", False, status=status)
 
 
 class GcpProvider:
@@ -176,6 +202,8 @@ class GcpProvider:
         self._url = url.rstrip("/")
         self._rates = {key: Decimal(str(rate)) for key, rate in rates.items()}
         self._disk_rates = {**DISK_RATES, **disk_rates}
+        # ref -> the name of the Operation of its accepted stop, until it is seen DONE
+        self._stopping: dict[str, str] = {}
 
     def describe(self, ref: str) -> PodDescription:
         url, http = self._instance_url(ref), self._http()
@@ -201,41 +229,76 @@ class GcpProvider:
         disks: Mapping[str, dict[str, Any]] = MappingProxyType({}),
     ) -> PodDescription:
         return PodDescription(
-            _state(instance), self._hourly_rate(instance), self._storage(http, instance, disks)
+            _state(http, instance),
+            self._hourly_rate(instance),
+            self._storage(http, instance, disks),
         )
 
     def stop(self, ref: str) -> CallResult:
+        """Asked again while a stop is PENDING, first follows that stop's Operation: a
+        failure it ended with is this call's failure (a retryable one sends the stop again
+        on the next call)."""
         try:
             url, http = self._instance_url(ref), self._http()
-            state = _state(_instance(http, url))
+            self._follow_stop(http, ref)
+            state = _state(http, _instance(http, url))
             if state is not PodState.RUNNING:
+                if state is PodState.STOPPED:
+                    self._stopping.pop(ref, None)  # its Operation no longer matters
                 return _settled(state)
+            if ref in self._stopping:
+                name = self._stopping[ref]
+                return CallResult(CallOutcome.PENDING, f"stop operation {name} not DONE yet")
             params = {"discardLocalSsd": "false", "requestId": str(uuid4())}
             try:
                 answer = http.request("POST", f"{url}/stop", params=params)
             except WrongState as exc:
-                state = _state(_instance(http, url))
+                state = _state(http, _instance(http, url))
                 return CallResult.failed(exc) if state is PodState.RUNNING else _settled(state)
             operation = _operation(http, answer, "stop")
         except InstanceNotFound:
+            self._stopping.pop(ref, None)
             return CallResult(CallOutcome.DONE, "already gone")
         except ProviderError as exc:
             return CallResult.failed(exc)
         name, status = operation.get("name", "?"), operation.get("status", "?")
+        if status != "DONE":
+            self._stopping[ref] = str(name)
         return CallResult(
             CallOutcome.PENDING, f"stop accepted (operation {name} {status}); not TERMINATED yet"
         )
+
+    def _follow_stop(self, http: _ComputeHttp, ref: str) -> None:
+        """Reads the Operation of `ref`'s accepted stop, if one is not yet seen DONE, and
+        forgets it once DONE, raising the error it failed with. One Google no longer has
+        (it keeps them for a while only) is forgotten: the VM says the rest."""
+        name = self._stopping.get(ref)
+        if name is None:
+            return
+        zone = ref.partition("/")[0]
+        url = f"{self._url}/projects/{self._project}/zones/{zone}/operations/{name}"
+        try:
+            answer = http.request("GET", url)
+        except ProviderError as exc:
+            if exc.status != 404:
+                raise
+            del self._stopping[ref]
+            return
+        operation = _object(http, answer, "an operation")
+        if operation.get("status") == "DONE":
+            del self._stopping[ref]
+            _operation(http, operation, "stop")
 
     def resume(self, ref: str) -> CallResult:
         """Starts a stopped VM; a VM that is missing or deleted cannot be started."""
         try:
             url, http = self._instance_url(ref), self._http()
-            if _state(_instance(http, url)) is PodState.RUNNING:
+            if _state(http, _instance(http, url)) is PodState.RUNNING:
                 return CallResult(CallOutcome.DONE, "already running")
             try:
                 answer = http.request("POST", f"{url}/start", params={"requestId": str(uuid4())})
             except WrongState as exc:  # e.g. still STOPPING; started meanwhile is as good
-                if _state(_instance(http, url)) is not PodState.RUNNING:
+                if _state(http, _instance(http, url)) is not PodState.RUNNING:
                     return CallResult.failed(exc)
                 return CallResult(CallOutcome.DONE, "started meanwhile")
             operation = _operation(http, answer, "start")
@@ -357,21 +420,17 @@ def _google_error(response: httpx.Response) -> tuple[str, frozenset[str]] | None
 
 
 def _operation(http: _ComputeHttp, answer: Any, verb: str) -> dict[str, Any]:
-    """The Operation a `verb` call answered, or the error it already failed with (the
-    instance missing: InstanceNotFound)."""
+    """The Operation of a `verb` call, or the error it failed with (`error.errors[]`)."""
     operation = _object(http, answer, "an operation")
     error = operation.get("error")
     errors = error.get("errors") if isinstance(error, dict) else None
     if not errors:
         return operation
-    codes = {str(e.get("code")) for e in errors if isinstance(e, dict)}
+    codes = frozenset(str(e.get("code")) for e in errors if isinstance(e, dict))
     said = "; ".join(
         f"{e.get('code')}: {e.get('message')}" if isinstance(e, dict) else str(e) for e in errors
     )[:300]
-    failed = http.error(f"{verb} operation failed: {said}", bool(codes & RETRYABLE_OPERATION_CODES))
-    if "RESOURCE_NOT_FOUND" in codes:
-        raise InstanceNotFound(str(failed), retryable=False)
-    raise failed
+    raise http.refusal(codes, f"({verb} operation failed: {said})", said)
 
 
 def _settled(state: PodState) -> CallResult:
@@ -391,9 +450,14 @@ def _object(http: _ComputeHttp, answer: Any, what: str) -> dict[str, Any]:
     return answer
 
 
-def _state(instance: dict[str, Any]) -> PodState:
-    """An unknown status counts as running: billing is assumed until GCP says otherwise."""
-    return STATES.get(str(instance.get("status")), PodState.RUNNING)
+def _state(http: _ComputeHttp, instance: dict[str, Any]) -> PodState:
+    """The VM's state; a status Google does not document is a retryable failure, neither
+    running nor stopped."""
+    status = instance.get("status")
+    state = STATES.get(status) if isinstance(status, str) else None
+    if state is None:
+        raise http.error(f"answered an instance status it does not document: {status!r:.50}", True)
+    return state
 
 
 def _last_segment(url: Any) -> str:

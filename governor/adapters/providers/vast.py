@@ -6,9 +6,12 @@ Only `GET /api/v0/instances/{id}/`, `PUT /api/v0/instances/{id}/` with `{"state"
 are ever sent; never `DELETE`, which destroys the instance and its disk. Vast refuses with
 `{"success": false, "error": <code>, "msg"|"message": ...}`, under a 4xx or inside an HTTP
 200, so the code decides: a missing instance is gone (done for a stop, permanent for a
-start), a rate limit is retryable, anything else is permanent. Its 429 is often plain text,
-with no Retry-After. Vast accepts a start even when the host's GPUs are rented out: the
-instance then waits in `scheduling` for them.
+start), a rate limit is retryable, anything else is permanent. Some endpoints refuse with
+`{"success": false, "msg": ...}` and no code: permanent too, unless the message is Vast's
+rate limit's ("API requests too frequent"). A stop or start is accepted only when the answer
+says `"success": true`, as Vast's own SDK reads it. Its 429 is often plain text, with no
+Retry-After. Vast accepts a start even when the host's GPUs are rented out: the instance
+then waits in `scheduling` for them.
 """
 
 from __future__ import annotations
@@ -42,16 +45,40 @@ INSTANCES_PAGE = 25  # the most instances Vast lists in one page
 
 GONE_CODES = frozenset({"no_such_instance", "not_found"})
 RETRYABLE_CODES = frozenset({"rate_limit_exceeded"})
-# A container that stopped or exited no longer runs; whether the GPU is still held depends on
-# what was asked: only an instance asked to stop is stopped (see _state).
-HALTED = frozenset({"stopped", "exited"})
+RATE_LIMITED_SAYS = "too frequent"  # Vast's rate limit: "API requests too frequent ..."
+# Every instance status Vast's SDK names (`actual_status`, `intended_status`): whether the
+# container may hold its GPU (RUNNING), has let it go (STOPPED: whether it is stopped depends
+# on what was asked, see _state) or the instance is being destroyed (GONE). null is an
+# instance being provisioned; `frozen` is paused with its memory kept, its GPU still billed;
+# `scheduling` a restart waiting for its GPU; `unknown` (no heartbeat) and `offline` (host
+# disconnected) may run or bill at any moment; `unavail` could not get its GPU.
+STATUSES: Mapping[str | None, PodState] = {
+    None: PodState.RUNNING,
+    "created": PodState.RUNNING,
+    "loading": PodState.RUNNING,
+    "running": PodState.RUNNING,
+    "frozen": PodState.RUNNING,
+    "rebooting": PodState.RUNNING,
+    "scheduling": PodState.RUNNING,
+    "unknown": PodState.RUNNING,
+    "offline": PodState.RUNNING,
+    "stopped": PodState.STOPPED,
+    "exited": PodState.STOPPED,
+    "unavail": PodState.STOPPED,
+    "destroying": PodState.GONE,
+    "destroyed": PodState.GONE,
+    "terminated": PodState.GONE,
+}
 
 
 class VastRefused(ProviderError):
-    """Vast refused with one of its error codes; `gone` when the code means no such instance."""
+    """Vast refused, with one of its error codes or none (""); `gone` when the code means no
+    such instance. The one place a refusal is classified: a rate limit (its code, or its
+    words) is retryable, anything else permanent."""
 
     def __init__(self, message: str, code: str, status: int | None = None) -> None:
-        super().__init__(message, retryable=code in RETRYABLE_CODES, status=status)
+        retryable = code in RETRYABLE_CODES or RATE_LIMITED_SAYS in message.lower()
+        super().__init__(message, retryable=retryable, status=status)
         self.code = code
 
     @property
@@ -81,14 +108,17 @@ class VastHttp(ProviderHttp):
         super().raise_for_status(response)
 
     def refusal(self, body: Any, status: int) -> VastRefused | None:
-        """The refusal a Vast body states, None if it states none."""
+        """The refusal a Vast body states (an error code, or `"success": false` without
+        one), None if it states none."""
         if not isinstance(body, dict) or body.get("success") is True:
             return None
         code = body.get("error")
         if not isinstance(code, str) or not code:
-            return None
+            if body.get("success") is not False:
+                return None
+            code = ""
         said = str(body.get("msg") or body.get("message") or "")[:200]
-        error = self.error(f"refused (HTTP {status}, {code}): {said}", False)
+        error = self.error(f"refused (HTTP {status}, {code or 'success false'}): {said}", False)
         return VastRefused(str(error), code, status)
 
 
@@ -131,14 +161,14 @@ class VastProvider:
         except InvalidOperation:
             raise self._http.error(f"answered a non-number in {instance!r:.200}", True) from None
         rate = None if total is None else total - (disk_hourly or 0)
-        return PodDescription(_state(instance), rate, _storage(disk_hourly, disk_gb))
+        return PodDescription(self._state(instance), rate, _storage(disk_hourly, disk_gb))
 
     def stop(self, ref: str) -> CallResult:
         settled = self._settled(ref)
         if settled is not None:
             return settled
         try:
-            self._call("PUT", self._instance_url(ref), body={"state": "stopped"})
+            self._put(ref, "stopped")
         except ProviderError as exc:
             if exc.status != 409:
                 return _gone_or_failed(exc)
@@ -153,7 +183,7 @@ class VastProvider:
         if started is not None:
             return started
         try:
-            self._call("PUT", self._instance_url(ref), body={"state": "running"})
+            self._put(ref, "running")
         except ProviderError as exc:
             if exc.status != 409:
                 return CallResult.failed(exc)
@@ -198,9 +228,11 @@ class VastProvider:
         """What a stop amounts to given the instance's state now (or a failed read); None while
         it runs."""
         try:
-            state = _state(self._instance(ref))
+            state = self._state(self._instance(ref))
         except ProviderError as exc:
             return _gone_or_failed(exc)
+        if state is PodState.GONE:
+            return CallResult(CallOutcome.DONE, "already gone (being destroyed)")
         if state is PodState.STOPPED:
             return CallResult(CallOutcome.DONE, "already stopped; disk kept")
         if state is PodState.STOPPING:
@@ -211,12 +243,40 @@ class VastProvider:
         """What a resume amounts to given the instance's state now (or a failed read: a
         missing instance cannot start); None while it is stopped or stopping."""
         try:
-            state = _state(self._instance(ref))
+            state = self._state(self._instance(ref))
         except ProviderError as exc:
             return CallResult.failed(exc)
         if state is PodState.RUNNING:
             return CallResult(CallOutcome.DONE, "already running")
+        if state is PodState.GONE:
+            return CallResult(CallOutcome.PERMANENT, f"vast instance {ref} is being destroyed")
         return None
+
+    def _put(self, ref: str, state: str) -> None:
+        """Asks for `state`; accepted only if Vast answers `"success": true`."""
+        answer = self._call("PUT", self._instance_url(ref), body={"state": state})
+        if answer.get("success") is not True:
+            said = f"{answer!r:.200}"
+            raise VastRefused(str(self._http.error(f"did not accept it: {said}", False)), "")
+
+    def _state(self, instance: dict[str, Any]) -> PodState:
+        """The instance's state from `actual_status` and `intended_status` (STATUSES).
+
+        Stopped only when the container is down and a stop was asked (or nothing was): an
+        `exited` container asked to run still holds its GPU. A status the SDK does not name
+        is a retryable failure, neither running nor stopped.
+        """
+        actual, intended = instance.get("actual_status"), instance.get("intended_status")
+        for status in (actual, intended):
+            if not (status is None or isinstance(status, str)) or status not in STATUSES:
+                raise self._http.error(f"answered an unknown status: {status!r:.50}", True)
+        held = STATUSES[actual]
+        asked_to_stop = intended is not None and STATUSES[intended] is not PodState.RUNNING
+        if held is PodState.GONE:
+            return held
+        if held is PodState.STOPPED and (intended is None or asked_to_stop):
+            return PodState.STOPPED
+        return PodState.STOPPING if asked_to_stop else PodState.RUNNING
 
     def _instance(self, ref: str) -> dict[str, Any]:
         try:
@@ -276,24 +336,6 @@ def _instance_id(ref: str) -> str:
     if not (ref.isascii() and ref.isdigit()):
         raise ProviderError(f"vast instance ids are numbers, not {ref!r}", retryable=False)
     return ref
-
-
-def _state(instance: dict[str, Any]) -> PodState:
-    """The instance's state from `actual_status` and `intended_status`.
-
-    Stopped only when the container is down and a stop was asked (or nothing was): an
-    `exited` container asked to run still holds its GPU, and Vast bills a `frozen` one
-    (paused, memory kept). `loading`, `scheduling` (a restart waiting for its GPU),
-    `unknown` (no heartbeat), `offline` (host disconnected) and null (being created) may
-    run or bill at any moment, so they count as running: the governor meters them and
-    sends the stop, which is harmless if the GPU was not held.
-    """
-    actual, intended = instance.get("actual_status"), instance.get("intended_status")
-    if actual in HALTED and intended in (None, "stopped"):
-        return PodState.STOPPED
-    if intended == "stopped":
-        return PodState.STOPPING
-    return PodState.RUNNING
 
 
 def _storage(disk_hourly: Decimal | None, disk_gb: Decimal | None) -> Storage | None:

@@ -3,7 +3,8 @@
 Every answer the real API can give the adapter: a VM, its machine type priced from the
 table (Spot too), its persistent disks, every VM of the project listed page by page, no
 such VM, a VM stopping or already stopped, a stop that is accepted but not finished, a
-start that is accepted, a zone without the capacity to start a VM, a failed Operation, a
+start that is accepted, a zone without the capacity to start a VM, a failed Operation (at
+once, or read later with zoneOperations.get), a status Compute Engine does not document, a
 state conflict, 403 rateLimitExceeded, 429 with and without Retry-After, 5xx, a timeout and
 a body that is not JSON, with a static token (google-auth's credentials: test_gcp_auth.py).
 Whatever happens, no DELETE is ever sent and no token appears in
@@ -12,6 +13,7 @@ an error or a log line.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -22,6 +24,7 @@ import httpx
 import pytest
 
 from governor.adapters.providers.gcp import (
+    STATES,
     STOP_LATENCY_S,
     GcpProvider,
     StaticToken,
@@ -30,6 +33,7 @@ from governor.domain.model import PodState
 from governor.domain.ports import CallOutcome, ProviderError, Resumes
 from governor.fakes.gcp import TOKEN_PATH, FakeGcp
 from governor.fakes.http_cloud import HOLD, FakeRequest, now, running
+from tests.contract.conformance import SPECS
 from tests.fake_clouds import TIMEOUT_S, Served
 
 TOKEN = "ya29.UNIT_TEST_SECRET_0123456789"
@@ -498,3 +502,79 @@ def test_no_log_line_carries_the_token(
         gcp.describe("us-central1-a/nope")
     assert caplog.records, "expected the HTTP client to log its requests"
     assert TOKEN not in caplog.text
+
+
+# a stop's Operation, followed -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "outcome"),
+    [
+        ("QUOTA_EXCEEDED", CallOutcome.RETRYABLE),
+        ("RESOURCE_OPERATION_RATE_EXCEEDED", CallOutcome.RETRYABLE),
+        ("UNSUPPORTED_OPERATION", CallOutcome.PERMANENT),
+        ("PERMISSION_DENIED", CallOutcome.PERMANENT),
+        ("RESOURCE_NOT_FOUND", CallOutcome.DONE),
+    ],
+)
+def test_a_stop_whose_operation_fails_later_is_classified_when_asked_again(
+    gcp: GcpProvider, cloud: Cloud, code: str, outcome: CallOutcome
+) -> None:
+    cloud.fake.fail_next_operations(code)
+    first = gcp.stop(POD)
+    assert first.outcome is CallOutcome.PENDING and "PENDING" in first.detail
+    operation = cloud.fake.calls("POST")[-1]
+    result = gcp.stop(POD)
+    assert result.outcome is outcome, result
+    read = cloud.fake.calls("GET")
+    assert any("/zones/us-central1-a/operations/operation-" in call for call in read)
+    assert cloud.stops() == [operation] and cloud.status() == "RUNNING"
+    if outcome is not CallOutcome.DONE:
+        assert f"stop operation failed: {code}" in result.detail
+    if outcome is CallOutcome.RETRYABLE:  # the next try sends the stop again
+        assert gcp.stop(POD).outcome is CallOutcome.PENDING and len(cloud.stops()) == 2
+
+
+def test_a_stop_whose_operation_still_runs_stays_pending_without_a_second_stop(
+    gcp: GcpProvider, cloud: Cloud
+) -> None:
+    cloud.fake.fail_next_operations("QUOTA_EXCEEDED")
+    gcp.stop(POD)
+    cloud.fake.state.operations[next(iter(cloud.fake.state.operations))].error = None  # running
+    result = gcp.stop(POD)
+    assert result.outcome is CallOutcome.PENDING and "not DONE yet" in result.detail
+    assert len(cloud.stops()) == 1
+
+
+def test_an_operation_google_no_longer_has_is_forgotten(gcp: GcpProvider, cloud: Cloud) -> None:
+    cloud.fake.fail_next_operations("QUOTA_EXCEEDED")
+    gcp.stop(POD)
+    cloud.fake.state.operations.clear()  # completed operations are kept for a while only
+    assert gcp.stop(POD).outcome is CallOutcome.PENDING  # the VM still runs: stopped again
+    assert len(cloud.stops()) == 2
+    assert gcp.stop(POD).outcome is CallOutcome.DONE
+
+
+# statuses --------------------------------------------------------------------------------
+
+
+def test_every_status_compute_engine_documents_is_mapped() -> None:
+    discovery = json.loads((SPECS / "gcp" / "compute.v1.json").read_text())
+    documented = discovery["schemas"]["Instance"]["properties"]["status"]["enum"]
+    assert sorted(STATES) == sorted(documented)
+
+
+@pytest.mark.parametrize("status", ["HIBERNATING", None, 3])
+def test_an_undocumented_status_is_neither_running_nor_stopped(status: object) -> None:
+    instance = {"name": "pod-1", "status": status, "machineType": "zones/z/machineTypes/x"}
+
+    def google(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=instance)
+
+    with httpx.Client(transport=httpx.MockTransport(google)) as client:
+        gcp = GcpProvider(client, StaticToken(TOKEN), PROJECT)
+        with pytest.raises(ProviderError, match="status it does not document") as caught:
+            gcp.describe(POD)
+        assert caught.value.retryable
+        assert gcp.stop(POD).outcome is CallOutcome.RETRYABLE
+        assert gcp.resume(POD).outcome is CallOutcome.RETRYABLE

@@ -3,7 +3,8 @@
 Every answer the real API can give the adapter: an instance and its rates, no such instance
 (null, or a 404 with Vast's code), an instance already stopped or still stopping, one started
 again or waiting for its GPU, a wrong state, 429 as plain text with and without Retry-After,
-5xx, a timeout, a body that is not JSON, Vast's `success: false` refusals, and charges and
+5xx, a timeout, a body that is not JSON, Vast's `success: false` refusals (with an error
+code or without), every instance status its SDK names and one it does not, and charges and
 instance lists over several pages.
 Whatever happens, DELETE is never sent and the key never appears in an error, a URL or a log
 line.
@@ -24,7 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
-from governor.adapters.providers.vast import STOP_LATENCY_S, VastProvider
+from governor.adapters.providers.vast import STATUSES, STOP_LATENCY_S, VastProvider
 from governor.domain.model import PodState
 from governor.domain.money import HOURS_PER_MONTH
 from governor.domain.ports import (
@@ -37,6 +38,7 @@ from governor.domain.ports import (
 )
 from governor.fakes.http_cloud import HOLD, running
 from governor.fakes.vast import FakeVast
+from tests.contract.conformance_vast import statuses
 from tests.fake_clouds import TIMEOUT_S, Served
 
 KEY = "vast_UNIT_TEST_SECRET_0123456789abcdef"
@@ -554,3 +556,63 @@ def test_no_log_line_carries_the_key(
     vast.billed(dict.fromkeys(["1001"], SINCE))
     assert caplog.records, "expected the HTTP client to log its requests"
     assert KEY not in caplog.text
+
+
+# refusals without a code, and every status -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("declined", "outcome"),
+    [
+        ("declined:Instance cannot be stopped right now", CallOutcome.PERMANENT),
+        ("declined:API requests too frequent endpoint threshold=1.0", CallOutcome.RETRYABLE),
+        ('body:{"success": false}', CallOutcome.PERMANENT),
+        ("body:{}", CallOutcome.PERMANENT),  # not "success": true, as Vast's SDK reads it
+    ],
+)
+def test_a_stop_not_accepted_is_never_taken_as_accepted(
+    vast: VastProvider, cloud: Cloud, declined: str, outcome: CallOutcome
+) -> None:
+    cloud.answer_next("", declined)  # the instance is read, then the stop is answered so
+    result = vast.stop("1001")
+    assert result.outcome is outcome, result
+    assert KEY not in result.detail
+    assert len(cloud.puts()) == 1
+    assert vast.describe("1001").state is PodState.RUNNING
+
+
+def test_a_start_not_accepted_is_a_permanent_failure(vast: VastProvider, cloud: Cloud) -> None:
+    vast.stop("1001")
+    cloud.answer_next("", "declined:Instance has no GPU available")
+    result = vast.resume("1001")
+    assert result.outcome is CallOutcome.PERMANENT and "success false" in result.detail
+
+
+def test_every_status_the_sdk_names_is_mapped() -> None:
+    assert set(STATUSES) == statuses()
+
+
+@pytest.mark.parametrize(
+    ("actual", "intended"), [("hibernating", "running"), ("running", "paused"), (7, None)]
+)
+def test_a_status_the_sdk_does_not_name_is_neither_running_nor_stopped(
+    vast: VastProvider, cloud: Cloud, actual: object, intended: object
+) -> None:
+    cloud.answer_instance(actual_status=actual, intended_status=intended)
+    with pytest.raises(ProviderError, match="unknown status") as caught:
+        vast.describe("1001")
+    assert caught.value.retryable
+    cloud.answer_instance(actual_status=actual, intended_status=intended)
+    assert vast.stop("1001").outcome is CallOutcome.RETRYABLE
+    assert cloud.puts() == []
+
+
+@pytest.mark.parametrize("actual", ["destroying", "destroyed", "terminated"])
+def test_an_instance_being_destroyed_is_gone(vast: VastProvider, cloud: Cloud, actual: str) -> None:
+    cloud.answer_instance(actual_status=actual, intended_status="stopped")
+    assert vast.describe("1001").state is PodState.GONE
+    cloud.answer_instance(actual_status=actual, intended_status="stopped")
+    assert vast.stop("1001").outcome is CallOutcome.DONE
+    cloud.answer_instance(actual_status=actual, intended_status="stopped")
+    assert vast.resume("1001").outcome is CallOutcome.PERMANENT
+    assert cloud.puts() == []
