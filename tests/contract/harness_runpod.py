@@ -39,7 +39,8 @@ class RunPodHarness(Harness):
 
     def destructive_calls(self, cloud: FakeCloud) -> list[str]:
         assert isinstance(cloud, FakeRunPod)
-        return [n for n in cloud.state.mutation_names() if n not in ("podStop", "podResume")]
+        kept = ("podStop", "podResume", "podBidResume")
+        return [name for name in cloud.state.mutation_names() if name not in kept]
 
 
 HARNESS = RunPodHarness()

@@ -24,6 +24,7 @@ from governor.adapters.providers.runpod import (
     POD_QUERY,
     PODS_QUERY,
     RESUME_MUTATION,
+    STATES,
     STOP_MUTATION,
     RunPodProvider,
 )
@@ -153,7 +154,7 @@ def test_every_documented_status_is_read(cloud: Served[FakeRunPod], status: str)
     """A value RunPod adds to its documented statuses fails here until the adapter maps it."""
     cloud.fake.state.pods["pod-1"].desired_status = status
     runpod, _ = exchanges(cloud)
-    runpod.describe("pod-1")  # an unmapped status is an error (see test_runpod.py)
+    assert runpod.describe("pod-1").state is STATES[status]  # unmapped: an error
 
 
 def replayed(entry: dict[str, Any]) -> RunPodProvider:
