@@ -1,13 +1,15 @@
 """A fake RunPod cloud speaking the GraphQL subset the RunPod adapter uses, over real HTTP.
 
 POST /graphql with {"query", "variables"} and the key as `Authorization: Bearer` or
-`?api_key=` (both forms the real API accepts). It answers the `pod` query and the `podStop`
-and `podResume` mutations (a resumed pod runs and bills again); `podTerminate` is honoured
-(the volume is lost) and recorded, as every mutation is, so a test can prove it never came.
-Pods bill costPerHr for every second they run, by this process's clock. Besides the canned
-answers every fake cloud has, "graphql:<message>" answers the next call with that error
-inside an HTTP 200, as RunPod does, and "no-capacity" with RunPod's refusal to resume a pod
-whose host has no GPU free.
+`?api_key=` (both forms the real API accepts). It answers the `pod` and `myself { pods }`
+queries and the `podStop`, `podResume` and (for a spot pod) `podBidResume` mutations (a
+resumed pod runs and bills again), each with the fields the request selected, as GraphQL
+does; `podTerminate` is honoured (the volume is lost) and recorded, as every mutation is, so a
+test can prove it never came. Pods bill costPerHr for every second they run, by this
+process's clock. Besides the canned answers every fake cloud has, "graphql:<message>" answers
+the next call with that error inside an HTTP 200, as RunPod does, "transient" with RunPod's
+own transient failure (INTERNAL_SERVER_ERROR) and "no-capacity" with RunPod's refusal to
+resume a pod whose host has no GPU free.
 
     python -m governor.fakes.runpod --port 8765 --state cloud.json \\
         --pods 'pod-1=3600' [--api-key KEY]
@@ -29,6 +31,9 @@ from governor.fakes.http_cloud import FakeCloud, FakeRequest, Reply, bill_runs, 
 DEFAULT_API_KEY = "fake-runpod-key"
 _MUTATION_FIELD = re.compile(r"\b(pod\w+)\s*\(")
 NO_FREE_GPUS = "There are not enough free GPUs on the host machine to start this pod."
+# RunPod's transient failure, as its SDK's and CLI's users have seen it on podResume/podStop
+SOMETHING_WENT_WRONG = "Something went wrong. Please try again later or contact support."
+ON_DEMAND, SPOT = "RESERVED", "INTERRUPTABLE"  # `podType` of an on-demand and a spot pod
 BILLING_WINDOW = timedelta(days=30)  # what the billing records cover when no start is asked
 
 
@@ -42,6 +47,8 @@ class CloudPod:
     volume_in_gb: int = 20
     container_disk_in_gb: int = 50
     gpu_count: int = 1
+    pod_type: str = ON_DEMAND
+    bid_per_gpu: float | None = None  # what its last podBidResume bid
     earlier_runs: list[list[str]] = field(default_factory=list)  # [from, until] before a resume
 
     def bill_usd(self, now: datetime, since: datetime | None = None) -> Decimal:
@@ -71,15 +78,18 @@ class CloudPod:
             first = end
         return records
 
-    def graphql(self) -> dict[str, Any]:
-        return {
+    def graphql(self, selected: frozenset[str]) -> dict[str, Any]:
+        """The pod as GraphQL answers it: the `selected` fields only."""
+        fields = {
             "id": self.id,
             "desiredStatus": self.desired_status,
             "costPerHr": float(self.cost_per_hr),
             "volumeInGb": self.volume_in_gb if self.desired_status != "TERMINATED" else 0,
             "containerDiskInGb": self.container_disk_in_gb,
             "gpuCount": self.gpu_count,
+            "podType": self.pod_type,
         }
+        return {name: value for name, value in fields.items() if name in selected}
 
 
 @dataclass
@@ -120,6 +130,8 @@ class FakeRunPod(FakeCloud):
     def canned(self, kind: str, arg: str) -> Reply | None:
         if kind == "no-capacity":
             return Reply(200, _errors(NO_FREE_GPUS))
+        if kind == "transient":
+            return Reply(200, _errors(SOMETHING_WENT_WRONG, code="INTERNAL_SERVER_ERROR"))
         return Reply(200, _errors(arg)) if kind == "graphql" else None
 
     def snapshot(self) -> dict[str, Any]:
@@ -135,12 +147,12 @@ class FakeRunPod(FakeCloud):
         literal = re.search(r'podId:\s*"([^"]+)"', query)
         ref = str(variables.get("podId") or (literal.group(1) if literal else ""))
         if "myself" in query:
-            pods = [pod.graphql() for pod in self.state.pods.values()]
+            pods = [pod.graphql(_selected(query, "pods")) for pod in self.state.pods.values()]
             return Reply(200, {"data": {"myself": {"pods": pods}}})
         if query.lstrip().startswith("mutation"):
             return Reply(200, self._mutate(query, ref, variables))
         pod = self.state.pods.get(ref)
-        return Reply(200, {"data": {"pod": pod.graphql() if pod else None}})
+        return Reply(200, {"data": {"pod": pod.graphql(_selected(query, "pod")) if pod else None}})
 
     def _billing(self, ref: str | None, start: str | None) -> Reply:
         """The records of the buckets that end after `start` (RFC 3339), by default the last
@@ -164,24 +176,34 @@ class FakeRunPod(FakeCloud):
         pod = self.state.pods.get(ref)
         if pod is None or pod.desired_status == "TERMINATED":
             return _errors(f"pod not found to {name.removeprefix('pod').lower()}")
-        if name == "podResume":
-            return self._resume(pod, variables.get("gpuCount"))
+        selected = _selected(query, name)
+        if name in ("podResume", "podBidResume"):
+            return self._resume(pod, name, variables, selected)
         if name not in ("podStop", "podTerminate"):
             return _errors(f"{name} is not supported by the fake RunPod")
         if pod.desired_status == "RUNNING":
             pod.stopped_at = now().isoformat()
         pod.desired_status = "EXITED" if name == "podStop" else "TERMINATED"
-        return {"data": {name: pod.graphql() if name == "podStop" else None}}
+        return {"data": {name: pod.graphql(selected) if name == "podStop" else None}}
 
-    def _resume(self, pod: CloudPod, gpu_count: Any) -> dict[str, Any]:
-        """podResume: an exited pod starts again on its volume, with `gpu_count` GPUs."""
+    def _resume(
+        self, pod: CloudPod, name: str, variables: dict[str, Any], selected: frozenset[str]
+    ) -> dict[str, Any]:
+        """podResume (on demand) or podBidResume (spot, with a bid per GPU): an exited pod
+        starts again on its volume, with `gpuCount` GPUs."""
+        gpu_count, bid = variables.get("gpuCount"), variables.get("bidPerGpu")
         if not isinstance(gpu_count, int) or isinstance(gpu_count, bool) or gpu_count < 0:
             return _errors(f'Variable "$gpuCount" got invalid value {gpu_count!r}; expected Int!')
+        if (name == "podBidResume") != (pod.pod_type == SPOT):
+            return _errors(f"{name} cannot resume a {pod.pod_type} pod")
+        if name == "podBidResume" and (not isinstance(bid, int | float) or bid <= 0):
+            return _errors(f'Variable "$bidPerGpu" got invalid value {bid!r}; expected Float!')
         if pod.desired_status == "EXITED":
             pod.earlier_runs.append([pod.started_at, str(pod.stopped_at)])
             pod.started_at, pod.stopped_at = now().isoformat(), None
             pod.desired_status, pod.gpu_count = "RUNNING", gpu_count
-        return {"data": {"podResume": pod.graphql()}}
+            pod.bid_per_gpu = bid
+        return {"data": {name: pod.graphql(selected)}}
 
 
 def _instant(text: str) -> datetime:
@@ -192,8 +214,17 @@ def _instant(text: str) -> datetime:
     return instant
 
 
-def _errors(message: str) -> dict[str, Any]:
-    return {"data": None, "errors": [{"message": message}]}
+def _selected(query: str, field: str) -> frozenset[str]:
+    """The names `query` selects on `field` (a flat selection, as the adapter sends)."""
+    found = re.search(rf"\b{field}\b\s*(?:\([^()]*\))?\s*\{{([^{{}}]*)\}}", query)
+    return frozenset(found.group(1).split()) if found else frozenset()
+
+
+def _errors(message: str, code: str | None = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"message": message}
+    if code is not None:
+        error["extensions"] = {"code": code}
+    return {"data": None, "errors": [error]}
 
 
 def main(argv: list[str] | None = None) -> None:

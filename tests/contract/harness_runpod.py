@@ -8,6 +8,7 @@ from governor.adapters.providers.runpod import RunPodProvider
 from governor.fakes.http_cloud import FakeCloud
 from governor.fakes.runpod import FakeRunPod
 from tests.contract.harness import Harness
+from tests.contract.runpod_spec import conforming
 from tests.fake_clouds import Served
 
 
@@ -23,7 +24,10 @@ class RunPodHarness(Harness):
     def adapter(
         self, cloud: Served[FakeCloud], secret: str, client: httpx.Client
     ) -> RunPodProvider:
-        return RunPodProvider(client, secret, f"{cloud.url}/graphql", stop_latency_s=0.0)
+        """The adapter, every request it sends and answer it gets checked against RunPod's
+        own definitions of its API."""
+        url = f"{cloud.url}/graphql"
+        return RunPodProvider(conforming(client), secret, url, stop_latency_s=0.0)
 
     def stopped(self, cloud: FakeCloud, ref: str) -> bool:
         assert isinstance(cloud, FakeRunPod)
@@ -35,7 +39,8 @@ class RunPodHarness(Harness):
 
     def destructive_calls(self, cloud: FakeCloud) -> list[str]:
         assert isinstance(cloud, FakeRunPod)
-        return [n for n in cloud.state.mutation_names() if n not in ("podStop", "podResume")]
+        kept = ("podStop", "podResume", "podBidResume")
+        return [name for name in cloud.state.mutation_names() if name not in kept]
 
 
 HARNESS = RunPodHarness()

@@ -2,14 +2,19 @@
 resume it on that volume; and over its REST v2 API on the same host: what its pods have
 been billed so far.
 
-Only `pod` and `myself { pods }` (queries), `podStop` and `podResume` (mutations) are ever
-sent; never `podTerminate`, which destroys the volume. A pod resumes with the GPU count
-the `pod` query reports for it. Billing is `GET /v2/billing/pods?bucketSize=day&startTime=`
-(with `podId=` when one pod is asked about), whose records of a pod (the day in progress
+Only `pod` and `myself { pods }` (queries), `podStop`, `podResume` and `podBidResume`
+(mutations) are ever sent, each as RunPod's own SDK and CLI write it; never `podTerminate`,
+which destroys the volume. A pod resumes with the GPU count the `pod` query reports for it;
+a spot (interruptible) pod with `podBidResume`, bidding per GPU what it cost when it ran.
+Billing is `GET /v2/billing/pods?bucketSize=day&startTime=` (with `podId=` when one pod is
+asked about), whose records of a pod (the day in progress
 included) add up to what it has cost since the day it was registered. RunPod answers client
-errors as HTTP 200 with an `errors` list, so those are classified here: "not found" means the
-pod is gone (done for a stop, permanent for a resume), a rate limit is retryable, anything
-else (no GPU free on the pod's host, a locked pod) is permanent.
+errors as HTTP 200 with an `errors` list, so those are classified here, in `_classify`: "not
+found" means the pod is gone (done for a stop, permanent for a resume); a rate limit and
+RunPod's transient failure (`INTERNAL_SERVER_ERROR`, "Something went wrong. Please try again
+later") are retryable; anything else (no GPU free on the pod's host, a locked pod) is
+permanent. A `desiredStatus` outside those RunPod documents or has been seen to answer is
+never taken for running or stopped: `describe` fails (retryable) and `stop` sends `podStop`.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ PODS_QUERY = (
 )
 POD_QUERY = (
     "query Pod($podId: String!) { pod(input: {podId: $podId}) "
-    "{ id desiredStatus costPerHr volumeInGb containerDiskInGb gpuCount } }"
+    "{ id desiredStatus costPerHr volumeInGb containerDiskInGb gpuCount podType } }"
 )
 STOP_MUTATION = (
     "mutation PodStop($podId: String!) { podStop(input: {podId: $podId}) { id desiredStatus } }"
@@ -53,14 +58,27 @@ RESUME_MUTATION = (
     "mutation PodResume($podId: String!, $gpuCount: Int!) "
     "{ podResume(input: {podId: $podId, gpuCount: $gpuCount}) { id desiredStatus } }"
 )
+BID_RESUME_MUTATION = (
+    "mutation PodBidResume($podId: String!, $bidPerGpu: Float!, $gpuCount: Int!) "
+    "{ podBidResume(input: {podId: $podId, bidPerGpu: $bidPerGpu, gpuCount: $gpuCount}) "
+    "{ id desiredStatus } }"
+)
+SPOT_POD_TYPE = "INTERRUPTABLE"  # `podType` of a spot pod (RunPod rents it `podRentInterruptable`)
+# Every `desiredStatus` RunPod documents (its REST v1 Pod schema: RUNNING, EXITED,
+# TERMINATED) and those it has been seen to answer over GraphQL (CREATED, RESTARTING,
+# PAUSED, DEAD). One that may still hold its GPUs counts as running, so that a stop is sent.
 STATES = {
     "RUNNING": PodState.RUNNING,
     "CREATED": PodState.RUNNING,
     "RESTARTING": PodState.RUNNING,
+    "DEAD": PodState.RUNNING,
     "EXITED": PodState.STOPPED,
     "PAUSED": PodState.STOPPED,
     "TERMINATED": PodState.GONE,
 }
+# The `extensions.code` and the words of RunPod's transient failure inside an HTTP 200.
+TRANSIENT_CODES = frozenset({"INTERNAL_SERVER_ERROR"})
+TRANSIENT_WORDS = ("rate limit", "too many requests", "something went wrong", "try again later")
 
 
 class PodNotFound(ProviderError):
@@ -106,12 +124,21 @@ class RunPodProvider:
         except InvalidOperation:
             raise self._http.error(f"answered a non-number in {pod!r:.200}", True) from None
         storage = None if volume is None else Storage(volume, *self._volume_rates)
-        return PodDescription(_state(pod), rate, storage)
+        return PodDescription(self._state(pod), rate, storage)
+
+    def _state(self, pod: dict[str, Any]) -> PodState:
+        """The pod's state; a status RunPod has not documented fails, retryable, so that the
+        caller keeps what it knew rather than read it as running or stopped."""
+        status = pod.get("desiredStatus")
+        state = STATES.get(str(status))
+        if state is None:
+            raise self._http.error(f"answered an undocumented desiredStatus {status!r:.60}", True)
+        return state
 
     def stop(self, ref: str) -> CallResult:
         try:
-            state = _state(self._pod(ref))
-            if state is not PodState.RUNNING:
+            state = STATES.get(str(self._pod(ref).get("desiredStatus")), PodState.RUNNING)
+            if state is not PodState.RUNNING:  # an undocumented status gets a podStop too
                 return CallResult(CallOutcome.DONE, f"already {state.value}")
             stopped = self._graphql(STOP_MUTATION, ref).get("podStop")
         except PodNotFound:
@@ -125,7 +152,7 @@ class RunPodProvider:
     def resume(self, ref: str) -> CallResult:
         try:
             pod = self._pod(ref)
-            state = _state(pod)
+            state = self._state(pod)
             if state is PodState.RUNNING:
                 return CallResult(CallOutcome.DONE, "already running")
             if state is PodState.GONE:
@@ -133,12 +160,31 @@ class RunPodProvider:
             gpus = pod.get("gpuCount")
             if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
                 raise self._http.error(f"answered a pod without a gpuCount: {pod!r:.200}", True)
-            resumed = self._graphql(RESUME_MUTATION, ref, gpuCount=gpus).get("podResume")
+            if pod.get("podType") == SPOT_POD_TYPE:
+                bid = self._bid_per_gpu(pod, gpus)
+                said = f"podBidResume accepted at ${bid}/GPU/h with {gpus} GPUs; volume kept"
+                answer = self._graphql(
+                    BID_RESUME_MUTATION, ref, bidPerGpu=float(bid), gpuCount=gpus
+                )
+                resumed = answer.get("podBidResume")
+            else:
+                said = f"podResume accepted with {gpus} GPUs; volume kept"
+                resumed = self._graphql(RESUME_MUTATION, ref, gpuCount=gpus).get("podResume")
             if not isinstance(resumed, dict):
-                raise self._http.error(f"answered a malformed podResume: {resumed!r:.200}", True)
+                raise self._http.error(f"answered a malformed resume: {resumed!r:.200}", True)
         except ProviderError as exc:
             return CallResult.failed(exc)
-        return CallResult(CallOutcome.DONE, f"podResume accepted with {gpus} GPUs; volume kept")
+        return CallResult(CallOutcome.DONE, said)
+
+    def _bid_per_gpu(self, pod: dict[str, Any], gpus: int) -> Decimal:
+        """What a spot pod bids per GPU to resume: what it cost per GPU when it ran."""
+        try:
+            rate = number(pod.get("costPerHr"))
+        except InvalidOperation:
+            raise self._http.error(f"answered a non-number in {pod!r:.200}", True) from None
+        if rate is None or rate <= 0 or gpus == 0:
+            raise self._http.error(f"has no rate to bid on for spot pod {pod.get('id')!r}", False)
+        return rate / gpus
 
     def billed(self, since: Mapping[str, datetime]) -> dict[str, Billed]:
         """The account's pods' billing records (the one pod's, when one is asked about) from
@@ -189,15 +235,21 @@ class RunPodProvider:
         return data
 
     def _classify(self, errors: Any, ref: str | None) -> ProviderError:
-        """A GraphQL `errors` list (inside an HTTP 200) as the error it amounts to."""
+        """A GraphQL `errors` list (inside an HTTP 200) as the error it amounts to: the one
+        place RunPod's answers are told retryable from permanent (HTTP statuses aside)."""
+        listed = errors if isinstance(errors, list) else [errors]
         said = "; ".join(
-            str(e.get("message", e)) if isinstance(e, dict) else str(e)
-            for e in (errors if isinstance(errors, list) else [errors])
+            str(e.get("message", e)) if isinstance(e, dict) else str(e) for e in listed
         )[:300]
+        codes = {
+            str(e["extensions"].get("code"))
+            for e in listed
+            if isinstance(e, dict) and isinstance(e.get("extensions"), dict)
+        }
         lowered = said.lower()
         if "not found" in lowered and ref is not None:
             return PodNotFound(ref)
-        retryable = "rate limit" in lowered or "too many requests" in lowered
+        retryable = bool(codes & TRANSIENT_CODES) or any(w in lowered for w in TRANSIENT_WORDS)
         return self._http.error(f"refused: {said}", retryable)
 
 
@@ -207,7 +259,3 @@ def _ends(record: dict[str, Any]) -> datetime:
     if ends.tzinfo is None:
         raise ValueError(f"a billing record's endTime without its offset: {ends}")
     return ends
-
-
-def _state(pod: dict[str, Any]) -> PodState:
-    return STATES.get(str(pod.get("desiredStatus")), PodState.RUNNING)

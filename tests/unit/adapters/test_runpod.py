@@ -19,11 +19,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from governor.adapters.providers.runpod import STOP_LATENCY_S, RunPodProvider
+from governor.adapters.providers.runpod import RESUME_MUTATION, STOP_LATENCY_S, RunPodProvider
 from governor.domain.model import PodState
 from governor.domain.ports import CallOutcome, ProviderError, Resumes
 from governor.fakes.http_cloud import HOLD, running
-from governor.fakes.runpod import FakeRunPod
+from governor.fakes.runpod import SPOT, FakeRunPod
 from tests.fake_clouds import Served
 
 KEY = "rpa_UNIT_TEST_SECRET_0123456789"
@@ -104,7 +104,10 @@ def test_pod_stop_answering_not_found_is_done(runpod: RunPodProvider, cloud: Clo
         (HOLD, CallOutcome.RETRYABLE, "timed out"),
         ("malformed", CallOutcome.RETRYABLE, "not JSON"),
         ("graphql:Rate limit exceeded", CallOutcome.RETRYABLE, "Rate limit exceeded"),
+        ("transient", CallOutcome.RETRYABLE, "Something went wrong. Please try again later"),
+        ("graphql:Something went wrong. Please try again later.", CallOutcome.RETRYABLE, "wrong"),
         ("graphql:This pod is locked", CallOutcome.PERMANENT, "locked"),
+        ("status:401", CallOutcome.PERMANENT, "HTTP 401"),
     ],
 )
 def test_failed_stops_are_classified(
@@ -279,9 +282,12 @@ def test_resuming_a_pod_that_is_gone_is_permanent(runpod: RunPodProvider, cloud:
         ("no-capacity", CallOutcome.PERMANENT, "not enough free GPUs on the host machine"),
         ("graphql:pod not found to resume", CallOutcome.PERMANENT, "no pod 'pod-1'"),
         ("graphql:Rate limit exceeded", CallOutcome.RETRYABLE, "Rate limit exceeded"),
+        ("transient", CallOutcome.RETRYABLE, "Something went wrong. Please try again later"),
         ("429:9", CallOutcome.RETRYABLE, "retry after 9 s"),
+        ("429", CallOutcome.RETRYABLE, "rate limited"),
         ("500", CallOutcome.RETRYABLE, "HTTP 500"),
         ("malformed", CallOutcome.RETRYABLE, "not JSON"),
+        ("status:401", CallOutcome.PERMANENT, "HTTP 401"),
     ],
 )
 def test_failed_resumes_are_classified(
@@ -304,3 +310,60 @@ def test_a_pod_without_a_gpu_count_is_a_retryable_malformed_answer(
     result = runpod.resume("pod-1")
     assert result.outcome is CallOutcome.RETRYABLE and "gpuCount" in result.detail
     assert cloud.mutations() == ["podStop"]
+
+
+def test_a_stop_survives_runpods_transient_failure(runpod: RunPodProvider, cloud: Cloud) -> None:
+    cloud.answer_next("", "transient", "transient")  # the read, then podStop twice
+    first, second = runpod.stop("pod-1"), runpod.stop("pod-1")
+    assert first.outcome is second.outcome is CallOutcome.RETRYABLE, (first, second)
+    assert runpod.stop("pod-1").outcome is CallOutcome.DONE
+    assert cloud.fake.state.pods["pod-1"].desired_status == "EXITED"
+
+
+def test_an_undocumented_status_is_never_read_as_running_or_stopped(
+    runpod: RunPodProvider, cloud: Cloud
+) -> None:
+    cloud.fake.state.pods["pod-1"].desired_status = "HIBERNATING"
+    with pytest.raises(ProviderError, match="undocumented desiredStatus 'HIBERNATING'") as caught:
+        runpod.describe("pod-1")
+    assert caught.value.retryable  # the caller keeps what it knew of the pod
+    with pytest.raises(ProviderError, match="HIBERNATING"):
+        runpod.pods()
+    assert runpod.resume("pod-1").outcome is CallOutcome.RETRYABLE
+    stopped = runpod.stop("pod-1")  # not "already stopped": podStop is sent all the same
+    assert stopped.outcome is CallOutcome.DONE and "already" not in stopped.detail
+    assert cloud.mutations() == ["podStop"]
+
+
+def test_a_spot_pod_resumes_with_a_bid_per_gpu(cloud: Cloud) -> None:
+    pod = cloud.fake.state.pods["pod-1"]
+    pod.pod_type, pod.gpu_count = SPOT, 2
+    sent: list[httpx.Request] = []
+    with cloud.client(event_hooks={"request": [sent.append]}) as client:
+        runpod = RunPodProvider(client, KEY, f"{cloud.url}/graphql")
+        runpod.stop("pod-1")
+        result = runpod.resume("pod-1")
+    assert result.outcome is CallOutcome.DONE and "podBidResume" in result.detail, result
+    assert json.loads(sent[-1].content)["variables"] == {
+        "podId": "pod-1",
+        "bidPerGpu": 0.22,
+        "gpuCount": 2,
+    }
+    assert cloud.mutations() == ["podStop", "podBidResume"]
+    assert pod.desired_status == "RUNNING" and pod.bid_per_gpu == 0.22
+
+
+def test_a_spot_pod_with_no_rate_to_bid_is_permanent(runpod: RunPodProvider, cloud: Cloud) -> None:
+    pod = cloud.fake.state.pods["pod-1"]
+    runpod.stop("pod-1")
+    pod.pod_type, pod.cost_per_hr = SPOT, "0"
+    result = runpod.resume("pod-1")
+    assert result.outcome is CallOutcome.PERMANENT and "no rate to bid on" in result.detail
+    assert cloud.mutations() == ["podStop"]
+
+
+def test_an_on_demand_resume_is_refused_for_a_spot_pod_by_the_fake(cloud: Cloud) -> None:
+    cloud.fake.state.pods["pod-1"].pod_type = SPOT
+    body = {"query": RESUME_MUTATION, "variables": {"podId": "pod-1", "gpuCount": 1}}
+    answer = cloud.post(f"{cloud.url}/graphql", params={"api_key": KEY}, json=body).json()
+    assert "podResume cannot resume a INTERRUPTABLE pod" in answer["errors"][0]["message"]
