@@ -233,6 +233,12 @@ def pods_by_id(session: Session, pod_ids: Sequence[str]) -> dict[str, PodRow]:
     return {p.id: p for p in session.scalars(query, {"pod_ids": list(pod_ids)})}
 
 
+def runs_by_id(session: Session, run_ids: Sequence[str]) -> dict[str, RunRow]:
+    """These runs, by id."""
+    query = select(RunRow).where(one_of(RunRow.id, "run_ids"))
+    return {r.id: r for r in session.scalars(query, {"run_ids": list(run_ids)})}
+
+
 def pods_of_budgets(session: Session, budget_ids: Sequence[str]) -> Sequence[PodRow]:
     """The pods of several budgets."""
     query = select(PodRow).where(PodRow.budget_id.in_(budget_ids))

@@ -5,17 +5,13 @@ or nothing (an operator's or a viewer's, for every budget)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypeVar
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from governor.db.tables import BudgetRow, PodRow, RunRow
+from governor.db import repository as repo
 from governor.domain.paging import PageRequest
 from governor.services.security import token_model
 from governor.services.security.token_model import TokenInfo
-
-Row = TypeVar("Row", RunRow, PodRow, BudgetRow)
 
 
 @dataclass(frozen=True)
@@ -40,11 +36,11 @@ class TokenList:
 def token_list(session: Session, request: PageRequest) -> TokenList:
     """A page of the tokens on file, each with its bindings named, in three statements more."""
     shown = token_model.page(session, request)
-    runs = _named(session, RunRow, {t.run_id for t in shown.items if t.run_id})
+    runs = repo.runs_by_id(session, sorted({t.run_id for t in shown.items if t.run_id}))
     pod_ids = {t.pod_id for t in shown.items if t.pod_id} | {r.pod_id for r in runs.values()}
-    pods = _named(session, PodRow, pod_ids)
+    pods = repo.pods_by_id(session, sorted(pod_ids))
     budget_ids = {r.budget_id for r in runs.values()} | {p.budget_id for p in pods.values()}
-    budgets = _named(session, BudgetRow, budget_ids)
+    budgets = {b.id: b for b in repo.budgets_by_id(session, sorted(budget_ids))}
 
     def bound(t: TokenInfo) -> tuple[Binding, ...]:
         if t.node is not None:
@@ -61,9 +57,3 @@ def token_list(session: Session, request: PageRequest) -> TokenList:
 
     lines = tuple(TokenLine(t, bound(t)) for t in shown.items)
     return TokenList(lines, shown.next_cursor is not None)
-
-
-def _named(session: Session, table: type[Row], ids: set[str]) -> dict[str, Row]:
-    if not ids:
-        return {}
-    return {r.id: r for r in session.scalars(select(table).where(table.id.in_(ids)))}
