@@ -9,9 +9,10 @@ are kept too (`discardLocalSsd=false`), since a stop that discards them loses th
 and so they keep billing as well.
 
 The API carries no prices, so the hourly rate comes from a configured table keyed by
-machine type (and accelerator type, for GPUs attached to a general-purpose VM). There is no
-billing call: GCP's billing data (budget notifications, the BigQuery export) lags the meter
-by hours, too late to govern with; the governor meters rate x time itself.
+machine type (and accelerator type, for GPUs attached to a general-purpose VM). This adapter
+makes no billing call: GCP's billing data (budget notifications, the BigQuery export) lags the
+meter by hours, too late to govern with, so the governor meters rate x time itself; the
+BigQuery export is read only to reconcile, by `gcp_billing.BilledGcpProvider`.
 
 Instances stop asynchronously: `instances.stop` answers a zonal Operation, and a stop that
 was accepted is PENDING. The adapter keeps the Operation's name, and the next stop call
