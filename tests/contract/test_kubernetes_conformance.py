@@ -133,6 +133,41 @@ def test_an_answer_of_the_fake_outside_the_schema_is_caught(tmp_path: Path) -> N
         assert any(says in error for error in errors), (says, errors)
 
 
+# Each reason Kubernetes' API conventions define for a failed call (with its HTTP code), as a
+# stop of a running Job comes to when the API server answers its suspend so: a request that
+# "can never succeed", a refused credential, a refusal of the data, permanent; a conflict
+# read again (still running: retryable); the rate limit, a server timeout, an internal error,
+# an unavailable server, retryable.
+REASONS = {
+    "BadRequest": (400, CallOutcome.PERMANENT),
+    "Unauthorized": (401, CallOutcome.PERMANENT),
+    "Forbidden": (403, CallOutcome.PERMANENT),
+    "NotFound": (404, CallOutcome.PERMANENT),  # naming no object: a wrong path, not "gone"
+    "MethodNotAllowed": (405, CallOutcome.PERMANENT),
+    "Conflict": (409, CallOutcome.RETRYABLE),
+    "UnsupportedMediaType": (415, CallOutcome.PERMANENT),
+    "Invalid": (422, CallOutcome.PERMANENT),
+    "TooManyRequests": (429, CallOutcome.RETRYABLE),
+    "InternalError": (500, CallOutcome.RETRYABLE),
+    "ServiceUnavailable": (503, CallOutcome.RETRYABLE),
+}
+
+
+@pytest.mark.parametrize(("reason", "code", "outcome"), [(r, *v) for r, v in REASONS.items()])
+def test_each_status_reason_is_classified_as_the_api_conventions_define_it(
+    tmp_path: Path, reason: str, code: int, outcome: CallOutcome
+) -> None:
+    with govern(KUBERNETES, tmp_path) as governed:
+        adapter = governed.adapter
+        assert isinstance(adapter, StopsPreserving)
+        governed.answer_next("", f"status:{code}")  # the read, then the suspend
+        result = adapter.stop(KUBERNETES.running)
+        assert result.outcome is outcome, result
+        refused = next(e for e in governed.exchanges if e.status == code)
+    assert refused.method == "PATCH" and refused.answer["reason"] == reason
+    assert conformance_kubernetes.off_spec([refused]) == []
+
+
 def _changed(exchange: Exchange, **fields: Any) -> Exchange:
     return replace(exchange, answer={**exchange.answer, **fields})
 
