@@ -142,7 +142,9 @@ class Workload:
                 ]
             return status
         status = {"replicas": pods, "readyReplicas": pods, "availableReplicas": pods}
-        return {key: value for key, value in status.items() if value}
+        # A StatefulSet's status always has its replicas (its schema requires them).
+        kept = ("replicas",) if self.kind == "statefulset" else ()
+        return {key: value for key, value in status.items() if value or key in kept}
 
     def scale(self, at: datetime) -> dict[str, Any]:
         metadata = self.manifest["metadata"]

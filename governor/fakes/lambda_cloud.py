@@ -3,10 +3,11 @@ real HTTP.
 
 Under /api/v1, with the key as `Authorization: Bearer` or as the Basic username (both forms
 the real API accepts): GET /instances, GET /instances/{id}, GET /file-systems and
-POST /instance-operations/terminate {"instance_ids": [...]}. Terminating moves an instance
-to `terminating` and, `terminate_delay_s` later, to `terminated`; its root disk is lost and
-its filesystems stay. Every terminate request is recorded, refused or not. Instances bill
-price_cents_per_hour for every second until they are terminated, by this process's clock.
+POST /instance-operations/terminate {"instance_ids": [...]}, answering only what Lambda's
+OpenAPI document allows. Terminating moves an instance to `terminating` and,
+`terminate_delay_s` later, to `terminated`; its root disk is lost and its filesystems stay.
+Every terminate request is recorded, refused or not. Instances bill price_cents_per_hour
+for every second until they are terminated, by this process's clock.
 Errors come in Lambda's shape, {"error": {"code", "message", "suggestion"}}; besides the
 canned answers every fake cloud has, "code:<status>:<code>" answers the next call with
 that Lambda error and "body:<json>" answers HTTP 200 with exactly that body.
@@ -38,11 +39,14 @@ CODES = {
     404: "global/object-does-not-exist",
     409: "global/conflict",
     429: "global/quota-exceeded",
+    500: "global/internal-error",
+    503: "global/internal-error",
 }
 SUGGESTIONS = {
     "global/invalid-api-key": "Check your API key or create a new one, then try again.",
     "global/account-inactive": "Make sure you have verified your email address and have a "
     "valid payment method. Contact Support if problems continue.",
+    "global/internal-error": "Try again later. Contact Support if the problem persists.",
 }
 
 
@@ -213,8 +217,9 @@ class FakeLambda(FakeCloud):
             fs.name in i.file_system_names and i.status != "terminated"
             for i in self.state.instances.values()
         )
-        return {
-            **asdict(fs),
+        listed = {key: value for key, value in asdict(fs).items() if value is not None}
+        return {  # Lambda leaves bytes_used out until it has estimated it
+            **listed,
             "region": {"name": fs.region, "description": fs.region},
             "created": "2026-01-01T00:00:00Z",
             "created_by": {"id": "user-1", "email": "me@example.com", "status": "active"},
@@ -226,15 +231,15 @@ class FakeLambda(FakeCloud):
         self.state.terminate_calls.append({"instance_ids": ids, "at": at.isoformat()})
         if not isinstance(ids, list) or not ids:
             return lambda_error(400, CODES[400], "instance_ids must be a non-empty list.")
-        if any(str(ref) not in self.state.instances for ref in ids):
+        known = [self.state.instances.get(str(ref)) for ref in ids]
+        # Lambda documents no conflict for a terminate: an instance already gone is one
+        # that does not exist (404), one already terminating is listed as it is.
+        if any(i is None or i.status in ("terminated", "preempted") for i in known):
             return no_such_instance()
-        instances = [self.state.instances[str(ref)] for ref in ids]
+        instances = [i for i in known if i is not None]
         for instance in instances:
-            if instance.status in ("terminating", "terminated", "preempted"):
-                return lambda_error(
-                    409, CODES[409], f"Instance {instance.id} is {instance.status}."
-                )
-        for instance in instances:
+            if instance.status == "terminating":
+                continue
             instance.status = "terminating"
             instance.terminated_at = (at + timedelta(seconds=self.terminate_delay_s)).isoformat()
         return Reply(200, {"data": {"terminated_instances": [i.api() for i in instances]}})

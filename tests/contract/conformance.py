@@ -25,6 +25,7 @@ class Exchange:
     body: Any
     status: int
     answer: Any
+    content_type: str = ""  # the request's
 
     @classmethod
     def of(cls, response: httpx.Response) -> Exchange:
@@ -37,6 +38,7 @@ class Exchange:
             _json(request.content),
             response.status_code,
             _json(response.content),
+            request.headers.get("content-type", ""),
         )
 
 

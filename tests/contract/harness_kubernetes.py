@@ -7,6 +7,8 @@ import httpx
 from governor.adapters.providers.kubernetes import BearerToken, KubernetesProvider
 from governor.fakes.http_cloud import FakeCloud, now
 from governor.fakes.kubernetes import FakeKubernetes
+from tests.contract import conformance_kubernetes
+from tests.contract.conformance import Exchange
 from tests.contract.harness import Harness
 from tests.fake_clouds import Served
 
@@ -39,6 +41,9 @@ class KubernetesHarness(Harness):
 
     def destructive_calls(self, cloud: FakeCloud) -> list[str]:
         return cloud.calls("DELETE")
+
+    def off_spec(self, exchanges: list[Exchange]) -> list[str]:
+        return conformance_kubernetes.off_spec(exchanges)
 
 
 HARNESS = KubernetesHarness()

@@ -7,6 +7,8 @@ import httpx
 from governor.adapters.providers.lambda_cloud import LambdaProvider
 from governor.fakes.http_cloud import FakeCloud
 from governor.fakes.lambda_cloud import FakeLambda
+from tests.contract import conformance_lambda
+from tests.contract.conformance import Exchange
 from tests.contract.harness import Harness
 from tests.fake_clouds import Served
 
@@ -38,6 +40,9 @@ class LambdaHarness(Harness):
     def destructive_calls(self, cloud: FakeCloud) -> list[str]:
         assert isinstance(cloud, FakeLambda)
         return [f"terminate {call['instance_ids']}" for call in cloud.state.terminate_calls]
+
+    def off_spec(self, exchanges: list[Exchange]) -> list[str]:
+        return conformance_lambda.off_spec(exchanges)
 
 
 HARNESS = LambdaHarness()

@@ -5,7 +5,8 @@
 Downloads (never at test time) the newest google-api-python-client and vastai wheels with
 pip, copies Compute Engine's discovery document out of the first and extracts, from the
 second's source, the endpoints the SDK calls for instances and charges (method, path,
-query parameters, body keys and values) and every instance status value it names. Update
+query parameters, body keys and values) and every instance status value it names; and
+downloads Lambda Cloud's OpenAPI document from Lambda's documentation site. Update
 README.md's versions and dates afterwards.
 """
 
@@ -21,6 +22,8 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
+
 HERE = Path(__file__).parent
 DISCOVERY = "googleapiclient/discovery_cache/documents/compute.v1.json"
 # The SDK modules whose calls the Vast adapter makes too.
@@ -32,6 +35,7 @@ VAST_STATUS_MENTIONS = {
     "vastai/cli/commands/machines.py": r"status in \[([^\]]+)\]",
     "vastai/cli/commands/benchmarks.py": r"TERMINAL_STATES = \{([^}]+)\}",
 }
+LAMBDA_OPENAPI = "https://docs.lambda.ai/api/cloud/spec.json"  # Lambda's, as published
 STATUS_TABLE = "| `actual_status` | Meaning |"  # SKILL.md's table of instance statuses
 _STATUS_ROW = re.compile(r"^\| `(?P<status>[^`]+)` \| (?P<meaning>.+?) \|$")
 
@@ -44,7 +48,10 @@ def main() -> None:
         vast = _wheel("vastai", Path(tmp))
         extracted = vast_definitions(vast)
         (HERE / "vast" / "vastai.json").write_text(json.dumps(extracted, indent=2) + "\n")
-    print(f"{google.name}, {vast.name}: update README.md's versions and dates")
+    openapi = httpx.get(LAMBDA_OPENAPI, follow_redirects=True).raise_for_status()
+    (HERE / "lambda" / "openapi.json").write_bytes(openapi.content)
+    version = openapi.json()["info"]["version"]
+    print(f"{google.name}, {vast.name}, Lambda {version}: update README.md's versions and dates")
 
 
 def _wheel(package: str, where: Path) -> Path:

@@ -55,6 +55,9 @@ API = {  # the kind in a ref: its API group/version, resource and object kind
 REF_FORM = (
     "<namespace>/<kind>/<name> with kind job, deployment or statefulset (e.g. ml/job/train-llama)"
 )
+# The conditions of a Job that make no pod again, when their status is "True" (JobCondition:
+# "Type of job condition, Complete or Failed"; status "one of True, False, Unknown").
+FINISHED = ("Complete", "Failed")
 _DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")  # what Kubernetes accepts in names
 
 
@@ -421,7 +424,7 @@ def _finished(spec: dict[str, Any], status: dict[str, Any]) -> bool:
     for condition in conditions if isinstance(conditions, list) else []:
         if (
             isinstance(condition, dict)
-            and condition.get("type") in ("Complete", "Failed")
+            and condition.get("type") in FINISHED
             and condition.get("status") == "True"
         ):
             return True

@@ -50,8 +50,23 @@ STATES = {
 # for a finished terminate while the instance keeps billing.
 INSTANCE_NOT_FOUND = "global/object-does-not-exist"
 CONFLICT = "global/conflict"
-RETRYABLE_CODES = frozenset({"global/quota-exceeded"})
-PERMANENT_CODES = frozenset({"global/invalid-api-key", "global/account-inactive"})
+# Each code as Lambda's OpenAPI document explains it: an internal error says "Try again
+# later", and errors of Lambda's upstream providers (code prefix `provider/`) are outages
+# ("Try again shortly"); a quota is raised by Lambda's support, and a key, an account, a
+# billing address, a permission or a request's parameters do not mend on their own. A 429
+# is Lambda's rate limit (about a request a second) whatever its code: always retried.
+RETRYABLE_CODES = frozenset({"global/internal-error"})
+RETRYABLE_PREFIX = "provider/"
+PERMANENT_CODES = frozenset(
+    {
+        "global/invalid-api-key",
+        "global/account-inactive",
+        "global/forbidden",
+        "global/invalid-address",
+        "global/invalid-parameters",
+        "global/quota-exceeded",
+    }
+)
 
 
 class LambdaError(ProviderError):
@@ -78,8 +93,7 @@ class _LambdaHttp(ProviderHttp):
             super().raise_for_status(response)
         except ProviderError as exc:
             code = _error_code(response)
-            retryable = code in RETRYABLE_CODES or (exc.retryable and code not in PERMANENT_CODES)
-            raise LambdaError(exc, code, retryable) from None
+            raise LambdaError(exc, code, _retryable(response.status_code, code, exc)) from None
 
 
 class LambdaProvider:
@@ -211,6 +225,16 @@ class LambdaProvider:
             return None
         gib = sum((number(size) or Decimal(0) for size in sizes), Decimal(0)) / BYTES_PER_GIB
         return Storage(gib, self._filesystem_rate, self._filesystem_rate)
+
+
+def _retryable(status: int, code: str | None, error: ProviderError) -> bool:
+    """Whether retrying can help, by Lambda's code; by the HTTP status where it names none
+    this adapter knows."""
+    if status == 429 or code in RETRYABLE_CODES:
+        return True
+    if code is not None and code.startswith(RETRYABLE_PREFIX):
+        return True
+    return error.retryable and code not in PERMANENT_CODES
 
 
 def _settled(instance: Mapping[str, Any]) -> CallResult | None:

@@ -261,20 +261,18 @@ class Racing(FakeLambda):
 
 
 @pytest.mark.parametrize(("delay_s", "outcome"), [(0, CallOutcome.DONE), (60, CallOutcome.PENDING)])
-def test_a_conflict_reads_the_instance_again(
+def test_a_terminate_racing_another_is_read_from_its_answer(
     tmp_path: Path, delay_s: float, outcome: CallOutcome
 ) -> None:
+    """Lambda documents no conflict for a terminate: one that comes after another answers
+    the instance terminating, or that it does not exist once terminated."""
     with (
         served(Racing(tmp_path / "lambda.json", KEY, terminate_delay_s=delay_s)) as cloud,
         cloud.client() as client,
     ):
         result = cloud.adapter(client).terminate("inst-1", keep="ckpts")
         assert result.outcome is outcome, result
-        assert cloud.fake.calls() == [
-            "GET /api/v1/instances/inst-1",
-            TERMINATE,  # answered 409 global/conflict: it was terminating already
-            "GET /api/v1/instances/inst-1",
-        ]
+        assert cloud.fake.calls() == ["GET /api/v1/instances/inst-1", TERMINATE]
 
 
 def test_a_conflict_on_a_running_instance_is_retryable(lam: LambdaProvider, cloud: Cloud) -> None:
@@ -295,7 +293,11 @@ def test_a_conflict_on_a_running_instance_is_retryable(lam: LambdaProvider, clou
         (HOLD, CallOutcome.RETRYABLE, "timed out"),
         ("malformed", CallOutcome.RETRYABLE, "not JSON"),
         # Lambda's code decides, whatever the status says:
-        ("code:400:global/quota-exceeded", CallOutcome.RETRYABLE, "global/quota-exceeded"),
+        ("code:500:global/internal-error", CallOutcome.RETRYABLE, "global/internal-error"),
+        ("code:400:provider/internal-unavailable", CallOutcome.RETRYABLE, "provider/internal"),
+        ("code:429:global/quota-exceeded", CallOutcome.RETRYABLE, "rate limited"),
+        ("code:400:global/quota-exceeded", CallOutcome.PERMANENT, "global/quota-exceeded"),
+        ("code:403:global/forbidden", CallOutcome.PERMANENT, "global/forbidden"),
         ("code:403:global/account-inactive", CallOutcome.PERMANENT, "global/account-inactive"),
         ("code:503:global/invalid-api-key", CallOutcome.PERMANENT, "global/invalid-api-key"),
         ("code:400:global/invalid-parameters", CallOutcome.PERMANENT, "invalid-parameters"),
@@ -403,7 +405,8 @@ def test_pods_without_filesystems_does_not_read_them(lam: LambdaProvider, cloud:
     [
         (["429:3"], True, "retry after 3 s"),
         (["", "500"], True, "HTTP 500"),  # the filesystems fail
-        (["code:400:global/quota-exceeded"], True, "global/quota-exceeded"),
+        (["code:400:global/quota-exceeded"], False, "global/quota-exceeded"),
+        (["code:503:provider/internal-unavailable"], True, "provider/internal-unavailable"),
         (["code:403:global/account-inactive"], False, "global/account-inactive"),
     ],
 )

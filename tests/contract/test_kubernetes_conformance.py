@@ -1,0 +1,244 @@
+"""The Kubernetes adapter and the fake API server held to Kubernetes' own definitions (the
+official client's operations, the JSON schemas of Kubernetes' OpenAPI that kubernetes-validate
+bundles), not to each other; and real answers of an API server, from Kubernetes' own
+documentation, replayed through the adapter.
+
+Every contract test already checks each exchange it makes (harness_kubernetes.py); these
+prove that the checks see every call the adapter makes, that they catch a request Kubernetes
+does not define and an answer outside its schema, and that the Job conditions Kubernetes
+defines are read as it defines them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from governor.adapters.providers.kubernetes import FINISHED, BearerToken, KubernetesProvider
+from governor.domain.model import PodState
+from governor.domain.ports import CallOutcome, ProviderError, Resumes, StopsPreserving
+from tests.contract import conformance_kubernetes
+from tests.contract.conformance import SPECS, Exchange
+from tests.contract.conftest import govern
+from tests.contract.harness_kubernetes import HARNESS as KUBERNETES
+
+CORPUS = json.loads((SPECS / "kubernetes" / "answers.json").read_text())["answers"]
+JOB = "/apis/batch/v1/namespaces/ml/jobs/pod-1"
+SCALE = "/apis/apps/v1/namespaces/ml/deployments/web/scale"
+MERGE = "application/merge-patch+json"
+CONDITION = json.loads(conformance_kubernetes.schema_file("V1JobCondition").read_text())
+
+
+def test_every_call_is_an_operation_of_the_official_client(tmp_path: Path) -> None:
+    with govern(KUBERNETES, tmp_path) as governed:
+        for ref in ("ml/deployment/web", "ml/statefulset/db"):
+            governed.fake.add_pod(ref, "1.00")
+        adapter = governed.adapter
+        assert isinstance(adapter, StopsPreserving) and isinstance(adapter, Resumes)
+        assert len(adapter.pods()) == 3
+        for ref in ("ml/job/pod-1", "ml/deployment/web", "ml/statefulset/db"):
+            assert adapter.stop(ref).outcome is CallOutcome.PENDING
+            assert adapter.resume(ref).outcome is CallOutcome.DONE
+        assert adapter.stop(KUBERNETES.missing).outcome is CallOutcome.DONE
+        exchanges = governed.exchanges
+    called = [conformance_kubernetes.operation_of(e.method, e.path) for e in exchanges]
+    assert None not in called
+    assert {o.name for o in called if o} == {
+        "list_job_for_all_namespaces",
+        "list_deployment_for_all_namespaces",
+        "list_stateful_set_for_all_namespaces",
+        "read_namespaced_job",
+        "patch_namespaced_job",
+        "read_namespaced_deployment",
+        "patch_namespaced_deployment",
+        "patch_namespaced_deployment_scale",
+        "read_namespaced_stateful_set",
+        "patch_namespaced_stateful_set",
+        "patch_namespaced_stateful_set_scale",
+    }
+    assert {e.content_type for e in exchanges if e.method == "PATCH"} == {MERGE}
+    assert {e.status for e in exchanges} == {200, 404}
+    assert conformance_kubernetes.off_spec(exchanges) == []
+
+
+@pytest.mark.parametrize(
+    ("exchange", "says"),
+    [
+        (Exchange("PATCH", f"{JOB}/scale", {}, {"spec": {"replicas": 0}}, 200, None, MERGE), ""),
+        (Exchange("POST", JOB, {}, {"spec": {"suspend": True}}, 200, None, MERGE), ""),
+        (
+            Exchange("PATCH", JOB, {}, {"spec": {"suspend": True}}, 200, None, "application/json"),
+            "takes no 'application/json' body",
+        ),
+        (
+            Exchange("PATCH", JOB, {}, {"spec": {"suspended": True}}, 200, None, MERGE),
+            "'suspended' was unexpected",
+        ),
+        (
+            Exchange("PATCH", JOB, {}, {"spec": {"suspend": "true"}}, 200, None, MERGE),
+            "'true' is not of type 'boolean', 'null'",
+        ),
+        (
+            Exchange("PATCH", SCALE, {}, {"spec": {"replicas": "0"}}, 200, None, MERGE),
+            "'0' is not of type 'integer', 'null'",
+        ),
+        (
+            Exchange("PATCH", SCALE, {"force": ["true"], "grace": ["0"]}, None, 200, None, MERGE),
+            "takes no 'grace'",
+        ),
+        (Exchange("GET", JOB, {}, {"spec": {}}, 200, None, MERGE), "takes no body"),
+    ],
+)
+def test_a_request_kubernetes_does_not_define_is_caught(exchange: Exchange, says: str) -> None:
+    errors = conformance_kubernetes.off_spec([exchange])
+    assert errors, exchange
+    assert says in errors[0] if says else "no operation" in errors[0], errors
+
+
+def test_an_answer_of_the_fake_outside_the_schema_is_caught(tmp_path: Path) -> None:
+    with govern(KUBERNETES, tmp_path) as governed:
+        governed.fake.add_pod("ml/deployment/web", "1.00")
+        adapter = governed.adapter
+        assert isinstance(adapter, StopsPreserving)
+        adapter.pods()
+        adapter.describe("ml/job/pod-1")
+        adapter.stop("ml/deployment/web")
+        with pytest.raises(ProviderError):
+            adapter.describe(KUBERNETES.missing)
+        exchanges = governed.exchanges
+    job = next(e for e in exchanges if e.path == JOB)
+    listed = next(e for e in exchanges if e.path == "/apis/batch/v1/jobs")
+    scaled = next(e for e in exchanges if e.path == SCALE)
+    missing = next(e for e in exchanges if e.status == 404)
+    assert conformance_kubernetes.off_spec([job, listed, scaled, missing]) == []
+    off = [
+        (_changed(job, status={"active": "1"}), "'1' is not of type 'integer', 'null'"),
+        (_changed(job, status={"phase": "Running"}), "'phase' was unexpected"),
+        (_changed(job, kind="Deployment"), "'Deployment' is not one of ['Job']"),
+        (_changed(listed, items=[{"state": "running"}]), "'state' was unexpected"),
+        (_changed(scaled, spec={"replicas": 0.5}), "0.5 is not of type 'integer', 'null'"),
+        (_changed(missing, code="404"), "'404' is not of type 'integer', 'null'"),
+        (replace(missing, answer={"error": "not found"}), "'error' was unexpected"),
+        (replace(job, status=201), "answered 201, which read_namespaced_job does not"),
+    ]
+    for exchange, says in off:
+        errors = conformance_kubernetes.off_spec([exchange])
+        assert any(says in error for error in errors), (says, errors)
+
+
+# Each reason Kubernetes' API conventions define for a failed call (with its HTTP code), as a
+# stop of a running Job comes to when the API server answers its suspend so: a request that
+# "can never succeed", a refused credential, a refusal of the data, permanent; a conflict
+# read again (still running: retryable); the rate limit, a server timeout, an internal error,
+# an unavailable server, retryable.
+REASONS = {
+    "BadRequest": (400, CallOutcome.PERMANENT),
+    "Unauthorized": (401, CallOutcome.PERMANENT),
+    "Forbidden": (403, CallOutcome.PERMANENT),
+    "NotFound": (404, CallOutcome.PERMANENT),  # naming no object: a wrong path, not "gone"
+    "MethodNotAllowed": (405, CallOutcome.PERMANENT),
+    "Conflict": (409, CallOutcome.RETRYABLE),
+    "UnsupportedMediaType": (415, CallOutcome.PERMANENT),
+    "Invalid": (422, CallOutcome.PERMANENT),
+    "TooManyRequests": (429, CallOutcome.RETRYABLE),
+    "InternalError": (500, CallOutcome.RETRYABLE),
+    "ServiceUnavailable": (503, CallOutcome.RETRYABLE),
+}
+
+
+@pytest.mark.parametrize(("reason", "code", "outcome"), [(r, *v) for r, v in REASONS.items()])
+def test_each_status_reason_is_classified_as_the_api_conventions_define_it(
+    tmp_path: Path, reason: str, code: int, outcome: CallOutcome
+) -> None:
+    with govern(KUBERNETES, tmp_path) as governed:
+        adapter = governed.adapter
+        assert isinstance(adapter, StopsPreserving)
+        governed.answer_next("", f"status:{code}")  # the read, then the suspend
+        result = adapter.stop(KUBERNETES.running)
+        assert result.outcome is outcome, result
+        refused = next(e for e in governed.exchanges if e.status == code)
+    assert refused.method == "PATCH" and refused.answer["reason"] == reason
+    assert conformance_kubernetes.off_spec([refused]) == []
+
+
+def _changed(exchange: Exchange, **fields: Any) -> Exchange:
+    return replace(exchange, answer={**exchange.answer, **fields})
+
+
+def _words(field: str, pattern: str) -> list[str]:
+    """The values the JobCondition schema's description of `field` names."""
+    described = CONDITION["properties"][field]["description"]
+    found = re.search(pattern, described)
+    assert found is not None, described
+    return re.findall(r"[A-Z][a-z]+", found.group(1))
+
+
+TYPES = _words("type", r"Type of job condition, (.+)\.")
+STATUSES = _words("status", r"one of (.+)\.")
+
+
+def test_the_adapter_names_every_finishing_condition_kubernetes_defines() -> None:
+    """A condition type Kubernetes adds to its definition fails here until it is read."""
+    assert set(TYPES) == set(FINISHED)
+    assert set(STATUSES) == {"True", "False", "Unknown"}
+
+
+def _read(job: dict[str, Any]) -> PodState:
+    transport = httpx.MockTransport(lambda _: httpx.Response(200, json=job))
+    credentials = BearerToken(httpx.Client(transport=transport), "token", "https://k8s")
+    return KubernetesProvider(credentials).describe("default/job/pi").state
+
+
+@pytest.mark.parametrize("status", STATUSES)
+@pytest.mark.parametrize("kind", [*TYPES, "Suspended", "Hibernated"])
+def test_each_job_condition_is_read_as_kubernetes_defines_it(kind: str, status: str) -> None:
+    """A Job with no active pod, its condition `kind` at `status`: finished (stopped) only
+    for a finishing condition that is "True"; any other, even one no definition names,
+    leaves it running: metering on is the safe mistake."""
+    job = copy.deepcopy(CORPUS[0]["body"])
+    job["spec"].pop("completions")  # only the condition can say it finished
+    job["status"] = {"conditions": [{"type": kind, "status": status}]}
+    assert conformance_kubernetes.schema_errors(job, "V1Job") == []
+    finished = kind in TYPES and status == "True"
+    assert _read(job) is (PodState.STOPPED if finished else PodState.RUNNING)
+
+
+def replayed(entry: dict[str, Any]) -> tuple[KubernetesProvider, list[str]]:
+    asked: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        asked.append(f"{request.method} {request.url.path}")
+        return httpx.Response(entry["status"], json=entry["body"])
+
+    client = httpx.Client(transport=httpx.MockTransport(answer))
+    return KubernetesProvider(BearerToken(client, "token", "https://k8s")), asked
+
+
+@pytest.mark.parametrize("entry", CORPUS, ids=[e["ref"] for e in CORPUS])
+def test_real_answers_replayed_through_the_adapter(entry: dict[str, Any]) -> None:
+    adapter, asked = replayed(entry)
+    if entry["call"] == "describe":
+        assert adapter.describe(entry["ref"]).state is PodState(entry["expect"]["state"])
+    else:
+        result = adapter.stop(entry["ref"])
+        assert result.outcome is CallOutcome(entry["expect"]["outcome"]), result
+    assert asked[0] == f"GET {entry['path']}"
+
+
+@pytest.mark.parametrize("entry", CORPUS, ids=[e["ref"] for e in CORPUS])
+def test_each_real_answer_is_one_kubernetes_defines(entry: dict[str, Any]) -> None:
+    errors = conformance_kubernetes.answer_errors(
+        "GET", entry["path"], entry["status"], entry["body"]
+    )
+    assert errors == []
+
+
+def test_the_corpus_cites_each_answer() -> None:
+    assert CORPUS and all(entry["source"].startswith("https://") for entry in CORPUS)
