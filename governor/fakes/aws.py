@@ -5,7 +5,8 @@ signed with AWS Signature Version 4. The signature is checked with botocore's ow
 against this cloud's secret access key, so a wrong secret is refused with AuthFailure, as
 EC2 refuses it. It answers DescribeInstances, DescribeVolumes, DescribeSpotInstanceRequests,
 StopInstances and StartInstances in EC2's XML (and, once `explore_costs` is called, Cost Explorer's
-GetCostAndUsageWithResources in its JSON: see governor.fakes.cost_explorer);
+GetCostAndUsageWithResources in its JSON, failing in Cost Explorer's own error shapes: see
+governor.fakes.cost_explorer);
 TerminateInstances is honoured (the instance's volumes are deleted with it) and recorded,
 as every action is, so a test can prove it never came.
 Errors have EC2's `<Response><Errors><Error>` shape; rate limiting is EC2's 503
@@ -50,7 +51,7 @@ from botocore.credentials import Credentials
 
 from governor.fakes import http_cloud
 from governor.fakes.cost_explorer import CostExplorer
-from governor.fakes.http_cloud import FakeCloud, FakeRequest, Reply, bill_runs
+from governor.fakes.http_cloud import ErrorShapes, FakeCloud, FakeRequest, Reply, bill_runs
 
 FAKE_ACCESS_KEY_ID = "AKIAFAKEEC2ACCESSKEY"
 DEFAULT_SECRET_ACCESS_KEY = "fake-ec2-secret-access-key"
@@ -288,6 +289,12 @@ class FakeEc2(FakeCloud):
         if kind == "no-capacity":
             return _error_reply("InsufficientInstanceCapacity", NO_CAPACITY, 500)
         return None
+
+    def errors_for(self, request: FakeRequest) -> ErrorShapes:
+        """Cost Explorer's requests (JSON, with an X-Amz-Target) fail in its words."""
+        if self.costs is not None and request.headers.get("x-amz-target"):
+            return self.costs
+        return self
 
     def snapshot(self) -> dict[str, Any]:
         return asdict(self.state)

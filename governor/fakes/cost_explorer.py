@@ -14,6 +14,13 @@ neither a filter nor a grouping by RESOURCE_ID; besides, the fake answers DAILY
 UnblendedCost filtered by RESOURCE_ID only.
 Days come `page_size` to a page, each page but the last with a NextPageToken; every call
 is counted, since every real one costs $0.01.
+
+Its failures are Cost Explorer's, in the JSON protocol's `{"__type", "Message"}` (the fake EC2
+answers Cost Explorer's requests with these, its canned answers included): too many requests
+is the operation's LimitExceededException (HTTP 400, no Retry-After), other errors AWS's
+common ones (InvalidClientTokenId, InternalFailure, ServiceUnavailable, ValidationError), and
+the canned "ce:<Code>" or "ce:<Code>:<message>" answers with one of the operation's own
+errors (its model's `errors`: DataUnavailableException, BillExpirationException...).
 """
 
 from __future__ import annotations
@@ -40,6 +47,12 @@ RESOURCE_RULE = (
     "group by or filter by a <code>ResourceId</code>."
 )
 RULES = {"TimePeriod": WINDOW_RULE, "Filter": RESOURCE_RULE}
+# The operation's error for too many calls, in its model's words.
+TOO_MANY_CALLS = "You made too many calls in a short period of time. Try again later."
+# AWS's common errors (the Cost Explorer API reference's "Common Errors") by HTTP status;
+# a request refused for its key is answered InvalidClientTokenId's 403.
+COMMON_ERRORS = {401: "InvalidClientTokenId", 500: "InternalFailure", 503: "ServiceUnavailable"}
+STATUSES = {"InvalidClientTokenId": 403, "InternalFailure": 500, "ServiceUnavailable": 503}
 
 
 def broken_rule(request: Mapping[str, Any], today: date) -> str | None:
@@ -86,9 +99,23 @@ class CostExplorer:
                 raise Refused("UnknownOperationException", f"{target} is not supported")
             return Reply(200, self._costs(body, instances, now), content_type=JSON)
         except (Refused, KeyError, TypeError, ValueError) as exc:
-            kind = exc.kind if isinstance(exc, Refused) else "ValidationException"
-            error = {"__type": f"com.amazonaws.ce#{kind}", "Message": str(exc)}
-            return Reply(400, error, content_type=JSON)
+            return refusal(
+                exc.kind if isinstance(exc, Refused) else "ValidationException", str(exc)
+            )
+
+    def error(self, status: int, message: str) -> Reply:
+        code = COMMON_ERRORS.get(status, "InternalFailure" if status >= 500 else "ValidationError")
+        return refusal(code, message, status if status != 401 else None)
+
+    def rate_limited(self, retry_after: str) -> Reply:
+        """Cost Explorer refuses too many calls with LimitExceededException, no Retry-After."""
+        return refusal("LimitExceededException", TOO_MANY_CALLS)
+
+    def canned(self, kind: str, arg: str) -> Reply | None:
+        if kind != "ce":
+            return None
+        code, _, message = arg.partition(":")
+        return refusal(code, message or f"canned {code}")
 
     def _costs(self, body: Any, instances: Mapping[str, Any], now: datetime) -> dict[str, Any]:
         if broken := broken_rule(body, now.astimezone(UTC).date()):
@@ -145,3 +172,10 @@ class CostExplorer:
                     hourly = EBS_PRICE * gib / HOURS_PER_MONTH
                     total += bill(hourly, str(runs[0][0]), None, until, since)
         return total * self.factor
+
+
+def refusal(code: str, message: str, status: int | None = None) -> Reply:
+    """Cost Explorer's error `code` (HTTP `status`, else the code's own: 400 unless it is a
+    common error of another) in the JSON protocol's shape."""
+    error = {"__type": f"com.amazonaws.ce#{code}", "Message": message}
+    return Reply(status or STATUSES.get(code, 400), error, content_type=JSON)

@@ -12,6 +12,10 @@ instead. POST /_fake/answers {"answers": [...]} queues them, one per provider re
 
 and whatever else a provider's fake adds in `canned` (e.g. GraphQL errors inside a 200, or
 "no-capacity": the provider's own refusal to start a stopped pod again for lack of capacity).
+Each is in the words of the service the request is for (`FakeCloud.errors_for`): a fake
+serving a second service beside its provider's own (the fake EC2 serves Cost Explorer)
+answers that service's requests in its error shapes. A provider that documents another
+answer to too many requests than a 429 (EC2's 503 RequestLimitExceeded) gives that for "429".
 A held request is answered normally once `FakeCloud.release` lets it (or HOLD_MAX_S after it
 came, should no one); when the server shuts down first, it gets the provider's 503 and is
 never handled. Meanwhile the server answers every other request, so a client's timeout is
@@ -35,7 +39,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from governor.domain.money import charge
@@ -101,6 +105,22 @@ class Reply:
     content_type: str = "application/json"
 
 
+class ErrorShapes(Protocol):
+    """How a service words its failures, which the canned answers take."""
+
+    def error(self, status: int, message: str) -> Reply:
+        """The service's error body for `status`."""
+        ...
+
+    def rate_limited(self, retry_after: str) -> Reply:
+        """Its answer to too many requests; `retry_after` "" when none is to be said."""
+        ...
+
+    def canned(self, kind: str, arg: str) -> Reply | None:
+        """A canned answer of its own; None: `kind` is not one."""
+        ...
+
+
 class FakeCloud(ABC):
     """A provider's cloud in one process. Subclasses answer `handle` and say what the
     provider's errors look like; the state they keep goes in `snapshot`."""
@@ -151,27 +171,33 @@ class FakeCloud(ABC):
         """A provider-specific canned answer; None: `kind` is not one."""
         return None
 
+    def errors_for(self, request: FakeRequest) -> ErrorShapes:
+        """Whose words `request`'s failures are in: this cloud's own, unless it serves
+        another service beside its provider's."""
+        return self
+
     # The shared machinery ----------------------------------------------------------------
 
     def serve_request(self, request: FakeRequest) -> Reply:
+        shapes = self.errors_for(request)
         if not self.authorized(request):
-            return self.error(401, "invalid api key")
+            return shapes.error(401, "invalid api key")
         with self.lock:
             canned = self.answers.pop(0) if self.answers else ""
         kind, _, arg = canned.partition(":")
         if kind == HOLD:
             return self._answer_held(request)
         elif kind == "429":
-            return self._logged(request, self.rate_limited(arg))
+            return self._logged(request, shapes.rate_limited(arg))
         elif kind == "500":
-            return self._logged(request, self.error(500, "internal server error"))
+            return self._logged(request, shapes.error(500, "internal server error"))
         elif kind == "status":
-            return self._logged(request, self.error(int(arg), f"canned HTTP {arg}"))
+            return self._logged(request, shapes.error(int(arg), f"canned HTTP {arg}"))
         elif kind == "malformed":
             page = "<html><body>502 Bad Gateway</body></html>"
             return self._logged(request, Reply(200, text=page, content_type="text/html"))
         elif kind:
-            reply = self.canned(kind, arg)
+            reply = shapes.canned(kind, arg)
             if reply is None:
                 raise ValueError(f"unknown canned answer {canned!r}")
             return self._logged(request, reply)
@@ -188,7 +214,8 @@ class FakeCloud(ABC):
             closed = self._closed
         try:
             if closed:
-                return self._logged(request, self.error(503, "the fake cloud is shutting down"))
+                closing = self.errors_for(request).error(503, "the fake cloud is shutting down")
+                return self._logged(request, closing)
             with self.lock:
                 return self._logged(request, self.handle(request))
         finally:

@@ -1,7 +1,8 @@
 """Runs each contract test once per adapter: every harness_<provider>.py here is one (an
 HTTP adapter and a fake of its cloud); the on-prem provider (signalling a process, or running
 stop and resume commands) and the fake provider, which speak no HTTP, are subjects of the
-tests that do not need a cloud to misbehave."""
+tests that do not need a cloud to misbehave, and so is the EC2 adapter against moto's
+emulation of EC2 (emulator_aws), beside the project's own fake."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from governor.domain.ports import (
 )
 from governor.fakes.cloud import FakeProvider
 from governor.fakes.http_cloud import FakeCloud, running
+from tests.contract import emulator_aws
 from tests.contract.conformance import Exchange, recorder
 from tests.contract.harness import Harness
 from tests.fake_clouds import Served
@@ -196,13 +198,30 @@ def simulated(_tmp_path: Path) -> Iterator[Subject]:
     )
 
 
+@contextmanager
+def emulated(moto: emulator_aws.Moto) -> Iterator[Subject]:
+    """The EC2 adapter against moto, with a running on-demand instance of its own (the
+    module's earlier tests leave theirs, which no test here reads)."""
+    ref = moto.launch()
+    yield Subject(
+        moto.adapter(),
+        ref,
+        emulator_aws.MISSING,
+        lambda ref: moto.state(ref) == "stopped",
+        lambda ref: moto.state(ref) in ("pending", "running"),
+        resumes=True,  # moto never refuses a start for want of capacity (CANNOT_EMULATE)
+    )
+    assert moto.state(ref) != "terminated"
+
+
 SUBJECTS: dict[str, Callable[[Path], AbstractContextManager[Subject]]] = {
     **{h.name: lambda tmp, h=h: _subject_of(h, tmp) for h in HARNESSES},
     "local": on_prem,
     "local-commands": on_prem_by_commands,
     "fake": simulated,
 }
-RESUMING = sorted({h.name for h in HARNESSES if h.resumes} | {"local-commands", "fake"})
+EMULATED = emulator_aws.NAME  # a subject needing the module's moto server (moto_ec2)
+RESUMING = sorted({h.name for h in HARNESSES if h.resumes} | {"local-commands", "fake", EMULATED})
 REFUSING = sorted({h.name for h in HARNESSES if h.no_capacity} | {"local-commands", "fake"})
 
 
@@ -212,24 +231,37 @@ def _subject_of(harness: Harness, tmp_path: Path) -> Iterator[Subject]:
         yield governed.subject
 
 
-@pytest.fixture(params=sorted(SUBJECTS))
+def _opened(request: pytest.FixtureRequest, tmp_path: Path) -> AbstractContextManager[Subject]:
+    if request.param == EMULATED:
+        return emulated(request.getfixturevalue("moto_ec2"))
+    return SUBJECTS[request.param](tmp_path)
+
+
+@pytest.fixture(scope="module")
+def moto_ec2() -> Iterator[emulator_aws.Moto]:
+    """moto's EC2 over HTTP, one server for the module's tests."""
+    with emulator_aws.serving() as moto:
+        yield moto
+
+
+@pytest.fixture(params=sorted([*SUBJECTS, EMULATED]))
 def subject(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Subject]:
     """Every adapter, the ones without a cloud over HTTP included."""
-    with SUBJECTS[request.param](tmp_path) as subject:
+    with _opened(request, tmp_path) as subject:
         yield subject
 
 
 @pytest.fixture(params=RESUMING)
 def resumer(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Subject]:
     """Every adapter that can resume a stopped pod."""
-    with SUBJECTS[request.param](tmp_path) as subject:
+    with _opened(request, tmp_path) as subject:
         yield subject
 
 
 @pytest.fixture(params=REFUSING)
 def refuser(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Subject]:
     """Every adapter whose world can refuse a resume for want of capacity."""
-    with SUBJECTS[request.param](tmp_path) as subject:
+    with _opened(request, tmp_path) as subject:
         yield subject
 
 

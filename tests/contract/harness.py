@@ -33,6 +33,12 @@ class Harness(ABC):
     no_capacity_says: str = ""
     # the fake can refuse a stop in a shape easy to take for an acceptance (refuse_next_stop)
     refuses_stops: bool = False
+    # The provider's documented failures of the stop call itself (every adapter reads the pod
+    # first), as canned answers of its fake (governor.fakes.http_cloud): those its
+    # documentation says to retry, and its refusals. The rate limits, 5xx, timeouts and
+    # unreadable bodies every provider shares are the suite's FAILURES.
+    transient_stop_failures: tuple[str, ...] = ()
+    stop_refusals: tuple[str, ...] = ()
 
     @abstractmethod
     def cloud(self, state_file: Path, secret: str) -> FakeCloud:

@@ -26,6 +26,20 @@ class AwsHarness(BillingHarness):
     missing = "i-0000000000000404f"
     retry_after_honoured = False  # EC2 throttles with 503 RequestLimitExceeded, no Retry-After
     no_capacity_says = "InsufficientInstanceCapacity"
+    # EC2 API reference, "Error codes": RequestLimitExceeded (retry with exponential
+    # backoff), the server errors InternalError and Unavailable; UnsupportedOperation (its
+    # words for a one-time Spot request's instance) and UnauthorizedOperation are final.
+    transient_stop_failures = (
+        "ec2:RequestLimitExceeded",
+        "ec2:InternalError",
+        "ec2:Unavailable",
+        "status:503",
+    )
+    stop_refusals = (
+        "ec2:UnsupportedOperation:You can't stop the Spot Instance 'i-0123456789abcdef0' "
+        "because it is associated with a one-time Spot Instance request.",
+        "ec2:UnauthorizedOperation:You are not authorized to perform this operation.",
+    )
 
     def cloud(self, state_file: Path, secret: str) -> FakeEc2:
         fake = FakeEc2(state_file, secret)

@@ -27,6 +27,16 @@ class GcpHarness(BillingHarness):
     missing = "us-central1-a/pod-404"
     no_capacity_says = "ZONE_RESOURCE_POOL_EXHAUSTED"
     refuses_stops = True
+    # Compute Engine's error reasons and Operation error codes: rate limits and quotas are
+    # retried, as is a 5xx backendError; a forbidden call, or an Operation that failed for
+    # good, is final.
+    transient_stop_failures = (
+        "reason:403:rateLimitExceeded",
+        "reason:429:RATE_LIMIT_EXCEEDED",
+        "reason:503:backendError",
+        "operation-error:QUOTA_EXCEEDED",
+    )
+    stop_refusals = ("reason:403:forbidden", "operation-error:UNSUPPORTED_OPERATION")
 
     def cloud(self, state_file: Path, secret: str) -> FakeGcp:
         fake = FakeGcp(state_file, secret, project="contract-project")

@@ -18,6 +18,10 @@ class KubernetesHarness(Harness):
     running = "ml/job/pod-1"
     missing = "ml/job/pod-404"
     no_capacity = ()  # the API server accepts a resume; pods without room wait, Pending
+    # The API conventions' Status reasons: TooManyRequests (with retryAfterSeconds),
+    # InternalError and ServiceUnavailable are retried; Forbidden and Invalid are final.
+    transient_stop_failures = ("throttled:1", "status:500", "status:503")
+    stop_refusals = ("status:403", "status:422")
 
     def cloud(self, state_file: Path, secret: str) -> FakeKubernetes:
         fake = FakeKubernetes(state_file, secret)

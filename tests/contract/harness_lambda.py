@@ -18,6 +18,10 @@ class LambdaHarness(Harness):
     keep = "ckpts"  # the filesystem FakeLambda.add_pod attaches
     resumes = False  # a terminated instance is gone: a new one is launched on the filesystem
     no_capacity = ()
+    # Lambda's error codes: global/quota-exceeded is retried; a 5xx too; an inactive account
+    # or invalid parameters are final.
+    transient_stop_failures = ("code:429:global/quota-exceeded", "status:503")
+    stop_refusals = ("code:403:global/account-inactive", "code:400:global/invalid-parameters")
 
     def cloud(self, state_file: Path, secret: str) -> FakeLambda:
         fake = FakeLambda(state_file, secret)

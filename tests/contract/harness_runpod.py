@@ -15,6 +15,10 @@ from tests.fake_clouds import Served
 class RunPodHarness(Harness):
     name = "runpod"
     no_capacity_says = "not enough free GPUs"
+    # RunPod's own transient failure inside an HTTP 200 (INTERNAL_SERVER_ERROR, "Something
+    # went wrong. Please try again later"); a refused key is HTTP 401 or 403.
+    transient_stop_failures = ("transient",)
+    stop_refusals = ("status:401", "status:403")
 
     def cloud(self, state_file: Path, secret: str) -> FakeRunPod:
         fake = FakeRunPod(state_file, secret)

@@ -19,6 +19,13 @@ class VastHarness(Harness):
     missing = "404404"
     no_capacity = ()  # Vast accepts a start whose GPU is rented out: it waits, `scheduling`
     refuses_stops = True
+    # Vast's plain-text "too frequent" refusal, as a 429 or inside `success: false`, is
+    # retried; an `invalid_args` refusal, or one without a code, is final.
+    transient_stop_failures = ("429:2", f"declined:{TOO_FREQUENT}")
+    stop_refusals = (
+        "refused:invalid_args",
+        "declined:Instance cannot be stopped in its current state",
+    )
 
     def cloud(self, state_file: Path, secret: str) -> FakeVast:
         fake = FakeVast(state_file, secret)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
@@ -27,7 +28,8 @@ from governor.domain.ports import (
     TerminateOnly,
 )
 from governor.fakes.http_cloud import HOLD
-from tests.contract.conftest import SECRET, Governed, Subject
+from tests.contract.conftest import HARNESSES, SECRET, Governed, Subject, govern
+from tests.contract.harness import Harness
 
 FAILURES = [
     ("429", "rate limited"),
@@ -248,3 +250,41 @@ def test_a_stop_refused_after_it_was_sent_is_never_taken_as_accepted(
     assert not governed.harness.stopped(governed.cloud, ref)
     assert governed.harness.billing(governed.cloud, ref)
     halt_until_done(governed.subject, ref)
+
+
+DOCUMENTED = [
+    pytest.param(harness, answer, transient, id=f"{harness.name}-{answer[:40]}")
+    for harness in HARNESSES
+    for transient, answers in (
+        (True, harness.transient_stop_failures),
+        (False, harness.stop_refusals),
+    )
+    for answer in answers
+]
+
+
+def test_every_provider_declares_its_documented_failures() -> None:
+    assert all(h.transient_stop_failures and h.stop_refusals for h in HARNESSES)
+
+
+@pytest.mark.parametrize(("harness", "answer", "transient"), DOCUMENTED)
+def test_a_stop_survives_a_documented_transient_failure_and_never_passes_a_refusal(
+    harness: Harness, answer: str, transient: bool, tmp_path: Path
+) -> None:
+    """The provider's own words for "try again" make the stop retryable, and the next tries
+    stop the pod; its words for "no" make it permanent (never done, never pending), the pod
+    still billing: the governor's stop order then fails and raises a critical event
+    (tests/integration/test_enforcement.py), where a pending or done one would wait or
+    report the pod stopped."""
+    with govern(harness, tmp_path) as governed:
+        ref = harness.running
+        governed.answer_next("", answer)  # the pod is read, then the stop call fails
+        result = halt(governed, ref)
+        assert result.outcome is (CallOutcome.RETRYABLE if transient else CallOutcome.PERMANENT), (
+            result
+        )
+        assert SECRET not in result.detail
+        assert not harness.stopped(governed.cloud, ref) and harness.billing(governed.cloud, ref)
+        if transient:
+            halt_until_done(governed.subject, ref)
+            assert harness.stopped(governed.cloud, ref)

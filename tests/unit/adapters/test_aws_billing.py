@@ -13,6 +13,7 @@ from pathlib import Path
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from governor.adapters.providers.aws_billing import BilledEc2Provider
 from governor.domain.ports import Billed, ProviderError
@@ -20,6 +21,7 @@ from governor.fakes.aws import FakeEc2
 from governor.fakes.cost_explorer import CostExplorer
 from governor.fakes.http_cloud import running
 from tests.clock import FrozenClock
+from tests.fake_clouds import Served
 
 KEY_ID = "AKIAUNITTESTKEYID0001"
 SECRET = "wJalrUNITTEST/SECRET+ACCESSKEY0123456789"
@@ -36,28 +38,33 @@ def clock() -> FrozenClock:
 
 
 @pytest.fixture
-def costs(tmp_path: Path, clock: FrozenClock) -> Iterator[tuple[CostExplorer, Adapter]]:
+def cloud(tmp_path: Path, clock: FrozenClock) -> Iterator[Served[FakeEc2]]:
     fake = FakeEc2(tmp_path / "ec2.json", SECRET, access_key_id=KEY_ID)
     fake.clock = clock.now
-    explorer = fake.explore_costs()
+    fake.explore_costs()
     fake.add_instance(INSTANCE, "1.006", volumes={})  # the day billed: 24 h at its rate
     with running(fake) as server:
+        yield Served(fake, server.url)
 
-        def adapter(**options: float) -> BilledEc2Provider:
-            made = BilledEc2Provider.connect(
-                "us-east-1",
-                endpoint_url=server.url,
-                cost_explorer_url=server.url,
-                access_key_id=KEY_ID,
-                secret_access_key=SECRET,
-                timeout_s=10.0,
-                session=SESSION,
-                **options,
-            )
-            assert isinstance(made, BilledEc2Provider)
-            return made
 
-        yield explorer, adapter
+@pytest.fixture
+def costs(cloud: Served[FakeEc2]) -> tuple[CostExplorer, Adapter]:
+    def adapter(**options: float) -> BilledEc2Provider:
+        made = BilledEc2Provider.connect(
+            "us-east-1",
+            endpoint_url=cloud.url,
+            cost_explorer_url=cloud.url,
+            access_key_id=KEY_ID,
+            secret_access_key=SECRET,
+            timeout_s=10.0,
+            session=SESSION,
+            **options,
+        )
+        assert isinstance(made, BilledEc2Provider)
+        return made
+
+    assert cloud.fake.costs is not None
+    return cloud.fake.costs, adapter
 
 
 def read(
@@ -130,3 +137,53 @@ def test_an_old_registration_is_read_from_within_cost_explorers_14_days(
     assert booked.through == today - timedelta(days=1)  # yesterday has not settled yet
     assert booked.amount_usd == Decimal(0)  # the fake's instance was created at noon today
     assert explorer.calls == 1
+
+
+@pytest.mark.parametrize(
+    ("answer", "code", "retryable"),
+    [
+        ("429", "LimitExceededException", True),  # the operation's own "too many calls"
+        ("500", "InternalFailure", True),
+        ("status:503", "ServiceUnavailable", True),
+        ("ce:DataUnavailableException", "DataUnavailableException", False),
+        ("ce:BillExpirationException", "BillExpirationException", False),
+    ],
+)
+def test_cost_explorers_failures_come_in_its_own_shape_and_are_classed(
+    cloud: Served[FakeEc2],
+    costs: tuple[CostExplorer, Adapter],
+    clock: FrozenClock,
+    answer: str,
+    code: str,
+    retryable: bool,
+) -> None:
+    """The fake EC2 answers Cost Explorer's requests, canned failures included, in Cost
+    Explorer's JSON error shape, which botocore reads to the error code."""
+    _, adapter = costs
+    registered = clock.now()
+    clock.advance(3 * DAY)
+    cloud.answer_next("", answer)  # the instance is read from EC2, then the bill fails
+    with pytest.raises(ProviderError, match=code) as caught:
+        read(adapter(), clock, registered, None)
+    assert caught.value.retryable is retryable
+    assert read(adapter(), clock, registered, None) is not None  # the next read goes through
+
+
+def test_a_refused_key_is_refused_in_cost_explorers_words(
+    cloud: Served[FakeEc2], clock: FrozenClock
+) -> None:
+    ce = SESSION.client(
+        "ce",
+        region_name="us-east-1",
+        endpoint_url=cloud.url,
+        aws_access_key_id=KEY_ID,
+        aws_secret_access_key="not-the-secret",
+    )
+    period = {"Start": clock.now().date().isoformat(), "End": "2099-01-01"}
+    dimension = {"Key": "RESOURCE_ID", "Values": [INSTANCE]}
+    with pytest.raises(ClientError) as refused:
+        ce.get_cost_and_usage_with_resources(
+            TimePeriod=period, Granularity="DAILY", Filter={"Dimensions": dimension}
+        )
+    assert refused.value.response["Error"]["Code"] == "InvalidClientTokenId"
+    assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
