@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from governor.domain.money import dollars, format_usd
+from governor.domain.preflight.calibration import Interval, interval
 from governor.domain.preflight.cost import (
     CONTINGENCY,
     CostFigures,
@@ -68,6 +69,7 @@ class Finding:
 class GroupFit:
     """One GPU group of the plan: its card on file, and the per-GPU memory model on it."""
 
+    plan: Plan
     group: GpuGroup
     gpus: int  # over all nodes
     gpu: GpuClass | None
@@ -82,6 +84,11 @@ class GroupFit:
     @property
     def usable_source(self) -> str | None:
         return None if self.gpu is None else self.gpu.source
+
+    @property
+    def interval(self) -> Interval:
+        """The modeled peak with the error the validation set measured for its family."""
+        return interval(self.plan, self.memory.modeled_gib)
 
     @property
     def band(self) -> Verdict:
@@ -160,7 +167,7 @@ def _fit(plan: Plan, today: date, group: GpuGroup) -> GroupFit:
         and 0 <= (today - e.measured_on).days <= EVIDENCE_DAYS
         and e.measured_peak_mib / 1024 <= MEASURED_SHARE * memory.usable_gib
     )
-    return GroupFit(group, plan.hardware.gpus_of(group), gpu, memory, measured)
+    return GroupFit(plan, group, plan.hardware.gpus_of(group), gpu, memory, measured)
 
 
 Rule = Callable[[Assessment], "Finding | tuple[Finding, ...] | None"]
@@ -305,6 +312,7 @@ FLOORS = (
             "logits_peak",
             "softcap_logits",
             "fsdp_or_moe_gather",
+            "expert_aggregation",
         )
     ),
     each_group(floor_rule("fragmentation_margin")),  # a share of each model's usable memory
@@ -375,6 +383,11 @@ def memory_fit(a: Assessment, g: GroupFit) -> Finding:
     if raised:
         added = ", ".join(f"{name} by {gib:.2f} GiB" for name, gib in raised.items())
         message += f" The governor's floors raised {added}."
+    i = g.interval
+    message += (
+        f" Published measurements put {i.family} plans within ±{i.error:.0%} of the model "
+        f"(90th percentile): {i.low_gib:.0f} to {i.high_gib:.0f} GiB."
+    )
     return Finding(
         "memory_fit",
         band,
@@ -387,8 +400,18 @@ def memory_fit(a: Assessment, g: GroupFit) -> Finding:
             "usable_memory": g.usable_memory,
             "usable_source": g.usable_source,
             "raised_gib": raised,
+            **_interval_json(g.interval),
         },
     )
+
+
+def _interval_json(i: Interval) -> dict[str, Any]:
+    return {
+        "modeled_low_gib": round(i.low_gib, 2),
+        "modeled_high_gib": round(i.high_gib, 2),
+        "interval_family": i.family,
+        "interval_error": i.error,
+    }
 
 
 # --- money ----------------------------------------------------------------------------
@@ -567,6 +590,7 @@ def _memory_json(a: Assessment) -> dict[str, Any]:
         "usable_source": g.usable_source,
         "declared_gib": round(m.declared_gib, 2),
         "modeled_gib": round(m.modeled_gib, 2),
+        **_interval_json(g.interval),
         "ratio": round(m.ratio, 3),
         "components": [
             {
