@@ -86,3 +86,13 @@ def database_url(
         yield f"sqlite:///{tmp_path_factory.mktemp('db') / 'governor.db'}"
     else:
         yield reset_postgres()
+
+
+@pytest.fixture
+def exact_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memory rules judged on the modeled peak alone: no family's measured error, so a
+    test of a threshold or a term is not moved by the validation set's interval."""
+    from governor.domain.preflight import calibration
+
+    monkeypatch.setattr(calibration, "FAMILY_ERROR", {})
+    monkeypatch.setattr(calibration, "POOLED_ERROR", 0.0)

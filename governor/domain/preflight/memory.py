@@ -320,7 +320,7 @@ def _adapters(plan: Plan) -> Component:
         parts.append((MASTER_BYTES, "fp32 master weight"))
     states = t.state_count * STATE_BYTES[t.states]
     if states and not on_host:
-        parts.append((states, f"{t.state_count:g} {t.states} optimizer state(s)"))
+        parts.append((states, f"{t.states} optimizer state x {t.state_count:g}"))
     per_param = sum(b for b, _ in parts)
     what = " + ".join(f"{b:g} {w}" for b, w in parts) or "nothing held"
     notes = []

@@ -91,8 +91,19 @@ class GroupFit:
         return interval(self.plan, self.memory.modeled_gib)
 
     @property
+    def judged_gib(self) -> float:
+        """What the thresholds apply to: the interval's upper edge where the family's
+        measured error is over 10%, else the modeled peak."""
+        i = self.interval
+        return i.high_gib if i.binding else self.memory.modeled_gib
+
+    @property
+    def share(self) -> float:
+        return self.judged_gib / self.memory.usable_gib
+
+    @property
     def band(self) -> Verdict:
-        share = self.memory.ratio
+        share = self.share
         if share <= GO_SHARE:
             return Verdict.GO
         if share <= FIT_SHARE or (share <= HARD_SHARE and self.measured_fit):
@@ -145,7 +156,7 @@ def assess(
 ) -> Assessment:
     groups = sorted(
         (_fit(plan, today, group) for group in plan.hardware.groups),
-        key=lambda g: (g.band.rank, g.memory.ratio),
+        key=lambda g: (g.band.rank, g.share),
         reverse=True,
     )
     return Assessment(plan, today, tuple(groups), plan_cost(plan, today), remaining, reserved)
@@ -354,16 +365,22 @@ def usable_memory(_: Assessment, g: GroupFit) -> Finding | None:
 
 
 def memory_fit(a: Assessment, g: GroupFit) -> Finding:
-    m, c, share = g.memory.modeled_gib, g.memory.usable_gib, g.memory.ratio
+    m, c, share, i = g.memory.modeled_gib, g.memory.usable_gib, g.share, g.interval
     band = g.band
-    what = f"Modeled peak {m:.1f} GiB per GPU is {share:.0%} of the {c:.1f} GiB usable{_on(g, a)}"
+    peak = f"Modeled peak {m:.1f} GiB per GPU"
+    if i.binding:
+        peak += (
+            f", up to {i.high_gib:.1f} GiB with the ±{i.error:.0%} {i.family} plans showed "
+            "against published measurements,"
+        )
+    what = f"{peak} is {share:.0%} of the {c:.1f} GiB usable{_on(g, a)}"
     canary_gate = (
         f"training is released only if the canary's device-level peak after "
         f"{MIN_CANARY_STEPS} optimizer steps, one eval batch and one checkpoint save stays "
         f"under {MEASURED_SHARE:.0%} ({MEASURED_SHARE * c:.1f} GiB)"
     )
     if band is Verdict.GO:
-        message = f"{what} (go up to {GO_SHARE:.0%}): it fits by {c - m:.1f} GiB."
+        message = f"{what} (go up to {GO_SHARE:.0%}): it fits by {c - g.judged_gib:.1f} GiB."
     elif share <= FIT_SHARE:
         message = f"{what}: too close to run unproven. Admit loading and the canary only; "
         message += f"{canary_gate}."
@@ -383,11 +400,11 @@ def memory_fit(a: Assessment, g: GroupFit) -> Finding:
     if raised:
         added = ", ".join(f"{name} by {gib:.2f} GiB" for name, gib in raised.items())
         message += f" The governor's floors raised {added}."
-    i = g.interval
-    message += (
-        f" Published measurements put {i.family} plans within ±{i.error:.0%} of the model "
-        f"(90th percentile): {i.low_gib:.0f} to {i.high_gib:.0f} GiB."
-    )
+    if not i.binding:
+        message += (
+            f" Published measurements put {i.family} plans within ±{i.error:.0%} of the model "
+            f"(90th percentile): {i.low_gib:.1f} to {i.high_gib:.1f} GiB."
+        )
     return Finding(
         "memory_fit",
         band,
@@ -395,7 +412,8 @@ def memory_fit(a: Assessment, g: GroupFit) -> Finding:
         {
             "modeled_gib": round(m, 2),
             "usable_gib": round(c, 2),
-            "ratio": round(share, 3),
+            "ratio": round(g.memory.ratio, 3),
+            "judged_ratio": round(share, 3),
             "margin_gib": round(c - m, 2),
             "usable_memory": g.usable_memory,
             "usable_source": g.usable_source,
@@ -411,6 +429,7 @@ def _interval_json(i: Interval) -> dict[str, Any]:
         "modeled_high_gib": round(i.high_gib, 2),
         "interval_family": i.family,
         "interval_error": i.error,
+        "interval_binding": i.binding,
     }
 
 

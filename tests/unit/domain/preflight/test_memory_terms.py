@@ -21,6 +21,10 @@ from governor.domain.telemetry import GIB
 from governor.services.plans.document import PlanIn
 from tests.plans import GATHER, MOE_4BIT, gpu_groups, variant
 
+# The memory rules on the modeled peak: the interval's own effect is tested with the seed pilot
+# and the validation set.
+pytestmark = pytest.mark.usefixtures("exact_model")
+
 FRESH = date(2026, 10, 8)
 GO, CANARY_ONLY, NO_GO = Verdict.GO, Verdict.CANARY_ONLY, Verdict.NO_GO
 

@@ -37,23 +37,53 @@ def test_the_set_is_large_enough_and_cited() -> None:
     assert {j.case["part"] for j in MEASURED} == {"tuning", "held_out"}
 
 
-@pytest.mark.parametrize("judged", [j for j in JUDGED if j.case["outcome"] == "fit"], ids=str)
-def test_no_published_fit_is_refused(judged: Judged) -> None:
-    assert judged.admission.assessment.memory_band is not Verdict.NO_GO, judged.case["id"]
+def misses(judged: list[Judged]) -> tuple[set[str], set[str]]:
+    """The published fits refused (no_go) and the published out-of-memory runs admitted (go)."""
+    refused = {
+        j.case["id"]
+        for j in judged
+        if j.case["outcome"] == "fit" and j.admission.assessment.memory_band is Verdict.NO_GO
+    }
+    admitted = {
+        j.case["id"]
+        for j in judged
+        if j.case["outcome"] == "oom" and j.admission.assessment.memory_band is Verdict.GO
+    }
+    return refused, admitted
 
 
-# Published out-of-memory runs the model still admits: LitGPT's FSDP runs load the whole
-# model on every rank before sharding, a load-time peak the model has no term for yet.
-ADMITTED_OOM = {"litgpt-lora-llama-2-13b-none-mb1-2gpu", "litgpt-lora-falcon-40b-none-mb1-4gpu"}
+# LitGPT's FSDP runs measured about the single-GPU peak on each of 2 GPUs: a load-time peak
+# the model has no term for, so it admits the 13B run that ran out of memory on 2 x A100.
+FSDP_LOAD_MISS = "litgpt-lora-llama-2-13b-none-mb1-2gpu"
 
 
-@pytest.mark.parametrize("judged", [j for j in JUDGED if j.case["outcome"] == "oom"], ids=str)
-def test_a_published_oom_is_not_admitted(judged: Judged) -> None:
-    band = judged.admission.assessment.memory_band
-    if judged.case["id"] in ADMITTED_OOM:
-        assert band is Verdict.GO  # known miss, counted in docs/preflight.md
-    else:
-        assert band is not Verdict.GO, judged.case["id"]
+@pytest.mark.usefixtures("exact_model")
+def test_outcomes_on_the_modeled_peak() -> None:
+    """Judged on the point figure: no published fit refused; two published OOMs admitted."""
+    refused, admitted = misses([judge(c) for c in CASES])
+    assert refused == set()
+    assert admitted == {FSDP_LOAD_MISS, "litgpt-lora-falcon-40b-none-mb1-4gpu"}
+
+
+# With the interval's upper edge deciding (every family's error is over 10%), the fits that
+# ran near their card's capacity are refused: the model's error is too large to tell them
+# from a run that does not fit. Measured, not a target: docs/preflight.md, "Validation".
+REFUSED_ON_THE_INTERVAL = {
+    "litgpt-lora-llama-2-13b-none-mb1-1gpu",
+    "torchtune-lora-llama2-7b-4090",
+    "torchtune-lora-llama2-7b-2x4090",
+    "torchtune-full-llama2-7b-4090",
+    "torchtune-full-llama2-7b-4x4090",
+    "torchtune-lora-llama2-70b-8xa100",
+    "torchtune-full-llama2-70b-8xa100",
+    *(f"unsloth-hf-fa2-llama3.1-8b-qlora-{gb}gb" for gb in (12, 16, 24, 40, 48, 80)),
+}
+
+
+def test_outcomes_on_the_interval() -> None:
+    refused, admitted = misses(JUDGED)
+    assert refused == REFUSED_ON_THE_INTERVAL
+    assert admitted == {FSDP_LOAD_MISS}
 
 
 # Measured on this model (docs/preflight.md, "Validation"): (median |error|, share within
