@@ -1,8 +1,8 @@
 """The memory model's representation and layout terms, and worked examples of each.
 
 Plans are preflight documents (tests/plans.py) validated as the API validates them; the
-fields the plan document does not carry yet (dequantize, kernel format, softcap, expert
-parallelism, gather depth) are then set on the domain plan. The cost is not checked here
+fields under test (dequantize, kernel format, softcap, expert parallelism, gather depth,
+all of which the document also carries) are then set on the domain plan. The cost is not checked here
 (no remaining budget), so each verdict is the memory rules' own.
 """
 
@@ -136,7 +136,7 @@ FUSED = {"training.ce_impl": "liger_flce", "memory_per_gpu_gib.logits_peak": 0.5
 SOFTCAPPED = {"model": {"final_logit_softcapping": 30.0}}
 
 EXAMPLES = [
-    # (id, plan document, fields it does not carry, verdict, deciding rule, term it names)
+    # (id, plan document, fields set on the domain plan, verdict, deciding rule, term it names)
     ("4-bit MoE, experts kept 4-bit", variant(MOE_4BIT), {}, GO, None, None),
     (
         "4-bit MoE, recipe dequantizes the experts",
