@@ -2,8 +2,8 @@
 
 Plans are preflight documents (tests/plans.py) validated as the API validates them; the
 fields under test (dequantize, kernel format, softcap, expert parallelism, gather depth,
-all of which the document also carries) are then set on the domain plan. The cost is not checked here
-(no remaining budget), so each verdict is the memory rules' own.
+all of which the document also carries) are then set on the domain plan. The cost is not
+checked here (no remaining budget), so each verdict is the memory rules' own.
 """
 
 from __future__ import annotations
