@@ -1,10 +1,10 @@
 """The memory model against published measurements (tests/preflight_cases/cases.json).
 
-Every case is a table test: a published fit must not be refused (no_go), a published
-out-of-memory run must not be admitted (go). The summary of the model's error, by part and
-family, is printed (`pytest -s`) and asserted against the figures measured when the model
-last changed: the issue's targets (median |error| <= 10%, 80% within ±15%) are not met yet,
-so the bounds below are the honest measured figures, and a change that worsens them fails.
+Every case is a table test of its outcome (the published fits refused and the published
+out-of-memory runs admitted, each named). The summary of the model's error, by part and
+family, is printed after every test run (tests/conftest.py) and asserted against the figures
+measured when the model last changed: the targets (median |error| <= 10%, 80% within ±15%)
+are not met yet, so the bounds are the measured figures, and a change that worsens them fails.
 The interval's per-family errors (calibration.FAMILY_ERROR) must be the tuning part's own.
 """
 
