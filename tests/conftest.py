@@ -86,3 +86,29 @@ def database_url(
         yield f"sqlite:///{tmp_path_factory.mktemp('db') / 'governor.db'}"
     else:
         yield reset_postgres()
+
+
+@pytest.fixture
+def exact_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memory rules judged on the modeled peak alone: no family's measured error, so a
+    test of a threshold or a term is not moved by the validation set's interval."""
+    from governor.domain.preflight import calibration
+
+    monkeypatch.setattr(calibration, "FAMILY_ERROR", {})
+    monkeypatch.setattr(calibration, "POOLED_ERROR", 0.0)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The preflight model's error on its validation set, printed after every run."""
+    from tests.preflight_cases.validation import CASES, Summary, judge
+
+    judged = [j for j in (judge(c) for c in CASES) if j.error is not None]
+    terminalreporter.section("preflight memory model against published measurements")
+    for part in ("tuning", "held_out"):
+        errors = [j for j in judged if j.case["part"] == part]
+        terminalreporter.line(
+            Summary(part, [j.error for j in errors if j.error is not None]).line()
+        )
+        for family in sorted({j.family for j in errors}):
+            of = [j.error for j in errors if j.family == family and j.error is not None]
+            terminalreporter.line("  " + Summary(family, of).line())

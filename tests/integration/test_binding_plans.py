@@ -21,6 +21,9 @@ from governor.services.plans import admission
 from governor.services.plans.document import read_plan
 from tests.integration.conftest import BY, WORST_CASE, Governor, check, gpu_sample, plan, register
 
+# Verdicts on the modeled peak: these plans sit at chosen shares of their cards.
+pytestmark = pytest.mark.usefixtures("exact_model")
+
 D = Decimal
 
 

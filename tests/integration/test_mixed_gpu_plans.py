@@ -6,11 +6,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from fastapi.testclient import TestClient
 
 from governor.domain.telemetry import GIB
 from tests.integration.conftest import Governor, gpu_sample, ok
 from tests.plans import gpu_groups, variant
+
+# Verdicts on the modeled peak: these plans sit at chosen shares of their cards.
+pytestmark = pytest.mark.usefixtures("exact_model")
 
 H200 = {"gpu_type": "H200", "gpu_count": 1, "rate_usd_per_gpu_hour": 4.59}
 H100 = {"gpu_type": "H100", "gpu_count": 1, "rate_usd_per_gpu_hour": 2.69}

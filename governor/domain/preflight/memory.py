@@ -12,12 +12,15 @@ import math
 from dataclasses import dataclass
 
 from governor.domain.preflight.plan import (
+    Aggregation,
     Attention,
     Checkpointing,
     CrossEntropy,
     Dequantize,
     KernelFormat,
+    OptimizerStates,
     Plan,
+    Precision,
     Sharding,
 )
 from governor.domain.telemetry import GIB
@@ -26,8 +29,10 @@ RUNTIME_FLOOR_GIB = 1.5  # CUDA context and kernels: 0.3-2 GiB seen, 1.3 GB meas
 NCCL_FLOOR_GIB = 1.0  # communicator buffers, invisible to PyTorch's profiler
 FRAGMENTATION_SHARE = 0.05  # of usable memory: reserved-but-unallocated slack
 UNQUANTIZED_BYTES = 2  # BF16: embeddings, norms, lm_head, and experts 4-bit loading skips
-ADAMW_BYTES = 16  # per trainable param: fp32 adapter 4 + fp32 gradient 4 + AdamW m, v 8
-ADAMW_8BIT_BYTES = 10  # fp32 adapter 4 + fp32 gradient 4 + 8-bit m, v 2
+VALUE_BYTES = {Precision.FP32: 4, Precision.BF16: 2}
+STATE_BYTES = {OptimizerStates.FP32: 4, OptimizerStates.BF16: 2, OptimizerStates.EIGHT_BIT: 1}
+MASTER_BYTES = 4  # the fp32 master copy of a bf16 trained weight
+FULL_SHARE = 0.5  # trainable over half the params: the model's own weights are trained
 CHECKPOINT_BYTES = 2  # per s·b·h and layer: the layer's input kept by full checkpointing
 LAYER_BYTES = 34  # per s·b·h: one layer's activations (Korthikanti et al.)
 SCORES_BYTES = 5  # per a·s²·b and layer: eager attention scores, softmax and dropout mask
@@ -49,7 +54,12 @@ GATHER = "fsdp_or_moe_gather"
 DEQUANTIZED = "dequantized_copy"
 LAYOUTS = "kernel_layouts"
 SOFTCAP = "softcap_logits"
-NAMED_TRANSIENTS = (GATHER, DEQUANTIZED, LAYOUTS, SOFTCAP)
+AGGREGATION = "expert_aggregation"
+NAMED_TRANSIENTS = (GATHER, DEQUANTIZED, LAYOUTS, SOFTCAP, AGGREGATION)
+# What each published metric sees: the allocator's peak (allocated or reserved) leaves out
+# the CUDA context and NCCL; the device's used memory (nvidia-smi, NVML) includes them. The
+# fragmentation margin is the governor's own slack, in no measurement.
+NOT_ALLOCATED = ("runtime_overhead", "nccl", "fragmentation_margin")
 
 
 @dataclass(frozen=True)
@@ -87,6 +97,13 @@ class MemoryFigures:
     def ratio(self) -> float:
         return self.modeled_gib / self.usable_gib
 
+    def predicted_gib(self, metric: str) -> float:
+        """The model's figure for what a measurement of `metric` sees: `allocated` or
+        `reserved` (the PyTorch allocator's peak) or `device` (the used memory nvidia-smi
+        and NVML report)."""
+        left_out = ("fragmentation_margin",) if metric == "device" else NOT_ALLOCATED
+        return sum(c.used_gib for c in self.components if c.name not in left_out)
+
 
 def model_memory(plan: Plan, usable_gib: float) -> MemoryFigures:
     m, gpus = plan.memory, plan.hardware.gpus
@@ -110,6 +127,7 @@ def model_memory(plan: Plan, usable_gib: float) -> MemoryFigures:
         _logits(plan),
         _softcap(plan),
         _gather(plan, weights, place),
+        _aggregation(plan, weights, place),
         Component(
             "other_transients",
             sum(gib for _, gib in others),
@@ -163,14 +181,17 @@ def held(plan: Plan) -> Held:
     b, moe = plan.memory.weights_breakdown, plan.model.moe
     unquantized, quantized = b.unquantized_params, b.quantized_params
     note = ""
+    if plan.training.kbit_prep_fp32:
+        note += "; k-bit preparation casts the unquantized params to fp32"
     if moe is not None and moe.experts_stay_bf16 and unquantized < moe.expert_params:
         moved = min(moe.expert_params, quantized)
         unquantized, quantized = unquantized + moved, quantized - moved
-        note = (
+        note += (
             f"; the {count(moe.expert_params)} expert params are fused 3-D parameters that "
             f"{moe.expert_quantizer!r} does not quantize, so they stay BF16"
         )
-    per_unquantized = max(UNQUANTIZED_BYTES, b.bytes_per_unquantized)
+    floor_bytes = 4 if plan.training.kbit_prep_fp32 else UNQUANTIZED_BYTES
+    per_unquantized = max(floor_bytes, b.bytes_per_unquantized)
     experts = 0.0 if moe is None else moe.expert_params
     quantized_experts = 0.0 if moe is None or moe.experts_stay_bf16 else min(experts, quantized)
     basis = (
@@ -233,6 +254,10 @@ def placement(plan: Plan) -> Placement:
 
 
 def _weights(plan: Plan, weights: Held, place: Placement) -> Component:
+    if plan.training.offload_params:
+        return Component(
+            "weights", plan.memory.weights, 0.0, "sharded params offloaded to the host"
+        )
     dense = weights.total - weights.expert_bytes
     floor = place.per_gpu(dense, weights.expert_bytes)
     basis = _per_gpu(plan, weights.basis) + place.note
@@ -275,49 +300,74 @@ def _layouts(plan: Plan, weights: Held, place: Placement) -> Component:
 
 
 def _adapters(plan: Plan) -> Component:
-    t = plan.training
-    per_param, what = (
-        (ADAMW_8BIT_BYTES, "fp32 adapter, gradient and 8-bit optimizer state")
-        if t.eight_bit_optimizer
-        else (ADAMW_BYTES, "fp32 adapter, gradient and AdamW state")
+    """Trained weights, their gradients, master copies and optimizer state, per param.
+    At the defaults: fp32 adapter 4 + fp32 gradient 4 + AdamW m, v 8 = 16 (10 with 8-bit
+    states). A full fine-tune's trained weights are the model's own, counted in `weights`."""
+    t, model = plan.training, plan.model
+    declared = plan.memory.adapters_grads_optimizer
+    if t.offload_params:
+        basis = "params, gradients and the optimizer step offloaded to the host"
+        return Component("adapters_grads_optimizer", declared, 0.0, basis)
+    value = VALUE_BYTES[t.trainable_dtype]
+    full = t.trainable_params > FULL_SHARE * model.params_total
+    parts: list[tuple[float, str]] = (
+        [] if full else [(value, f"{t.trainable_dtype} trained weight")]
     )
-    basis = f"{count(t.trainable_params)} trainable params x {per_param} bytes ({what})"
+    if not t.optimizer_in_backward:
+        parts.append((value, f"{t.trainable_dtype} gradient"))
+    on_host = t.offload_optimizer or t.paged_optimizer
+    if t.master_weights and not on_host:
+        parts.append((MASTER_BYTES, "fp32 master weight"))
+    states = t.state_count * STATE_BYTES[t.states]
+    if states and not on_host:
+        parts.append((states, f"{t.states} optimizer state x {t.state_count:g}"))
+    per_param = sum(b for b, _ in parts)
+    what = " + ".join(f"{b:g} {w}" for b, w in parts) or "nothing held"
+    notes = []
+    if full:
+        notes.append("the trained weights are the model's own, in weights")
+    if t.optimizer_in_backward:
+        notes.append("gradients applied and freed in backward")
+    if t.offload_optimizer:
+        notes.append("optimizer state on the host")
+    elif t.paged_optimizer:
+        notes.append("paged optimizer state, evicted to the host")
+    note = f"; {'; '.join(notes)}" if notes else ""
+    basis = f"{count(t.trainable_params)} trainable params x {per_param:g} bytes ({what}){note}"
     floor = t.trainable_params * per_param / _shards(plan) / GIB
-    return Component(
-        "adapters_grads_optimizer",
-        plan.memory.adapters_grads_optimizer,
-        floor,
-        _per_gpu(plan, basis),
-    )
+    return Component("adapters_grads_optimizer", declared, floor, _per_gpu(plan, basis))
 
 
 def _activations(plan: Plan) -> Component:
     t, model = plan.training, plan.model
-    s, b, h, layers = t.seq_len, t.micro_batch, model.hidden_size, model.num_layers
-    sbh = s * b * h
+    h, layers, tokens = model.hidden_size, model.num_layers, t.tokens
+    s = tokens // t.micro_batch
+    sbh = tokens * h
     eager = t.attention_impl is Attention.EAGER
-    scores = SCORES_BYTES * model.num_heads * s * s * b if eager else 0
+    scores = SCORES_BYTES * model.num_heads * s * tokens if eager else 0
     scores_note = " + 5·a·s²·b eager attention scores" if eager else ""
     if t.grad_checkpointing is Checkpointing.FULL:
-        floor = layers * CHECKPOINT_BYTES * sbh + LAYER_BYTES * sbh + scores
-        basis = f"{layers} layers x 2·s·b·h checkpointed + one layer's 34·s·b·h{scores_note}"
+        kept = 0 if t.offload_activations else layers * CHECKPOINT_BYTES * sbh
+        floor = kept + LAYER_BYTES * sbh + scores
+        held = "offloaded to the host" if t.offload_activations else "checkpointed"
+        basis = f"{layers} layers x 2·s·b·h {held} + one layer's 34·s·b·h{scores_note}"
     else:
         floor = layers * (LAYER_BYTES * sbh + scores)
         basis = f"{layers} layers x (34·s·b·h{scores_note}), no checkpointing"
+    basis += f", s·b = {tokens} tokens ({t.padding})"
+    if t.activation_dtype is Precision.FP32:
+        floor, basis = 2 * floor, basis + ", fp32 activations: x 2"
     return Component("activations", plan.memory.activations, floor / GIB, basis)
 
 
 def _logit_count(plan: Plan) -> tuple[int, str]:
     t, vocab = plan.training, plan.model.vocab_size
-    return (
-        t.micro_batch * t.seq_len * vocab,
-        f"{t.micro_batch} x {t.seq_len} tokens x {vocab} vocab",
-    )
+    return t.tokens * vocab, f"{t.tokens} tokens x {vocab} vocab"
 
 
 def _logits(plan: Plan) -> Component:
     t, vocab = plan.training, plan.model.vocab_size
-    tokens = t.micro_batch * t.seq_len
+    tokens = t.tokens
     logits, what = _logit_count(plan)
     floor: float  # chunked upcast divides by the chunk count: not a whole number of bytes
     match t.ce_impl:
@@ -376,6 +426,28 @@ def _gather(plan: Plan, weights: Held, place: Placement) -> Component:
         floor += place.gathered(0.0, weights.expert_bytes)
         basis += " + every MoE layer's experts (reshard_after_forward is false)" + place.note
     return Component(GATHER, declared, floor / GIB, basis)
+
+
+def _aggregation(plan: Plan, weights: Held, place: Placement) -> Component:
+    """Loading that assembles per-expert tensors into fused ones holds the pieces beside the
+    fused result: one layer's worth, or every expert of this GPU, at the bytes they are
+    assembled in (BF16 where the recipe dequantizes the experts)."""
+    declared, moe = plan.memory.transient(AGGREGATION), plan.model.moe
+    if moe is None or moe.load_aggregation is Aggregation.NONE:
+        return Component(AGGREGATION, declared, 0.0, "no expert tensors assembled at load")
+    if plan.training.dequantize is Dequantize.NONE:
+        experts, at = weights.expert_bytes, "as held"
+    else:
+        experts, at = DEQUANTIZED_BYTES * weights.experts, "in BF16"
+    floor = place.per_gpu(0.0, experts)
+    what = "every expert of this GPU"
+    if moe.load_aggregation is Aggregation.PER_LAYER:
+        floor, what = floor / plan.model.num_layers, "one layer's experts"
+    basis = (
+        f"per-expert pieces held beside the fused tensors while {what} are assembled, "
+        f"{count(weights.experts)} expert params {at}"
+    )
+    return Component(AGGREGATION, declared, floor / GIB, _per_gpu(plan, basis) + place.note)
 
 
 def count(n: float) -> str:

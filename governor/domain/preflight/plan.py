@@ -59,6 +59,37 @@ class KernelFormat(StrEnum):
     NVFP4 = "nvfp4"
 
 
+class Precision(StrEnum):
+    """Bytes of a value as the recipe holds it."""
+
+    FP32 = "fp32"
+    BF16 = "bf16"
+
+
+class OptimizerStates(StrEnum):
+    """The precision of the optimizer's state tensors."""
+
+    FP32 = "fp32"
+    BF16 = "bf16"  # states created in the parameters' bf16 dtype (pure-bf16 recipes)
+    EIGHT_BIT = "8bit"  # block-wise 8-bit states (bitsandbytes)
+
+
+class Padding(StrEnum):
+    """How a batch's sequences are laid out: what length the activations are for."""
+
+    MAX_LENGTH = "max_length"  # every sample padded to seq_len
+    PACKED = "packed"  # samples concatenated to fill seq_len
+    LONGEST = "longest"  # padded to the longest sample of the batch
+
+
+class Aggregation(StrEnum):
+    """How loading assembles per-expert checkpoint tensors into fused expert tensors."""
+
+    NONE = "none"  # experts stored fused, nothing assembled
+    PER_LAYER = "per_layer"  # one layer's pieces and its fused tensor at a time
+    ALL = "all"  # every expert of this GPU assembled before the pieces are freed
+
+
 class ExpertStorage(StrEnum):
     FUSED_3D = "fused_3d_parameter"  # one nn.Parameter per projection (transformers v5)
     MODULE_LIST = "module_list_linear"  # one nn.Linear per expert
@@ -117,6 +148,7 @@ class Moe:
     reshard_after_forward: bool
     num_experts: int = 1  # with no count, expert parallelism is credited nothing
     expert_parallel: int = 1  # GPUs the experts are spread over (EP degree)
+    load_aggregation: Aggregation = Aggregation.NONE
 
     @property
     def experts_stay_bf16(self) -> bool:
@@ -157,10 +189,47 @@ class Training:
     dequantize: Dequantize = Dequantize.NONE
     kernel_format: KernelFormat = KernelFormat.NONE
     kernel_layouts: int = 2  # copies beside the stored weights: row-wise, column-wise
+    trainable_dtype: Precision = Precision.FP32  # the trained weights and their gradients
+    optimizer_states: OptimizerStates | None = None  # None: from the optimizer's name
+    master_weights: bool = False  # an fp32 copy of bf16 trained weights (mixed precision)
+    optimizer_in_backward: bool = False  # each gradient applied and freed during backward
+    paged_optimizer: bool = False  # states in managed memory, evicted to the host
+    offload_optimizer: bool = False  # optimizer states (and master weights) on the host
+    offload_params: bool = False  # sharded params, gradients and step on the host
+    offload_activations: bool = False  # checkpointed layer inputs kept in host memory
+    activation_dtype: Precision = Precision.BF16
+    padding: Padding = Padding.MAX_LENGTH
+    longest_sample: int | None = None  # tokens in the data's longest sample
+    kbit_prep_fp32: bool = False  # k-bit preparation casts unquantized params to fp32
 
     @property
     def eight_bit_optimizer(self) -> bool:
         return "8bit" in self.optimizer
+
+    @property
+    def states(self) -> OptimizerStates:
+        if self.optimizer_states is not None:
+            return self.optimizer_states
+        return OptimizerStates.EIGHT_BIT if self.eight_bit_optimizer else OptimizerStates.FP32
+
+    @property
+    def state_count(self) -> float:
+        """State tensors per trained value: AdamW 2 (m, v), SGD with momentum 1, Adafactor's
+        factored second moment about 0."""
+        name = self.optimizer.lower()
+        if "sgd" in name:
+            return 1.0
+        if "adafactor" in name:
+            return 0.0
+        return 2.0
+
+    @property
+    def tokens(self) -> int:
+        """Tokens per micro-batch the activations are held for."""
+        s = self.seq_len
+        if self.padding is Padding.LONGEST and self.longest_sample is not None:
+            s = min(s, self.longest_sample)
+        return s * self.micro_batch
 
 
 @dataclass(frozen=True)

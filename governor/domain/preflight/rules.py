@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from governor.domain.money import dollars, format_usd
+from governor.domain.preflight.calibration import Interval, interval
 from governor.domain.preflight.cost import (
     CONTINGENCY,
     CostFigures,
@@ -68,6 +69,7 @@ class Finding:
 class GroupFit:
     """One GPU group of the plan: its card on file, and the per-GPU memory model on it."""
 
+    plan: Plan
     group: GpuGroup
     gpus: int  # over all nodes
     gpu: GpuClass | None
@@ -84,8 +86,24 @@ class GroupFit:
         return None if self.gpu is None else self.gpu.source
 
     @property
+    def interval(self) -> Interval:
+        """The modeled peak with the error the validation set measured for its family."""
+        return interval(self.plan, self.memory.modeled_gib)
+
+    @property
+    def judged_gib(self) -> float:
+        """What the thresholds apply to: the interval's upper edge where the family's
+        measured error is over 10%, else the modeled peak."""
+        i = self.interval
+        return i.high_gib if i.binding else self.memory.modeled_gib
+
+    @property
+    def share(self) -> float:
+        return self.judged_gib / self.memory.usable_gib
+
+    @property
     def band(self) -> Verdict:
-        share = self.memory.ratio
+        share = self.share
         if share <= GO_SHARE:
             return Verdict.GO
         if share <= FIT_SHARE or (share <= HARD_SHARE and self.measured_fit):
@@ -138,7 +156,7 @@ def assess(
 ) -> Assessment:
     groups = sorted(
         (_fit(plan, today, group) for group in plan.hardware.groups),
-        key=lambda g: (g.band.rank, g.memory.ratio),
+        key=lambda g: (g.band.rank, g.share),
         reverse=True,
     )
     return Assessment(plan, today, tuple(groups), plan_cost(plan, today), remaining, reserved)
@@ -160,7 +178,7 @@ def _fit(plan: Plan, today: date, group: GpuGroup) -> GroupFit:
         and 0 <= (today - e.measured_on).days <= EVIDENCE_DAYS
         and e.measured_peak_mib / 1024 <= MEASURED_SHARE * memory.usable_gib
     )
-    return GroupFit(group, plan.hardware.gpus_of(group), gpu, memory, measured)
+    return GroupFit(plan, group, plan.hardware.gpus_of(group), gpu, memory, measured)
 
 
 Rule = Callable[[Assessment], "Finding | tuple[Finding, ...] | None"]
@@ -305,6 +323,7 @@ FLOORS = (
             "logits_peak",
             "softcap_logits",
             "fsdp_or_moe_gather",
+            "expert_aggregation",
         )
     ),
     each_group(floor_rule("fragmentation_margin")),  # a share of each model's usable memory
@@ -346,16 +365,22 @@ def usable_memory(_: Assessment, g: GroupFit) -> Finding | None:
 
 
 def memory_fit(a: Assessment, g: GroupFit) -> Finding:
-    m, c, share = g.memory.modeled_gib, g.memory.usable_gib, g.memory.ratio
+    m, c, share, i = g.memory.modeled_gib, g.memory.usable_gib, g.share, g.interval
     band = g.band
-    what = f"Modeled peak {m:.1f} GiB per GPU is {share:.0%} of the {c:.1f} GiB usable{_on(g, a)}"
+    peak = f"Modeled peak {m:.1f} GiB per GPU"
+    if i.binding:
+        peak += (
+            f", up to {i.high_gib:.1f} GiB with the ±{i.error:.0%} {i.family} plans showed "
+            "against published measurements,"
+        )
+    what = f"{peak} is {share:.0%} of the {c:.1f} GiB usable{_on(g, a)}"
     canary_gate = (
         f"training is released only if the canary's device-level peak after "
         f"{MIN_CANARY_STEPS} optimizer steps, one eval batch and one checkpoint save stays "
         f"under {MEASURED_SHARE:.0%} ({MEASURED_SHARE * c:.1f} GiB)"
     )
     if band is Verdict.GO:
-        message = f"{what} (go up to {GO_SHARE:.0%}): it fits by {c - m:.1f} GiB."
+        message = f"{what} (go up to {GO_SHARE:.0%}): it fits by {c - g.judged_gib:.1f} GiB."
     elif share <= FIT_SHARE:
         message = f"{what}: too close to run unproven. Admit loading and the canary only; "
         message += f"{canary_gate}."
@@ -375,6 +400,11 @@ def memory_fit(a: Assessment, g: GroupFit) -> Finding:
     if raised:
         added = ", ".join(f"{name} by {gib:.2f} GiB" for name, gib in raised.items())
         message += f" The governor's floors raised {added}."
+    if not i.binding:
+        message += (
+            f" Published measurements put {i.family} plans within ±{i.error:.0%} of the model "
+            f"(90th percentile): {i.low_gib:.1f} to {i.high_gib:.1f} GiB."
+        )
     return Finding(
         "memory_fit",
         band,
@@ -382,13 +412,25 @@ def memory_fit(a: Assessment, g: GroupFit) -> Finding:
         {
             "modeled_gib": round(m, 2),
             "usable_gib": round(c, 2),
-            "ratio": round(share, 3),
+            "ratio": round(g.memory.ratio, 3),
+            "judged_ratio": round(share, 3),
             "margin_gib": round(c - m, 2),
             "usable_memory": g.usable_memory,
             "usable_source": g.usable_source,
             "raised_gib": raised,
+            **_interval_json(g.interval),
         },
     )
+
+
+def _interval_json(i: Interval) -> dict[str, Any]:
+    return {
+        "modeled_low_gib": round(i.low_gib, 2),
+        "modeled_high_gib": round(i.high_gib, 2),
+        "interval_family": i.family,
+        "interval_error": i.error,
+        "interval_binding": i.binding,
+    }
 
 
 # --- money ----------------------------------------------------------------------------
@@ -567,6 +609,7 @@ def _memory_json(a: Assessment) -> dict[str, Any]:
         "usable_source": g.usable_source,
         "declared_gib": round(m.declared_gib, 2),
         "modeled_gib": round(m.modeled_gib, 2),
+        **_interval_json(g.interval),
         "ratio": round(m.ratio, 3),
         "components": [
             {

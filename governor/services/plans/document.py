@@ -23,6 +23,7 @@ from pydantic import (
 from governor.domain.money import format_usd
 from governor.domain.preflight.gpus import gpu_class, same_model
 from governor.domain.preflight.plan import (
+    Aggregation,
     Attention,
     Checkpointing,
     CrossEntropy,
@@ -35,8 +36,11 @@ from governor.domain.preflight.plan import (
     MemoryModel,
     Model,
     Moe,
+    OptimizerStates,
+    Padding,
     Plan,
     PlanPhase,
+    Precision,
     Sharding,
     Storage,
     Training,
@@ -166,6 +170,10 @@ class PlanMoeIn(Strict):
     expert_quantizer: Label = Field(description='"none", "bnb_linear4bit", "experts4bit", ...')
     reshard_after_forward: bool = True
     expert_parallel: Count = Field(1, description="GPUs the experts are spread over (EP degree)")
+    load_aggregation: Aggregation = Field(
+        Aggregation.NONE,
+        description="loading assembles per-expert tensors into fused ones: per_layer or all",
+    )
 
     @model_validator(mode="after")
     def _top_k_of_experts(self) -> PlanMoeIn:
@@ -215,6 +223,14 @@ class PlanShardingIn(Strict):
         return self
 
 
+class PlanOffloadIn(Strict):
+    """What the recipe keeps in host memory instead of on the GPU."""
+
+    optimizer: bool = Field(False, description="optimizer states and master weights")
+    params: bool = Field(False, description="sharded params, gradients and the step (FSDP)")
+    activations: bool = Field(False, description="checkpointed layer inputs")
+
+
 class PlanTrainingIn(Strict):
     seq_len: Count
     micro_batch: Count
@@ -234,6 +250,28 @@ class PlanTrainingIn(Strict):
     )
     kernel_layouts: Annotated[int, Field(ge=1, le=4)] = Field(
         2, description="weight copies kept beside the stored ones for the kernels (row/column)"
+    )
+    trainable_dtype: Precision = Field(
+        Precision.FP32, description="the trained weights and their gradients (fp32 or bf16)"
+    )
+    optimizer_states: OptimizerStates | None = Field(
+        None, description='fp32, bf16 or 8bit; unset: 8bit when the name has "8bit", else fp32'
+    )
+    master_weights: bool = Field(False, description="an fp32 master copy of bf16 weights")
+    optimizer_in_backward: bool = Field(
+        False, description="the step fused into backward: each gradient freed when applied"
+    )
+    paged_optimizer: bool = Field(False, description="paged optimizer states (host-evicted)")
+    offload: PlanOffloadIn = PlanOffloadIn()
+    activation_dtype: Precision = Precision.BF16
+    padding: Padding = Field(
+        Padding.MAX_LENGTH, description="max_length, packed, or longest (padded per batch)"
+    )
+    longest_sample: Count | None = Field(
+        None, description="tokens in the data's longest sample (with padding: longest)"
+    )
+    kbit_prep_fp32: bool = Field(
+        False, description="k-bit preparation casts the unquantized params to fp32"
     )
 
 
@@ -331,7 +369,10 @@ class PlanIn(Strict):
                 moe=None if m.moe is None else Moe(**m.moe.model_dump(exclude={"top_k"})),
             ),
             training=Training(
-                **t.model_dump(exclude={"lora_rank", "adapter_dtype", "sharding"}),
+                **t.model_dump(exclude={"lora_rank", "adapter_dtype", "sharding", "offload"}),
+                offload_optimizer=t.offload.optimizer,
+                offload_params=t.offload.params,
+                offload_activations=t.offload.activations,
                 sharding=t.sharding.kind,
                 shards=t.sharding.shards,
                 forward_prefetch=t.sharding.forward_prefetch,

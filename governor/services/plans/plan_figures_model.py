@@ -49,6 +49,32 @@ class PlanMemory:
     usable_source: str | None = field(default=None, metadata=NOT_REQUIRED)
     declared_gib: float
     modeled_gib: float
+    modeled_low_gib: float | None = field(
+        default=None,
+        metadata={"doc": "the interval around modeled_gib its family's error puts", **NOT_REQUIRED},
+    )
+    modeled_high_gib: float | None = field(
+        default=None,
+        metadata={
+            "doc": "the interval's upper edge: what the thresholds apply to when binding",
+            **NOT_REQUIRED,
+        },
+    )
+    interval_family: str | None = field(
+        default=None,
+        metadata={"doc": "lora, qlora, full, long_context, multi_gpu or moe", **NOT_REQUIRED},
+    )
+    interval_error: float | None = field(
+        default=None,
+        metadata={
+            "doc": "the family's 90th-percentile error against published measurements",
+            **NOT_REQUIRED,
+        },
+    )
+    interval_binding: bool | None = field(
+        default=None,
+        metadata={"doc": "the error is over 10%: the upper edge decides", **NOT_REQUIRED},
+    )
     ratio: float
     components: tuple[PlanComponent, ...]
     groups: tuple[PlanGroupFit, ...] = field(
@@ -115,6 +141,11 @@ def memory(stored: dict[str, Any]) -> PlanMemory:
         usable_source=stored.get("usable_source"),
         declared_gib=stored["declared_gib"],
         modeled_gib=stored["modeled_gib"],
+        modeled_low_gib=stored.get("modeled_low_gib"),
+        modeled_high_gib=stored.get("modeled_high_gib"),
+        interval_family=stored.get("interval_family"),
+        interval_error=stored.get("interval_error"),
+        interval_binding=stored.get("interval_binding"),
         ratio=stored["ratio"],
         components=tuple(
             PlanComponent(c["name"], c["declared_gib"], c["floor_gib"], c["used_gib"], c["basis"])

@@ -20,6 +20,10 @@ from governor.domain.preflight.rules import RULES, Admission, Verdict, admit
 from governor.services.plans.document import PlanIn
 from tests.plans import EXAMPLE, EXAMPLE_FILE, GATHER, MOE_4BIT, gpu_groups, variant
 
+# The memory rules on the modeled peak: the interval's own effect is tested with the seed pilot
+# and the validation set.
+pytestmark = pytest.mark.usefixtures("exact_model")
+
 D = Decimal
 FRESH = date(2026, 10, 8)  # the day after the reference plan's rate was quoted
 STALE = date(2026, 12, 1)

@@ -16,6 +16,10 @@ from governor.domain.preflight.rules import Admission, Verdict, admit
 from governor.services.plans.document import PlanIn
 from tests.plans import variant
 
+# The memory rules on the modeled peak: the interval's own effect is tested with the seed pilot
+# and the validation set.
+pytestmark = pytest.mark.usefixtures("exact_model")
+
 FRESH = date(2026, 10, 8)
 VERIFIED, DERIVED = Provenance.VERIFIED, Provenance.DERIVED
 DOCS = Path(__file__).parents[4] / "docs" / "preflight.md"

@@ -1,9 +1,9 @@
 """The memory model's representation and layout terms, and worked examples of each.
 
 Plans are preflight documents (tests/plans.py) validated as the API validates them; the
-fields the plan document does not carry yet (dequantize, kernel format, softcap, expert
-parallelism, gather depth) are then set on the domain plan. The cost is not checked here
-(no remaining budget), so each verdict is the memory rules' own.
+fields under test (dequantize, kernel format, softcap, expert parallelism, gather depth,
+all of which the document also carries) are then set on the domain plan. The cost is not
+checked here (no remaining budget), so each verdict is the memory rules' own.
 """
 
 from __future__ import annotations
@@ -20,6 +20,10 @@ from governor.domain.preflight.rules import Admission, Verdict, admit
 from governor.domain.telemetry import GIB
 from governor.services.plans.document import PlanIn
 from tests.plans import GATHER, MOE_4BIT, gpu_groups, variant
+
+# The memory rules on the modeled peak: the interval's own effect is tested with the seed pilot
+# and the validation set.
+pytestmark = pytest.mark.usefixtures("exact_model")
 
 FRESH = date(2026, 10, 8)
 GO, CANARY_ONLY, NO_GO = Verdict.GO, Verdict.CANARY_ONLY, Verdict.NO_GO
@@ -132,7 +136,7 @@ FUSED = {"training.ce_impl": "liger_flce", "memory_per_gpu_gib.logits_peak": 0.5
 SOFTCAPPED = {"model": {"final_logit_softcapping": 30.0}}
 
 EXAMPLES = [
-    # (id, plan document, fields it does not carry, verdict, deciding rule, term it names)
+    # (id, plan document, fields set on the domain plan, verdict, deciding rule, term it names)
     ("4-bit MoE, experts kept 4-bit", variant(MOE_4BIT), {}, GO, None, None),
     (
         "4-bit MoE, recipe dequantizes the experts",

@@ -1,0 +1,132 @@
+"""The validation set read into plans, and the model's error on it.
+
+Each case of cases.json becomes a preflight-plan/0.1 document (the reference plan's phases
+and costs, the case's model, GPUs and recipe, every declared memory figure 0 so that the
+governor's floors alone decide) and is judged without a budget. Its measured peak is
+compared with the model's figure for what the source measured (`MemoryFigures.predicted_gib`).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from governor.domain.preflight.calibration import QUANTILE, family
+from governor.domain.preflight.rules import Admission, admit
+from governor.domain.telemetry import GIB
+from governor.services.plans.document import PlanIn
+from tests.plans import EXAMPLE, variant
+
+CASES_FILE = Path(__file__).with_name("cases.json")
+SET: dict[str, Any] = json.loads(CASES_FILE.read_text())
+CASES: list[dict[str, Any]] = SET["cases"]
+JUDGED_ON = date(2026, 10, 8)  # the reference plan's quote is fresh on this day
+UNIT_BYTES = {"GB": 1e9, "GiB": GIB}
+ZERO_MEMORY = {
+    f"memory_per_gpu_gib.{c}": 0.0
+    for c in (
+        "runtime_overhead",
+        "nccl",
+        "weights",
+        "adapters_grads_optimizer",
+        "activations",
+        "logits_peak",
+        "fragmentation_margin",
+    )
+}
+
+
+def document(case: dict[str, Any]) -> dict[str, Any]:
+    model = SET["models"][case["model"]]
+    w = case["weights"]
+    gpu = case["gpu"]
+    training = {**EXAMPLE["training"], **case["training"]}
+    training.pop("lora_rank", None)
+    changes = {
+        "job_id": case["id"][:100],
+        "hardware.gpu_type": gpu["gpu_type"],
+        "hardware.gpu_count": gpu["gpu_count"],
+        "hardware.usable_mib_per_gpu": gpu.get("usable_mib_per_gpu", 10_000_000),
+        "hardware.rate_usd_per_gpu_hour": 50,
+        "model": {**model, "moe": case.get("moe")},
+        "training": training,
+        **ZERO_MEMORY,
+        "memory_per_gpu_gib.transients": [],
+        "memory_per_gpu_gib.weights_breakdown": {
+            "quantized_params": w["quantized_params"],
+            "bytes_per_quantized": w["bytes_per_quantized"],
+            "unquantized_params": model["params_total"] - w["quantized_params"],
+            "bytes_per_unquantized": w["bytes_per_unquantized"],
+        },
+    }
+    return variant(changes)
+
+
+@dataclass(frozen=True)
+class Judged:
+    case: dict[str, Any]
+    admission: Admission
+
+    @property
+    def family(self) -> str:
+        return family(self.admission.assessment.plan)
+
+    @property
+    def measured_gib(self) -> float | None:
+        c = self.case
+        return None if c["measured"] is None else c["measured"] * UNIT_BYTES[c["unit"]] / GIB
+
+    @property
+    def predicted_gib(self) -> float:
+        return self.admission.assessment.memory.predicted_gib(self.case["metric"] or "device")
+
+    @property
+    def error(self) -> float | None:
+        """(model - measured) / measured; None for an outcome-only case."""
+        measured = self.measured_gib
+        return None if measured is None else self.predicted_gib / measured - 1
+
+
+def judge(case: dict[str, Any]) -> Judged:
+    return Judged(case, admit(PlanIn.model_validate(document(case)).to_plan(), JUDGED_ON, None))
+
+
+def quantile(values: list[float], q: float = QUANTILE) -> float:
+    """The q-quantile, linearly interpolated between order statistics."""
+    ordered = sorted(values)
+    at = q * (len(ordered) - 1)
+    low = int(at)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
+
+
+@dataclass(frozen=True)
+class Summary:
+    name: str
+    errors: list[float]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(abs(e) for e in self.errors)
+
+    @property
+    def within(self) -> float:
+        return sum(abs(e) <= 0.15 for e in self.errors) / len(self.errors)
+
+    @property
+    def worst(self) -> float:
+        return max(self.errors, key=abs)
+
+    @property
+    def p90(self) -> float:
+        return quantile([abs(e) for e in self.errors])
+
+    def line(self) -> str:
+        return (
+            f"{self.name:<22} n={len(self.errors):>2}  median |err| {self.median:6.1%}  "
+            f"within ±15% {self.within:6.1%}  p90 {self.p90:6.1%}  worst {self.worst:+7.1%}"
+        )

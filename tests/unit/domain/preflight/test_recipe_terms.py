@@ -1,0 +1,89 @@
+"""The recipe's own memory terms, as the plan document declares them: optimizer precision,
+fused and paged steps, offload, activation precision, padding, k-bit preparation and the MoE
+load aggregation. Each field changes its term by its formula (docs/preflight.md); left out,
+the figures are the old ones.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Any
+
+import pytest
+
+from governor.domain.preflight.memory import model_memory
+from governor.domain.preflight.rules import admit
+from governor.domain.telemetry import GIB
+from governor.services.plans.document import PlanIn
+from tests.plans import EXAMPLE, variant
+
+pytestmark = pytest.mark.usefixtures("exact_model")
+
+TRAINABLE = EXAMPLE["training"]["trainable_params"]
+S, H, L = EXAMPLE["training"]["seq_len"], EXAMPLE["model"]["hidden_size"], 62
+
+
+def term(name: str, **training: Any) -> float:
+    changes = {f"training.{k}": v for k, v in training.items()}
+    plan = PlanIn.model_validate(variant(changes)).to_plan()
+    return next(c.floor_gib for c in model_memory(plan, 140.4).components if c.name == name)
+
+
+def test_left_out_the_fields_keep_the_old_figures() -> None:
+    assert term("adapters_grads_optimizer") == pytest.approx(TRAINABLE * 16 / GIB)
+    assert term("adapters_grads_optimizer", optimizer="adamw_8bit") == pytest.approx(
+        TRAINABLE * 10 / GIB
+    )
+    assert term("activations") == pytest.approx((L * 2 * S * H + 34 * S * H) / GIB)
+
+
+@pytest.mark.parametrize(
+    ("fields", "per_param"),
+    [
+        ({"trainable_dtype": "bf16"}, 2 + 2 + 8),
+        ({"trainable_dtype": "bf16", "optimizer_states": "bf16"}, 2 + 2 + 4),
+        ({"trainable_dtype": "bf16", "master_weights": True}, 2 + 2 + 4 + 8),
+        ({"optimizer_states": "8bit"}, 4 + 4 + 2),
+        ({"optimizer": "sgd"}, 4 + 4 + 4),
+        ({"optimizer": "adafactor"}, 4 + 4),
+        ({"optimizer_in_backward": True}, 4 + 8),
+        ({"paged_optimizer": True}, 4 + 4),
+        ({"offload": {"optimizer": True}}, 4 + 4),
+        ({"offload": {"params": True}}, 0),
+    ],
+)
+def test_optimizer_bytes_per_trainable_param(fields: dict[str, Any], per_param: int) -> None:
+    assert term("adapters_grads_optimizer", **fields) == pytest.approx(TRAINABLE * per_param / GIB)
+
+
+def test_a_full_fine_tune_counts_its_trained_weights_once() -> None:
+    params = EXAMPLE["model"]["params_total"]
+    full = term("adapters_grads_optimizer", trainable_params=params, trainable_dtype="bf16")
+    assert full == pytest.approx(params * (2 + 8) / GIB)  # gradient and states, not the weight
+
+
+def test_activation_terms() -> None:
+    base = term("activations")
+    assert term("activations", activation_dtype="fp32") == pytest.approx(2 * base)
+    assert term("activations", offload={"activations": True}) == pytest.approx(34 * S * H / GIB)
+    assert term("activations", padding="packed") == pytest.approx(base)
+    assert term("activations", padding="max_length", longest_sample=1024) == pytest.approx(base)
+    longest = term("activations", padding="longest", longest_sample=1024)
+    assert longest == pytest.approx((L * 2 * 1024 * H + 34 * 1024 * H) / GIB)
+
+
+def test_offloaded_params_leave_no_weights_and_k_bit_preparation_casts_to_fp32() -> None:
+    assert term("weights", offload={"params": True}) == 0
+    b = EXAMPLE["memory_per_gpu_gib"]["weights_breakdown"]
+    prepared = term("weights", kbit_prep_fp32=True)
+    expected = 4 * b["unquantized_params"] + b["bytes_per_quantized"] * b["quantized_params"]
+    assert prepared == pytest.approx(expected / GIB)
+
+
+def test_a_0_1_plan_without_the_new_fields_is_judged_as_before() -> None:
+    doc = variant()
+    assert doc["schema"] == "preflight-plan/0.1"
+    assert "offload" not in doc["training"]
+    a = admit(PlanIn.model_validate(doc).to_plan(), date(2026, 10, 8), None)
+    assert a.finding("memory_fit") is not None
+    assert a.assessment.memory.modeled_gib == pytest.approx(60.66, abs=0.01)

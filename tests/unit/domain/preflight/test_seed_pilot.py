@@ -1,0 +1,95 @@
+"""The seed pilot, written as a careful user would: a 304B MoE whose ~290B expert params are
+MXFP4 and the rest BF16, LoRA with AdamW, the recipe dequantizing the experts to BF16 for
+training, FSDP over 4 x B300 (268.6 GiB usable each). It failed at ~263 GiB allocated per GPU
+during the BF16 expert aggregation. It must be no_go, and a measured 263 GiB keeps it so.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Any
+
+import pytest
+
+from governor.domain.preflight.rules import Verdict, admit
+from governor.services.plans.document import PlanIn
+from tests.plans import variant
+
+TODAY = date(2026, 10, 8)
+MXFP4 = 0.5 + 1 / 32  # E2M1 values and one E8M0 scale per 32
+
+PILOT = {
+    "job_id": "seed-pilot-304b-moe",
+    "hardware.gpu_type": "B300",
+    "hardware.gpu_count": 4,
+    "hardware.usable_mib_per_gpu": 275_040,
+    "hardware.rate_usd_per_gpu_hour": 6.94,
+    "model": {
+        "params_total": 304e9,
+        "vocab_size": 201_088,
+        "hidden_size": 7168,
+        "num_layers": 60,
+        "num_heads": 64,
+        "moe": {
+            "num_experts": 256,
+            "top_k": 8,
+            "expert_params": 290e9,
+            "experts_storage": "fused_3d_parameter",
+            "expert_quantizer": "mxfp4",
+        },
+    },
+    "training.seq_len": 4096,
+    "training.trainable_params": 4e8,
+    "training.optimizer": "adamw_torch",
+    "training.ce_impl": "liger_flce",
+    "training.dequantize": "experts",
+    "training.sharding": {"kind": "fsdp", "shards": 4},
+    "memory_per_gpu_gib.nccl": 1.0,
+    "memory_per_gpu_gib.weights": 42.4,
+    "memory_per_gpu_gib.weights_breakdown": {
+        "quantized_params": 290e9,
+        "bytes_per_quantized": MXFP4,
+        "unquantized_params": 14e9,
+        "bytes_per_unquantized": 2,
+    },
+    "memory_per_gpu_gib.adapters_grads_optimizer": 1.5,
+    "memory_per_gpu_gib.activations": 3.0,
+    "memory_per_gpu_gib.logits_peak": 0.5,
+    "memory_per_gpu_gib.transients": [{"name": "dequantized_copy", "gib": 135.1}],
+    "memory_per_gpu_gib.fragmentation_margin": 13.5,
+}
+
+
+def judge(**changes: Any) -> Any:
+    return admit(PlanIn.model_validate(variant({**PILOT, **changes})).to_plan(), TODAY, None)
+
+
+def test_the_careful_pilot_is_no_go_on_its_interval() -> None:
+    a = judge()
+    fit = a.finding("memory_fit")
+    assert fit is not None
+    assert a.verdict is Verdict.NO_GO and fit.verdict is Verdict.NO_GO
+    # The point figure alone would admit it: the interval of a family with no published
+    # measurement (the pooled error) decides.
+    assert fit.evidence["ratio"] < 0.90
+    assert fit.evidence["interval_family"] == "moe"
+    assert fit.evidence["interval_binding"] is True
+    assert fit.evidence["modeled_high_gib"] > 268.6
+
+
+def test_the_measured_263_gib_keeps_it_no_go() -> None:
+    evidence = {"measured_peak_mib": 263 * 1024, "measured_on": "2026-10-01", "same_config": True}
+    assert judge(evidence=evidence).verdict is Verdict.NO_GO
+
+
+@pytest.mark.usefixtures("exact_model")
+def test_the_expert_aggregation_term_alone_refuses_it() -> None:
+    """Without the interval, the BF16 aggregation of every expert of a GPU (the pieces held
+    beside the fused tensors) puts the modeled peak over the card."""
+    assert judge().verdict is Verdict.GO  # what the model said before the term
+    a = judge(**{"model.moe.load_aggregation": "all"})
+    assert a.verdict is Verdict.NO_GO
+    aggregation = a.assessment.component("expert_aggregation")
+    assert aggregation.floor_gib == pytest.approx(2 * 290e9 / 4 / 2**30)
+    fit = a.finding("memory_fit")
+    assert fit is not None and "expert_aggregation" in fit.message
