@@ -433,15 +433,19 @@ def _aggregation(plan: Plan, weights: Held, place: Placement) -> Component:
     fused result: one layer's worth, or every expert of this GPU, at the bytes they are
     assembled in (BF16 where the recipe dequantizes the experts)."""
     declared, moe = plan.memory.transient(AGGREGATION), plan.model.moe
-    if moe is None or moe.load_aggregation is Aggregation.NONE:
+    dequantized = plan.training.dequantize is not Dequantize.NONE
+    mode = None if moe is None else moe.load_aggregation
+    if mode is None:  # dequantizing experts at load holds their BF16 pieces until assembled
+        mode = Aggregation.ALL if dequantized else Aggregation.NONE
+    if moe is None or mode is Aggregation.NONE:
         return Component(AGGREGATION, declared, 0.0, "no expert tensors assembled at load")
-    if plan.training.dequantize is Dequantize.NONE:
+    if not dequantized:
         experts, at = weights.expert_bytes, "as held"
     else:
         experts, at = DEQUANTIZED_BYTES * weights.experts, "in BF16"
     floor = place.per_gpu(0.0, experts)
     what = "every expert of this GPU"
-    if moe.load_aggregation is Aggregation.PER_LAYER:
+    if mode is Aggregation.PER_LAYER:
         floor, what = floor / plan.model.num_layers, "one layer's experts"
     basis = (
         f"per-expert pieces held beside the fused tensors while {what} are assembled, "

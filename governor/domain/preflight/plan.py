@@ -148,7 +148,7 @@ class Moe:
     reshard_after_forward: bool
     num_experts: int = 1  # with no count, expert parallelism is credited nothing
     expert_parallel: int = 1  # GPUs the experts are spread over (EP degree)
-    load_aggregation: Aggregation = Aggregation.NONE
+    load_aggregation: Aggregation | None = None  # None: all where the experts are dequantized
 
     @property
     def experts_stay_bf16(self) -> bool:

@@ -103,10 +103,13 @@ class GroupFit:
 
     @property
     def band(self) -> Verdict:
-        share = self.share
-        if share <= GO_SHARE:
+        """Go only if the judged peak (the interval's upper edge where the model's measured
+        error is large) is under the go line; refused only if the modeled peak itself does
+        not fit: a plan the model's own error leaves in doubt is proven by its canary."""
+        point = self.memory.ratio
+        if self.share <= GO_SHARE:
             return Verdict.GO
-        if share <= FIT_SHARE or (share <= HARD_SHARE and self.measured_fit):
+        if point <= FIT_SHARE or (point <= HARD_SHARE and self.measured_fit):
             return Verdict.CANARY_ONLY
         return Verdict.NO_GO
 
@@ -366,14 +369,13 @@ def usable_memory(_: Assessment, g: GroupFit) -> Finding | None:
 
 def memory_fit(a: Assessment, g: GroupFit) -> Finding:
     m, c, share, i = g.memory.modeled_gib, g.memory.usable_gib, g.share, g.interval
-    band = g.band
-    peak = f"Modeled peak {m:.1f} GiB per GPU"
+    band, point = g.band, g.memory.ratio
+    what = f"Modeled peak {m:.1f} GiB per GPU is {point:.0%} of the {c:.1f} GiB usable{_on(g, a)}"
     if i.binding:
-        peak += (
-            f", up to {i.high_gib:.1f} GiB with the ±{i.error:.0%} {i.family} plans showed "
-            "against published measurements,"
+        what += (
+            f"; with the ±{i.error:.0%} {i.family} plans showed against published "
+            f"measurements it may reach {i.high_gib:.1f} GiB ({share:.0%})"
         )
-    what = f"{peak} is {share:.0%} of the {c:.1f} GiB usable{_on(g, a)}"
     canary_gate = (
         f"training is released only if the canary's device-level peak after "
         f"{MIN_CANARY_STEPS} optimizer steps, one eval batch and one checkpoint save stays "
@@ -381,13 +383,16 @@ def memory_fit(a: Assessment, g: GroupFit) -> Finding:
     )
     if band is Verdict.GO:
         message = f"{what} (go up to {GO_SHARE:.0%}): it fits by {c - g.judged_gib:.1f} GiB."
-    elif share <= FIT_SHARE:
+    elif point <= GO_SHARE:
+        message = f"{what}, over the {GO_SHARE:.0%} go line: the model's error leaves it in "
+        message += f"doubt. Admit loading and the canary only; {canary_gate}."
+    elif point <= FIT_SHARE:
         message = f"{what}: too close to run unproven. Admit loading and the canary only; "
         message += f"{canary_gate}."
     elif band is Verdict.CANARY_ONLY:
         message = f"{what}, but a measured peak of the same configuration fit: canary only; "
         message += f"{canary_gate}."
-    elif share <= HARD_SHARE:
+    elif point <= HARD_SHARE:
         message = f"{what}: it does not fit, and no recent measured peak of the same "
         message += f"configuration under {MEASURED_SHARE:.0%} says otherwise. No pod is rented."
     else:

@@ -170,9 +170,12 @@ class PlanMoeIn(Strict):
     expert_quantizer: Label = Field(description='"none", "bnb_linear4bit", "experts4bit", ...')
     reshard_after_forward: bool = True
     expert_parallel: Count = Field(1, description="GPUs the experts are spread over (EP degree)")
-    load_aggregation: Aggregation = Field(
-        Aggregation.NONE,
-        description="loading assembles per-expert tensors into fused ones: per_layer or all",
+    load_aggregation: Aggregation | None = Field(
+        None,
+        description=(
+            "loading assembles per-expert tensors into fused ones: none, per_layer or all; "
+            "by default all where training.dequantize dequantizes the experts, else none"
+        ),
     )
 
     @model_validator(mode="after")

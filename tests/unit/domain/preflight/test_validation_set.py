@@ -65,10 +65,10 @@ def test_outcomes_on_the_modeled_peak() -> None:
     assert admitted == {FSDP_LOAD_MISS, "litgpt-lora-falcon-40b-none-mb1-4gpu"}
 
 
-# With the interval's upper edge deciding (every family's error is over 10%), the fits that
-# ran near their card's capacity are refused: the model's error is too large to tell them
-# from a run that does not fit. Measured, not a target: docs/preflight.md, "Validation".
-REFUSED_ON_THE_INTERVAL = {
+# With the interval's upper edge deciding go (every family's error is over 10%), the fits that
+# ran near their card's capacity are canary only, never refused: only a modeled peak that
+# does not fit is no_go. Measured, not a target: docs/preflight.md, "Validation".
+NOT_GO_ON_THE_INTERVAL = {
     "litgpt-lora-llama-2-13b-none-mb1-1gpu",
     "torchtune-lora-llama2-7b-4090",
     "torchtune-lora-llama2-7b-2x4090",
@@ -82,8 +82,14 @@ REFUSED_ON_THE_INTERVAL = {
 
 def test_outcomes_on_the_interval() -> None:
     refused, admitted = misses(JUDGED)
-    assert refused == REFUSED_ON_THE_INTERVAL
+    assert refused == set()
     assert admitted == {FSDP_LOAD_MISS}
+    held = {
+        j.case["id"]
+        for j in JUDGED
+        if j.case["outcome"] == "fit" and j.admission.assessment.memory_band is Verdict.CANARY_ONLY
+    }
+    assert held == NOT_GO_ON_THE_INTERVAL
 
 
 # Measured on this model (docs/preflight.md, "Validation"): (median |error|, share within
