@@ -24,6 +24,7 @@ from governor.domain.health import MAX_WINDOW, Goal, Measure, Response
 from governor.domain.health import Kind as HealthKind
 from governor.domain.model import (
     Category,
+    OomForesight,
     Phase,
     Role,
     RunStatus,
@@ -206,6 +207,12 @@ class PolicyIn(Strict):
     stall_window_s: Seconds | None = None
     compile_allowance_s: Seconds | None = None
     headroom_pct: Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)] | None = None
+    oom_foresight: OomForesight | None = Field(
+        None,
+        description="what an out-of-memory foreseen at the run's next memory event does: warn "
+        "(an event, the default), checkpoint (the job is told to save first, reason "
+        "oom-foreseen) or stop",
+    )
     health: Annotated[list[HealthRuleIn], Field(max_length=32)] | None = Field(
         None,
         description="training-health rules on the run's metrics, over the server's defaults",

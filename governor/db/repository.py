@@ -34,6 +34,7 @@ from governor.db.tables import (
     LedgerEntryRow,
     PlanCheckRow,
     PodRow,
+    RunPhaseRow,
     RunRow,
     StopOrderRow,
     TokenRow,
@@ -46,6 +47,7 @@ from governor.domain.model import (
     Category,
     EntryKind,
     ExtensionState,
+    Phase,
     PodState,
     Role,
     RunStatus,
@@ -642,6 +644,16 @@ def pods_on_node(session: Session, node: str) -> Sequence[PodRow]:
         .where(PodRow.node == node, PodRow.state.in_(BILLS_COMPUTE))
         .order_by(PodRow.created_at)
     ).all()
+
+
+def entered_phase(
+    session: Session, run_ids: Sequence[str], phase: Phase, from_step: int
+) -> set[str]:
+    """Those of these runs whose job entered `phase` at step `from_step` or later."""
+    query = select(RunPhaseRow.run_id).where(
+        RunPhaseRow.run_id.in_(run_ids), RunPhaseRow.phase == phase, RunPhaseRow.step >= from_step
+    )
+    return set(session.scalars(query.distinct()).all())
 
 
 def runs_of_plan(session: Session, budget_id: str, job_id: str) -> Sequence[RunRow]:

@@ -144,6 +144,8 @@ class PodRow(Base):
     billed_usd: Mapped[Decimal | None] = mapped_column(MicroUSD)
     billed_through: Mapped[datetime | None] = mapped_column(UTCDateTime)
     billing_drift: Mapped[bool] = mapped_column(default=False, server_default=false())
+    # its rate seen departing from its plan's quote by more than the contingency (warned once)
+    plan_rate_warned_usd: Mapped[Decimal | None] = mapped_column(MicroUSD)
     telemetry_note: Mapped[str | None] = mapped_column(Text)
     lost_gpus: Mapped[list[str] | None] = mapped_column(OptionalJSON)
     # the GPUs that are the pod's, by UUID, on a machine it shares; None: all it reports
@@ -183,7 +185,7 @@ class RunRow(Base):
     phase: Mapped[Phase | None] = mapped_column(_enum(Phase))
     phase_since: Mapped[datetime | None] = mapped_column(UTCDateTime)
     progress_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    policy: Mapped[dict[str, float] | None] = mapped_column(OptionalJSON)
+    policy: Mapped[dict[str, float | str] | None] = mapped_column(OptionalJSON)
     status: Mapped[RunStatus] = mapped_column(_enum(RunStatus))
     last_heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -198,6 +200,7 @@ class RunRow(Base):
     idle_alerted: Mapped[bool] = mapped_column(default=False, server_default=false())
     stall_alerted: Mapped[bool] = mapped_column(default=False, server_default=false())
     headroom_warned: Mapped[bool] = mapped_column(default=False, server_default=false())
+    oom_warned: Mapped[bool] = mapped_column(default=False, server_default=false())
     metrics: Mapped[dict[str, Any] | None] = mapped_column(OptionalJSON)
     # training health: the run's rules, their running statistics, a stop they asked for
     health_rules: Mapped[list[dict[str, Any]] | None] = mapped_column(OptionalJSON)
@@ -220,6 +223,7 @@ class RunPhaseRow(Base):
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), index=True)
     phase: Mapped[Phase] = mapped_column(_enum(Phase))
     at: Mapped[datetime] = mapped_column(UTCDateTime)
+    step: Mapped[int | None] = mapped_column(Int64)  # the run's step when it said so
 
 
 class LedgerEntryRow(Base):
@@ -418,6 +422,8 @@ class GpuPeakRow(Base):
     peak_used_bytes: Mapped[int] = mapped_column(BigInteger)
     memory_total_bytes: Mapped[int | None] = mapped_column(BigInteger)
     at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # the memory tracked per phase, its growth and jumps (domain.memory_outlook.MemoryTrack)
+    track: Mapped[dict[str, Any] | None] = mapped_column(OptionalJSON)
 
 
 class PlanCheckRow(Base):
@@ -449,3 +455,5 @@ class PlanCheckRow(Base):
     canary_released_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     canary_peak_gib: Mapped[float | None]
     canary_released_by: Mapped[str | None] = mapped_column(Text)
+    # its pods' spend seen passing its worst case (warned once)
+    worst_case_passed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

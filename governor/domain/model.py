@@ -82,6 +82,16 @@ class Reason(StrEnum):
     DIVERGING = "diverging"
     NO_IMPROVEMENT = "no-improvement"
     CANARY_HOLD = "canary-hold"  # a canary_only plan: held to its canary until it proves itself
+    CANARY_OVER = "canary-over"  # the canary's measured peak is over its release threshold
+    OOM_FORESEEN = "oom-foreseen"  # the memory projection crosses the card at the next event
+
+
+class OomForesight(StrEnum):
+    """What a run's policy has done when its memory projection crosses the card."""
+
+    WARN = "warn"  # an event with the projection, nothing more
+    CHECKPOINT = "checkpoint"  # the job is told to save first
+    STOP = "stop"  # the pod is stopped (the job saves within its grace)
 
 
 class Severity(StrEnum):

@@ -13,7 +13,8 @@ from datetime import datetime
 from decimal import Decimal
 
 from governor.domain.ledger import Figures, committed_in_parts, forecast_at_completion
-from governor.domain.model import Action, Phase, Reason, RunStatus, Severity
+from governor.domain.memory_outlook import Projection
+from governor.domain.model import Action, OomForesight, Phase, Reason, RunStatus, Severity
 from governor.domain.money import dollars, format_usd
 from governor.domain.telemetry import GIB
 
@@ -22,7 +23,7 @@ WARNING_THRESHOLD_FRACTION = Decimal("0.8")  # from this share on, threshold ale
 HELD_MEMORY_BYTES = GIB  # a GPU holding more than this is not simply unused
 WARMUP_PHASES = (Phase.LOADING, Phase.COMPILING)
 STEPLESS_PHASES = (Phase.CHECKPOINTING, Phase.EVALUATION, Phase.EXPORT)  # no steps expected
-BEYOND_CANARY = (Phase.TRAINING, Phase.EVALUATION, Phase.EXPORT)  # what a held run may not do
+BEYOND_CANARY = (Phase.TRAINING, Phase.EXPORT)  # what a held run may not do (its eval batch may)
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class Watch:
     stall_window_s: float = 900.0
     compile_allowance_s: float = 1800.0
     headroom_pct: float = 5.0
+    oom_foresight: OomForesight = OomForesight.WARN  # what a foreseen out-of-memory does
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,7 @@ class RunView:
     idle_alerted: bool = False
     stall_alerted: bool = False
     headroom_warned: bool = False
+    oom_warned: bool = False
     health_stop: HealthStop | None = None
 
     @property
@@ -105,6 +108,7 @@ class Situation:
     gpus: tuple[GpuView, ...] = ()
     heard_since: datetime | None = None  # jobs could reach the governor from then (an outage)
     canary: CanaryHold | None = None  # the pod's plan holds its runs to the canary
+    oom: Projection | None = None  # the run's GPU whose next memory event comes closest
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,8 @@ class CanaryHold:
     cap: Decimal  # the canary's worst case
     spent: Decimal  # what the plan's pods have cost
     threshold_gib: float  # the measured peak per GPU that releases training
+    needs: str = ""  # what the canary must show besides its peak, in words
+    peak_gib: float | None = None  # the highest peak per GPU its runs measured so far
 
 
 @dataclass(frozen=True)
@@ -337,6 +343,36 @@ def memory_headroom(s: Situation) -> Finding | None:
     )
 
 
+def oom_foreseen(s: Situation) -> Finding | None:
+    """The projection of a GPU's memory says its next event (an evaluation, a checkpoint save,
+    a long sample, or the steps until the job could save) would cross the card: told with the
+    projection; the run's policy has the job warned (the default), told to save first, or
+    stopped."""
+    run, seen = s.run, s.oom
+    if run is None or not run.status.is_live or run.oom_warned or seen is None:
+        return None
+    if not seen.crosses:
+        return None
+    foresight = s.watch.oom_foresight
+    action, severity, then = {
+        OomForesight.WARN: (Action.CONTINUE, Severity.WARNING, "an out-of-memory crash is coming"),
+        OomForesight.CHECKPOINT: (
+            Action.CHECKPOINT,
+            Severity.WARNING,
+            "checkpoint now, before the crossing",
+        ),
+        OomForesight.STOP: (Action.STOP, Severity.CRITICAL, "stopping the pod before the crossing"),
+    }[foresight]
+    return Finding(
+        "oom_foreseen",
+        action,
+        Reason.OOM_FORESEEN,
+        severity,
+        f"Out of memory foreseen: {seen.said()}: {then}.",
+        {**seen.evidence(), "oom_foresight": foresight.value},
+    )
+
+
 def training_health(s: Situation) -> Finding | None:
     """A health rule of the run's (flatline, non-finite, diverging, no improvement) judged its
     own metrics on its heartbeat and asked for a stop: carried out like any other."""
@@ -354,6 +390,31 @@ def training_health(s: Situation) -> Finding | None:
     )
 
 
+def canary_over(s: Situation) -> Finding | None:
+    """A canary whose measured peak is over its release threshold is stopped on that
+    measurement: the plan does not fit, and more of the canary would not change that."""
+    hold, run = s.canary, s.run
+    if hold is None or run is None or not run.status.is_live or hold.peak_gib is None:
+        return None
+    if hold.peak_gib <= hold.threshold_gib:
+        return None
+    return Finding(
+        "canary_over",
+        Action.STOP,
+        Reason.CANARY_OVER,
+        Severity.CRITICAL,
+        f"The canary of plan {hold.plan!r} measured a peak of {hold.peak_gib:.1f} GiB per GPU, "
+        f"over its release threshold of {hold.threshold_gib:.1f} GiB: stopping it; training "
+        "is not released. Change the plan and check it again.",
+        {
+            "plan": hold.plan,
+            "peak_gib": round(hold.peak_gib, 2),
+            "threshold_gib": round(hold.threshold_gib, 2),
+            "spent_usd": format_usd(hold.spent),
+        },
+    )
+
+
 def canary_hold(s: Situation) -> Finding | None:
     """A run held to its canary that goes beyond it, or spends past the canary's cap, is
     stopped: the plan's memory was never proven, so training is not paid for."""
@@ -362,7 +423,7 @@ def canary_hold(s: Situation) -> Finding | None:
         return None
     released = (
         f"training is released once its measured peak stays under {hold.threshold_gib:.1f} "
-        "GiB per GPU (or an operator releases it with the measured figure)"
+        f"GiB per GPU{hold.needs} (or an operator releases it with the measured figure)"
     )
     evidence: dict[str, object] = {
         "plan": hold.plan,
@@ -498,10 +559,12 @@ RULES: tuple[Rule, ...] = (
     idle_hang,
     stalled,
     training_health,
+    canary_over,
     canary_hold,
     run_finished,
     pre_stop_checkpoint,
     memory_headroom,
+    oom_foreseen,
     forecast_over_ceiling,
     thresholds,
 )

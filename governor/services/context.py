@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from typing import Any
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
@@ -16,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from governor.db.engine import one_writer, read_only, unit_of_work
 from governor.domain.errors import Invalid
 from governor.domain.health import HealthRule
+from governor.domain.model import OomForesight
 from governor.domain.policy import Watch
 from governor.domain.ports import AnyProvider, Clock
 from governor.domain.telemetry import TelemetrySource
@@ -85,9 +87,10 @@ class GovernorConfig:
     report_timeline_events: int = 200  # a report's timeline: the latest so many events
     pace: PassPace = field(default_factory=PassPace, compare=False)  # how long passes take
 
-    def watch_for(self, overrides: dict[str, float] | None) -> Watch:
-        """A run's GPU and progress thresholds: the defaults, with its own overrides on top
-        (made once per set of overrides, not once per run and pass)."""
+    def watch_for(self, overrides: dict[str, float | str] | None) -> Watch:
+        """A run's GPU and progress thresholds and what a foreseen out-of-memory does: the
+        defaults, with its own overrides on top (made once per set of overrides, not once per
+        run and pass)."""
         return _watch(self.watch, tuple(sorted((overrides or {}).items())))
 
     @property
@@ -100,8 +103,11 @@ class GovernorConfig:
 
 
 @lru_cache(maxsize=1024)
-def _watch(defaults: Watch, overrides: tuple[tuple[str, float], ...]) -> Watch:
-    return replace(defaults, **dict(overrides))
+def _watch(defaults: Watch, overrides: tuple[tuple[str, float | str], ...]) -> Watch:
+    given: dict[str, Any] = dict(overrides)
+    if "oom_foresight" in given:
+        given["oom_foresight"] = OomForesight(given["oom_foresight"])
+    return replace(defaults, **given)
 
 
 # A pass works in short transactions, of about this many pods, so that other writers never

@@ -664,6 +664,8 @@ class SimulatedJob:
     steps_until: the step stops advancing at this instant, while the job keeps checking in
     (a hang); in the past from the start, the job stays at step 0. Settable while it runs.
     metrics: what each beat carries as its `metrics`, given its step; none by default.
+    save_next: set it, and the next beat carries a checkpoint at the current step (a save the
+    job made); a `checkpoint` directive sets it too, as a well-behaved job saves when told.
     `replied_at[i]` is when `replies[i]` came back.
     The loop ends by itself after `max_s`, so a test can never hang on it.
     """
@@ -694,6 +696,8 @@ class SimulatedJob:
         self.interval_s = interval_s
         self.max_s = max_s
         self.step = 0
+        self.save_next = False
+        self.saved_at: list[int] = []  # the steps the job saved at
         self.replies: list[dict[str, Any]] = []
         self.errors: list[str] = []
         self.ack: dict[str, Any] | None = None
@@ -738,7 +742,13 @@ class SimulatedJob:
                     body["phase"] = self.phase
                 if self.metrics is not None:
                     body["metrics"] = self.metrics(self.step)
+                if self.save_next:
+                    self.save_next = False
+                    body["checkpoint"] = {"step": self.step, "path": f"/workspace/ckpt-{self.step}"}
+                    self.saved_at.append(self.step)
                 reply = self._beat(c, body)
+                if reply is not None and reply["action"] == "checkpoint":
+                    self.save_next = True
                 if reply is not None and reply["action"] == "stop":
                     self.saw_stop.set()
                     if self.on_stop == "ack":

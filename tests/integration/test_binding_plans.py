@@ -5,6 +5,7 @@ and lets it go when it is withdrawn or its runs have ended."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -14,7 +15,9 @@ from governor.db.tables import PlanCheckRow
 from governor.domain.errors import Conflict
 from governor.domain.model import Action, Phase, Reason, Requester, RunStatus
 from governor.domain.preflight.rules import Verdict
+from governor.domain.telemetry import GIB, GpuProcess, GpuSample
 from governor.services.fleet import budgets
+from governor.services.jobs import checkins
 from governor.services.money import extensions
 from governor.services.monitoring import telemetry
 from governor.services.plans import admission
@@ -186,14 +189,28 @@ def test_a_canary_is_stopped_at_its_spend_cap(gov: Governor) -> None:
     assert "of its $10.31 cap" in (stopped.message or "")
 
 
-def test_a_canary_whose_measured_peak_fits_releases_training(gov: Governor) -> None:
+def test_a_canary_is_released_only_after_its_steps_eval_batch_and_checkpoint(
+    gov: Governor,
+) -> None:
     budget = gov.budget("500")
     held, pod, run = held_run(gov, budget)
-    gov.beat(run, step=1, phase=Phase.CANARY)
+    told = gov.beat(run, step=1, phase=Phase.CANARY)
+    assert told.message is not None
+    assert "after 2 optimizer steps in phase 'canary', one 'evaluation' batch and one " in (
+        told.message
+    )
     gov.report(pod, gpu_sample(util=90, used_gib=70))  # 70 GiB peak: under 133.4
     gov.tick(1)
     assert gov.beat(run, step=1, phase=Phase.CANARY).reason is Reason.CANARY_HOLD  # 1 of 2 steps
     gov.beat(run, step=2, phase=Phase.CANARY)
+    gov.tick(1)
+    assert gov.beat(run, step=2, phase=Phase.CANARY).reason is Reason.CANARY_HOLD  # no eval yet
+    assert gov.beat(run, step=2, phase=Phase.EVALUATION).action is Action.CONTINUE
+    gov.tick(1)
+    evaluated = gov.beat(run, step=2, phase=Phase.EVALUATION)  # an eval batch: not training
+    assert (evaluated.action, evaluated.reason) == (Action.CONTINUE, Reason.CANARY_HOLD)
+    saved = checkins.Checkpoint(step=2, path="/workspace/ckpt-2")
+    gov.beat(run, step=2, phase=Phase.CHECKPOINTING, checkpoint=saved)
     gov.tick(1)
     released = gov.beat(run, step=3, phase=Phase.TRAINING)
     assert (released.action, released.reason) == (Action.CONTINUE, None)
@@ -202,6 +219,59 @@ def test_a_canary_whose_measured_peak_fits_releases_training(gov: Governor) -> N
     with gov.session() as s:
         latest = admission.latest(s, budget, held.id)
         assert latest.canary_released_by == "by telemetry" and latest.canary_peak_gib == 70.0
+
+
+def test_an_eval_batch_before_the_canarys_steps_does_not_count(gov: Governor) -> None:
+    budget = gov.budget("500")
+    held, pod, run = held_run(gov, budget)
+    gov.beat(run, step=1, phase=Phase.EVALUATION)  # before the optimizer state exists
+    gov.report(pod, gpu_sample(util=90, used_gib=70))
+    gov.beat(run, step=2, phase=Phase.CANARY)
+    gov.beat(run, step=2, checkpoint=checkins.Checkpoint(step=2, path="/workspace/ckpt-2"))
+    gov.tick(1)
+    assert gov.beat(run, step=3, phase=Phase.CANARY).reason is Reason.CANARY_HOLD
+    with gov.session() as s:
+        assert admission.latest(s, budget, held.id).canary_released_at is None
+
+
+def test_a_canary_over_its_threshold_is_stopped_on_the_measurement(gov: Governor) -> None:
+    budget = gov.budget("500")
+    held, pod, run = held_run(gov, budget)
+    gov.beat(run, step=1, phase=Phase.CANARY)
+    gov.report(pod, h200_sample(used_gib=136.2))  # over 133.4 GiB, long before the $10.31 cap
+    gov.tick(1)
+    stopped = gov.beat(run, step=1, phase=Phase.CANARY)
+    assert (stopped.action, stopped.reason) == (Action.STOP, Reason.CANARY_OVER)
+    assert stopped.message is not None
+    assert "136.2 GiB per GPU, over its release threshold of 133.4 GiB" in stopped.message
+    with gov.session() as s:
+        order = repo.latest_stop_order(s, pod)
+        assert order is not None and order.reason is Reason.CANARY_OVER
+        assert admission.latest(s, budget, held.id).canary_released_at is None
+
+
+def test_a_held_canary_keeps_its_reason_when_memory_runs_low(gov: Governor) -> None:
+    budget = gov.budget("500")
+    _, pod, run = held_run(gov, budget)
+    gov.beat(run, step=1, phase=Phase.CANARY)
+    gov.report(pod, h200_sample(used_gib=133.0, total_gib=139.0))  # 4.3% free: under 5%...
+    gov.tick(1)
+    told = gov.beat(run, step=1, phase=Phase.CANARY)
+    assert (told.action, told.reason) == (Action.CONTINUE, Reason.CANARY_HOLD)
+    with gov.session() as s:
+        assert repo.get_run(s, run).headroom_warned  # ...and the warning was told as an event
+
+
+def h200_sample(used_gib: float, total_gib: float = 141.0) -> GpuSample:
+    """An H200 holding `used_gib` of `total_gib`, its one process holding all of it."""
+    return replace(
+        gpu_sample(used_gib=0),
+        name="H200",
+        memory_total_bytes=int(total_gib * GIB),
+        memory_used_bytes=int(used_gib * GIB),
+        memory_free_bytes=int((total_gib - used_gib) * GIB),
+        processes=(GpuProcess(4100, int(used_gib * GIB)),),
+    )
 
 
 def test_an_operator_releases_a_canary_only_on_a_peak_that_fits(gov: Governor) -> None:

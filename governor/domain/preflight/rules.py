@@ -38,6 +38,9 @@ MEASURED_SHARE = 0.95  # a measured peak (or the canary's) must stay under 95%
 EVIDENCE_DAYS = 30
 TOTAL_TOLERANCE = 0.01  # a declared total may differ from its components' sum by 1%
 MIN_CANARY_STEPS = 2  # optimizer state appears only at the first optimizer step
+# What a canary must show before training is released, besides its peak: its optimizer steps,
+# then one evaluation batch and one acknowledged checkpoint save (a verdict may ask less).
+CANARY_RELEASE = {"min_optimizer_steps": MIN_CANARY_STEPS, "evaluation": True, "checkpoint": True}
 RATE_FLOOR_SHARE = Decimal("0.5")  # of the lowest on-demand rate: below it, a typo
 
 
@@ -424,6 +427,7 @@ def memory_fit(a: Assessment, g: GroupFit) -> Finding:
             "usable_source": g.usable_source,
             "raised_gib": raised,
             **_interval_json(g.interval),
+            **({"canary_release": CANARY_RELEASE} if band is Verdict.CANARY_ONLY else {}),
         },
     )
 

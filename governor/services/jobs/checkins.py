@@ -209,7 +209,8 @@ def _plain_beat(
     if figures is None or found or not _plain(run, beat):
         return None, None
     points = metric_history.points(run_id, beat.step, beat.metrics, now)
-    phases = [{"run_id": run_id, "phase": beat.phase, "at": now}] if _new_phase(run, beat) else []
+    entered = {"run_id": run_id, "phase": beat.phase, "at": now, "step": beat.step}
+    phases = [entered] if _new_phase(run, beat) else []
     write = PlainWrite(run_id, _changes(run, beat, now, health), points, phases)
     return _directive(run, run.figures_at, None, figures, now), write
 
@@ -341,7 +342,7 @@ def _record(
     session: Session, run: RunRow, beat: Heartbeat, now: datetime, health: dict[str, Any] | None
 ) -> None:
     if _new_phase(run, beat):
-        session.add(RunPhaseRow(run_id=run.id, phase=beat.phase, at=now))
+        session.add(RunPhaseRow(run_id=run.id, phase=beat.phase, at=now, step=beat.step))
     if beat.step < run.step and run.last_heartbeat_at is not None:
         _restarted(session, run, beat.step, now)
     for column, value in _changes(run, beat, now, health).items():

@@ -80,6 +80,9 @@ class LivePod(Record):
     accrued_until: datetime
     stop_latency_s: float
     recorded_usd: Decimal
+    gpu_type: str | None
+    gpu_count: int | None
+    plan_rate_warned_usd: Decimal | None
 
 
 class LiveRun(Record):
@@ -96,7 +99,7 @@ class LiveRun(Record):
     phase: Phase | None
     phase_since: datetime | None
     progress_at: datetime | None
-    policy: dict[str, float] | None
+    policy: dict[str, float | str] | None
     status: RunStatus
     last_heartbeat_at: datetime | None
     ended_at: datetime | None
@@ -111,6 +114,7 @@ class LiveRun(Record):
     idle_alerted: bool
     stall_alerted: bool
     headroom_warned: bool
+    oom_warned: bool
     health_stop: dict[str, Any] | None
     pace_step: int | None
     pace_at: datetime | None
@@ -211,6 +215,7 @@ def run_view(run: Run) -> RunView:
         idle_alerted=run.idle_alerted,
         stall_alerted=run.stall_alerted,
         headroom_warned=run.headroom_warned,
+        oom_warned=run.oom_warned,
         health_stop=None
         if run.health_stop is None
         else HealthStop(
@@ -353,6 +358,9 @@ _LIVE_PODS = (  # what the figures, the GPU and finished rules and the canary ho
                 "accrued_until",
                 "stop_latency_s",
                 "recorded_usd",
+                "gpu_type",
+                "gpu_count",
+                "plan_rate_warned_usd",
             )
         )
     )

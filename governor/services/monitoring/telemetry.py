@@ -16,7 +16,8 @@ from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
 from governor.db.one_of import one_of
-from governor.db.tables import GpuPeakRow, GpuSampleRow, PodRow
+from governor.db.tables import GpuPeakRow, GpuSampleRow, PodRow, RunRow
+from governor.domain.memory_outlook import MemoryTrack, Projection, observe, project
 from governor.domain.model import Category, Severity
 from governor.domain.policy import HELD_MEMORY_BYTES, GpuView, Watch
 from governor.domain.telemetry import (
@@ -145,7 +146,7 @@ def ingest(session: Session, pod: PodRow, readings: Iterable[Reading], now: date
             if not owns(pod.gpu_uuids, gpu.uuid) or not hosts(gpu, claim):
                 continue  # a neighbour's GPU: shown as context, no peak of the pod's runs
             for run in live_runs:  # what the pod's own processes hold, where it names them
-                _raise_peak(session, peaks, run.id, own_part(gpu, claim), at)
+                _raise_peak(session, peaks, run, own_part(gpu, claim), at)
     return count
 
 
@@ -201,16 +202,16 @@ def sample_of(row: GpuSampleRow) -> GpuSample:
 def _raise_peak(
     session: Session,
     peaks: dict[tuple[str, str], GpuPeakRow],
-    run_id: str,
+    run: RunRow,
     gpu: GpuSample,
     at: datetime,
 ) -> None:
     if gpu.memory_used_bytes is None:
         return
-    peak = peaks.get((run_id, gpu.uuid))
+    peak = peaks.get((run.id, gpu.uuid))
     if peak is None:
         peak = GpuPeakRow(
-            run_id=run_id,
+            run_id=run.id,
             gpu_uuid=gpu.uuid,
             gpu_name=gpu.name,
             peak_used_bytes=gpu.memory_used_bytes,
@@ -218,9 +219,37 @@ def _raise_peak(
             at=at,
         )
         session.add(peak)
-        peaks[(run_id, gpu.uuid)] = peak
+        peaks[(run.id, gpu.uuid)] = peak
     elif gpu.memory_used_bytes > peak.peak_used_bytes:
         peak.peak_used_bytes, peak.at = gpu.memory_used_bytes, at
+    _track(peak, run, gpu.memory_used_bytes, gpu)
+
+
+def _track(peak: GpuPeakRow, run: RunRow, used: int, gpu: GpuSample) -> None:
+    """The GPU's memory over the run, per phase, beside its peak: an out-of-memory seen
+    coming (`domain.memory_outlook`)."""
+    free, total = gpu.memory_free_bytes, gpu.memory_total_bytes
+    capacity = used + free if free is not None else total
+    if capacity is None:
+        return
+    before = None if peak.track is None else MemoryTrack.from_json(peak.track)
+    peak.track = observe(before, used, capacity, run.phase, run.step).as_json()
+
+
+def projections(session: Session, steps_to_save: dict[str, float | None]) -> dict[str, Projection]:
+    """For each run of `steps_to_save` (the steps it takes in the time it is given to save;
+    None: unknown), the GPU whose next memory event comes closest to its card, from the memory
+    tracked as telemetry came in."""
+    found: dict[str, Projection] = {}
+    for peak in repo.peaks_of(session, list(steps_to_save)) if steps_to_save else ():
+        if peak.track is None:
+            continue
+        track = MemoryTrack.from_json(peak.track)
+        seen = project(peak.gpu_uuid, track, steps_to_save.get(peak.run_id))
+        kept = found.get(peak.run_id)
+        if kept is None or seen.projected - seen.capacity > kept.projected - kept.capacity:
+            found[peak.run_id] = seen
+    return found
 
 
 def _note_availability(session: Session, pod: PodRow, reading: Reading, at: datetime) -> None:

@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session
 from governor.db import repository as repo
 from governor.db.tables import BudgetRow, PlanCheckRow, PodRow
 from governor.domain.errors import Conflict, Invalid
-from governor.domain.model import Action, Category, Reason, Severity
+from governor.domain.model import Action, Category, Phase, Reason, Severity
 from governor.domain.money import MAX_USD, ZERO, dollars, format_usd
 from governor.domain.paging import Page, PageRequest
 from governor.domain.policy import CanaryHold
@@ -46,7 +46,15 @@ from governor.domain.telemetry import GIB, owns
 from governor.services import events
 from governor.services.context import GovernorConfig
 from governor.services.ids import new_id
-from governor.services.money.book import Book, LiveBook, LivePod, LiveRun, by_budget, open_book
+from governor.services.money.book import (
+    Book,
+    BookOf,
+    LiveBook,
+    LivePod,
+    LiveRun,
+    by_budget,
+    open_book,
+)
 from governor.services.monitoring import telemetry
 from governor.services.plans.document import read_plan
 from governor.services.security.tokens import Principal
@@ -164,7 +172,7 @@ class Reservation:
 def reservations(session: Session, book: Book, except_job: str | None = None) -> list[Reservation]:
     """Each admitted plan of the budget (its latest check: not withdrawn, not a no_go unless
     overridden) with what it holds back, `except_job` left out (the plan being judged)."""
-    return _reservations(repo.plan_checks_of(session, book.budget.id), book, except_job)
+    return reservations_in(repo.plan_checks_of(session, book.budget.id), book, except_job)
 
 
 def held_for_plans(session: Session, books: Sequence[Book]) -> dict[str, Decimal]:
@@ -172,17 +180,19 @@ def held_for_plans(session: Session, books: Sequence[Book]) -> dict[str, Decimal
     all. Never part of committed spend."""
     checks = by_budget(repo.plan_checks_of_budgets(session, [b.budget.id for b in books]))
     return {
-        b.budget.id: sum((r.held for r in _reservations(checks[b.budget.id], b)), ZERO)
+        b.budget.id: sum((r.held for r in reservations_in(checks[b.budget.id], b)), ZERO)
         for b in books
     }
 
 
-def _reservations(
-    checks: Sequence[PlanCheckRow], book: Book, except_job: str | None = None
+def reservations_in(
+    checks: Sequence[PlanCheckRow], book: BookOf[Any, Any, Any, Any], except_job: str | None = None
 ) -> list[Reservation]:
+    """What each admitted plan among `checks` (a budget's, oldest first) holds back in `book`,
+    a budget's book or a pass's: its latest check, its pods' spend, what it still holds."""
     job_of = {c.id: c.job_id for c in checks}
     latest = {c.job_id: c for c in checks}  # oldest first: the last one wins
-    pods_of: dict[str, list[PodRow]] = defaultdict(list)
+    pods_of: dict[str, list[PodRow | LivePod]] = defaultdict(list)
     for pod in book.pods:
         if pod.plan_id is not None:
             pods_of[job_of[pod.plan_id]].append(pod)
@@ -286,11 +296,15 @@ def override(
 @dataclass(frozen=True)
 class Canary:
     """What holds a canary_only plan's runs: the canary's spend cap, the measured peak per GPU
-    that releases training, and the optimizer steps the canary must take first."""
+    that releases training, and what the canary must show first: its optimizer steps (in phase
+    `canary`), then, where the verdict asks for them, one `evaluation` batch and an
+    acknowledged checkpoint, both at or after those steps."""
 
     cap: Decimal
     threshold_gib: float
     min_steps: int
+    evaluation: bool
+    checkpoint: bool
 
     @classmethod
     def of(cls, plan: PlanCheckRow) -> Canary | None:
@@ -299,20 +313,64 @@ class Canary:
             return None
         phases = plan.plan.get("phases", [])
         canary: dict[str, Any] = next((p for p in phases if p.get("name") == CANARY), {})
+        asked = _release_asked(plan)
         return cls(
             cap=Decimal(plan.figures["cost"]["canary_worst_case_usd"]),
             threshold_gib=MEASURED_SHARE * plan.usable_gib,
-            min_steps=int(canary.get("min_optimizer_steps") or MIN_CANARY_STEPS),
+            min_steps=max(
+                int(canary.get("min_optimizer_steps") or MIN_CANARY_STEPS),
+                int(asked.get("min_optimizer_steps", MIN_CANARY_STEPS)),
+            ),
+            evaluation=bool(asked.get("evaluation", True)),
+            checkpoint=bool(asked.get("checkpoint", True)),
         )
+
+    @property
+    def needs(self) -> str:
+        """What the canary must show besides its peak, in words."""
+        shown = [f"{self.min_steps} optimizer steps in phase 'canary'"]
+        if self.evaluation:
+            shown.append("one 'evaluation' batch")
+        if self.checkpoint:
+            shown.append("one acknowledged checkpoint")
+        after = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
+        return f" after {after}"
 
     def told(self, plan: PlanCheckRow) -> str:
         """What the job hears while it is held."""
         return (
             f"Held to the canary of plan {plan.job_id!r} (canary_only): report phase 'canary'; "
             f"it may spend {dollars(self.cap)}; training is released once the measured peak "
-            f"stays under {self.threshold_gib:.1f} GiB per GPU after {self.min_steps} optimizer "
-            "steps."
+            f"stays under {self.threshold_gib:.1f} GiB per GPU{self.needs}."
         )
+
+    def shown_by(self, run: LiveRun, evaluated: set[str]) -> bool:
+        """The run has shown what the canary must: its steps, its eval batch and checkpoint
+        after them where asked (`evaluated`: the runs that entered `evaluation` after them)."""
+        if run.step < self.min_steps:
+            return False
+        if self.evaluation and run.id not in evaluated:
+            return False
+        saved = run.checkpoint_step
+        return not self.checkpoint or (saved is not None and saved >= self.min_steps)
+
+
+def _release_asked(plan: PlanCheckRow) -> dict[str, Any]:
+    """What the verdict asks of the canary (its memory findings' `canary_release`); a verdict
+    given before it said so asked the steps, an eval batch and a checkpoint."""
+    asked: dict[str, Any] = {}
+    for reason in plan.reasons:
+        release = reason.get("evidence", {}).get("canary_release")
+        if reason.get("rule") == "memory_fit" and release:
+            asked = {  # several GPU groups: the most any of them asks
+                "min_optimizer_steps": max(
+                    int(asked.get("min_optimizer_steps", 0)),
+                    int(release.get("min_optimizer_steps", 0)),
+                ),
+                "evaluation": bool(asked.get("evaluation")) or bool(release.get("evaluation")),
+                "checkpoint": bool(asked.get("checkpoint")) or bool(release.get("checkpoint")),
+            }
+    return asked
 
 
 def release_canary(
@@ -349,8 +407,10 @@ def release_canary(
 
 
 def holds(session: Session, books: Sequence[LiveBook], now: datetime) -> dict[str, CanaryHold]:
-    """The canary holds over these budgets' pods, by pod; a canary whose run has taken its
-    steps with a measured peak under the threshold is released here instead (by telemetry)."""
+    """The canary holds over these budgets' pods, by pod, each with the highest peak its runs
+    measured (over the threshold, the canary is stopped on it); a canary whose run has shown
+    what the verdict asks with a measured peak under the threshold is released here instead
+    (by telemetry)."""
     if not any(p.plan_id is not None for b in books for p in b.pods):
         return {}  # no pod started from a plan: no canary to hold
     checks = repo.plan_checks_of_budgets(session, [b.budget.id for b in books])
@@ -369,24 +429,43 @@ def holds(session: Session, books: Sequence[LiveBook], now: datetime) -> dict[st
             if canary is None:
                 continue
             runs = [r for p in pods for r in book.runs_on(p.id)]
-            proven = _proven_peak(session, runs, canary)
+            peaks = _peaks(session, runs)
+            highest = max(peaks.values(), default=None)
+            proven = _proven_peak(session, runs, peaks, canary)
             if proven is not None:
                 release_canary(session, plan, proven, "by telemetry", now)
                 continue
             spent = sum((book.spent_on(p) for p in pods), ZERO)
-            hold = CanaryHold(plan.job_id, canary.cap, spent, canary.threshold_gib)
+            hold = CanaryHold(
+                plan.job_id, canary.cap, spent, canary.threshold_gib, canary.needs, highest
+            )
             held.update((p.id, hold) for p in pods)
     return held
 
 
-def _proven_peak(session: Session, runs: Sequence[LiveRun], canary: Canary) -> float | None:
-    """The measured peak per GPU (GiB) of a run past the canary's steps, if it fits."""
-    stepped = {r.id for r in runs if r.step >= canary.min_steps}
+def _peaks(session: Session, runs: Sequence[LiveRun]) -> dict[str, float]:
+    """The measured peak per GPU (GiB) of each of these runs that has one."""
     peaks: dict[str, float] = defaultdict(float)
-    for peak in repo.peaks_of(session, list(stepped)) if stepped else ():
+    for peak in repo.peaks_of(session, [r.id for r in runs]) if runs else ():
         peaks[peak.run_id] = max(peaks[peak.run_id], peak.peak_used_bytes / GIB)
-    fitting = [p for p in peaks.values() if p <= canary.threshold_gib]
-    return max(fitting) if fitting else None
+    return peaks
+
+
+def _proven_peak(
+    session: Session, runs: Sequence[LiveRun], peaks: dict[str, float], canary: Canary
+) -> float | None:
+    """The measured peak per GPU (GiB) of a run that has shown what the canary must, if no
+    run's peak is over the threshold."""
+    if any(p > canary.threshold_gib for p in peaks.values()):
+        return None  # over: the canary is stopped on it, never released
+    stepped = [r for r in runs if r.step >= canary.min_steps and r.id in peaks]
+    evaluated: set[str] = set()
+    if canary.evaluation and stepped:
+        evaluated = repo.entered_phase(
+            session, [r.id for r in stepped], Phase.EVALUATION, canary.min_steps
+        )
+    shown = [peaks[r.id] for r in stepped if canary.shown_by(r, evaluated)]
+    return max(shown) if shown else None
 
 
 def release_by_operator(

@@ -42,7 +42,7 @@ class RunSpec:
     total_steps: int | None = None
     heartbeat_timeout_s: float = DEFAULT_HEARTBEAT_TIMEOUT_S
     checkpoint_grace_s: float = DEFAULT_CHECKPOINT_GRACE_S
-    policy: dict[str, float] | None = None  # per-run GPU and progress thresholds
+    policy: dict[str, float | str] | None = None  # GPU, progress, out-of-memory policy
     health: tuple[HealthRule, ...] | None = None  # its training-health rules, over the server's
 
 

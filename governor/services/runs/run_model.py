@@ -58,7 +58,7 @@ class Run:
     last_heartbeat_at: datetime | None
     checkpoint: Checkpoint | None
     directive: RunDirective
-    policy: dict[str, float]
+    policy: dict[str, float | str]
     health_rules: tuple[dict[str, Any], ...] = field(
         metadata={"doc": "the training-health rules the run's metrics are judged by"}
     )

@@ -33,7 +33,7 @@ from governor.services.money.book import (
     run_view,
 )
 from governor.services.monitoring import telemetry
-from governor.services.plans import admission
+from governor.services.plans import admission, departures
 
 CATEGORY_OF = {
     Reason.CEILING: Category.BUDGET,
@@ -51,12 +51,15 @@ CATEGORY_OF = {
     Reason.DIVERGING: Category.MODEL,
     Reason.NO_IMPROVEMENT: Category.MODEL,
     Reason.CANARY_HOLD: Category.BUDGET,
+    Reason.CANARY_OVER: Category.TELEMETRY,
+    Reason.OOM_FORESEEN: Category.TELEMETRY,
 }
 RUN_ALERT_FLAG = {
     Reason.FORECAST: "forecast_warned",
     Reason.IDLE_HANG: "idle_alerted",
     Reason.STALLED: "stall_alerted",
     Reason.HEADROOM: "headroom_warned",
+    Reason.OOM_FORESEEN: "oom_warned",
 }
 
 
@@ -98,6 +101,8 @@ def enforce_budgets(
     window = max(telemetry.lookback(w) for w in {config.watch, *watches.values()})
     samples = telemetry.recent_samples(session, deciding, now - window)
     held = admission.holds(session, books, now)
+    departures.check(session, books, now)
+    foreseen = telemetry.projections(session, _steps_to_save(books, deciding))
     for book in books:
         keep_figures(book)
         for pod in book.pods:
@@ -124,12 +129,26 @@ def enforce_budgets(
                     gpus=telemetry.views(samples.get(pod.id, {}), now, watch, pod),
                     heard_since=heard_since,
                     canary=held.get(pod.id),
+                    oom=None if run is None else foreseen.get(run.id),
                 )
                 _act(book, session, pod, run, situation)
     records.write_back(session, BudgetRow, [b.budget for b in books])
     records.write_back(session, PodRow, [p for b in books for p in b.pods])
     records.write_back(session, RunRow, [r for b in books for r in b.runs])
     return books
+
+
+def _steps_to_save(books: Sequence[LiveBook], pods: Sequence[LivePod]) -> dict[str, float | None]:
+    """The live runs on these pods, each with the steps it takes in the time it is given to
+    save, at its pace (None: no pace yet): the memory projection's horizon."""
+    billing = {p.id for p in pods}
+    steps: dict[str, float | None] = {}
+    for book in books:
+        for run in book.runs:
+            if run.pod_id in billing and run.status.is_live:
+                pace = run_view(run).steps_per_s
+                steps[run.id] = None if pace is None else pace * run.checkpoint_grace_s
+    return steps
 
 
 def _others_heard_from(book: LiveBook, pod: LivePod, run: LiveRun | None) -> int:
@@ -221,9 +240,15 @@ def _said(checkpoint: dict[str, object]) -> str:
     return f"run {checkpoint['run']}: checkpoint at step {checkpoint['step']}, {checkpoint['path']}"
 
 
+def _may_retell(run: LiveRun) -> bool:
+    """The run's directive may carry a new reason: it is not held to its canary (the hold's
+    reason stays while it is held; its job reads it to keep to the canary)."""
+    return run.directive is Action.CONTINUE and run.directive_reason is not Reason.CANARY_HOLD
+
+
 def _ask_checkpoint(session: Session, book: LiveBook, run: LiveRun, finding: Finding) -> None:
-    run.checkpoint_asked = True
-    if run.directive is Action.CONTINUE:
+    setattr(run, RUN_ALERT_FLAG.get(finding.reason, "checkpoint_asked"), True)
+    if _may_retell(run):
         run.directive = Action.CHECKPOINT
         run.directive_reason = finding.reason
         run.directive_message = finding.message
@@ -244,7 +269,7 @@ def _warn(session: Session, book: LiveBook, run: LiveRun | None, finding: Findin
     elif run is not None:
         setattr(run, RUN_ALERT_FLAG[finding.reason], True)
         subject = f"run:{run.id}"
-        if run.directive is Action.CONTINUE:
+        if _may_retell(run):
             run.directive_reason = finding.reason
             run.directive_message = finding.message
     _record(session, book, subject, finding, finding.message)

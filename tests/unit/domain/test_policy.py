@@ -7,7 +7,8 @@ from decimal import Decimal
 import pytest
 
 from governor.domain.ledger import Figures
-from governor.domain.model import Action, Phase, Reason, RunStatus, Severity
+from governor.domain.memory_outlook import Projection
+from governor.domain.model import Action, OomForesight, Phase, Reason, RunStatus, Severity
 from governor.domain.policy import (
     RULES,
     CanaryHold,
@@ -253,10 +254,12 @@ def test_every_firing_is_reported_in_rule_order() -> None:
         "idle_hang",
         "stalled",
         "training_health",
+        "canary_over",
         "canary_hold",
         "run_finished",
         "pre_stop_checkpoint",
         "memory_headroom",
+        "oom_foreseen",
         "forecast_over_ceiling",
         "thresholds",
     ]
@@ -328,6 +331,62 @@ def test_a_run_held_to_its_canary_is_stopped_past_it_or_past_its_cap() -> None:
     spent = replace(hold, spent=Decimal("10.00"))
     [capped] = [f for f in evaluate(situation(run=run(phase=Phase.CANARY), canary=spent))]
     assert "$10.00 of its $10.00 cap" in capped.message
+
+
+def test_a_held_canary_may_run_its_eval_batch() -> None:
+    hold = CanaryHold("arm-a", cap=Decimal("10.00"), spent=Decimal("4.00"), threshold_gib=75.7)
+    assert evaluate(situation(run=run(phase=Phase.EVALUATION), canary=hold)) == []
+    assert evaluate(situation(run=run(phase=Phase.CHECKPOINTING), canary=hold)) == []
+
+
+def test_a_canary_over_its_threshold_is_stopped_with_the_figure() -> None:
+    hold = CanaryHold("arm-a", Decimal("10.00"), Decimal("0.40"), 75.7, peak_gib=77.25)
+    [over] = evaluate(situation(run=run(phase=Phase.CANARY), canary=hold))
+    assert (over.action, over.reason, over.severity) == (
+        Action.STOP,
+        Reason.CANARY_OVER,
+        Severity.CRITICAL,
+    )
+    assert "77.2 GiB per GPU, over its release threshold of 75.7 GiB" in over.message
+    assert over.evidence["peak_gib"] == 77.25 and over.evidence["threshold_gib"] == 75.7
+    fits = replace(hold, peak_gib=75.7)
+    assert evaluate(situation(run=run(phase=Phase.CANARY), canary=fits)) == []
+
+
+FORESEEN = Projection(
+    gpu="GPU-0",
+    projected=82 * 1024**3,
+    capacity=80 * 1024**3,
+    level=66 * 1024**3,
+    step=8,
+    steps_ahead=4,
+    growth_per_step=2 * 1024**3,
+    jump=8 * 1024**3,
+    jump_at="evaluation",
+    event_every=4,
+)
+
+
+@pytest.mark.parametrize(
+    ("foresight", "action"),
+    [
+        (OomForesight.WARN, Action.CONTINUE),
+        (OomForesight.CHECKPOINT, Action.CHECKPOINT),
+        (OomForesight.STOP, Action.STOP),
+    ],
+)
+def test_an_oom_foreseen_does_what_the_runs_policy_says(
+    foresight: OomForesight, action: Action
+) -> None:
+    s = situation(oom=FORESEEN, watch=Watch(oom_foresight=foresight))
+    [found] = evaluate(s)
+    assert (found.action, found.reason) == (action, Reason.OOM_FORESEEN)
+    assert "the next evaluation in 4 steps (every 4)" in found.message
+    assert "to 82.0 GiB, over the 80.0 GiB the card holds" in found.message
+    assert found.evidence["projected_gib"] == 82.0 and found.evidence["oom_foresight"] == foresight
+    assert evaluate(replace(s, run=run(oom_warned=True))) == []  # told once
+    fits = replace(FORESEEN, projected=79 * 1024**3)
+    assert evaluate(replace(s, oom=fits)) == []
 
 
 def idle_findings(s: Situation) -> list[Finding]:
