@@ -43,8 +43,7 @@ from governor.domain.ports import (
 DEFAULT_URL = "https://api.runpod.io/graphql"
 STOP_LATENCY_S = 30.0  # podStop answers at once; the host takes tens of seconds to exit
 # RunPod's list prices for a pod's volume disk; the container disk is wiped on stop, unbilled.
-# A network volume (REST v1 Pod's `networkVolume`) is asked by no GraphQL document of RunPod's
-# SDK or CLI, so it is not read here.
+# A network volume is selected by no GraphQL document of RunPod's SDK or CLI: not read here.
 VOLUME_USD_PER_GB_MONTH = Decimal("0.10")
 STOPPED_VOLUME_USD_PER_GB_MONTH = Decimal("0.20")
 
