@@ -1,19 +1,25 @@
 """A state the provider does not document: the pod keeps its last known state, the provider's
 word is recorded with `state_known` false and told once per new word, its compute accrues as
-running, a stop order goes on asking (never done), and a documented state clears it."""
+running, a stop order goes on asking (never done), and a documented state clears it. And what a
+provider says a stop would lose: a RunPod pod with only a container disk is refused."""
 
 from __future__ import annotations
 
 from decimal import Decimal
+from pathlib import Path
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from governor.adapters.providers.runpod import RunPodProvider
 from governor.db import repository as repo
 from governor.db.tables import PodRow
-from governor.domain.errors import Conflict
+from governor.domain.errors import Conflict, Invalid
 from governor.domain.model import Category, PodState, Severity
 from governor.domain.stop_order import StopState
+from governor.fakes.http_cloud import running
+from governor.fakes.runpod import FakeRunPod
 from governor.services.fleet import pods, resumes
 from governor.services.stopping import provider_states
 from governor.web import templates
@@ -154,3 +160,22 @@ def test_the_pod_shows_the_providers_word_beside_its_last_known_state(
     assert (line.state, line.provider_state, line.state_known) == (PodState.RUNNING, "FOO", False)
     html = templates().get_template("_pods.html").render(b={"pods": [line]}, page=None, dash=None)
     assert "(provider says 'FOO', unknown)" in html
+
+
+def test_a_runpod_pod_with_only_a_container_disk_is_refused_saying_what_is_lost(
+    gov: Governor, tmp_path: Path
+) -> None:
+    cloud = FakeRunPod(tmp_path / "runpod.json", "rp-key")
+    cloud.add_pod("pod-9", "0.44")
+    cloud.state.pods["pod-9"].volume_in_gb = 0
+    budget = gov.budget()
+    with running(cloud) as server, httpx.Client(timeout=30.0) as http:
+        adapter = RunPodProvider(http, "rp-key", f"{server.url}/graphql")
+        gov.ctx.providers["runpod"] = adapter  # type: ignore[index]
+        registration = pods.Registration("runpod", "pod-9")
+        with pytest.raises(Invalid, match="erases its container disk"), gov.session() as s:
+            pods.register(s, gov.ctx, budget, registration, gov.clock.now())
+        cloud.state.pods["pod-9"].volume_in_gb = 20  # a volume disk: its workspace is kept
+        with gov.session() as s:
+            registered = pods.register(s, gov.ctx, budget, registration, gov.clock.now())
+            assert registered.storage_gb == 20.0
