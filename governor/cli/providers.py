@@ -41,7 +41,10 @@ def _providers_check(_args: argparse.Namespace) -> int:
         rows = [
             (
                 pod.ref,
-                pod.description.state.value,
+                pod.description.state.value
+                if pod.description.state_known
+                else f"{pod.description.state.value} (provider says "
+                f"{pod.description.provider_state!r}, unknown)",
                 "-"
                 if pod.description.hourly_rate_usd is None
                 else format_usd(pod.description.hourly_rate_usd),

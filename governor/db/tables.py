@@ -19,6 +19,7 @@ from sqlalchemy import (
     Text,
     false,
     text,
+    true,
 )
 from sqlalchemy import Enum as SAEnum
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -154,6 +155,11 @@ class PodRow(Base):
     process_pids: Mapped[list[int] | None] = mapped_column(OptionalJSON)
     process_pattern: Mapped[str | None] = mapped_column(String(200))
     state: Mapped[PodState] = mapped_column(_enum(PodState))
+    # `state_known` False while the provider's word for its state (`provider_state`) is none
+    # the provider documents: `state` is then the last known one, and its compute accrues as
+    # running; `provider_state` is None while the state is known
+    provider_state: Mapped[str | None] = mapped_column(String(64))
+    state_known: Mapped[bool] = mapped_column(server_default=true())  # set by registration
     accrued_until: Mapped[datetime] = mapped_column(UTCDateTime)
     # the running total of the pod's ledger entries, moved with every entry written
     recorded_usd: Mapped[Decimal] = mapped_column(MicroUSD, default=ZERO, server_default="0")

@@ -10,6 +10,9 @@ from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 from governor.domain.model import PodState
+from governor.domain.text import visible
+
+RAW_STATE_CHARS = 64  # how much of a provider's state word is kept, shown as `visible` writes it
 
 
 class Clock(Protocol):
@@ -39,6 +42,10 @@ class PodDescription:
     `filesystems` maps each persistent filesystem attached to the pod to where it is
     mounted; `cannot_preserve` says why a stop would lose the workspace (an instance-store
     root disk, a locked pod, an ephemeral volume), None when it would not.
+
+    `provider_state` is the pod's state as the provider spelled it (None: the provider has
+    no single word for it); `state_known` False when that word is none the provider
+    documents, and then `state` is the safe default, RUNNING (see `Seen`).
     """
 
     state: PodState
@@ -46,6 +53,8 @@ class PodDescription:
     storage: Storage | None = None
     filesystems: Mapping[str, str] = field(default_factory=dict)
     cannot_preserve: str | None = None
+    provider_state: str | None = None
+    state_known: bool = True
 
 
 @dataclass(frozen=True)
@@ -72,6 +81,10 @@ class CallResult:
     outcome: CallOutcome
     detail: str = ""
     retry_after_s: float | None = None  # how long the provider asked us to wait, if it said
+    # the pod's state as the provider spelled it, where the call read one; `state_known`
+    # False when it is none the provider documents (then never DONE: see `Seen.unknown`)
+    provider_state: str | None = None
+    state_known: bool = True
 
     @classmethod
     def failed(cls, error: ProviderError) -> CallResult:
@@ -97,6 +110,59 @@ class ProviderError(Exception):
         self.retryable = retryable
         self.retry_after_s = retry_after_s
         self.status = status
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A pod's state as its provider spelled it (`raw`) and what it means here (`state`).
+
+    One the provider does not document (`known` False) is never taken for stopped: it means
+    RUNNING, so its compute accrues and its stop order goes on asking, until a state the
+    provider documents arrives."""
+
+    raw: str
+    state: PodState
+    known: bool = True
+
+    @classmethod
+    def of(cls, states: Mapping[str, PodState], raw: object) -> Seen:
+        """`raw` read through `states`, the provider's documented states."""
+        state = states.get(raw) if isinstance(raw, str) else None
+        return cls(spelled(raw), state or PodState.RUNNING, state is not None)
+
+    def describing(
+        self,
+        hourly_rate_usd: Decimal | None,
+        storage: Storage | None = None,
+        filesystems: Mapping[str, str] | None = None,
+        cannot_preserve: str | None = None,
+    ) -> PodDescription:
+        return PodDescription(
+            self.state,
+            hourly_rate_usd,
+            storage,
+            {} if filesystems is None else filesystems,
+            cannot_preserve,
+            self.raw,
+            self.known,
+        )
+
+    def unknown(self, outcome: CallOutcome = CallOutcome.PENDING) -> CallResult:
+        """What a stop (PENDING: asked again at the next pass) or a resume (RETRYABLE) that
+        found this undocumented state answers, having sent nothing."""
+        return CallResult(
+            outcome,
+            f"the provider says the pod is {self.raw!r}, a state it does not document; "
+            "nothing was sent, and it is asked again later",
+            provider_state=self.raw,
+            state_known=False,
+        )
+
+
+def spelled(raw: object) -> str:
+    """A provider's state word as it is kept: shown as it is, cut to RAW_STATE_CHARS."""
+    word = raw if isinstance(raw, str) else repr(raw)
+    return visible(word)[:RAW_STATE_CHARS]
 
 
 class Provider(Protocol):

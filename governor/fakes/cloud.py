@@ -30,6 +30,8 @@ from governor.domain.ports import (
     Clock,
     Listed,
     PodDescription,
+    Seen,
+    spelled,
 )
 from governor.fakes.http_cloud import bill_runs
 
@@ -43,6 +45,15 @@ class FakePod:
     stopped_at: str | None = None
     stop_calls: int = 0
     earlier_runs: list[list[str]] = field(default_factory=list)  # [from, until] before a resume
+    # a state word the simulated cloud answers instead of its own, none it documents: the
+    # pod is then in an unknown state (`Seen`) and stop and resume send nothing
+    undocumented_state: str | None = None
+
+    def seen(self, now: datetime) -> Seen:
+        if self.undocumented_state is not None:
+            return Seen(spelled(self.undocumented_state), PodState.RUNNING, known=False)
+        state = self.state(now)
+        return Seen(state.value, state)
 
     def state(self, now: datetime) -> PodState:
         if self.stop_requested_at is None:
@@ -128,10 +139,7 @@ class FakeProvider:
     def describe(self, ref: str) -> PodDescription:
         with self._lock:
             pod = self._pod(ref)
-            return PodDescription(
-                state=pod.state(self.clock.now()),
-                hourly_rate_usd=Decimal(pod.hourly_rate_usd),
-            )
+            return pod.seen(self.clock.now()).describing(Decimal(pod.hourly_rate_usd))
 
     def pods(self) -> list[Listed]:
         with self._lock:
@@ -143,6 +151,8 @@ class FakeProvider:
             now = self.clock.now()
             pod = self._pod(ref)
             pod.stop_calls += 1
+            if not (seen := pod.seen(now)).known:
+                return seen.unknown()
             if self._failures_left > 0:
                 self._failures_left -= 1
                 self._save()
@@ -165,7 +175,9 @@ class FakeProvider:
             pod = self._state.pods.get(ref)
             if pod is None:  # never seen, so never stopped
                 return CallResult(CallOutcome.PERMANENT, f"simulated cloud has no pod {ref!r}")
-            state = pod.state(now)
+            if not (seen := pod.seen(now)).known:
+                return seen.unknown(CallOutcome.RETRYABLE)
+            state = seen.state
             if state is PodState.RUNNING:
                 return CallResult(CallOutcome.DONE, "already running")
             if state is PodState.STOPPING:

@@ -10,7 +10,7 @@ from governor.services.context import ServiceContext
 from governor.services.fleet import resumes
 from governor.services.money import billing, metering
 from governor.services.monitoring import metric_history, telemetry
-from governor.services.stopping import enforcement, stops
+from governor.services.stopping import enforcement, provider_states, stops
 
 
 def accrue(ctx: ServiceContext) -> None:
@@ -24,9 +24,11 @@ def enforce(ctx: ServiceContext) -> None:
 
 
 def advance_stops(ctx: ServiceContext) -> None:
-    """Carry every due stop order one step further, and settle resumes that were cut short."""
+    """Carry every due stop order one step further, settle resumes that were cut short, and
+    ask again about pods last seen in a state their provider does not document."""
     stops.advance(ctx)
     resumes.settle(ctx)
+    provider_states.recheck(ctx)
 
 
 def sample_local_gpus(ctx: ServiceContext) -> None:

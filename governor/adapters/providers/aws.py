@@ -42,6 +42,7 @@ from governor.domain.ports import (
     Listed,
     PodDescription,
     ProviderError,
+    Seen,
     Storage,
 )
 
@@ -50,7 +51,7 @@ from governor.domain.ports import (
 STOP_LATENCY_S = 30.0
 EBS_USD_PER_GB_MONTH = Decimal("0.08")  # gp3 list price in us-east-1; EBS bills stopped too
 # Every value of the EC2 model's InstanceStateName enum (botocore's ec2 2016-11-15 model); a
-# state outside it makes the answer unreadable, never running or stopped by guess.
+# state outside it is unknown (`Seen`): never running or stopped by guess, and no call is sent.
 STATES = {
     "pending": PodState.RUNNING,
     "running": PodState.RUNNING,
@@ -190,8 +191,7 @@ class Ec2Provider:
         survive a stop and bill while stopped; `one_time` the ids of (at least) its one-time
         Spot Instances."""
         gib = [sizes[volume] for volume in _volume_ids(instance)]
-        return PodDescription(
-            STATES[instance["State"]["Name"]],
+        return Seen.of(STATES, instance["State"]["Name"]).describing(
             self._rate(instance),
             Storage(Decimal(sum(gib)), self._ebs_rate, self._ebs_rate) if gib else None,
             cannot_preserve=_cannot_preserve(instance, one_time),
@@ -272,12 +272,12 @@ class Ec2Provider:
         return found[0]
 
     def _instances(self, answer: dict[str, Any]) -> list[dict[str, Any]]:
-        """The instances of a DescribeInstances answer, each in a state we know."""
+        """The instances of a DescribeInstances answer, each with a state name."""
         reservations = answer.get("Reservations")
         if not isinstance(reservations, list):
             raise self._unreadable("DescribeInstances")
         found = [i for r in reservations for i in r.get("Instances", [])]
-        if any(i.get("State", {}).get("Name") not in STATES for i in found):
+        if any(not isinstance(i.get("State", {}).get("Name"), str) for i in found):
             raise self._unreadable("DescribeInstances")
         return found
 
@@ -375,7 +375,10 @@ def _current(answer: dict[str, Any], changes: str, ref: str) -> str | None:
 
 
 def _settled(state: str) -> CallResult | None:
-    """What a stop amounts to for an instance already on its way down; None if it is up."""
+    """What a stop amounts to for an instance already on its way down, or in a state EC2
+    does not document; None if it is up."""
+    if state not in STATES:
+        return Seen.of(STATES, state).unknown()
     if state in ("stopped", "terminated"):
         return CallResult(CallOutcome.DONE, f"already {state}")
     if state in ("stopping", "shutting-down"):
@@ -384,7 +387,10 @@ def _settled(state: str) -> CallResult | None:
 
 
 def _started(state: str) -> CallResult | None:
-    """What a resume amounts to for an instance that is not stopped; None if it is."""
+    """What a resume amounts to for an instance that is not stopped, or in a state EC2 does
+    not document; None if it is."""
+    if state not in STATES:
+        return Seen.of(STATES, state).unknown(CallOutcome.RETRYABLE)
     if state in ("pending", "running"):
         return CallResult(CallOutcome.DONE, f"already {state}")
     if state == "stopping":

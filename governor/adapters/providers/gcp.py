@@ -45,6 +45,7 @@ from governor.domain.ports import (
     Listed,
     PodDescription,
     ProviderError,
+    Seen,
     Storage,
 )
 
@@ -229,10 +230,8 @@ class GcpProvider:
         instance: dict[str, Any],
         disks: Mapping[str, dict[str, Any]] = MappingProxyType({}),
     ) -> PodDescription:
-        return PodDescription(
-            _state(http, instance),
-            self._hourly_rate(instance),
-            self._storage(http, instance, disks),
+        return _seen(instance).describing(
+            self._hourly_rate(instance), self._storage(http, instance, disks)
         )
 
     def stop(self, ref: str) -> CallResult:
@@ -242,7 +241,10 @@ class GcpProvider:
         try:
             url, http = self._instance_url(ref), self._http()
             self._follow_stop(http, ref)
-            state = _state(http, _instance(http, url))
+            seen = _seen(_instance(http, url))
+            if not seen.known:
+                return seen.unknown()
+            state = seen.state
             if state is not PodState.RUNNING:
                 if state is PodState.STOPPED:
                     self._stopping.pop(ref, None)  # its Operation no longer matters
@@ -254,8 +256,14 @@ class GcpProvider:
             try:
                 answer = http.request("POST", f"{url}/stop", params=params)
             except WrongState as exc:
-                state = _state(http, _instance(http, url))
-                return CallResult.failed(exc) if state is PodState.RUNNING else _settled(state)
+                seen = _seen(_instance(http, url))
+                if not seen.known:
+                    return seen.unknown()
+                return (
+                    CallResult.failed(exc)
+                    if seen.state is PodState.RUNNING
+                    else _settled(seen.state)
+                )
             operation = _operation(http, answer, "stop")
         except InstanceNotFound:
             self._stopping.pop(ref, None)
@@ -294,12 +302,18 @@ class GcpProvider:
         """Starts a stopped VM; a VM that is missing or deleted cannot be started."""
         try:
             url, http = self._instance_url(ref), self._http()
-            if _state(http, _instance(http, url)) is PodState.RUNNING:
+            seen = _seen(_instance(http, url))
+            if not seen.known:
+                return seen.unknown(CallOutcome.RETRYABLE)
+            if seen.state is PodState.RUNNING:
                 return CallResult(CallOutcome.DONE, "already running")
             try:
                 answer = http.request("POST", f"{url}/start", params={"requestId": str(uuid4())})
             except WrongState as exc:  # e.g. still STOPPING; started meanwhile is as good
-                if _state(http, _instance(http, url)) is not PodState.RUNNING:
+                seen = _seen(_instance(http, url))
+                if not seen.known:
+                    return seen.unknown(CallOutcome.RETRYABLE)
+                if seen.state is not PodState.RUNNING:
                     return CallResult.failed(exc)
                 return CallResult(CallOutcome.DONE, "started meanwhile")
             operation = _operation(http, answer, "start")
@@ -451,14 +465,10 @@ def _object(http: _ComputeHttp, answer: Any, what: str) -> dict[str, Any]:
     return answer
 
 
-def _state(http: _ComputeHttp, instance: dict[str, Any]) -> PodState:
-    """The VM's state; a status Google does not document is a retryable failure, neither
-    running nor stopped."""
-    status = instance.get("status")
-    state = STATES.get(status) if isinstance(status, str) else None
-    if state is None:
-        raise http.error(f"answered an instance status it does not document: {status!r:.50}", True)
-    return state
+def _seen(instance: dict[str, Any]) -> Seen:
+    """The VM's status; one Google does not document is unknown (`Seen`), neither running
+    nor stopped."""
+    return Seen.of(STATES, instance.get("status"))
 
 
 def _last_segment(url: Any) -> str:

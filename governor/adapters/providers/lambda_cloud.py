@@ -25,6 +25,7 @@ from governor.domain.ports import (
     Listed,
     PodDescription,
     ProviderError,
+    Seen,
     Storage,
 )
 
@@ -152,7 +153,7 @@ class LambdaProvider:
         cannot_preserve = (
             None if names else "no filesystem is attached: terminating loses everything on it"
         )
-        return PodDescription(_state(instance), rate, storage, mounted, cannot_preserve)
+        return _seen(instance).describing(rate, storage, mounted, cannot_preserve)
 
     def terminate(self, ref: str, *, keep: str) -> CallResult:
         try:
@@ -238,8 +239,12 @@ def _retryable(status: int, code: str | None, error: ProviderError) -> bool:
 
 
 def _settled(instance: Mapping[str, Any]) -> CallResult | None:
-    """DONE for an instance already gone, PENDING for one terminating; None otherwise."""
-    state = _state(instance)
+    """DONE for an instance already gone, PENDING for one terminating or in a status Lambda
+    does not document (nothing is sent); None otherwise."""
+    seen = _seen(instance)
+    if not seen.known:
+        return seen.unknown()
+    state = seen.state
     if state is PodState.GONE:
         return CallResult(CallOutcome.DONE, f"already {instance.get('status')}")
     if state is PodState.STOPPING:
@@ -247,9 +252,10 @@ def _settled(instance: Mapping[str, Any]) -> CallResult | None:
     return None
 
 
-def _state(instance: Mapping[str, Any]) -> PodState:
-    """An unknown status counts as running: metering on is the safe mistake."""
-    return STATES.get(str(instance.get("status")), PodState.RUNNING)
+def _seen(instance: Mapping[str, Any]) -> Seen:
+    """The instance's status; one Lambda does not document is unknown (`Seen`): it counts
+    as running, metering on being the safe mistake, and is never taken for terminated."""
+    return Seen.of(STATES, instance.get("status"))
 
 
 def _price_cents(instance: Mapping[str, Any]) -> Any:

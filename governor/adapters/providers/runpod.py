@@ -14,7 +14,8 @@ found" means the pod is gone (done for a stop, permanent for a resume); a rate l
 RunPod's transient failure (`INTERNAL_SERVER_ERROR`, "Something went wrong. Please try again
 later") are retryable; anything else (no GPU free on the pod's host, a locked pod) is
 permanent. A `desiredStatus` outside those RunPod documents or has been seen to answer is
-never taken for running or stopped: `describe` fails (retryable) and `stop` sends `podStop`.
+never taken for running or stopped: it is unknown (`Seen`), counted as running, and neither
+`podStop` nor a resume is sent for it until RunPod answers a status it documents.
 """
 
 from __future__ import annotations
@@ -35,12 +36,14 @@ from governor.domain.ports import (
     Listed,
     PodDescription,
     ProviderError,
+    Seen,
     Storage,
 )
 
 DEFAULT_URL = "https://api.runpod.io/graphql"
 STOP_LATENCY_S = 30.0  # podStop answers at once; the host takes tens of seconds to exit
 # RunPod's list prices for a pod's volume disk; the container disk is wiped on stop, unbilled.
+# A network volume is selected by no GraphQL document of RunPod's SDK or CLI: not read here.
 VOLUME_USD_PER_GB_MONTH = Decimal("0.10")
 STOPPED_VOLUME_USD_PER_GB_MONTH = Decimal("0.20")
 
@@ -124,22 +127,16 @@ class RunPodProvider:
         except InvalidOperation:
             raise self._http.error(f"answered a non-number in {pod!r:.200}", True) from None
         storage = None if volume is None else Storage(volume, *self._volume_rates)
-        return PodDescription(self._state(pod), rate, storage)
-
-    def _state(self, pod: dict[str, Any]) -> PodState:
-        """The pod's state; a status RunPod has not documented fails, retryable, so that the
-        caller keeps what it knew rather than read it as running or stopped."""
-        status = pod.get("desiredStatus")
-        state = STATES.get(str(status))
-        if state is None:
-            raise self._http.error(f"answered an undocumented desiredStatus {status!r:.60}", True)
-        return state
+        seen = Seen.of(STATES, pod.get("desiredStatus"))
+        return seen.describing(rate, storage, cannot_preserve=_container_disk_only(volume))
 
     def stop(self, ref: str) -> CallResult:
         try:
-            state = STATES.get(str(self._pod(ref).get("desiredStatus")), PodState.RUNNING)
-            if state is not PodState.RUNNING:  # an undocumented status gets a podStop too
-                return CallResult(CallOutcome.DONE, f"already {state.value}")
+            seen = Seen.of(STATES, self._pod(ref).get("desiredStatus"))
+            if not seen.known:
+                return seen.unknown()
+            if seen.state is not PodState.RUNNING:
+                return CallResult(CallOutcome.DONE, f"already {seen.state.value}")
             stopped = self._graphql(STOP_MUTATION, ref).get("podStop")
         except PodNotFound:
             return CallResult(CallOutcome.DONE, "already gone")
@@ -152,7 +149,10 @@ class RunPodProvider:
     def resume(self, ref: str) -> CallResult:
         try:
             pod = self._pod(ref)
-            state = self._state(pod)
+            seen = Seen.of(STATES, pod.get("desiredStatus"))
+            if not seen.known:
+                return seen.unknown(CallOutcome.RETRYABLE)
+            state = seen.state
             if state is PodState.RUNNING:
                 return CallResult(CallOutcome.DONE, "already running")
             if state is PodState.GONE:
@@ -251,6 +251,18 @@ class RunPodProvider:
             return PodNotFound(ref)
         retryable = bool(codes & TRANSIENT_CODES) or any(w in lowered for w in TRANSIENT_WORDS)
         return self._http.error(f"refused: {said}", retryable)
+
+
+def _container_disk_only(volume_gb: Decimal | None) -> str | None:
+    """Why a stop would lose the workspace of a pod with no volume disk: RunPod erases its
+    container disk when the pod stops (REST v1 Pod schema, `containerDiskInGb`)."""
+    if volume_gb is None or volume_gb > 0:
+        return None
+    return (
+        "it has no volume disk (volumeInGb 0), and RunPod erases its container disk when the "
+        "pod stops (a network volume, if one is attached, is not visible to the governor): "
+        "give it a volume disk to keep the workspace"
+    )
 
 
 def _ends(record: dict[str, Any]) -> datetime:

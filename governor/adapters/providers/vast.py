@@ -34,7 +34,9 @@ from governor.domain.ports import (
     Listed,
     PodDescription,
     ProviderError,
+    Seen,
     Storage,
+    spelled,
 )
 
 DEFAULT_URL = "https://console.vast.ai"
@@ -161,7 +163,7 @@ class VastProvider:
         except InvalidOperation:
             raise self._http.error(f"answered a non-number in {instance!r:.200}", True) from None
         rate = None if total is None else total - (disk_hourly or 0)
-        return PodDescription(self._state(instance), rate, _storage(disk_hourly, disk_gb))
+        return _seen(instance).describing(rate, _storage(disk_hourly, disk_gb))
 
     def stop(self, ref: str) -> CallResult:
         settled = self._settled(ref)
@@ -228,9 +230,12 @@ class VastProvider:
         """What a stop amounts to given the instance's state now (or a failed read); None while
         it runs."""
         try:
-            state = self._state(self._instance(ref))
+            seen = _seen(self._instance(ref))
         except ProviderError as exc:
             return _gone_or_failed(exc)
+        if not seen.known:
+            return seen.unknown()
+        state = seen.state
         if state is PodState.GONE:
             return CallResult(CallOutcome.DONE, "already gone (being destroyed)")
         if state is PodState.STOPPED:
@@ -243,9 +248,12 @@ class VastProvider:
         """What a resume amounts to given the instance's state now (or a failed read: a
         missing instance cannot start); None while it is stopped or stopping."""
         try:
-            state = self._state(self._instance(ref))
+            seen = _seen(self._instance(ref))
         except ProviderError as exc:
             return CallResult.failed(exc)
+        if not seen.known:
+            return seen.unknown(CallOutcome.RETRYABLE)
+        state = seen.state
         if state is PodState.RUNNING:
             return CallResult(CallOutcome.DONE, "already running")
         if state is PodState.GONE:
@@ -258,25 +266,6 @@ class VastProvider:
         if answer.get("success") is not True:
             said = f"{answer!r:.200}"
             raise VastRefused(str(self._http.error(f"did not accept it: {said}", False)), "")
-
-    def _state(self, instance: dict[str, Any]) -> PodState:
-        """The instance's state from `actual_status` and `intended_status` (STATUSES).
-
-        Stopped only when the container is down and a stop was asked (or nothing was): an
-        `exited` container asked to run still holds its GPU. A status the SDK does not name
-        is a retryable failure, neither running nor stopped.
-        """
-        actual, intended = instance.get("actual_status"), instance.get("intended_status")
-        for status in (actual, intended):
-            if not (status is None or isinstance(status, str)) or status not in STATUSES:
-                raise self._http.error(f"answered an unknown status: {status!r:.50}", True)
-        held = STATUSES[actual]
-        asked_to_stop = intended is not None and STATUSES[intended] is not PodState.RUNNING
-        if held is PodState.GONE:
-            return held
-        if held is PodState.STOPPED and (intended is None or asked_to_stop):
-            return PodState.STOPPED
-        return PodState.STOPPING if asked_to_stop else PodState.RUNNING
 
     def _instance(self, ref: str) -> dict[str, Any]:
         try:
@@ -344,6 +333,28 @@ def _storage(disk_hourly: Decimal | None, disk_gb: Decimal | None) -> Storage | 
         return None
     per_gb_month = disk_hourly * HOURS_PER_MONTH / disk_gb
     return Storage(disk_gb, per_gb_month, per_gb_month)
+
+
+def _seen(instance: dict[str, Any]) -> Seen:
+    """The instance's state from `actual_status` and `intended_status` (STATUSES), spelled
+    `actual/intended`.
+
+    Stopped only when the container is down and a stop was asked (or nothing was): an
+    `exited` container asked to run still holds its GPU. A status the SDK does not name
+    makes the state unknown (`Seen`), neither running nor stopped.
+    """
+    actual, intended = instance.get("actual_status"), instance.get("intended_status")
+    raw = spelled(f"{actual}/{intended}")
+    for status in (actual, intended):
+        if not (status is None or isinstance(status, str)) or status not in STATUSES:
+            return Seen(raw, PodState.RUNNING, known=False)
+    held = STATUSES[actual]
+    asked_to_stop = intended is not None and STATUSES[intended] is not PodState.RUNNING
+    if held is PodState.GONE:
+        return Seen(raw, held)
+    if held is PodState.STOPPED and (intended is None or asked_to_stop):
+        return Seen(raw, PodState.STOPPED)
+    return Seen(raw, PodState.STOPPING if asked_to_stop else PodState.RUNNING)
 
 
 def _gone_or_failed(error: ProviderError) -> CallResult:

@@ -41,7 +41,21 @@ class Pod:
     provider_ref: str
     gpu_type: str | None
     gpu_count: int | None
-    state: PodState
+    state: PodState = field(
+        metadata={"doc": "its last known state while the provider's (provider_state) is unknown"}
+    )
+    provider_state: str | None = field(
+        metadata={
+            "doc": "the provider's word for the pod's state while it is none the provider "
+            "documents; null while the state is known"
+        }
+    )
+    state_known: bool = field(
+        metadata={
+            "doc": "false while provider_state is none the provider documents: the pod keeps its "
+            "last known state, its compute accrues as running, and a stop order goes on asking"
+        }
+    )
     hourly_rate: Decimal
     rate_source: RateSource
     storage_gb: float
@@ -96,6 +110,8 @@ def pod(session: Session, row: PodRow, book: Book, order: StopOrderRow | None) -
         gpu_type=row.gpu_type,
         gpu_count=row.gpu_count,
         state=row.state,
+        provider_state=row.provider_state,
+        state_known=row.state_known,
         hourly_rate=row.hourly_rate_usd,
         rate_source=row.rate_source,
         storage_gb=row.storage_gb,

@@ -29,6 +29,7 @@ from governor.services.money import billing
 from governor.services.money.book import open_book
 from governor.services.plans import admission
 from governor.services.security.tokens import Principal
+from governor.services.stopping import provider_states
 from governor.services.stopping.enforcement import enforce
 
 
@@ -125,11 +126,13 @@ def register(
         persistent_mount=mount,
         plan_id=None if plan is None else plan.id,
         state=described.state,
+        state_known=True,  # until the provider's word is noted, below
         accrued_until=now,
         created_at=now,
     )
     session.add(pod)
     session.flush()
+    provider_states.note(session, pod, described.provider_state, described.state_known, now)
     if billed is not None:
         billing.book_billed(session, pod.id, billed, now)
     declared_differs = reg.hourly_rate_usd is not None and reg.hourly_rate_usd != rate

@@ -51,6 +51,7 @@ from governor.services.money.metering import accrue_pod
 from governor.services.plans import admission
 from governor.services.security import tokens
 from governor.services.security.tokens import Principal
+from governor.services.stopping import provider_states
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,13 @@ def resume(ctx: ServiceContext, pod_id: str, reason: str, *, by: Principal) -> R
         )
     described = _describe(provider, name, ref)
     with unit_of_work(ctx.sessions) as session:
+        _note(session, pod_id, described.provider_state, described.state_known, ctx.clock.now())
+    if not described.state_known:
+        raise Conflict(
+            f"{name} says pod {ref!r} is {described.provider_state!r}, a state it does not "
+            "document: it is not resumed until the provider reports one it documents"
+        )
+    with unit_of_work(ctx.sessions) as session:
         _begin(session, ctx, pod_id, reason, by, described, ctx.clock.now())
     try:
         result = provider.resume(ref)
@@ -96,6 +104,8 @@ def resume(ctx: ServiceContext, pod_id: str, reason: str, *, by: Principal) -> R
         log.exception("resume call to %s failed", name)
         result = CallResult(CallOutcome.RETRYABLE, f"{type(exc).__name__}: {exc}")
     with unit_of_work(ctx.sessions) as session:
+        if result.provider_state is not None or not result.state_known:
+            _note(session, pod_id, result.provider_state, result.state_known, ctx.clock.now())
         resumed = _finish(session, pod_id, result, ctx.clock.now())
     if resumed is not None and resumed.run is not None:
         run_id = resumed.run.id  # its earlier token ends here now, on other replicas within a TTL
@@ -114,6 +124,16 @@ def _describe(provider: Provider, name: str, ref: str) -> PodDescription:
         if exc.retryable:
             raise Unavailable(f"{name} did not answer: {exc}") from exc
         raise Conflict(f"{name} cannot describe {ref!r}: {exc}") from exc
+
+
+def _note(
+    session: Session, pod_id: str, provider_state: str | None, known: bool, now: datetime
+) -> None:
+    """The state the provider reported for the pod, recorded under its budget's lock."""
+    pod = repo.get_pod(session, pod_id)
+    repo.get_budget(session, pod.budget_id, lock=True)
+    session.refresh(pod)
+    provider_states.note(session, pod, provider_state, known, now)
 
 
 def _begin(
@@ -282,15 +302,21 @@ def settle(ctx: ServiceContext) -> int:
     settled = 0
     for pod_id, name, ref in stale:
         try:
-            state = ctx.provider(name).describe(ref).state
+            described = ctx.provider(name).describe(ref)
         except (ProviderError, Invalid):
             continue  # asked again at the next pass
+        state, known = described.state, described.state_known
+        if not known:  # it stays resuming, billing, until a documented state arrives
+            with unit_of_work(ctx.sessions) as session:
+                _note(session, pod_id, described.provider_state, known, ctx.clock.now())
+            continue
         result = (
             CallResult(CallOutcome.DONE, UNHEARD)
             if state.bills_compute
             else CallResult(CallOutcome.PERMANENT, f"found {state.value} after a resume cut short")
         )
         with unit_of_work(ctx.sessions) as session:
+            _note(session, pod_id, described.provider_state, known, ctx.clock.now())
             _finish(session, pod_id, result, ctx.clock.now())
         settled += 1
     return settled

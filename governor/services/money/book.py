@@ -83,6 +83,7 @@ class LivePod(Record):
     gpu_type: str | None
     gpu_count: int | None
     plan_rate_warned_usd: Decimal | None
+    state_known: bool
 
 
 class LiveRun(Record):
@@ -167,11 +168,19 @@ class Metered(Protocol):
     def accrued_until(self) -> datetime: ...
     @property
     def stop_latency_s(self) -> float: ...
+    @property
+    def state_known(self) -> bool: ...
+
+
+def metered_state(pod: Metered) -> PodState:
+    """The state a pod is charged in: its own, or running while the provider reports a state
+    it does not document (whatever the pod's last known state was)."""
+    return pod.state if pod.state_known else PodState.RUNNING
 
 
 def meter(pod: Metered) -> PodMeter:
     return PodMeter(
-        state=pod.state,
+        state=metered_state(pod),
         hourly_rate=pod.hourly_rate_usd,
         storage_gb=Decimal(str(pod.storage_gb)),
         storage_usd_per_gb_month=pod.storage_usd_per_gb_month,
@@ -361,6 +370,7 @@ _LIVE_PODS = (  # what the figures, the GPU and finished rules and the canary ho
                 "gpu_type",
                 "gpu_count",
                 "plan_rate_warned_usd",
+                "state_known",
             )
         )
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
@@ -42,9 +42,10 @@ from governor.domain.stop_order import (
 )
 from governor.services import events
 from governor.services.context import GovernorConfig, ServiceContext
-from governor.services.money.book import open_book
+from governor.services.money.book import metered_state, open_book
 from governor.services.money.metering import accrue_pod
 from governor.services.runs import lifecycle
+from governor.services.stopping import provider_states
 
 log = logging.getLogger(__name__)
 
@@ -82,10 +83,11 @@ def advance(ctx: ServiceContext) -> int:
         if not ctx.leading():  # paused past the lease: the next leader makes the call
             raise NotLeader(f"the lease ran out before the call for stop order {call.order_id}")
         result = _call_provider(ctx, call)
-        if call.action is Action.LOOK and result.outcome is not CallOutcome.DONE:
+        held = call.action is Action.LOOK and result.outcome is not CallOutcome.DONE
+        if held and result.provider_state is None and result.state_known:
             continue  # still held: it is looked at again, and alerted on, as _hold set out
         with unit_of_work(ctx.sessions) as session:
-            _record_outcome(session, ctx, call, result)
+            _record_outcome(session, ctx, call, result, held=held)
     return len(calls)
 
 
@@ -213,11 +215,15 @@ def _call_provider(ctx: ServiceContext, call: _Call) -> CallResult:
 
 
 def _look(provider: AnyProvider, ref: str) -> CallResult:
-    """A held pod is done once it no longer runs, whoever stopped it."""
-    state = provider.describe(ref).state
-    if state in (PodState.STOPPED, PodState.GONE):
-        return CallResult(CallOutcome.DONE, f"the provider says the pod is {state.value}")
-    return CallResult(CallOutcome.PENDING, f"still {state.value}")
+    """A held pod is done once it no longer runs, whoever stopped it; never in a state the
+    provider does not document."""
+    described = provider.describe(ref)
+    state, seen = described.state, (described.provider_state, described.state_known)
+    if described.state_known and state in (PodState.STOPPED, PodState.GONE):
+        return CallResult(
+            CallOutcome.DONE, f"the provider says the pod is {state.value}", None, *seen
+        )
+    return CallResult(CallOutcome.PENDING, f"still {state.value}", None, *seen)
 
 
 _DONE = {
@@ -229,12 +235,23 @@ _DONE = {
 }
 
 
-def _record_outcome(session: Session, ctx: ServiceContext, call: _Call, result: CallResult) -> None:
+def _record_outcome(
+    session: Session, ctx: ServiceContext, call: _Call, result: CallResult, *, held: bool = False
+) -> None:
+    """What the provider answered, on the order and its pod. A `held` pod's order is only
+    looked at again later (as `_hold` set out): only the state the provider reported is
+    recorded."""
     order = repo.get_stop_order(session, call.order_id)
     budget = repo.get_budget(session, order.budget_id, lock=True)
     now = ctx.clock.now()
     session.refresh(order, with_for_update=True)  # a heartbeat may have taken an ack meanwhile
     pod = repo.get_pod(session, order.pod_id)
+    if result.outcome is CallOutcome.DONE and not result.state_known:
+        result = replace(result, outcome=CallOutcome.PENDING)  # never done on an unknown state
+    if not result.state_known or result.provider_state or result.outcome is CallOutcome.DONE:
+        provider_states.note(session, pod, result.provider_state, result.state_known, now)
+    if held:
+        return
     subject = f"pod:{pod.id}"
     evidence = {"stop_order": order.id, "attempts": order.attempts, "detail": result.detail}
     if result.outcome is CallOutcome.DONE:
@@ -294,7 +311,7 @@ def _settle_budget(
 ) -> None:
     """A budget stopping at its ceiling is exhausted once none of its pods bills compute: it
     says what its committed spend is made of, and the extension that would let it go on."""
-    if any(p.state.bills_compute for p in repo.pods_of(session, budget.id)):
+    if any(metered_state(p).bills_compute for p in repo.pods_of(session, budget.id)):
         return
     state = after_pods_stopped(budget.state)
     if state is budget.state:

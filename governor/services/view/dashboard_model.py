@@ -104,7 +104,9 @@ class PodStatus:
     provider_ref: str
     gpu_type: str | None
     gpu_count: int | None
-    state: PodState
+    state: PodState  # its last known state while the provider's is unknown
+    provider_state: str | None  # the provider's word for it, while it is none it documents
+    state_known: bool  # False: the provider's is none it documents; compute accrues as running
     spent: Decimal
     burn_per_hour: Decimal = field(metadata=BURN)  # what it costs now, in its current state
     compute_per_hour: Decimal

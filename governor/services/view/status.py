@@ -277,13 +277,17 @@ def pod_status(session: Session, book: Book, pod: PodRow) -> PodStatus:
         gpu_type=pod.gpu_type,
         gpu_count=pod.gpu_count,
         state=pod.state,
+        provider_state=pod.provider_state,
+        state_known=pod.state_known,
         spent=book.spent_on(pod),
         burn_per_hour=m.burn_per_hour,
         compute_per_hour=m.compute_per_hour,
         storage_per_hour=m.storage_per_hour,
         stopped_storage_per_hour=m.stopped_storage_per_hour,
         stop=stop,
-        resumable=pod.state is PodState.STOPPED and book.budget.state is BudgetState.OPEN,
+        resumable=pod.state is PodState.STOPPED
+        and pod.state_known
+        and book.budget.state is BudgetState.OPEN,
         telemetry_note=pod.telemetry_note,
         gpus=gpu_traces(session, pod, book.runs_on(pod.id)),
     )

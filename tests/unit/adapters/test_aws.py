@@ -177,17 +177,21 @@ def test_every_documented_instance_state_is_mapped() -> None:
     assert set(STATES) == set(model.shape_for("InstanceStateName").enum)
 
 
-def test_an_unknown_state_is_unreadable_never_running_or_stopped(
+def test_an_unknown_state_is_recorded_never_running_or_stopped(
     ec2: Ec2Provider, cloud: Cloud, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(STATE_CODES, "hibernating", 96)  # a state the model does not know
     cloud.fake.state.instances[ON_DEMAND].state = "hibernating"
-    with pytest.raises(ProviderError, match="not EC2's XML") as caught:
-        ec2.describe(ON_DEMAND)
-    assert caught.value.retryable
-    assert ec2.stop(ON_DEMAND).outcome is CallOutcome.RETRYABLE
-    assert ec2.resume(ON_DEMAND).outcome is CallOutcome.RETRYABLE
+    described = ec2.describe(ON_DEMAND)
+    assert (described.state, described.provider_state) == (PodState.RUNNING, "hibernating")
+    assert described.state_known is False
+    stopped, resumed = ec2.stop(ON_DEMAND), ec2.resume(ON_DEMAND)
+    assert stopped.outcome is CallOutcome.PENDING and resumed.outcome is CallOutcome.RETRYABLE
+    assert stopped.provider_state == resumed.provider_state == "hibernating"
+    assert not stopped.state_known and not resumed.state_known
     assert "StopInstances" not in cloud.actions() and "StartInstances" not in cloud.actions()
+    cloud.fake.state.instances[ON_DEMAND].state = "running"  # a documented state again
+    assert ec2.describe(ON_DEMAND).state_known and ec2.stop(ON_DEMAND).state_known
 
 
 @pytest.mark.parametrize("ref", ["i-00000000000000404", "pod-1"])

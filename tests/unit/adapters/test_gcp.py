@@ -564,17 +564,26 @@ def test_every_status_compute_engine_documents_is_mapped() -> None:
     assert sorted(STATES) == sorted(documented)
 
 
-@pytest.mark.parametrize("status", ["HIBERNATING", None, 3])
-def test_an_undocumented_status_is_neither_running_nor_stopped(status: object) -> None:
+@pytest.mark.parametrize(
+    ("status", "said"), [("HIBERNATING", "HIBERNATING"), (None, "None"), (3, "3")]
+)
+def test_an_undocumented_status_is_neither_running_nor_stopped(status: object, said: str) -> None:
     instance = {"name": "pod-1", "status": status, "machineType": "zones/z/machineTypes/x"}
+    sent: list[str] = []
 
     def google(request: httpx.Request) -> httpx.Response:
+        sent.append(request.method)
         return httpx.Response(200, json=instance)
 
     with httpx.Client(transport=httpx.MockTransport(google)) as client:
         gcp = GcpProvider(client, StaticToken(TOKEN), PROJECT)
-        with pytest.raises(ProviderError, match="status it does not document") as caught:
-            gcp.describe(POD)
-        assert caught.value.retryable
-        assert gcp.stop(POD).outcome is CallOutcome.RETRYABLE
-        assert gcp.resume(POD).outcome is CallOutcome.RETRYABLE
+        described = gcp.describe(POD)
+        assert (described.state, described.provider_state) == (PodState.RUNNING, said)
+        assert described.state_known is False
+        stopped, resumed = gcp.stop(POD), gcp.resume(POD)
+        assert stopped.outcome is CallOutcome.PENDING and resumed.outcome is CallOutcome.RETRYABLE
+        assert stopped.provider_state == resumed.provider_state == said
+        assert not stopped.state_known and not resumed.state_known
+        assert set(sent) == {"GET"}  # neither a stop nor a start was sent
+        instance["status"] = "RUNNING"
+        assert gcp.describe(POD).state_known

@@ -160,6 +160,21 @@ def test_lambda_statuses_map_to_pod_states(
     assert lam.describe("x").state is state
 
 
+def test_an_undocumented_status_is_neither_running_nor_terminated(
+    lam: LambdaProvider, cloud: Cloud
+) -> None:
+    cloud.fake.add_instance("x", 100, filesystems={"ckpts": None}, status="hibernating")
+    described = lam.describe("x")
+    assert (described.state, described.provider_state) == (PodState.RUNNING, "hibernating")
+    assert described.state_known is False
+    result = lam.terminate("x", keep="ckpts")
+    assert result.outcome is CallOutcome.PENDING and not result.state_known
+    assert result.provider_state == "hibernating"
+    assert cloud.terminates_sent() == []
+    cloud.fake.state.instances["x"].status = "active"
+    assert lam.describe("x").state_known
+
+
 def test_describe_of_an_unknown_instance_is_a_permanent_error(lam: LambdaProvider) -> None:
     with pytest.raises(ProviderError, match="no instance 'nope'") as caught:
         lam.describe("nope")

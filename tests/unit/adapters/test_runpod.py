@@ -324,15 +324,27 @@ def test_an_undocumented_status_is_never_read_as_running_or_stopped(
     runpod: RunPodProvider, cloud: Cloud
 ) -> None:
     cloud.fake.state.pods["pod-1"].desired_status = "HIBERNATING"
-    with pytest.raises(ProviderError, match="undocumented desiredStatus 'HIBERNATING'") as caught:
-        runpod.describe("pod-1")
-    assert caught.value.retryable  # the caller keeps what it knew of the pod
-    with pytest.raises(ProviderError, match="HIBERNATING"):
-        runpod.pods()
-    assert runpod.resume("pod-1").outcome is CallOutcome.RETRYABLE
-    stopped = runpod.stop("pod-1")  # not "already stopped": podStop is sent all the same
-    assert stopped.outcome is CallOutcome.DONE and "already" not in stopped.detail
-    assert cloud.mutations() == ["podStop"]
+    described = runpod.describe("pod-1")
+    assert (described.state, described.provider_state) == (PodState.RUNNING, "HIBERNATING")
+    assert described.state_known is False
+    assert runpod.pods()[0].description.state_known is False
+    stopped, resumed = runpod.stop("pod-1"), runpod.resume("pod-1")
+    assert stopped.outcome is CallOutcome.PENDING and resumed.outcome is CallOutcome.RETRYABLE
+    assert stopped.provider_state == resumed.provider_state == "HIBERNATING"
+    assert not stopped.state_known and not resumed.state_known
+    assert cloud.mutations() == []  # neither podStop nor a resume is sent
+    cloud.fake.state.pods["pod-1"].desired_status = "RUNNING"
+    assert runpod.describe("pod-1").state_known
+    assert runpod.stop("pod-1").outcome is CallOutcome.DONE
+
+
+def test_a_pod_with_only_a_container_disk_cannot_be_preserved(
+    runpod: RunPodProvider, cloud: Cloud
+) -> None:
+    assert runpod.describe("pod-1").cannot_preserve is None  # a 20 GB volume disk survives
+    cloud.fake.state.pods["pod-1"].volume_in_gb = 0
+    said = runpod.describe("pod-1").cannot_preserve
+    assert said is not None and "erases its container disk" in said
 
 
 def test_a_spot_pod_resumes_with_a_bid_per_gpu(cloud: Cloud) -> None:

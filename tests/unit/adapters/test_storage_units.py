@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
+from governor.domain.ledger import PodMeter, storage_tail
+from governor.domain.model import PodState
 from governor.domain.money import HOURS_PER_MONTH, per_hour_from_month
 from governor.fakes.aws import FakeEc2
 from governor.fakes.gcp import FakeGcp
@@ -119,3 +122,17 @@ def test_storage_comes_to_what_the_provider_bills(example: Example, tmp_path: Pa
         assert (usd_per_gb_month * storage.gb).quantize(cent) == billed.quantize(cent)
         hourly = per_hour_from_month(usd_per_gb_month, storage.gb)
         assert abs(hourly - billed / HOURS_PER_MONTH) < Decimal("0.000001")
+    # what survives the stop is in the committed spend's storage tail, at the stopped rate
+    assert example.stopped_usd_month is not None
+    week = Decimal(24 * 7)
+    meter = PodMeter(
+        PodState.RUNNING,
+        Decimal("2.00"),
+        storage.gb,
+        storage.usd_per_gb_month,
+        storage.stopped_usd_per_gb_month,
+        datetime(2026, 1, 1, tzinfo=UTC),
+        30.0,
+    )
+    tail = example.stopped_usd_month / HOURS_PER_MONTH * week
+    assert abs(storage_tail(meter, week) - tail) <= Decimal("0.01")

@@ -599,12 +599,19 @@ def test_a_status_the_sdk_does_not_name_is_neither_running_nor_stopped(
     vast: VastProvider, cloud: Cloud, actual: object, intended: object
 ) -> None:
     cloud.answer_instance(actual_status=actual, intended_status=intended)
-    with pytest.raises(ProviderError, match="unknown status") as caught:
-        vast.describe("1001")
-    assert caught.value.retryable
+    described = vast.describe("1001")
+    assert described.state is PodState.RUNNING and described.state_known is False
+    assert described.provider_state == f"{actual}/{intended}"
     cloud.answer_instance(actual_status=actual, intended_status=intended)
-    assert vast.stop("1001").outcome is CallOutcome.RETRYABLE
+    stopped = vast.stop("1001")
+    assert stopped.outcome is CallOutcome.PENDING and not stopped.state_known
+    assert stopped.provider_state == f"{actual}/{intended}"
+    cloud.answer_instance(actual_status=actual, intended_status=intended)
+    resumed = vast.resume("1001")
+    assert resumed.outcome is CallOutcome.RETRYABLE and not resumed.state_known
     assert cloud.puts() == []
+    cloud.answer_instance(actual_status="running", intended_status="running")
+    assert vast.describe("1001").state_known
 
 
 @pytest.mark.parametrize("actual", ["destroying", "destroyed", "terminated"])
