@@ -4,7 +4,7 @@ A state the provider does not document keeps the pod's last known state while it
 accrues as running, until a documented one arrives.
 
 Revision ID: c4d8e2a6f1b3
-Revises: a7c3e5f1b9d2
+Revises: b8d4f2a6c1e3
 Create Date: 2026-12-05 16:00:00.000000
 """
 
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "c4d8e2a6f1b3"
-down_revision: str | None = "a7c3e5f1b9d2"
+down_revision: str | None = "b8d4f2a6c1e3"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
