@@ -45,6 +45,7 @@ from governor.services.context import GovernorConfig, ServiceContext
 from governor.services.money.book import open_book
 from governor.services.money.metering import accrue_pod
 from governor.services.runs import lifecycle
+from governor.services.stopping import stop_times
 
 log = logging.getLogger(__name__)
 
@@ -238,6 +239,8 @@ def _record_outcome(session: Session, ctx: ServiceContext, call: _Call, result: 
     subject = f"pod:{pod.id}"
     evidence = {"stop_order": order.id, "attempts": order.attempts, "detail": result.detail}
     if result.outcome is CallOutcome.DONE:
+        if call.action is not Action.LOOK:  # asked of the provider: its time is learned from
+            stop_times.record(session, pod, order, now)
         accrue_pod(session, pod, now)
         pod.state, pod.stopped_at = PodState.STOPPED, now
         order.state, order.confirmed_at, order.updated_at = StopState.STOPPED, now, now

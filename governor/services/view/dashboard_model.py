@@ -24,6 +24,7 @@ from governor.domain.model import (
     Severity,
 )
 from governor.domain.preflight.rules import Verdict
+from governor.services.fleet.pod_model import PodStopLatency
 from governor.services.plans.admission import HELD_FOR_PLANS_DOC
 from governor.services.plans.plan_check_model import FORMERLY_RESERVED_DOC, HELD_DOC
 
@@ -102,10 +103,12 @@ class PodStatus:
     name: str  # unique within its budget
     provider: str
     provider_ref: str
+    region: str | None  # where the provider says it runs
     gpu_type: str | None
     gpu_count: int | None
     state: PodState
     spent: Decimal
+    stop_latency: PodStopLatency  # declared or learned: the shutdown margin's
     burn_per_hour: Decimal = field(metadata=BURN)  # what it costs now, in its current state
     compute_per_hour: Decimal
     storage_per_hour: Decimal
