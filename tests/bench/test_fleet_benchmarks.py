@@ -4,9 +4,9 @@ bench/enforce_scale.py and bench/pass_tail.py on SQLite and PostgreSQL, bench/ov
 SQLite. Checked: exit 0, one JSON line per measurement with the fields its readers use, sane
 values, no database left behind; and what the simulation shows about the governor itself: a
 fleet far from its ceilings is never stopped, no pilot whose provider keeps its declared
-stop latency (and never fails a stop) is billed a cent past its ceiling, and once a provider
-has made five stops none of its pilots is, slow or failing providers included. No timing is
-asserted.
+stop latency (and never fails a stop) is billed a cent past its ceiling, and none of the
+quick run's pilots is once its provider has made five stops (the stop latency is learned),
+slow or failing providers included. No timing is asserted.
 """
 
 from __future__ import annotations
