@@ -4,6 +4,7 @@ declared figure, and the shutdown part of committed spend holding it."""
 
 from __future__ import annotations
 
+from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from governor.db import repository as repo
@@ -12,7 +13,7 @@ from governor.domain.model import Category, PodState
 from governor.domain.money import charge
 from governor.domain.stop_latency import LatencySource
 from governor.services.fleet import pod_model, pods
-from tests.integration.conftest import BY, Governor
+from tests.integration.conftest import BY, OPERATOR, Governor, ok
 
 DECLARED_S = 30.0  # the fake cloud's declared stop latency (make_governor's)
 
@@ -151,3 +152,24 @@ def test_failed_calls_and_the_waits_they_ask_for_are_inside_the_stop_time(gov: G
         stop_timed(gov, budget, f"failing-{n}", takes_s=10.0, failures=1, retry_after_s=60.0)
     seen = latency(gov, gov.pod(budget, "watched"))
     assert (seen.source, seen.seconds) == (LatencySource.LEARNED, 70.0)
+
+
+def test_the_api_and_the_dashboard_say_whether_a_pods_latency_is_declared_or_learned(
+    gov: Governor, client: TestClient
+) -> None:
+    budget = gov.budget()
+    for n in range(5):
+        stop_timed(gov, budget, f"slow-{n}", takes_s=50.0 + n)
+    other = gov.budget()
+    learned_pod = gov.pod(other, "watched")
+    shown = ok(client.get(f"/v1/pods/{learned_pod}"))["stop_latency"]
+    assert shown == {
+        "seconds": 54.0,
+        "source": "learned",
+        "declared_s": DECLARED_S,
+        "learned_s": 54.0,
+        "stops": 5,
+    }
+    assert client.post("/login", data={"token": OPERATOR}, follow_redirects=False).is_redirect
+    page = client.get(f"/status/budgets/{other}").text
+    assert "stops in 54.0 s, learned from 5 stops (declared 30.0 s)" in page
