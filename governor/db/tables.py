@@ -130,7 +130,14 @@ class PodRow(Base):
     storage_gb: Mapped[float]
     storage_usd_per_gb_month: Mapped[Decimal] = mapped_column(MicroUSD)
     stopped_storage_usd_per_gb_month: Mapped[Decimal] = mapped_column(MicroUSD)
-    stop_latency_s: Mapped[float]
+    stop_latency_s: Mapped[float]  # the provider's declared figure, when the pod was registered
+    # where the provider runs it (its region, when the provider says): with the provider, the
+    # key its stop latency is learned under (stop_times)
+    region: Mapped[str | None] = mapped_column(String(100))
+    # the 95th percentile of its provider and region's latest stops (None: fewer than five),
+    # and how many stops that figure, or the count so far, comes from
+    learned_stop_latency_s: Mapped[float | None]
+    learned_from_stops: Mapped[int] = mapped_column(server_default="0")
     local: Mapped[bool] = mapped_column(default=False, server_default=false())
     node: Mapped[str | None] = mapped_column(String(253), index=True)  # the machine it runs on
     plan_id: Mapped[str | None] = mapped_column(ForeignKey("plan_checks.id"))  # its binding plan
@@ -292,6 +299,26 @@ class StopOrderRow(Base):
             postgresql_where=text("state NOT IN ('stopped', 'failed')"),
         ),
     )
+
+
+class StopTimeRow(Base):
+    """One completed stop: how long the provider took from the governor's first request to
+    the pod confirmed stopped (retries inside it). The latest LEARN_FROM_LAST of each provider
+    and region are kept (`services/stopping/stop_times.py`)."""
+
+    __tablename__ = "stop_times"
+
+    id: Mapped[int] = mapped_column(Int64, primary_key=True, autoincrement=True)
+    provider: Mapped[str] = mapped_column(String(40))
+    region: Mapped[str | None] = mapped_column(String(100))
+    pod_id: Mapped[str] = mapped_column(ForeignKey("pods.id"))
+    stop_order_id: Mapped[str] = mapped_column(ForeignKey("stop_orders.id"))
+    sent_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    stopped_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    seconds: Mapped[float]
+    attempts: Mapped[int]
+
+    __table_args__ = (Index("ix_stop_times_provider_region", "provider", "region", "id"),)
 
 
 class EventRow(Base):

@@ -211,6 +211,14 @@ class Resumes(Protocol):
 
 
 @runtime_checkable
+class Locates(Protocol):
+    """A provider that says where a pod runs: its region (None: it does not say). A pod's
+    stop latency is learned from the stops of its provider and region together."""
+
+    def region_of(self, ref: str) -> str | None: ...
+
+
+@runtime_checkable
 class NamesCredential(Protocol):
     """A provider that says which of several credentials it found (never the secret)."""
 

@@ -1,8 +1,10 @@
 """A simulated cloud for tests, the demo and benchmarks.
 
 Pods appear on first sight, running and billing at one configured rate. A stop takes
-`stop_latency_s` and keeps the volume; the first `stop_failures` stop calls fail in a
-retryable way (asking to wait `retry_after_s`, if set). A stopped pod can be resumed: it
+`stop_latency_s` (what the cloud declares), or `stop_takes_s` where it is set (a cloud slower
+or faster than it says), and keeps the volume; the next `stop_failures` stop calls fail in a
+retryable way (asking to wait `retry_after_s`, if set). A pod runs in the region `regions`
+names for it, or in none the cloud says. A stopped pod can be resumed: it
 runs and bills again from then on, unless the cloud has no capacity for it (the next
 `resume_refusals` resumes are refused, as a cloud whose GPUs were taken refuses). It has no
 way to terminate anything, as no preserving provider does. BillingFakeProvider also says
@@ -94,10 +96,12 @@ class FakeCloudState:
 
 
 class FakeProvider:
-    """Implements StopsPreserving and Resumes against a simulated cloud.
+    """Implements StopsPreserving, Resumes and Locates against a simulated cloud.
 
-    `resume_refusals` is how many coming resumes the cloud refuses for lack of capacity; a
-    test may set it at any time.
+    `resume_refusals` is how many coming resumes the cloud refuses for lack of capacity,
+    `stop_failures` how many coming stop calls fail, `stop_takes_s` how long a stop really
+    takes (None: `stop_latency_s`, as declared), `regions` where each pod runs; a test may set
+    any of them at any time.
     """
 
     def __init__(
@@ -108,15 +112,19 @@ class FakeProvider:
         stop_latency_s: float = 2.0,
         stop_failures: int = 0,
         retry_after_s: float | None = None,
+        stop_takes_s: float | None = None,
         resume_refusals: int = 0,
+        regions: Mapping[str, str] | None = None,
         state_file: Path | None = None,
     ) -> None:
         self.clock = clock
         self.hourly_rate_usd = hourly_rate_usd
         self.stop_latency_s = stop_latency_s
-        self._failures_left = stop_failures
-        self._retry_after_s = retry_after_s
+        self.stop_takes_s = stop_takes_s
+        self.stop_failures = stop_failures
+        self.retry_after_s = retry_after_s
         self.resume_refusals = resume_refusals
+        self.regions = dict(regions or {})
         self._state_file = state_file
         self._lock = threading.Lock()
         self._state = FakeCloudState.load(state_file) if state_file else FakeCloudState()
@@ -141,6 +149,9 @@ class FakeProvider:
             pod = self._pod(ref)
             return pod.seen(self.clock.now()).describing(Decimal(pod.hourly_rate_usd))
 
+    def region_of(self, ref: str) -> str | None:
+        return self.regions.get(ref)
+
     def pods(self) -> list[Listed]:
         with self._lock:
             refs = list(self._state.pods)
@@ -153,17 +164,18 @@ class FakeProvider:
             pod.stop_calls += 1
             if not (seen := pod.seen(now)).known:
                 return seen.unknown()
-            if self._failures_left > 0:
-                self._failures_left -= 1
+            if self.stop_failures > 0:
+                self.stop_failures -= 1
                 self._save()
                 return CallResult(
                     CallOutcome.RETRYABLE,
                     "simulated provider error (HTTP 503)",
-                    self._retry_after_s,
+                    self.retry_after_s,
                 )
             if pod.stop_requested_at is None:
+                takes_s = self.stop_latency_s if self.stop_takes_s is None else self.stop_takes_s
                 pod.stop_requested_at = now.isoformat()
-                pod.stopped_at = (now + timedelta(seconds=self.stop_latency_s)).isoformat()
+                pod.stopped_at = (now + timedelta(seconds=takes_s)).isoformat()
             self._save()
             if pod.state(now) is PodState.STOPPED:
                 return CallResult(CallOutcome.DONE, "stopped; volume kept")

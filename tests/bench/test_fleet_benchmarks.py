@@ -3,9 +3,10 @@
 bench/enforce_scale.py and bench/pass_tail.py on SQLite and PostgreSQL, bench/overshoot.py on
 SQLite. Checked: exit 0, one JSON line per measurement with the fields its readers use, sane
 values, no database left behind; and what the simulation shows about the governor itself: a
-fleet far from its ceilings is never stopped, and no pilot whose provider keeps its declared
-stop latency (and never fails a stop) is billed a cent past its ceiling. No timing is
-asserted.
+fleet far from its ceilings is never stopped, no pilot whose provider keeps its declared
+stop latency (and never fails a stop) is billed a cent past its ceiling, and none of the
+quick run's pilots is once its provider has made five stops (the stop latency is learned),
+slow or failing providers included. No timing is asserted.
 """
 
 from __future__ import annotations
@@ -94,6 +95,16 @@ def test_overshoot_is_nil_wherever_the_provider_keeps_its_word() -> None:
     assert kept_word["overshooting"] == 0
     assert kept_word["total_overshoot_usd"] == 0.0
     assert kept_word["min_headroom_s"] >= 0
+    phases = {(r["policy"], r["cause"], r["phase"]): r for r in records if r["record"] == "phase"}
+    phase_names = {"during warm-up", "after warm-up"}
+    assert set(phases) == {(p, c, f) for p in policies for c in cause_names for f in phase_names}
+    for (policy, cause, _), r in phases.items():
+        assert r["pilots"] <= causes[policy, cause]["pilots"]
+        assert (r["median_unspent_usd"] is None) == (r["pilots"] == 0)
+    for cause in cause_names:  # the quick run has a provider of each kind
+        learned = phases["governor", cause, "after warm-up"]
+        assert learned["pilots"] > 0
+        assert learned["total_overshoot_usd"] == 0.0
     # Acting on bills that lag: every pilot is billed past its ceiling.
     baseline = policies["lagged_bill"]
     assert baseline["overshooting"] == baseline["pilots"]

@@ -207,6 +207,15 @@ class GcpProvider:
         # ref -> the name of the Operation of its accepted stop, until it is seen DONE
         self._stopping: dict[str, str] = {}
 
+    def region_of(self, ref: str) -> str | None:
+        """The region of the VM's zone (a zone is its region's name and a letter:
+        us-central1-a is in us-central1), read from the ref; None for a ref not of that form."""
+        match = _REF.fullmatch(ref)
+        if match is None:
+            return None
+        region, dash, _letter = match["zone"].rpartition("-")
+        return region if dash else None
+
     def describe(self, ref: str) -> PodDescription:
         url, http = self._instance_url(ref), self._http()
         return self._description(http, _instance(http, url))

@@ -14,6 +14,7 @@ from governor.db import repository as repo
 from governor.db.tables import PodRow, StopOrderRow
 from governor.domain.model import PodState, RateSource
 from governor.domain.paging import Page, PageRequest
+from governor.domain.stop_latency import LatencySource, StopLatency
 from governor.services.context import GovernorConfig, ServiceContext
 from governor.services.fleet import budgets, pods, resumes
 from governor.services.money.book import Book, open_books
@@ -23,6 +24,34 @@ from governor.services.runs import run_model
 from governor.services.runs.run_model import Run
 from governor.services.security.tokens import Principal
 from governor.services.stopping.stop_order_model import StopOrder, stop_order
+
+
+@dataclass(frozen=True)
+class PodStopLatency:
+    """How long the pod's provider takes to stop a pod, as the shutdown part of committed
+    spend counts it: learned from the latest stops of its provider and region once there are
+    five, never below the declared figure."""
+
+    seconds: float = field(metadata={"doc": "the figure in force"})
+    source: LatencySource = field(
+        metadata={"doc": "declared: the provider's own figure; learned: its latest stops'"}
+    )
+    declared_s: float = field(metadata={"doc": "what the provider declared"})
+    learned_s: float | None = field(
+        metadata={
+            "doc": "the 95th percentile of its provider and region's latest stops, from the "
+            "first request to the pod confirmed stopped (retries included); null: fewer than "
+            "five stops so far"
+        }
+    )
+    stops: int = field(metadata={"doc": "how many of those stops it is learned from"})
+
+
+def stop_latency(row: PodRow) -> PodStopLatency:
+    known = StopLatency(row.stop_latency_s, row.learned_stop_latency_s, row.learned_from_stops)
+    return PodStopLatency(
+        known.in_force_s, known.source, known.declared_s, known.learned_s, known.stops
+    )
 
 
 @dataclass(frozen=True)
@@ -39,6 +68,9 @@ class Pod:
     name: str = field(metadata={"doc": "unique within its budget; the provider_ref unless named"})
     provider: str
     provider_ref: str
+    region: str | None = field(
+        metadata={"doc": "where the provider says it runs; null: it does not say"}
+    )
     gpu_type: str | None
     gpu_count: int | None
     state: PodState = field(
@@ -71,6 +103,7 @@ class Pod:
         metadata={"doc": "its storage was deleted: no longer counted"}
     )
     stop_order: StopOrder | None
+    stop_latency: PodStopLatency
     local: bool
     node: str | None
     persistent_filesystem: str | None
@@ -107,6 +140,7 @@ def pod(session: Session, row: PodRow, book: Book, order: StopOrderRow | None) -
         name=row.name,
         provider=row.provider,
         provider_ref=row.provider_ref,
+        region=row.region,
         gpu_type=row.gpu_type,
         gpu_count=row.gpu_count,
         state=row.state,
@@ -123,6 +157,7 @@ def pod(session: Session, row: PodRow, book: Book, order: StopOrderRow | None) -
         resumed_at=row.resumed_at,
         released_at=row.released_at,
         stop_order=None if order is None else stop_order(order),
+        stop_latency=stop_latency(row),
         local=row.local,
         node=row.node,
         persistent_filesystem=row.persistent_filesystem,

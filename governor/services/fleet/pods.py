@@ -17,6 +17,7 @@ from governor.domain.money import ZERO, dollars_per_hour, format_usd
 from governor.domain.ports import (
     AnyProvider,
     Billed,
+    Locates,
     ProviderError,
     ReportsBilling,
     Storage,
@@ -29,7 +30,7 @@ from governor.services.money import billing
 from governor.services.money.book import open_book
 from governor.services.plans import admission
 from governor.services.security.tokens import Principal
-from governor.services.stopping import provider_states
+from governor.services.stopping import provider_states, stop_times
 from governor.services.stopping.enforcement import enforce
 
 
@@ -87,6 +88,8 @@ def register(
             f"workspace: {described.cannot_preserve}"
         )
     mount = _persistent_mount(reg, described.filesystems)
+    region = provider.region_of(reg.provider_ref) if isinstance(provider, Locates) else None
+    learned_s, stops = stop_times.learned(session, reg.provider, region)
     if described.hourly_rate_usd is not None:
         rate, source = described.hourly_rate_usd, RateSource.PROVIDER
     elif reg.hourly_rate_usd is not None:
@@ -117,6 +120,9 @@ def register(
         storage_usd_per_gb_month=storage.usd_per_gb_month,
         stopped_storage_usd_per_gb_month=storage.stopped_usd_per_gb_month,
         stop_latency_s=provider.stop_latency_s,
+        region=region,
+        learned_stop_latency_s=learned_s,
+        learned_from_stops=stops,
         local=reg.local,
         node=reg.node,
         gpu_uuids=reg.gpu_uuids,

@@ -31,6 +31,7 @@ from governor.domain.model import (
 )
 from governor.domain.money import ZERO
 from governor.domain.policy import HealthStop, RunView
+from governor.domain.stop_latency import in_force_s
 from governor.domain.stop_order import ACTIVE_STATES, StopState
 from governor.services.context import GovernorConfig
 
@@ -79,6 +80,7 @@ class LivePod(Record):
     stopped_storage_usd_per_gb_month: Decimal
     accrued_until: datetime
     stop_latency_s: float
+    learned_stop_latency_s: float | None
     recorded_usd: Decimal
     gpu_type: str | None
     gpu_count: int | None
@@ -169,6 +171,8 @@ class Metered(Protocol):
     @property
     def stop_latency_s(self) -> float: ...
     @property
+    def learned_stop_latency_s(self) -> float | None: ...
+    @property
     def state_known(self) -> bool: ...
 
 
@@ -179,6 +183,8 @@ def metered_state(pod: Metered) -> PodState:
 
 
 def meter(pod: Metered) -> PodMeter:
+    """A pod's meter; its stop latency the one in force: the learned figure of its provider
+    and region's latest stops, never below the declared one (`domain/stop_latency.py`)."""
     return PodMeter(
         state=metered_state(pod),
         hourly_rate=pod.hourly_rate_usd,
@@ -186,7 +192,7 @@ def meter(pod: Metered) -> PodMeter:
         storage_usd_per_gb_month=pod.storage_usd_per_gb_month,
         stopped_storage_usd_per_gb_month=pod.stopped_storage_usd_per_gb_month,
         accrued_until=pod.accrued_until,
-        stop_latency_s=pod.stop_latency_s,
+        stop_latency_s=in_force_s(pod.stop_latency_s, pod.learned_stop_latency_s),
     )
 
 
@@ -366,6 +372,7 @@ _LIVE_PODS = (  # what the figures, the GPU and finished rules and the canary ho
                 "stopped_storage_usd_per_gb_month",
                 "accrued_until",
                 "stop_latency_s",
+                "learned_stop_latency_s",
                 "recorded_usd",
                 "gpu_type",
                 "gpu_count",

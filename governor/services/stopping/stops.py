@@ -45,7 +45,7 @@ from governor.services.context import GovernorConfig, ServiceContext
 from governor.services.money.book import metered_state, open_book
 from governor.services.money.metering import accrue_pod
 from governor.services.runs import lifecycle
-from governor.services.stopping import provider_states
+from governor.services.stopping import provider_states, stop_times
 
 log = logging.getLogger(__name__)
 
@@ -255,6 +255,8 @@ def _record_outcome(
     subject = f"pod:{pod.id}"
     evidence = {"stop_order": order.id, "attempts": order.attempts, "detail": result.detail}
     if result.outcome is CallOutcome.DONE:
+        if call.action is not Action.LOOK:  # asked of the provider: its time is learned from
+            stop_times.record(session, pod, order, now)
         accrue_pod(session, pod, now)
         pod.state, pod.stopped_at = PodState.STOPPED, now
         order.state, order.confirmed_at, order.updated_at = StopState.STOPPED, now, now

@@ -24,6 +24,7 @@ from governor.domain.model import (
     Severity,
 )
 from governor.domain.preflight.rules import Verdict
+from governor.services.fleet.pod_model import PodStopLatency
 from governor.services.plans.admission import HELD_FOR_PLANS_DOC
 from governor.services.plans.plan_check_model import FORMERLY_RESERVED_DOC, HELD_DOC
 
@@ -102,12 +103,14 @@ class PodStatus:
     name: str  # unique within its budget
     provider: str
     provider_ref: str
+    region: str | None  # where the provider says it runs
     gpu_type: str | None
     gpu_count: int | None
     state: PodState  # its last known state while the provider's is unknown
     provider_state: str | None  # the provider's word for it, while it is none it documents
     state_known: bool  # False: the provider's is none it documents; compute accrues as running
     spent: Decimal
+    stop_latency: PodStopLatency  # declared or learned: the shutdown margin's
     burn_per_hour: Decimal = field(metadata=BURN)  # what it costs now, in its current state
     compute_per_hour: Decimal
     storage_per_hour: Decimal

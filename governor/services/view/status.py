@@ -32,6 +32,7 @@ from governor.domain.run_lifecycle import awaits_acknowledgement
 from governor.domain.telemetry import owns
 from governor.services import events
 from governor.services.context import GovernorConfig
+from governor.services.fleet.pod_model import stop_latency
 from governor.services.money.book import Book, heard_from, meter, open_books
 from governor.services.monitoring import metric_history
 from governor.services.monitoring.minutes import MINUTE, RAW
@@ -274,12 +275,14 @@ def pod_status(session: Session, book: Book, pod: PodRow) -> PodStatus:
         name=pod.name,
         provider=pod.provider,
         provider_ref=pod.provider_ref,
+        region=pod.region,
         gpu_type=pod.gpu_type,
         gpu_count=pod.gpu_count,
         state=pod.state,
         provider_state=pod.provider_state,
         state_known=pod.state_known,
         spent=book.spent_on(pod),
+        stop_latency=stop_latency(pod),
         burn_per_hour=m.burn_per_hour,
         compute_per_hour=m.compute_per_hour,
         storage_per_hour=m.storage_per_hour,

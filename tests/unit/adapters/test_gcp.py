@@ -30,7 +30,7 @@ from governor.adapters.providers.gcp import (
     StaticToken,
 )
 from governor.domain.model import PodState
-from governor.domain.ports import CallOutcome, ProviderError, Resumes
+from governor.domain.ports import CallOutcome, Locates, ProviderError, Resumes
 from governor.fakes.gcp import TOKEN_PATH, FakeGcp
 from governor.fakes.http_cloud import HOLD, FakeRequest, now, running
 from tests.contract.conformance import SPECS
@@ -587,3 +587,18 @@ def test_an_undocumented_status_is_neither_running_nor_stopped(status: object, s
         assert set(sent) == {"GET"}  # neither a stop nor a start was sent
         instance["status"] = "RUNNING"
         assert gcp.describe(POD).state_known
+
+
+@pytest.mark.parametrize(
+    ("ref", "region"),
+    [
+        ("us-central1-a/train-1", "us-central1"),
+        ("europe-west4-b/train-1", "europe-west4"),
+        ("train-1", None),  # not '<zone>/<name>': no region said
+    ],
+)
+def test_a_vm_is_located_in_its_zones_region(
+    gcp: GcpProvider, ref: str, region: str | None
+) -> None:
+    assert isinstance(gcp, Locates)
+    assert gcp.region_of(ref) == region
