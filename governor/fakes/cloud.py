@@ -4,8 +4,10 @@ Pods appear on first sight, running and billing at one configured rate. A stop t
 `stop_latency_s` and keeps the volume; the first `stop_failures` stop calls fail in a
 retryable way (asking to wait `retry_after_s`, if set). A stopped pod can be resumed: it
 runs and bills again from then on, unless the cloud has no capacity for it (the next
-`resume_refusals` resumes are refused, as a cloud whose GPUs were taken refuses). It has no
-way to terminate anything, as no preserving provider does. BillingFakeProvider also says
+`resume_refusals` resumes are refused, as a cloud whose GPUs were taken refuses). A pod
+named in `losing` is one whose stop loses its workspace (a container disk and no volume): it
+is described so, with the reason given, and its stop loses it. It has no way to terminate
+anything, as no preserving provider does. BillingFakeProvider also says
 what it has billed. With a state file the cloud outlives the process, as a real one would.
 """
 
@@ -85,8 +87,9 @@ class FakeCloudState:
 class FakeProvider:
     """Implements StopsPreserving and Resumes against a simulated cloud.
 
-    `resume_refusals` is how many coming resumes the cloud refuses for lack of capacity; a
-    test may set it at any time.
+    `resume_refusals` is how many coming resumes the cloud refuses for lack of capacity;
+    `losing` maps the refs of pods whose stop loses their workspace to what it loses; a test
+    may set either at any time.
     """
 
     def __init__(
@@ -106,6 +109,7 @@ class FakeProvider:
         self._failures_left = stop_failures
         self._retry_after_s = retry_after_s
         self.resume_refusals = resume_refusals
+        self.losing: dict[str, str] = {}
         self._state_file = state_file
         self._lock = threading.Lock()
         self._state = FakeCloudState.load(state_file) if state_file else FakeCloudState()
@@ -131,6 +135,7 @@ class FakeProvider:
             return PodDescription(
                 state=pod.state(self.clock.now()),
                 hourly_rate_usd=Decimal(pod.hourly_rate_usd),
+                cannot_preserve=self.losing.get(ref),
             )
 
     def pods(self) -> list[Listed]:
@@ -156,7 +161,8 @@ class FakeProvider:
                 pod.stopped_at = (now + timedelta(seconds=self.stop_latency_s)).isoformat()
             self._save()
             if pod.state(now) is PodState.STOPPED:
-                return CallResult(CallOutcome.DONE, "stopped; volume kept")
+                lost = self.losing.get(ref)
+                return CallResult(CallOutcome.DONE, f"stopped; {lost or 'volume kept'}")
             return CallResult(CallOutcome.PENDING, "stopping")
 
     def resume(self, ref: str) -> CallResult:
