@@ -176,8 +176,19 @@ class PodIn(Strict):
     )
     persistent_filesystem: Annotated[str, line(200, min_length=1)] | None = Field(
         None,
-        description="terminate-only providers (Lambda): the attached filesystem a checkpoint "
-        "must be saved on before the governor may terminate the pod",
+        description="terminate-only pods (Lambda's, a one-time Spot instance): the attached "
+        "filesystem (on AWS, an EBS volume id kept on termination) a checkpoint must be saved "
+        "on before the governor may terminate the pod",
+    )
+    persistent_mount: Annotated[str, line(4096, min_length=1)] | None = Field(
+        None,
+        description="where persistent_filesystem is mounted on the pod, for a provider that "
+        "cannot say (AWS); an absolute path",
+    )
+    acknowledge_loss: Text | None = Field(
+        None,
+        description="why the pod may be registered although a stop (or terminate) loses its "
+        "workspace: without it such a pod is refused; kept on the pod and told, with who said it",
     )
     plan_id: Annotated[str, line(32)] | None = Field(
         None, description="the checked plan it runs under: its verdict admits the pod or not"

@@ -43,6 +43,8 @@ def show_pod(p: dict[str, Any]) -> str:
             ("rate", f"{per_hour(p['hourly_rate_usd'])} ({p['rate_source']})"),
             ("spent", usd(p["spent_usd"])),
             ("stop order", None if order is None else f"{order['id']} {order['state']}"),
+            *([("stops by", "terminate only")] if p["terminate_only"] else []),
+            *_acknowledged(p["acknowledged_loss"]),
             ("telemetry", p["telemetry"]["note"]),
         ]
     )
@@ -61,6 +63,14 @@ def show_pod(p: dict[str, Any]) -> str:
     ]
     headers = ("gpu", "uuid", "name", "util", "memory", "at")
     return text + "\n\n" + table(headers, rows, right=(3, 4))
+
+
+def _acknowledged(loss: dict[str, Any] | None) -> list[tuple[str, str | None]]:
+    """What a stop loses and the operator's written acknowledgement, with who wrote it."""
+    if loss is None:
+        return []
+    by = "" if loss["by"] is None else f" (by {loss['by']})"
+    return [("a stop loses", loss["lost"]), ("acknowledged", loss["why"] + by)]
 
 
 def show_pods(pods: list[dict[str, Any]], budgets: dict[str, str]) -> str:
@@ -136,6 +146,8 @@ def pod_add(api: Api, a: argparse.Namespace) -> Shown:
         local=a.local or None,
         node=a.node,
         persistent_filesystem=a.persistent_filesystem,
+        persistent_mount=a.persistent_mount,
+        acknowledge_loss=a.acknowledge_loss,
         plan_id=a.plan,
     )
     return api.call("POST", path_of(api, BUDGET, a.budget, "pods"), body=body), show_pod
@@ -183,7 +195,18 @@ def add_commands(commands: Commands) -> None:
     add.add_argument(
         "--persistent-filesystem",
         metavar="NAME",
-        help="terminate-only providers (lambda): the filesystem checkpoints must be saved on",
+        help="terminate-only pods (lambda, a one-time Spot instance): the filesystem (on aws, "
+        "an EBS volume id kept on termination) checkpoints must be saved on",
+    )
+    add.add_argument(
+        "--persistent-mount",
+        metavar="PATH",
+        help="where that filesystem is mounted on the pod, if the provider cannot say (aws)",
+    )
+    add.add_argument(
+        "--acknowledge-loss",
+        metavar="TEXT",
+        help="why the pod may be registered although a stop loses its workspace (recorded)",
     )
     add.add_argument(
         "--plan",

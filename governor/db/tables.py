@@ -143,9 +143,16 @@ class PodRow(Base):
     plan_id: Mapped[str | None] = mapped_column(ForeignKey("plan_checks.id"))  # its binding plan
     # its GPUs seen not to match what it was registered with (warned once)
     hardware_warned: Mapped[bool] = mapped_column(default=False, server_default=false())
-    # terminate-only providers: the persistent filesystem a checkpoint must land on first
+    # no stop call works for it (a terminate-only provider, a one-time Spot instance): it is
+    # terminated, and only after a checkpoint on the persistent filesystem it must land on
+    terminate_only: Mapped[bool] = mapped_column(server_default=false())
     persistent_filesystem: Mapped[str | None] = mapped_column(String(200))
     persistent_mount: Mapped[str | None] = mapped_column(Text)
+    # what its provider said a stop (or terminate) loses, and an operator's written
+    # acknowledgement of that loss, which let it register (with who wrote it)
+    cannot_preserve: Mapped[str | None] = mapped_column(Text)
+    loss_acknowledged: Mapped[str | None] = mapped_column(Text)
+    loss_acknowledged_by: Mapped[str | None] = mapped_column(Text)
     # billing reconciliation: the first billed figure covering registration, and the latest
     billed_baseline_usd: Mapped[Decimal | None] = mapped_column(MicroUSD)
     billed_baseline_through: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -39,9 +39,12 @@ class Storage:
 class PodDescription:
     """What a provider says about one pod. `None` means the provider does not say.
 
-    `filesystems` maps each persistent filesystem attached to the pod to where it is
-    mounted; `cannot_preserve` says why a stop would lose the workspace (an instance-store
-    root disk, a locked pod, an ephemeral volume), None when it would not.
+    `filesystems` maps each persistent filesystem attached to the pod (one a terminate
+    keeps) to where it is mounted, None where the provider cannot know (EC2 knows an EBS
+    volume's device, not where the system mounted it); `cannot_preserve` says what a stop
+    would lose and how to keep it instead (an instance-store disk, a locked pod, an
+    ephemeral volume), None when nothing would be lost; `terminate_only` that no stop call
+    works for this pod at all (a one-time Spot instance): the provider can only terminate it.
 
     `provider_state` is the pod's state as the provider spelled it (None: the provider has
     no single word for it); `state_known` False when that word is none the provider
@@ -51,10 +54,11 @@ class PodDescription:
     state: PodState
     hourly_rate_usd: Decimal | None
     storage: Storage | None = None
-    filesystems: Mapping[str, str] = field(default_factory=dict)
+    filesystems: Mapping[str, str | None] = field(default_factory=dict)
     cannot_preserve: str | None = None
     provider_state: str | None = None
     state_known: bool = True
+    terminate_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -134,8 +138,9 @@ class Seen:
         self,
         hourly_rate_usd: Decimal | None,
         storage: Storage | None = None,
-        filesystems: Mapping[str, str] | None = None,
+        filesystems: Mapping[str, str | None] | None = None,
         cannot_preserve: str | None = None,
+        terminate_only: bool = False,
     ) -> PodDescription:
         return PodDescription(
             self.state,
@@ -143,8 +148,9 @@ class Seen:
             storage,
             {} if filesystems is None else filesystems,
             cannot_preserve,
-            self.raw,
-            self.known,
+            terminate_only=terminate_only,
+            provider_state=self.raw,
+            state_known=self.known,
         )
 
     def unknown(self, outcome: CallOutcome = CallOutcome.PENDING) -> CallResult:
@@ -187,11 +193,14 @@ class StopsPreserving(Provider, Protocol):
 
 @runtime_checkable
 class TerminateOnly(Provider, Protocol):
-    """A provider that cannot stop a pod, only terminate it, losing its own disks.
+    """A provider that can terminate a pod, losing its own disks: all it can do for some
+    providers (Lambda), and for some pods of a provider that otherwise stops them (a one-time
+    Spot instance on EC2, which then also implements StopsPreserving).
 
-    The governor terminates only after the job acknowledged a checkpoint on the persistent
-    filesystem named at registration; `terminate` refuses (PERMANENT) unless `keep` is
-    still attached to the pod. Already terminated or gone is DONE.
+    The governor terminates only a pod registered as terminate-only, and only after the job
+    acknowledged a checkpoint on the persistent filesystem named at registration;
+    `terminate` refuses (PERMANENT) unless `keep` is still attached to the pod and survives
+    its termination. Already terminated or gone is DONE.
     """
 
     def terminate(self, ref: str, *, keep: str) -> CallResult: ...

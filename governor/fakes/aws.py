@@ -4,17 +4,23 @@ POST / with a form body (`Action=DescribeInstances&Version=2016-11-15&InstanceId
 signed with AWS Signature Version 4. The signature is checked with botocore's own signer
 against this cloud's secret access key, so a wrong secret is refused with AuthFailure, as
 EC2 refuses it. It answers DescribeInstances, DescribeVolumes, DescribeSpotInstanceRequests,
-StopInstances and StartInstances in EC2's XML (and, once `explore_costs` is called, Cost Explorer's
-GetCostAndUsageWithResources in its JSON, failing in Cost Explorer's own error shapes: see
-governor.fakes.cost_explorer);
-TerminateInstances is honoured (the instance's volumes are deleted with it) and recorded,
-as every action is, so a test can prove it never came.
+DescribeInstanceTypes, StopInstances and StartInstances in EC2's XML (and, once
+`explore_costs` is called, Cost Explorer's GetCostAndUsageWithResources in its JSON, failing
+in Cost Explorer's own error shapes: see governor.fakes.cost_explorer);
+TerminateInstances is honoured (the instance's volumes are deleted with it, but for those
+kept on termination) and recorded, as every action is, so a test can prove it never came.
 Errors have EC2's `<Response><Errors><Error>` shape; rate limiting is EC2's 503
 RequestLimitExceeded, which carries no Retry-After. Besides the canned answers every fake
 cloud has, "ec2:<Code>" or "ec2:<Code>:<message>" answers the next call with that EC2
 error, "no-capacity" with EC2's InsufficientInstanceCapacity (a 500), and "truncated" with
 a 200 whose XML breaks off. A Spot Instance has a Spot request, one-time or persistent:
 EC2 refuses to stop a one-time request's instance with UnsupportedOperation.
+
+DescribeInstanceTypes answers from `INSTANCE_TYPES`, a few GPU types with their instance
+store as EC2 lists them (EC2 attaches NVMe instance store to every instance of such a type;
+it is erased when the instance stops); any other type is InvalidInstanceType. An EBS volume
+is deleted with its instance (DeleteOnTermination true) unless it is among the instance's
+`kept` volumes, which a TerminateInstances leaves behind, `available`.
 
 DescribeInstances without ids lists every instance, terminated ones too (as EC2 does for a
 while), in pages of MaxResults, or of the cloud's `page_size` when none is asked (None: all
@@ -66,6 +72,19 @@ STATE_CODES = {
     "stopping": 64,
     "stopped": 80,
 }
+# Each type's instance store as DescribeInstanceTypes lists it: (disks, GB each, disk type,
+# NVMe support); None: EBS only. From the EC2 instance type pages (GPU accelerated
+# instances, storage optimized d2).
+INSTANCE_TYPES: dict[str, tuple[int, int, str, str] | None] = {
+    "g4dn.xlarge": (1, 125, "ssd", "required"),
+    "g5.xlarge": (1, 250, "ssd", "required"),
+    "g6.xlarge": (1, 250, "ssd", "required"),
+    "p4d.24xlarge": (8, 1000, "ssd", "required"),
+    "p5.48xlarge": (8, 3800, "ssd", "required"),
+    "p3.2xlarge": None,
+    "g3.4xlarge": None,
+    "d2.xlarge": (3, 2000, "hdd", "unsupported"),
+}
 # The HTTP status EC2 answers each error code with; any other code is a 400.
 ERROR_STATUS = {
     "AuthFailure": 401,
@@ -99,6 +118,7 @@ class CloudInstance:
     lifecycle: str | None = None  # "spot" for a spot instance
     spot_type: str = "persistent"  # its Spot request's type: "one-time" or "persistent"
     root_device_type: str = "ebs"
+    kept: list[str] = field(default_factory=list)  # its volumes not deleted on termination
     stop_requested_at: str | None = None  # billing ends here
     stops_at: str | None = None  # when `stopping` becomes `stopped`
     starts_at: str | None = None  # when `pending` becomes `running`
@@ -149,7 +169,11 @@ class CloudInstance:
         devices = [
             {
                 "deviceName": name,
-                "ebs": {"volumeId": volume, "status": "attached", "deleteOnTermination": "true"},
+                "ebs": {
+                    "volumeId": volume,
+                    "status": "attached",
+                    "deleteOnTermination": str(volume not in self.kept).lower(),
+                },
             }
             for name, volume in zip(names, self.volumes, strict=False)
         ]
@@ -171,11 +195,16 @@ class CloudInstance:
 class CloudState:
     instances: dict[str, CloudInstance] = field(default_factory=dict)
     actions: list[dict[str, Any]] = field(default_factory=list)  # every action, with params
+    available: dict[str, int] = field(default_factory=dict)  # volumes attached to nothing: GiB
 
     @classmethod
     def restore(cls, saved: dict[str, Any]) -> CloudState:
         instances = {ref: CloudInstance(**i) for ref, i in saved.get("instances", {}).items()}
-        return cls(instances=instances, actions=saved.get("actions", []))
+        return cls(
+            instances=instances,
+            actions=saved.get("actions", []),
+            available=saved.get("available", {}),
+        )
 
     def action_names(self) -> list[str]:
         return [a["action"] for a in self.actions]
@@ -228,9 +257,11 @@ class FakeEc2(FakeCloud):
         spot_type: str = "persistent",
         root_device_type: str = "ebs",
         volumes: dict[str, int] | None = None,
+        kept: Sequence[str] = (),
     ) -> None:
         """A running instance; an EBS-backed one gets a 100 GiB root volume by default, a
-        Spot one (`lifecycle` "spot") a Spot request of `spot_type`."""
+        Spot one (`lifecycle` "spot") a Spot request of `spot_type`; `kept` are those of its
+        volumes not deleted on termination."""
         if not INSTANCE_ID.fullmatch(ref):
             raise ValueError(f"{ref!r} is not an EC2 instance id (i- and 8 or 17 hex digits)")
         if volumes is None:
@@ -246,6 +277,7 @@ class FakeEc2(FakeCloud):
                     lifecycle=lifecycle,
                     spot_type=spot_type,
                     root_device_type=root_device_type,
+                    kept=list(kept),
                 )
             self.save()
 
@@ -316,6 +348,7 @@ class FakeEc2(FakeCloud):
             "DescribeInstances": self._describe_instances,
             "DescribeVolumes": self._describe_volumes,
             "DescribeSpotInstanceRequests": self._describe_spot_requests,
+            "DescribeInstanceTypes": self._describe_instance_types,
             "StopInstances": self._stop_instances,
             "StartInstances": self._start_instances,
             "TerminateInstances": self._terminate_instances,
@@ -348,15 +381,31 @@ class FakeEc2(FakeCloud):
 
     def _describe_volumes(self, params: dict[str, str]) -> dict[str, Any]:
         sizes = {v: gb for i in self.state.instances.values() for v, gb in i.volumes.items()}
-        wanted = _numbered(params, "VolumeId") or list(sizes)
+        every = {**self.state.available, **sizes}
+        wanted = _numbered(params, "VolumeId") or list(every)
         for volume in wanted:
-            if volume not in sizes:
+            if volume not in every:
                 raise Ec2Error("InvalidVolume.NotFound", f"The volume '{volume}' does not exist.")
         volumes = [
-            {"volumeId": v, "size": sizes[v], "volumeType": "gp3", "status": "in-use"}
+            {
+                "volumeId": v,
+                "size": every[v],
+                "volumeType": "gp3",
+                "status": "in-use" if v in sizes else "available",
+            }
             for v in wanted
         ]
         return {"volumeSet": volumes}
+
+    def _describe_instance_types(self, params: dict[str, str]) -> dict[str, Any]:
+        wanted = _numbered(params, "InstanceType") or list(INSTANCE_TYPES)
+        unknown = [kind for kind in wanted if kind not in INSTANCE_TYPES]
+        if unknown:
+            raise Ec2Error(
+                "InvalidInstanceType",
+                f"The following supplied instance types do not exist: [{', '.join(unknown)}]",
+            )
+        return {"instanceTypeSet": [_instance_type(kind) for kind in wanted]}
 
     def _describe_spot_requests(self, params: dict[str, str]) -> dict[str, Any]:
         spot = {str(i.spot_request()): i for i in self.state.instances.values() if i.spot_request()}
@@ -424,7 +473,9 @@ class FakeEc2(FakeCloud):
         for instance in self._instances(_numbered(params, "InstanceId")):
             before = instance.state
             instance.leave_running(self.clock(), "terminated", 0.0)
-            instance.volumes = {}  # deleteOnTermination: the workspace is gone
+            kept = {v: gb for v, gb in instance.volumes.items() if v in instance.kept}
+            self.state.available.update(kept)  # the rest, deleteOnTermination: gone
+            instance.volumes = {}
             changes.append(_change(instance, before))
         return {"instancesSet": changes}
 
@@ -447,6 +498,20 @@ def _numbered(params: dict[str, str], name: str) -> list[str]:
         values.append(params[f"{name}.{n}"])
         n += 1
     return values
+
+
+def _instance_type(kind: str) -> dict[str, Any]:
+    store = INSTANCE_TYPES[kind]
+    answer: dict[str, Any] = {"instanceType": kind, "instanceStorageSupported": "false"}
+    if store is not None:
+        count, gb, disk, nvme = store
+        answer["instanceStorageSupported"] = "true"
+        answer["instanceStorageInfo"] = {
+            "totalSizeInGB": count * gb,
+            "disks": [{"sizeInGB": gb, "count": count, "type": disk}],
+            "nvmeSupport": nvme,
+        }
+    return answer
 
 
 def _state_xml(state: str) -> dict[str, Any]:

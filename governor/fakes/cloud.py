@@ -6,8 +6,10 @@ or faster than it says), and keeps the volume; the next `stop_failures` stop cal
 retryable way (asking to wait `retry_after_s`, if set). A pod runs in the region `regions`
 names for it, or in none the cloud says. A stopped pod can be resumed: it
 runs and bills again from then on, unless the cloud has no capacity for it (the next
-`resume_refusals` resumes are refused, as a cloud whose GPUs were taken refuses). It has no
-way to terminate anything, as no preserving provider does. BillingFakeProvider also says
+`resume_refusals` resumes are refused, as a cloud whose GPUs were taken refuses). A pod
+named in `losing` is one whose stop loses its workspace (a container disk and no volume): it
+is described so, with the reason given, and its stop loses it. It has no way to terminate
+anything, as no preserving provider does. BillingFakeProvider also says
 what it has billed. With a state file the cloud outlives the process, as a real one would.
 """
 
@@ -100,8 +102,9 @@ class FakeProvider:
 
     `resume_refusals` is how many coming resumes the cloud refuses for lack of capacity,
     `stop_failures` how many coming stop calls fail, `stop_takes_s` how long a stop really
-    takes (None: `stop_latency_s`, as declared), `regions` where each pod runs; a test may set
-    any of them at any time.
+    takes (None: `stop_latency_s`, as declared), `regions` where each pod runs, `losing` the
+    refs of pods whose stop loses their workspace with what it loses; a test may set any of
+    them at any time.
     """
 
     def __init__(
@@ -125,6 +128,7 @@ class FakeProvider:
         self.retry_after_s = retry_after_s
         self.resume_refusals = resume_refusals
         self.regions = dict(regions or {})
+        self.losing: dict[str, str] = {}
         self._state_file = state_file
         self._lock = threading.Lock()
         self._state = FakeCloudState.load(state_file) if state_file else FakeCloudState()
@@ -147,7 +151,9 @@ class FakeProvider:
     def describe(self, ref: str) -> PodDescription:
         with self._lock:
             pod = self._pod(ref)
-            return pod.seen(self.clock.now()).describing(Decimal(pod.hourly_rate_usd))
+            return pod.seen(self.clock.now()).describing(
+                Decimal(pod.hourly_rate_usd), cannot_preserve=self.losing.get(ref)
+            )
 
     def region_of(self, ref: str) -> str | None:
         return self.regions.get(ref)
@@ -178,7 +184,8 @@ class FakeProvider:
                 pod.stopped_at = (now + timedelta(seconds=takes_s)).isoformat()
             self._save()
             if pod.state(now) is PodState.STOPPED:
-                return CallResult(CallOutcome.DONE, "stopped; volume kept")
+                lost = self.losing.get(ref)
+                return CallResult(CallOutcome.DONE, f"stopped; {lost or 'volume kept'}")
             return CallResult(CallOutcome.PENDING, "stopping")
 
     def resume(self, ref: str) -> CallResult:

@@ -115,8 +115,20 @@ def _spend(r: Report) -> str:
             _table(("phase", "spent", "share"), phases, right=(1, 2)),
             "## Spend by pod",
             _table(POD_HEADERS, pods, right=(5, 6, 7)) if pods else "No pods.",
+            *_losses(r),
         ]
     )
+
+
+def _losses(r: Report) -> list[str]:
+    """The pods registered though their stop loses their workspace, and why."""
+    lines = [
+        f"- **{s.name}** ({s.pod_id}): a stop loses {' '.join(loss.lost.split())}. "
+        f"Acknowledged{'' if loss.by is None else f' by {loss.by}'}: {' '.join(loss.why.split())}"
+        for s in r.spend.by_pod
+        if (loss := s.acknowledged_loss) is not None
+    ]
+    return ["### Losses acknowledged at registration", "\n".join(lines)] if lines else []
 
 
 def _bill(bill: PodBill) -> tuple[str, str]:

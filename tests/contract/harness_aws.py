@@ -43,7 +43,7 @@ class AwsHarness(BillingHarness):
 
     def cloud(self, state_file: Path, secret: str) -> FakeEc2:
         fake = FakeEc2(state_file, secret)
-        fake.add_instance(self.running, "1.006", instance_type="g5.xlarge")
+        fake.add_instance(self.running, "3.06", instance_type="p3.2xlarge")  # EBS only
         return fake
 
     def adapter(self, cloud: Served[FakeCloud], secret: str, client: httpx.Client) -> Ec2Provider:
@@ -56,7 +56,7 @@ class AwsHarness(BillingHarness):
             secret_access_key=secret,
             timeout_s=client.timeout.read or 10.0,
             session=SESSION,
-            rates={"g5.xlarge": Decimal("1.006")},
+            rates={"p3.2xlarge": Decimal("3.06")},
             stop_latency_s=0.0,
         )
         return cloud.ec2(adapter)
@@ -75,7 +75,7 @@ class AwsHarness(BillingHarness):
         fake = FakeEc2(state_file, secret)
         fake.clock = clock
         fake.explore_costs(factor, lag_s)
-        fake.add_instance(self.running, "1.006", instance_type="g5.xlarge")
+        fake.add_instance(self.running, "3.06", instance_type="p3.2xlarge")  # EBS only
         return fake
 
     def billed_adapter(self, url: str, secret: str, client: httpx.Client) -> Ec2Provider:
@@ -87,7 +87,7 @@ class AwsHarness(BillingHarness):
             secret_access_key=secret,
             timeout_s=client.timeout.read or 10.0,
             session=SESSION,
-            rates={"g5.xlarge": Decimal("1.006")},
+            rates={"p3.2xlarge": Decimal("3.06")},
             stop_latency_s=0.0,
         )
 

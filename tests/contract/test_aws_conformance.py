@@ -32,6 +32,7 @@ SECRET = "conformance-secret-access-key"
 RUNNING = "i-0123456789abcdef0"
 ONE_TIME = "i-0aaaaaaaaaaaaaaa1"
 PERSISTENT = "i-0bbbbbbbbbbbbbbb2"
+KEPT = f"vol-{ONE_TIME[2:]}"  # its root volume, not deleted on termination
 MODELS = botocore.session.get_session()
 CE = MODELS.get_service_model("ce")
 COSTS = CE.operation_model("GetCostAndUsageWithResources")
@@ -61,7 +62,7 @@ def cloud(tmp_path: Path) -> Iterator[Cloud]:
     fake.clock = clock.now
     fake.explore_costs()
     fake.add_instance(RUNNING, "1.006")
-    fake.add_instance(ONE_TIME, "0.40", lifecycle="spot", spot_type="one-time")
+    fake.add_instance(ONE_TIME, "0.40", lifecycle="spot", spot_type="one-time", kept=[KEPT])
     fake.add_instance(PERSISTENT, "0.40", lifecycle="spot", spot_type="persistent")
     with running(fake) as server:
         yield Cloud(fake, server.url, clock)
@@ -141,6 +142,7 @@ def test_every_operation_the_adapters_send_is_checked_and_conforms(cloud: Cloud)
     assert {pod.ref for pod in adapter.pods()} == {RUNNING, ONE_TIME, PERSISTENT}
     assert adapter.stop(RUNNING).outcome is CallOutcome.DONE
     assert adapter.resume(RUNNING).outcome is CallOutcome.DONE
+    assert adapter.terminate(ONE_TIME, keep=KEPT).outcome is CallOutcome.DONE
     assert isinstance(adapter, BilledEc2Provider)
     billed = adapter.billed_since(PERSISTENT, registered, cloud.clock.now(), None)
     assert billed is not None and billed.since is not None
@@ -149,8 +151,10 @@ def test_every_operation_the_adapters_send_is_checked_and_conforms(cloud: Cloud)
         "DescribeInstances",
         "DescribeVolumes",
         "DescribeSpotInstanceRequests",
+        "DescribeInstanceTypes",
         "StopInstances",
         "StartInstances",
+        "TerminateInstances",
         "GetCostAndUsageWithResources",
     }
 

@@ -1,8 +1,8 @@
 """The contract every provider adapter keeps, each against a fake of its cloud over HTTP
 (the on-prem and fake providers, which have no cloud, in the tests that need none).
 
-Stopping is idempotent (already stopped or gone is done), a preserving adapter cannot
-terminate anything, failures are classified the same way everywhere (rate limits, 5xx,
+Stopping is idempotent (already stopped or gone is done), a preserving adapter terminates
+no pod a stop works for, failures are classified the same way everywhere (rate limits, 5xx,
 timeouts and malformed bodies retryable; a refused key permanent) and no secret reaches an
 error text or a log line. An adapter resumes exactly where its provider can start a stopped
 pod again: the pod then runs and bills again; resuming is idempotent; a pod that is not
@@ -53,13 +53,21 @@ def halt_until_done(subject: Subject, ref: str) -> CallResult:
     raise AssertionError(f"{type(subject.adapter).__name__} never finished stopping {ref}")
 
 
-def test_the_adapter_has_exactly_one_capability(subject: Subject) -> None:
+def test_the_adapter_stops_or_else_terminates_never_a_pod_a_stop_works_for(
+    subject: Subject,
+) -> None:
     adapter = subject.adapter
     preserving = isinstance(adapter, StopsPreserving)
-    assert preserving != isinstance(adapter, TerminateOnly)
+    assert preserving or isinstance(adapter, TerminateOnly)
     assert preserving == (subject.keep is None)
-    if preserving:
-        assert not hasattr(adapter, "terminate") and not hasattr(adapter, "delete")
+    if not preserving:
+        return
+    assert not hasattr(adapter, "delete")
+    if isinstance(adapter, TerminateOnly):  # EC2: for the instances no stop call works for
+        assert not adapter.describe(subject.running).terminate_only
+        refused = adapter.terminate(subject.running, keep="any-volume")
+        assert refused.outcome is CallOutcome.PERMANENT and "can be stopped" in refused.detail
+    assert subject.billing(subject.running)
 
 
 def test_describe_reads_a_running_pod(subject: Subject) -> None:

@@ -1,17 +1,24 @@
 """AWS EC2 through boto3: read an instance's state, rate and EBS storage, stop it keeping its
-EBS volumes, and start it again on them.
+EBS volumes, start it again on them, and terminate the instances no stop call works for.
 
-Only DescribeInstances, DescribeVolumes, DescribeSpotInstanceRequests, StopInstances and
-StartInstances are ever sent, the stop without Hibernate or Force; never TerminateInstances,
-which deletes the root volume. A start that EC2 accepted (the instance `pending`) is done;
-InsufficientInstanceCapacity, which EC2 answers as a server error, is a permanent refusal in
-EC2's words. Listing the account's instances is DescribeInstances without ids, page by page,
-then one DescribeVolumes for all their volumes and one DescribeSpotInstanceRequests for all
-their Spot requests. An instance whose root device is instance store cannot be stopped at all
-(EC2 refuses, and its data would not survive anyway), nor can a Spot Instance launched by a
-one-time Spot request (EC2 refuses it with UnsupportedOperation: only a persistent request's
-instance stops), so `describe` says so and `stop` never tries; should EC2 refuse a stop that way
-all the same, the refusal is permanent, in its own words.
+DescribeInstances, DescribeVolumes, DescribeSpotInstanceRequests, DescribeInstanceTypes,
+StopInstances, StartInstances and TerminateInstances are sent, the stop without Hibernate or
+Force. A start that EC2 accepted (the instance `pending`) is done; InsufficientInstanceCapacity,
+which EC2 answers as a server error, is a permanent refusal in EC2's words. Listing the
+account's instances is DescribeInstances without ids, page by page, then one DescribeVolumes
+for all their volumes, one DescribeSpotInstanceRequests for all their Spot requests and one
+DescribeInstanceTypes for the types of those with nothing but an EBS root.
+
+What a stop loses is described (`cannot_preserve`): an instance whose root device is instance
+store cannot be stopped at all (EC2 refuses, and its data would not survive anyway), nor can a
+Spot Instance launched by a one-time Spot request (EC2 refuses it with UnsupportedOperation:
+only a persistent request's instance stops), so both are `terminate_only` and `stop` never
+tries them; should EC2 refuse a stop that way all the same, the refusal is permanent, in its
+own words. An EBS-root instance whose only other disks are NVMe instance store (its type's
+InstanceStorageInfo; EC2 attaches those at launch, whatever the block device mapping says)
+stops, but their data is lost. `terminate` is for terminate-only pods alone, and only while
+the EBS volume to keep is attached with DeleteOnTermination false: terminating deletes every
+volume marked to be deleted with the instance, and everything on instance store.
 
 EC2's API carries no prices: the hourly rate comes from a table keyed by instance type. The
 client makes a single attempt per call, since the governor's scheduler does the retrying, and
@@ -78,14 +85,23 @@ CREDENTIALS_REFUSED = frozenset(
 )
 NOT_FOUND = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"})
 NO_CAPACITY = frozenset({"InsufficientInstanceCapacity", "InsufficientHostCapacity"})
+TYPES_PER_CALL = 100  # DescribeInstanceTypes' InstanceTypes: at most 100 (its model's max)
 UNSUPPORTED = "UnsupportedOperation"  # e.g. a stop of a one-time Spot request's instance
 CANNOT_PRESERVE = (
     "its root device is an instance store, which EC2 cannot stop; "
-    "the data on it would be lost when the instance ends"
+    "the data on it would be lost when the instance ends. Launch it from an EBS-backed AMI "
+    "instead, or keep checkpoints on an EBS volume not deleted on termination"
 )
 ONE_TIME_SPOT = (
     "it is a Spot Instance of a one-time Spot request, which EC2 cannot stop "
-    "(only terminate), losing its root volume"
+    "(only terminate), losing its root volume. Launch it from a persistent Spot request "
+    "(interruption behaviour stop) instead, or keep checkpoints on an EBS volume not deleted "
+    "on termination"
+)
+INSTANCE_STORE_ONLY = (
+    "its only disks besides the EBS root volume are {store} of instance store, which EC2 "
+    "erases when the instance stops. Attach an EBS volume for the workspace (EBS volumes "
+    "survive a stop)"
 )
 
 
@@ -109,7 +125,7 @@ class WrongState(ProviderError):
 
 class Ec2Provider:
     """Implements StopsPreserving, Resumes and ListsPods against EC2's Query API, through a
-    boto3 EC2 client.
+    boto3 EC2 client; and TerminateOnly, for the pods no stop call works for.
 
     `rates` maps an instance type to its $/hour, and "<type>:spot" to its spot rate;
     `secrets` are masked in every message (the access key id, secret key, session token).
@@ -167,7 +183,9 @@ class Ec2Provider:
     def describe(self, ref: str) -> PodDescription:
         instance = self._instance(ref)
         sizes = self._volume_sizes(_volume_ids(instance))
-        return self._description(instance, sizes, self._one_time_spot([instance]))
+        return self._description(
+            instance, sizes, self._one_time_spot([instance]), self._instance_stores([instance])
+        )
 
     def pods(self) -> list[Listed]:
         """Every instance the credentials can see, stopped ones included (their EBS volumes
@@ -182,20 +200,64 @@ class Ec2Provider:
             params = {"NextToken": answer["NextToken"]}
         sizes = self._volume_sizes([v for i in instances for v in _volume_ids(i)])
         one_time = self._one_time_spot(instances)
-        return [Listed(i["InstanceId"], self._description(i, sizes, one_time)) for i in instances]
+        stores = self._instance_stores(instances)
+        return [
+            Listed(i["InstanceId"], self._description(i, sizes, one_time, stores))
+            for i in instances
+        ]
 
     def _description(
-        self, instance: dict[str, Any], sizes: Mapping[str, int], one_time: set[str]
+        self,
+        instance: dict[str, Any],
+        sizes: Mapping[str, int],
+        one_time: set[str],
+        stores: Mapping[str, str],
     ) -> PodDescription:
         """The instance as a pod; `sizes` has the GiB of (at least) its EBS volumes, which
         survive a stop and bill while stopped; `one_time` the ids of (at least) its one-time
-        Spot Instances."""
+        Spot Instances; `stores` the instance store of (at least) its type, if it has one.
+        Its filesystems are the EBS volumes that survive its termination; where the system
+        mounted them, EC2 cannot say."""
         gib = [sizes[volume] for volume in _volume_ids(instance)]
+        cannot_stop = _cannot_stop(instance, one_time)
+        store = stores.get(str(instance.get("InstanceType")))
+        lost = cannot_stop or (
+            INSTANCE_STORE_ONLY.format(store=store)
+            if store and _nothing_but_the_root(instance)
+            else None
+        )
         return Seen.of(STATES, instance["State"]["Name"]).describing(
             self._rate(instance),
             Storage(Decimal(sum(gib)), self._ebs_rate, self._ebs_rate) if gib else None,
-            cannot_preserve=_cannot_preserve(instance, one_time),
+            filesystems=dict.fromkeys(_kept_on_termination(instance)),
+            cannot_preserve=lost,
+            terminate_only=cannot_stop is not None,
         )
+
+    def _instance_stores(self, instances: list[dict[str, Any]]) -> dict[str, str]:
+        """The NVMe instance store of the types of those of `instances` with an EBS root and
+        no other EBS volume (EC2 attaches such volumes to every instance of the type), as
+        people read it ("250 GB NVMe SSD"), in one DescribeInstanceTypes call per 100 types;
+        a type without one is left out."""
+        kinds = sorted(
+            {
+                str(i.get("InstanceType"))
+                for i in instances
+                if i.get("RootDeviceType") == "ebs" and _nothing_but_the_root(i)
+            }
+        )
+        stores: dict[str, str] = {}
+        for start in range(0, len(kinds), TYPES_PER_CALL):
+            answer = self._call(
+                "DescribeInstanceTypes", InstanceTypes=kinds[start : start + TYPES_PER_CALL]
+            )
+            for kind in answer.get("InstanceTypes") or []:
+                info = kind.get("InstanceStorageInfo") or {}
+                gb = info.get("TotalSizeInGB")
+                nvme = info.get("NvmeSupport") in ("required", "supported")
+                if kind.get("InstanceStorageSupported") and nvme and isinstance(gb, int) and gb:
+                    stores[str(kind.get("InstanceType"))] = _store(gb, info.get("Disks") or [])
+        return stores
 
     def _one_time_spot(self, instances: list[dict[str, Any]]) -> set[str]:
         """The ids of those of `instances` that are Spot Instances of a one-time Spot request
@@ -221,7 +283,7 @@ class Ec2Provider:
             state = instance["State"]["Name"]
             if (settled := _settled(state)) is not None:
                 return settled
-            if why := _cannot_preserve(instance, self._one_time_spot([instance])):
+            if why := _cannot_stop(instance, self._one_time_spot([instance])):
                 return CallResult(CallOutcome.PERMANENT, f"aws will not stop {ref}: {why}")
             answer = self._call("StopInstances", InstanceIds=[ref], ref=ref)
         except InstanceNotFound:
@@ -236,6 +298,39 @@ class Ec2Provider:
         if current == "stopped":
             return CallResult(CallOutcome.DONE, "stopped; EBS volumes kept")
         return CallResult(CallOutcome.PENDING, f"StopInstances accepted; {current}")
+
+    def terminate(self, ref: str, *, keep: str) -> CallResult:
+        """Terminates an instance no stop call works for (any other is refused), only while
+        the EBS volume `keep` (which holds the checkpoint) is attached and not deleted on
+        termination."""
+        try:
+            instance = self._instance(ref)
+            if (settled := _settled(instance["State"]["Name"])) is not None:
+                return settled
+            if _cannot_stop(instance, self._one_time_spot([instance])) is None:
+                return CallResult(
+                    CallOutcome.PERMANENT,
+                    f"aws will not terminate {ref}: it can be stopped, keeping its EBS volumes",
+                )
+            kept = _kept_on_termination(instance)
+            if keep not in kept:
+                return CallResult(
+                    CallOutcome.PERMANENT,
+                    f"aws will not terminate {ref}: EBS volume {keep!r} is not attached with "
+                    "DeleteOnTermination false (volumes that survive: "
+                    f"{', '.join(kept) or 'none'}), so the checkpoint would be lost",
+                )
+            answer = self._call("TerminateInstances", InstanceIds=[ref], ref=ref)
+        except InstanceNotFound:
+            return CallResult(CallOutcome.DONE, "already gone")
+        except ProviderError as exc:
+            return CallResult.failed(exc)
+        current = _current(answer, "TerminatingInstances", ref)
+        if current is None:
+            return CallResult.failed(self._unreadable("TerminateInstances"))
+        if current == "terminated":
+            return CallResult(CallOutcome.DONE, f"terminated; EBS volume {keep} kept")
+        return CallResult(CallOutcome.PENDING, f"TerminateInstances accepted; {current}")
 
     def resume(self, ref: str) -> CallResult:
         """Starts a stopped instance; one that is gone, or on its way out, cannot start."""
@@ -361,8 +456,32 @@ def _volume_ids(instance: dict[str, Any]) -> list[str]:
     ]
 
 
-def _cannot_preserve(instance: dict[str, Any], one_time: set[str]) -> str | None:
-    """Why EC2 cannot stop the instance keeping its workspace; None if it can."""
+def _kept_on_termination(instance: dict[str, Any]) -> list[str]:
+    """The EBS volumes that survive the instance's termination (DeleteOnTermination false)."""
+    return [
+        m["Ebs"]["VolumeId"]
+        for m in instance.get("BlockDeviceMappings", [])
+        if m.get("Ebs", {}).get("VolumeId") and m["Ebs"].get("DeleteOnTermination") is False
+    ]
+
+
+def _nothing_but_the_root(instance: dict[str, Any]) -> bool:
+    """Whether no EBS volume but the root one is attached."""
+    root = instance.get("RootDeviceName")
+    return all(m.get("DeviceName") == root for m in instance.get("BlockDeviceMappings", []))
+
+
+def _store(gb: int, disks: list[dict[str, Any]]) -> str:
+    """Instance store as people read it: "2 x 1900 GB NVMe SSD" (its total where one kind)."""
+    kinds = [
+        f"{d.get('Count')} x {d.get('SizeInGB')} GB NVMe {str(d.get('Type')).upper()}"
+        for d in disks
+    ]
+    return ", ".join(kinds) if kinds else f"{gb} GB"
+
+
+def _cannot_stop(instance: dict[str, Any], one_time: set[str]) -> str | None:
+    """Why no stop call works for the instance (EC2 can only terminate it); None if one does."""
     if instance.get("RootDeviceType") == "instance-store":
         return CANNOT_PRESERVE
     return ONE_TIME_SPOT if instance.get("InstanceId") in one_time else None

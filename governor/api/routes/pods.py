@@ -27,11 +27,14 @@ router = api_router(tags=["pods"])
 @router.post(
     "/v1/budgets/{budget_id}/pods", status_code=201, response_model=PodOut, responses=errors(409)
 )
-def register(budget_id: str, body: PodIn, _: Operator, ctx: Context, tx: Tx, now: Now) -> Pod:
-    """Put a pod under a budget. The provider's rate is used where it reports one."""
+def register(budget_id: str, body: PodIn, caller: Operator, ctx: Context, tx: Tx, now: Now) -> Pod:
+    """Put a pod under a budget. The provider's rate is used where it reports one. A pod
+    whose stop would lose its workspace is refused (422, saying what would be lost) unless
+    `acknowledge_loss` says why that is acceptable; the acknowledgement is recorded with
+    who gave it."""
     registration = pods.Registration(**body.model_dump())
     with tx() as session:
-        return pod_model.register(session, ctx, budget_id, registration, now)
+        return pod_model.register(session, ctx, budget_id, registration, now, by=caller)
 
 
 @router.get("/v1/pods", response_model=page_of(PodOut))

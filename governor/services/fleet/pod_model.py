@@ -17,6 +17,7 @@ from governor.domain.paging import Page, PageRequest
 from governor.domain.stop_latency import LatencySource, StopLatency
 from governor.services.context import GovernorConfig, ServiceContext
 from governor.services.fleet import budgets, pods, resumes
+from governor.services.fleet.loss_model import AcknowledgedLoss, acknowledged_loss
 from governor.services.money.book import Book, open_books
 from governor.services.money.pod_bill_model import bill_of
 from governor.services.monitoring.pod_telemetry_model import PodTelemetry, pod_telemetry
@@ -106,8 +107,20 @@ class Pod:
     stop_latency: PodStopLatency
     local: bool
     node: str | None
+    terminate_only: bool = field(
+        metadata={
+            "doc": "no stop call works for it: it is terminated, and only after its job saved "
+            "on its persistent filesystem"
+        }
+    )
     persistent_filesystem: str | None
     persistent_mount: str | None
+    acknowledged_loss: AcknowledgedLoss | None = field(
+        metadata={
+            "doc": "what its stop loses, accepted in writing when it was registered; null: "
+            "its stop keeps its workspace"
+        }
+    )
     plan_id: str | None
     billed: Decimal | None = field(
         metadata={"doc": "what the provider has billed since the pod was registered, when it says"}
@@ -160,8 +173,10 @@ def pod(session: Session, row: PodRow, book: Book, order: StopOrderRow | None) -
         stop_latency=stop_latency(row),
         local=row.local,
         node=row.node,
+        terminate_only=row.terminate_only,
         persistent_filesystem=row.persistent_filesystem,
         persistent_mount=row.persistent_mount,
+        acknowledged_loss=acknowledged_loss(row),
         plan_id=row.plan_id,
         billed=bill.billed,
         billed_through=bill.through,
@@ -205,9 +220,11 @@ def register(
     budget_id: str,
     registration: pods.Registration,
     now: datetime,
+    *,
+    by: Principal,
 ) -> Pod:
-    """Put a pod under a budget (pods.register): it, as its budget's book counts it."""
-    row = pods.register(session, ctx, budget_id, registration, now)
+    """Put a pod under a budget (pods.register), by `by`: it, as its budget's book counts it."""
+    row = pods.register(session, ctx, budget_id, registration, now, by=by)
     return pod(session, row, budgets.book(session, ctx.config, budget_id, now), None)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,8 +19,10 @@ from governor.domain.ports import (
     AnyProvider,
     Billed,
     Locates,
+    PodDescription,
     ProviderError,
     ReportsBilling,
+    StopsPreserving,
     Storage,
     TerminateOnly,
 )
@@ -50,14 +53,26 @@ class Registration:
     process_pids: list[int] | None = None  # its own processes there, by PID
     process_pattern: str | None = None  # and/or by name (a glob); neither: every process
     persistent_filesystem: str | None = None  # terminate-only: where checkpoints must land
+    persistent_mount: str | None = None  # where it is mounted, where the provider cannot say
+    acknowledge_loss: str | None = None  # why it may register though a stop loses its workspace
     plan_id: str | None = None  # the admitted plan it runs under
     name: str | None = None  # what people call it within its budget; None: the provider's ref
 
 
 def register(
-    session: Session, ctx: ServiceContext, budget_id: str, reg: Registration, now: datetime
+    session: Session,
+    ctx: ServiceContext,
+    budget_id: str,
+    reg: Registration,
+    now: datetime,
+    *,
+    by: Principal | None = None,
 ) -> PodRow:
-    """Put a pod under a budget. The provider is asked first: its rate wins over a declared one."""
+    """Put a pod under a budget. The provider is asked first: its rate wins over a declared one.
+
+    A pod whose stop would lose its workspace registers only with `acknowledge_loss`, an
+    operator's (`by`) written reason; one no stop call works for (a one-time Spot instance)
+    is governed as terminate-only."""
     provider = ctx.provider(reg.provider)
     try:
         described = provider.describe(reg.provider_ref)
@@ -82,11 +97,7 @@ def register(
             f"budget {budget.id} already has a pod named {name!r} ({named.id}): give this one "
             "another name"
         )
-    if described.cannot_preserve and not isinstance(provider, TerminateOnly):
-        raise Invalid(
-            f"{reg.provider} pod {reg.provider_ref!r} cannot be stopped without losing its "
-            f"workspace: {described.cannot_preserve}"
-        )
+    terminate_only = _terminate_only(reg, provider, described)
     mount = _persistent_mount(reg, described.filesystems)
     region = provider.region_of(reg.provider_ref) if isinstance(provider, Locates) else None
     learned_s, stops = stop_times.learned(session, reg.provider, region)
@@ -128,8 +139,12 @@ def register(
         gpu_uuids=reg.gpu_uuids,
         process_pids=reg.process_pids,
         process_pattern=reg.process_pattern,
+        terminate_only=terminate_only,
         persistent_filesystem=reg.persistent_filesystem,
         persistent_mount=mount,
+        cannot_preserve=described.cannot_preserve,
+        loss_acknowledged=reg.acknowledge_loss,
+        loss_acknowledged_by=None if reg.acknowledge_loss is None or by is None else by.said,
         plan_id=None if plan is None else plan.id,
         state=described.state,
         state_known=True,  # until the provider's word is noted, below
@@ -142,7 +157,9 @@ def register(
     if billed is not None:
         billing.book_billed(session, pod.id, billed, now)
     declared_differs = reg.hourly_rate_usd is not None and reg.hourly_rate_usd != rate
-    if isinstance(provider, TerminateOnly):
+    if reg.acknowledge_loss is not None:
+        _record_acknowledged_loss(session, pod, reg.acknowledge_loss, now, by)
+    if terminate_only:
         _warn_terminate_only(session, pod, now)
     events.record(
         session,
@@ -187,30 +204,101 @@ def _billed_so_far(provider: AnyProvider, ref: str, now: datetime) -> Billed | N
         return None
 
 
-def _persistent_mount(reg: Registration, filesystems: Mapping[str, str]) -> str | None:
-    """Where the named persistent filesystem is mounted on the pod; it must be attached."""
+def _terminate_only(reg: Registration, provider: AnyProvider, described: PodDescription) -> bool:
+    """Whether the pod is governed as terminate-only (no stop call works for it), once a
+    loss a stop or terminate would cause is acknowledged where it must be."""
+    stops = isinstance(provider, StopsPreserving)
+    terminate_only = described.terminate_only or not stops
+    if terminate_only and not isinstance(provider, TerminateOnly):
+        raise Invalid(
+            f"{reg.provider} pod {reg.provider_ref!r} cannot be stopped, and the governor "
+            f"cannot terminate it: {described.cannot_preserve or 'no stop call works for it'}"
+        )
+    if reg.acknowledge_loss is not None and described.cannot_preserve is None:
+        raise Invalid(
+            f"{reg.provider} pod {reg.provider_ref!r} loses nothing when it is stopped: leave "
+            "acknowledge_loss out"
+        )
+    # a terminate-only provider's pods (Lambda's) are held until a checkpoint is safe, as ever
+    if described.cannot_preserve and stops and reg.acknowledge_loss is None:
+        raise Invalid(
+            f"{reg.provider} pod {reg.provider_ref!r} cannot be stopped "
+            + (
+                "at all, only terminated, which loses its workspace"
+                if described.terminate_only
+                else "without losing its workspace"
+            )
+            + f": {described.cannot_preserve}. To register it "
+            'anyway, say why the loss is acceptable in acknowledge_loss: "<why>" '
+            "(governor pod add --acknowledge-loss TEXT)"
+        )
+    return terminate_only
+
+
+def _persistent_mount(reg: Registration, filesystems: Mapping[str, str | None]) -> str | None:
+    """Where the named persistent filesystem is mounted on the pod; it must be attached. The
+    provider's word wins; where it cannot say (None), the registration must."""
     if reg.persistent_filesystem is None:
+        if reg.persistent_mount is not None:
+            raise Invalid("persistent_mount needs persistent_filesystem: the filesystem mounted")
         return None
-    mount = filesystems.get(reg.persistent_filesystem)
-    if mount is None:
+    if reg.persistent_filesystem not in filesystems:
         attached = ", ".join(sorted(filesystems)) or "none"
         raise Invalid(
             f"{reg.provider} pod {reg.provider_ref!r} has no filesystem named "
             f"{reg.persistent_filesystem!r} attached (attached: {attached})"
         )
+    said = filesystems[reg.persistent_filesystem]
+    if said is None and reg.persistent_mount is None:
+        raise Invalid(
+            f"{reg.provider} does not say where {reg.persistent_filesystem!r} is mounted on "
+            f"{reg.provider_ref!r}: declare persistent_mount (an absolute path)"
+        )
+    if said is not None and reg.persistent_mount not in (None, said):
+        raise Invalid(
+            f"{reg.provider} says {reg.persistent_filesystem!r} is mounted at {said}, not "
+            f"{reg.persistent_mount}: leave persistent_mount out"
+        )
+    mount = said or reg.persistent_mount
+    if mount is None or not posixpath.isabs(mount):
+        raise Invalid(f"persistent_mount must be an absolute path, not {mount!r}")
     return mount
+
+
+def _record_acknowledged_loss(
+    session: Session, pod: PodRow, why: str, now: datetime, by: Principal | None
+) -> None:
+    """The operator's written acknowledgement, told and kept with who wrote it."""
+    who = "an operator" if by is None else by.said
+    events.record(
+        session,
+        now,
+        Severity.WARNING,
+        Category.OPERATOR,
+        f"pod:{pod.id}",
+        f"Pod {pod.provider}:{pod.provider_ref} registered by {who} although a "
+        + ("terminate" if pod.terminate_only else "stop")
+        + f" loses its workspace ({pod.cannot_preserve}). Acknowledged: {why}",
+        budget_id=pod.budget_id,
+        evidence={
+            "acknowledge_loss": why,
+            "cannot_preserve": pod.cannot_preserve,
+            "terminate_only": pod.terminate_only,
+            "by": None if by is None else by.evidence,
+        },
+    )
 
 
 def _warn_terminate_only(session: Session, pod: PodRow, now: datetime) -> None:
     if pod.persistent_filesystem:
         message = (
-            f"{pod.provider} cannot stop a pod, only terminate it: the governor will terminate "
+            f"{pod.provider} cannot stop this pod, only terminate it: the governor will terminate "
             f"this one only after the job acknowledges a checkpoint under {pod.persistent_mount} "
             f"(filesystem {pod.persistent_filesystem!r}); otherwise it alerts and keeps billing."
         )
     else:
         message = (
-            f"{pod.provider} cannot stop a pod, only terminate it, and no persistent filesystem "
+            f"{pod.provider} cannot stop this pod, only terminate it, and no persistent filesystem "
             "was named: the governor will never terminate this pod. At a limit it alerts, and "
             "the pod keeps billing until someone stops it. Register it with "
             "persistent_filesystem to let the governor terminate it after a checkpoint there."

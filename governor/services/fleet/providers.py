@@ -13,6 +13,7 @@ from governor.domain.ports import (
     ListsPods,
     NamesCredential,
     ProviderError,
+    StopsPreserving,
     TerminateOnly,
 )
 from governor.services.context import ServiceContext
@@ -55,7 +56,14 @@ def registered_pods(ctx: ServiceContext) -> dict[str, dict[str, str]]:
 
 def _check(name: str, provider: AnyProvider, registered: dict[str, str]) -> ProviderCheck:
     capability = (
-        "terminate only" if isinstance(provider, TerminateOnly) else "stops keeping the workspace"
+        "stops keeping the workspace"
+        + (
+            " (terminates the pods no stop works for)"
+            if isinstance(provider, TerminateOnly)
+            else ""
+        )
+        if isinstance(provider, StopsPreserving)
+        else "terminate only"
     )
     try:
         if isinstance(provider, ListsPods):

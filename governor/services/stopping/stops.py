@@ -1,4 +1,5 @@
-"""Carrying out stop orders: wait for the job or the deadline, then the provider's preserving stop.
+"""Carrying out stop orders: wait for the job or the deadline, then the provider's preserving
+stop; for a terminate-only pod, its terminate, once the job saved where a terminate keeps it.
 
 Every step is persisted before the external call it leads to, so a crash at any point is
 resumed on the next pass and never doubles anything: stopping is idempotent.
@@ -100,9 +101,8 @@ def _prepare(session: Session, ctx: ServiceContext, budget_id: str) -> list[_Cal
             continue
         pod = repo.get_pod(session, order.pod_id)
         _check_deadline(session, order, pod, now)
-        terminate_only = isinstance(ctx.provider(pod.provider), TerminateOnly)
         if order.state is StopState.HELD or (
-            terminate_only
+            pod.terminate_only
             and order.state.ready_for_provider
             and order.state is not StopState.PROVIDER_STOP_SENT
             and not _saved_on_persistent(order, pod)
@@ -111,7 +111,7 @@ def _prepare(session: Session, ctx: ServiceContext, budget_id: str) -> list[_Cal
             calls.append(_Call(order.id, pod.provider, pod.provider_ref, Action.LOOK))
         elif order.state.ready_for_provider:
             _mark_sent(session, order, pod, now)
-            action = Action.TERMINATE if terminate_only else Action.STOP
+            action = Action.TERMINATE if pod.terminate_only else Action.STOP
             calls.append(
                 _Call(order.id, pod.provider, pod.provider_ref, action, pod.persistent_filesystem)
             )
@@ -181,13 +181,25 @@ def _mark_sent(session: Session, order: StopOrderRow, pod: PodRow, now: datetime
     order.sent_at = order.sent_at or now
     order.updated_at = now
     if first:
+        if pod.terminate_only:
+            asked = (
+                f"Asking {pod.provider} to terminate the pod, keeping its persistent "
+                f"filesystem {pod.persistent_filesystem!r}."
+            )
+        elif pod.loss_acknowledged is not None:
+            asked = (
+                f"Asking {pod.provider} to stop the pod; as acknowledged at registration, "
+                f"the stop loses its workspace ({pod.cannot_preserve})."
+            )
+        else:
+            asked = f"Asking {pod.provider} to stop the pod, keeping its workspace."
         events.record(
             session,
             now,
             Severity.INFO,
             Category.PROVIDER,
             f"pod:{pod.id}",
-            f"Asking {pod.provider} to stop the pod, keeping its workspace.",
+            asked,
             budget_id=pod.budget_id,
             evidence={
                 "stop_order": order.id,
@@ -233,6 +245,22 @@ _DONE = {
     Action.LOOK: "The pod is no longer running (stopped outside the governor); its storage is "
     "still counted.",
 }
+_STOPPED_LOSING = (
+    "Pod stopped; as acknowledged at registration, the stop lost its workspace ({lost}). "
+    "Whatever storage remains is still counted."
+)
+
+
+def _lost(action: Action, pod: PodRow) -> str | None:
+    """What the stop lost, as the provider said at registration; None: nothing."""
+    return pod.cannot_preserve if action is Action.STOP and pod.loss_acknowledged else None
+
+
+def _done(action: Action, pod: PodRow) -> str:
+    """What a finished call is told as."""
+    if (lost := _lost(action, pod)) is not None:
+        return _STOPPED_LOSING.format(lost=lost)
+    return _DONE[action].format(fs=pod.persistent_filesystem)
 
 
 def _record_outcome(
@@ -269,9 +297,9 @@ def _record_outcome(
             Severity.INFO,
             Category.PROVIDER,
             subject,
-            _DONE[call.action].format(fs=pod.persistent_filesystem),
+            _done(call.action, pod),
             budget_id=pod.budget_id,
-            evidence={**evidence, "reason": order.reason.value},
+            evidence={**evidence, "reason": order.reason.value, "lost": _lost(call.action, pod)},
             always=True,  # whoever was told of the stop is told it is done
         )
         _settle_budget(session, ctx.config, budget, now)

@@ -24,6 +24,7 @@ from governor.domain.model import (
     Severity,
 )
 from governor.domain.preflight.rules import Verdict
+from governor.services.fleet.loss_model import AcknowledgedLoss
 from governor.services.fleet.pod_model import PodStopLatency
 from governor.services.plans.admission import HELD_FOR_PLANS_DOC
 from governor.services.plans.plan_check_model import FORMERLY_RESERVED_DOC, HELD_DOC
@@ -117,6 +118,8 @@ class PodStatus:
     stopped_storage_per_hour: Decimal  # what its volume costs once stopped
     stop: StopInfo | None
     resumable: bool  # stopped, in a budget that is open again: an operator may resume it
+    terminate_only: bool  # no stop call works for it: terminated after a safe checkpoint
+    acknowledged_loss: AcknowledgedLoss | None  # what its stop loses, accepted in writing
     telemetry_note: str | None
     gpus: tuple[GpuTrace, ...]
 

@@ -52,6 +52,7 @@ from governor.services.context import GovernorConfig
 from governor.services.events import Event
 from governor.services.fleet import budget_model
 from governor.services.fleet.budget_model import Budget
+from governor.services.fleet.loss_model import AcknowledgedLoss, acknowledged_loss
 from governor.services.money import extension_model
 from governor.services.money.book import Book, meter, open_book
 from governor.services.money.extension_model import Extension
@@ -87,6 +88,9 @@ class PodSpend:
     hourly_rate: Decimal
     spent: Decimal
     by_phase: tuple[PhaseSpend, ...]  # every line of SPEND_LINES
+    acknowledged_loss: AcknowledgedLoss | None = field(
+        metadata={"doc": "what its stop loses, accepted in writing when it was registered"}
+    )
     bill: PodBill = field(
         metadata={
             "doc": "what the provider last billed and the instant that bill runs to "
@@ -300,6 +304,7 @@ def _spend(session: Session, book: Book) -> tuple[PodSpend, ...]:
                 hourly_rate=pod.hourly_rate_usd,
                 spent=book.spent_on(pod),
                 by_phase=_lines(by_phase),
+                acknowledged_loss=acknowledged_loss(pod),
                 bill=bill_of(pod),
             )
         )

@@ -32,6 +32,7 @@ from governor.domain.run_lifecycle import awaits_acknowledgement
 from governor.domain.telemetry import owns
 from governor.services import events
 from governor.services.context import GovernorConfig
+from governor.services.fleet.loss_model import acknowledged_loss
 from governor.services.fleet.pod_model import stop_latency
 from governor.services.money.book import Book, heard_from, meter, open_books
 from governor.services.monitoring import metric_history
@@ -291,6 +292,8 @@ def pod_status(session: Session, book: Book, pod: PodRow) -> PodStatus:
         resumable=pod.state is PodState.STOPPED
         and pod.state_known
         and book.budget.state is BudgetState.OPEN,
+        terminate_only=pod.terminate_only,
+        acknowledged_loss=acknowledged_loss(pod),
         telemetry_note=pod.telemetry_note,
         gpus=gpu_traces(session, pod, book.runs_on(pod.id)),
     )

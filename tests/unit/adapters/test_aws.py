@@ -5,7 +5,8 @@ EBS volumes; every live instance listed page by page; an instance-store root tha
 never be stopped; no such instance; an instance already stopping or stopped, started again
 or already running; IncorrectInstanceState; no capacity to start an instance; throttling,
 5xx, a timeout, bodies that are not EC2's XML and EC2's own error codes; a wrong secret.
-Whatever happens, TerminateInstances is never sent and neither key reaches an error text.
+TerminateInstances is sent only by `terminate`, only while the volume to keep survives it;
+neither key reaches an error text.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ ON_DEMAND = "i-0123456789abcdef0"
 SPOT = "i-0aaaaaaaaaaaaaaa1"
 STORE_ROOT = "i-0bbbbbbbbbbbbbbb2"
 ONE_TIME = "i-0eeeeeeeeeeeeeee5"
+STORE_ONLY = "i-0ccccccccccccccc3"
+SPOT_ROOT = "vol-0spotroot00000001"
 RATES = {"g5.xlarge": Decimal("1.006"), "g5.xlarge:spot": Decimal("0.4024")}
 SESSION = boto3.session.Session()  # shared, so EC2's API model is loaded once
 
@@ -80,7 +83,9 @@ def start(
     fake.add_instance(
         ON_DEMAND, "1.006", volumes={"vol-0root000000000001": 100, "vol-0data000000000001": 400}
     )
-    fake.add_instance(SPOT, "0.4024", lifecycle="spot")
+    fake.add_instance(  # a persistent request's, its workspace on an EBS data volume
+        SPOT, "0.4024", lifecycle="spot", volumes={SPOT_ROOT: 100, "vol-0spotdata00000001": 200}
+    )
     fake.add_instance(
         STORE_ROOT, "0.69", instance_type="d2.xlarge", root_device_type="instance-store"
     )
@@ -113,7 +118,7 @@ def test_describe_reads_the_rate_table_and_the_ebs_volumes(ec2: Ec2Provider) -> 
     assert pod.storage.usd_per_gb_month == pod.storage.stopped_usd_per_gb_month == Decimal("0.08")
     assert pod.cannot_preserve is None
     assert ec2.stop_latency_s == STOP_LATENCY_S
-    assert isinstance(ec2, StopsPreserving) and not hasattr(ec2, "terminate")
+    assert isinstance(ec2, StopsPreserving)
 
 
 def test_a_spot_instance_prefers_the_spot_rate(cloud: Cloud) -> None:
@@ -146,6 +151,62 @@ def test_a_one_time_spot_instance_cannot_be_preserved(ec2: Ec2Provider, cloud: C
     assert "StopInstances" not in cloud.actions()
     assert cloud.state(ONE_TIME) == "running"
     assert ec2.stop(SPOT).outcome is CallOutcome.DONE
+
+
+def test_an_ebs_root_with_nothing_but_instance_store_besides_loses_it_on_a_stop(
+    ec2: Ec2Provider, cloud: Cloud
+) -> None:
+    cloud.fake.add_instance(STORE_ONLY, "1.006")  # a g5.xlarge: 1 x 250 GB NVMe SSD
+    cloud.fake.add_instance("i-0ddddddddddddddd4", "3.06", instance_type="p3.2xlarge")
+    pod = ec2.describe(STORE_ONLY)
+    assert pod.cannot_preserve is not None and not pod.terminate_only
+    assert "1 x 250 GB NVMe SSD of instance store" in pod.cannot_preserve
+    assert "erases when the instance stops" in pod.cannot_preserve
+    assert "Attach an EBS volume" in pod.cannot_preserve  # how to keep it instead
+    assert ec2.describe("i-0ddddddddddddddd4").cannot_preserve is None  # EBS only: all kept
+    assert ec2.describe(ON_DEMAND).cannot_preserve is None  # its workspace on an EBS volume
+    assert ec2.describe(SPOT).cannot_preserve is None
+    # a stop works (it loses the instance store, as acknowledged at registration)
+    assert ec2.stop(STORE_ONLY).outcome is CallOutcome.DONE
+    assert cloud.state(STORE_ONLY) == "stopped"
+
+
+def test_no_stop_works_for_a_one_time_spot_instance_or_an_instance_store_root(
+    ec2: Ec2Provider, cloud: Cloud
+) -> None:
+    cloud.fake.add_instance(ONE_TIME, "0.4024", lifecycle="spot", spot_type="one-time")
+    assert ec2.describe(ONE_TIME).terminate_only and ec2.describe(STORE_ROOT).terminate_only
+    assert not ec2.describe(SPOT).terminate_only
+    one_time = ec2.describe(ONE_TIME).cannot_preserve
+    assert one_time is not None and "persistent Spot request" in one_time  # the fix
+
+
+def test_terminate_keeps_a_volume_not_deleted_on_termination_or_refuses(
+    ec2: Ec2Provider, cloud: Cloud
+) -> None:
+    root, data = "vol-0eeeeeeeeeeeeeee5", "vol-0ffffffffffffff06"
+    cloud.fake.add_instance(
+        ONE_TIME,
+        "0.4024",
+        lifecycle="spot",
+        spot_type="one-time",
+        volumes={root: 100, data: 500},
+        kept=[data],
+    )
+    assert ec2.describe(ONE_TIME).filesystems == {data: None}  # EC2 does not know the mount
+    refused = ec2.terminate(ONE_TIME, keep=root)  # deleted on termination: the checkpoint too
+    assert (
+        refused.outcome is CallOutcome.PERMANENT and "DeleteOnTermination false" in refused.detail
+    )
+    assert data in refused.detail and "TerminateInstances" not in cloud.actions()
+    done = ec2.terminate(ONE_TIME, keep=data)
+    assert done.outcome is CallOutcome.DONE and data in done.detail
+    assert cloud.state(ONE_TIME) == "terminated"
+    assert cloud.fake.state.available == {data: 500}  # the checkpoint's volume survives
+    assert ec2.terminate(ONE_TIME, keep=data).outcome is CallOutcome.DONE  # already terminated
+    [sent] = [a["params"] for a in cloud.fake.state.actions if a["action"] == "TerminateInstances"]
+    assert sent["InstanceId.1"] == ONE_TIME and "InstanceId.2" not in sent
+    cloud.fake.state.actions.clear()  # let the fixture's own check pass
 
 
 def test_the_fake_refuses_to_stop_a_one_time_spot_instance_as_ec2_does(cloud: Cloud) -> None:
@@ -440,12 +501,17 @@ def test_pods_lists_every_live_instance_as_describe_does(ec2: Ec2Provider, cloud
     assert listed.keys() == {ON_DEMAND, SPOT, STORE_ROOT, STOPPED}  # terminated is gone
     assert listed[STOPPED].state is PodState.STOPPED  # its EBS volume still bills
     assert listed[STOPPED].storage is not None and listed[STOPPED].storage.gb == Decimal(100)
-    # one page of instances, then every volume at once, then every Spot request at once
+    # one page of instances, then every volume at once, then every Spot request at once, then
+    # the instance store of the types of those with nothing but an EBS root (STOPPED's)
     assert cloud.actions() == [
         "DescribeInstances",
         "DescribeVolumes",
         "DescribeSpotInstanceRequests",
+        "DescribeInstanceTypes",
     ]
+    types = cloud.fake.state.actions[3]["params"]
+    assert [v for k, v in types.items() if k.startswith("InstanceType.")] == ["g5.xlarge"]
+    assert listed[STOPPED].cannot_preserve is not None  # a g5.xlarge's NVMe instance store
     volumes = cloud.fake.state.actions[1]["params"]
     assert sorted(v for k, v in volumes.items() if k.startswith("VolumeId.")) == sorted(
         v for i in (ON_DEMAND, SPOT, STOPPED) for v in cloud.fake.state.instances[i].volumes

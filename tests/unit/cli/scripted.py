@@ -174,6 +174,8 @@ def pod_out(**changes: Any) -> dict[str, Any]:
         "rate_source": "provider",
         "spent_usd": "12.00",
         "stop_order": None,
+        "terminate_only": False,
+        "acknowledged_loss": None,
         "telemetry": {"gpus": [], "note": "no agent has reported"},
         **changes,
     }

@@ -61,6 +61,30 @@ def test_add_posts_the_pod_under_the_named_budget_and_shows_it(governor: Governo
     )
 
 
+def test_add_sends_the_acknowledged_loss_and_shows_it_with_who_wrote_it(
+    governor: Governor,
+) -> None:
+    loss = {"lost": "its container disk", "why": "a smoke test", "by": "operator token 'ana'"}
+    shown = pod_out(acknowledged_loss=loss, terminate_only=True)
+    governor.answer("POST", f"/v1/budgets/{BUDGET_ID}/pods", shown, status=201)
+    ran = governor.run(
+        "pod", "add", BUDGET_ID, "--provider", "aws", "--ref", "i-1",
+        "--persistent-filesystem", "vol-1", "--persistent-mount", "/data",
+        "--acknowledge-loss", "a smoke test",
+    )  # fmt: skip
+    assert body(ran.last) == {
+        "provider": "aws",
+        "provider_ref": "i-1",
+        "persistent_filesystem": "vol-1",
+        "persistent_mount": "/data",
+        "acknowledge_loss": "a smoke test",
+    }
+    assert ran.code == 0
+    assert "stops by      terminate only\n" in ran.out
+    assert "a stop loses  its container disk\n" in ran.out
+    assert "acknowledged  a smoke test (by operator token 'ana')\n" in ran.out
+
+
 def test_add_leaves_what_was_not_given_to_the_server(governor: Governor) -> None:
     governor.answer("POST", f"/v1/budgets/{BUDGET_ID}/pods", pod_out(), status=201)
     ran = governor.run("pod", "add", BUDGET_ID, "--provider", "fake", "--ref", "ref-1")
