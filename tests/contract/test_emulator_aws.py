@@ -31,6 +31,7 @@ def test_the_adapters_requests_and_motos_answers_conform_to_ec2s_model(moto_ec2:
     assert adapter.resume(ref).outcome is CallOutcome.DONE
     assert set((CHECKED - before).keys()) == {
         "DescribeInstances",
+        "DescribeInstanceTypes",
         "DescribeVolumes",
         "StopInstances",
         "StartInstances",

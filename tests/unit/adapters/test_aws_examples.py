@@ -109,11 +109,22 @@ def test_the_spot_request_example_is_a_one_time_request_never_stopped(
     [request] = SPOT["output"]["SpotInstanceRequests"]
     assert (request["InstanceId"], request["Type"]) == (REF, "one-time")
     spot = {"InstanceLifecycle": "spot", "SpotInstanceRequestId": request["SpotInstanceRequestId"]}
-    for _ in range(2):  # described, then asked to stop
+
+    def described() -> None:
         stub.add_response(
             "describe_instances", instance("running", 16, **spot), {"InstanceIds": [REF]}
         )
         stub.add_response("describe_spot_instance_requests", SPOT["output"], SPOT["input"])
+
+    described()
+    # not an example: the examples' type, t2.micro, has no instance store (its whole answer
+    # is checked against the model by the Stubber)
+    stub.add_response(
+        "describe_instance_types",
+        {"InstanceTypes": [{"InstanceType": "t2.micro", "InstanceStorageSupported": False}]},
+        {"InstanceTypes": ["t2.micro"]},
+    )
+    described()  # asked to stop: read again
     assert ec2.describe(REF).cannot_preserve == ONE_TIME_SPOT
     refused = ec2.stop(REF)
     assert refused.outcome is CallOutcome.PERMANENT and ONE_TIME_SPOT in refused.detail
