@@ -19,25 +19,14 @@ from governor.domain.preflight.calibration import QUANTILE, family
 from governor.domain.preflight.rules import Admission, admit
 from governor.domain.telemetry import GIB
 from governor.services.plans.document import PlanIn
-from tests.plans import EXAMPLE, variant
+from tests.plans import COMPONENTS, EXAMPLE, variant
 
 CASES_FILE = Path(__file__).with_name("cases.json")
 SET: dict[str, Any] = json.loads(CASES_FILE.read_text())
 CASES: list[dict[str, Any]] = SET["cases"]
 JUDGED_ON = date(2026, 10, 8)  # the reference plan's quote is fresh on this day
 UNIT_BYTES = {"GB": 1e9, "GiB": GIB}
-ZERO_MEMORY = {
-    f"memory_per_gpu_gib.{c}": 0.0
-    for c in (
-        "runtime_overhead",
-        "nccl",
-        "weights",
-        "adapters_grads_optimizer",
-        "activations",
-        "logits_peak",
-        "fragmentation_margin",
-    )
-}
+ZERO_MEMORY = {f"memory_per_gpu_gib.{c}": 0.0 for c in COMPONENTS}
 
 
 def document(case: dict[str, Any]) -> dict[str, Any]:
