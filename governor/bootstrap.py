@@ -95,6 +95,7 @@ def _runpod(s: Settings, _clock: Clock) -> RunPodProvider | None:
         stop_latency_s=s.runpod_stop_latency_s,
         volume_usd_per_gb_month=s.runpod_volume_usd_per_gb_month,
         stopped_volume_usd_per_gb_month=s.runpod_stopped_volume_usd_per_gb_month,
+        high_performance_usd_per_gb_month=s.runpod_high_performance_volume_usd_per_gb_month,
     )
 
 

@@ -44,7 +44,8 @@ class ProviderSettings(BaseModel):
     )
     runpod_url: Url = Field(
         "https://api.runpod.io/graphql",
-        description="RunPod's GraphQL endpoint; billing is read from /v2/billing on its host.",
+        description="RunPod's GraphQL endpoint; billing and network volumes are read from its "
+        "REST v2 API (/v2/...) on the same host, as RunPod serves it.",
     )
     runpod_stop_latency_s: float = Field(
         30.0, ge=0, description="Seconds a RunPod pod may bill after podStop."
@@ -54,6 +55,12 @@ class ProviderSettings(BaseModel):
     )
     runpod_stopped_volume_usd_per_gb_month: Decimal = Field(
         Decimal("0.20"), ge=0, description="RunPod volume disk price while the pod is stopped."
+    )
+    runpod_high_performance_volume_usd_per_gb_month: Decimal = Field(
+        Decimal("0.14"),
+        ge=0,
+        description="RunPod HIGH_PERFORMANCE network volume price, running or stopped (RunPod "
+        "prices it at a premium over STANDARD's 0.07 and publishes no figure: set the console's).",
     )
 
     vast_api_key: SecretStr | None = Field(

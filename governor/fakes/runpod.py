@@ -11,6 +11,13 @@ the next call with that error inside an HTTP 200, as RunPod does, "transient" wi
 own transient failure (INTERNAL_SERVER_ERROR) and "no-capacity" with RunPod's refusal to
 resume a pod whose host has no GPU free.
 
+Beside it, two operations of RunPod's REST v2 API on the same host: `GET /v2/pods/{id}` (a
+pod with the fields RunPod's Pod schema requires, its `mounts` a network volume or its volume
+disk) and `GET /v2/network-volumes/{id}`, whose errors are REST v2's: an HTTP status with
+a problem+json `ErrorResponse`. A pod's workspace is moved onto a network volume with
+`FakeRunPod.add_network_volume` (its volume disk is then 0 GB, as RunPod's are mutually
+exclusive).
+
     python -m governor.fakes.runpod --port 8765 --state cloud.json \\
         --pods 'pod-1=3600' [--api-key KEY]
 """
@@ -22,11 +29,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
 from governor.fakes import http_cloud
-from governor.fakes.http_cloud import FakeCloud, FakeRequest, Reply, bill_runs, now
+from governor.fakes.http_cloud import ErrorShapes, FakeCloud, FakeRequest, Reply, bill_runs, now
 
 DEFAULT_API_KEY = "fake-runpod-key"
 _MUTATION_FIELD = re.compile(r"\b(pod\w+)\s*\(")
@@ -35,6 +43,41 @@ NO_FREE_GPUS = "There are not enough free GPUs on the host machine to start this
 SOMETHING_WENT_WRONG = "Something went wrong. Please try again later or contact support."
 ON_DEMAND, SPOT = "RESERVED", "INTERRUPTABLE"  # `podType` of an on-demand and a spot pod
 BILLING_WINDOW = timedelta(days=30)  # what the billing records cover when no start is asked
+DATA_CENTER = "US-KS-2"
+WORKSPACE = "/workspace"
+PROBLEM = "application/problem+json"
+_REST_POD = re.compile(r"/v2/pods/([^/]+)")
+_REST_VOLUME = re.compile(r"/v2/network-volumes/([^/]+)")
+# A GraphQL desiredStatus as REST v2's PodStatus says it
+REST_STATUS = {
+    "RUNNING": "RUNNING",
+    "CREATED": "PROVISIONING",
+    "RESTARTING": "STARTING",
+    "EXITED": "EXITED",
+    "PAUSED": "EXITED",
+    "DEAD": "ERROR",
+    "TERMINATED": "TERMINATED",
+}
+
+
+@dataclass
+class CloudVolume:
+    """A network volume, as REST v2's NetworkVolume (size in GB; type STANDARD or
+    HIGH_PERFORMANCE)."""
+
+    id: str
+    size: int
+    type: str = "STANDARD"
+    name: str = "workspace"
+
+    def rest(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "size": self.size,
+            "dataCenter": DATA_CENTER,
+            "type": self.type,
+        }
 
 
 @dataclass
@@ -49,6 +92,7 @@ class CloudPod:
     gpu_count: int = 1
     pod_type: str = ON_DEMAND
     bid_per_gpu: float | None = None  # what its last podBidResume bid
+    network_volume_id: str | None = None  # the network volume its workspace is on
     earlier_runs: list[list[str]] = field(default_factory=list)  # [from, until] before a resume
 
     def bill_usd(self, now: datetime, since: datetime | None = None) -> Decimal:
@@ -91,16 +135,60 @@ class CloudPod:
         }
         return {name: value for name, value in fields.items() if name in selected}
 
+    def rest(self) -> dict[str, Any]:
+        """The pod as REST v2 answers it: every field RunPod's Pod schema requires (the GPU
+        block only for a GPU pod, as the schema says)."""
+        running = self.desired_status == "RUNNING"
+        mounts: dict[str, Any] = {}
+        if self.network_volume_id is not None:
+            mounts["network"] = [{"volumeId": self.network_volume_id, "path": WORKSPACE}]
+        elif self.volume_in_gb > 0:
+            mounts["persistent"] = {"size": self.volume_in_gb, "path": WORKSPACE}
+        began = self.earlier_runs[0][0] if self.earlier_runs else self.started_at
+        pod: dict[str, Any] = {
+            "id": self.id,
+            "name": self.id,
+            "status": REST_STATUS.get(self.desired_status, self.desired_status),
+            "actions": ["stop", "restart", "terminate"] if running else ["start", "terminate"],
+            "image": "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404",
+            "args": "",
+            "disk": self.container_disk_in_gb,
+            "mounts": mounts,
+            "ports": [],
+            "env": {},
+            "registry": None,
+            "cloud": "SECURE",
+            "dataCenterId": DATA_CENTER,
+            "cudaVersion": "12.8",
+            "ssh": {"proxy": None, "direct": None},
+            "template": None,
+            "cost": float(self.cost_per_hr) if running else 0.0,
+            "locked": False,
+            "runtime": {"uptime": _uptime_s(self.started_at)} if running else None,
+            "createdAt": began,
+            "startedAt": self.started_at,
+            "globalNetworking": {"enabled": False},
+        }
+        if self.gpu_count > 0:
+            pod["gpu"] = {"id": "NVIDIA A100 80GB PCIe", "count": self.gpu_count}
+        return pod
+
 
 @dataclass
 class CloudState:
     pods: dict[str, CloudPod] = field(default_factory=dict)
     mutations: list[dict[str, str]] = field(default_factory=list)
+    network_volumes: dict[str, CloudVolume] = field(default_factory=dict)
 
     @classmethod
     def restore(cls, saved: dict[str, Any]) -> CloudState:
         pods = {ref: CloudPod(**pod) for ref, pod in saved.get("pods", {}).items()}
-        return cls(pods=pods, mutations=saved.get("mutations", []))
+        volumes = saved.get("network_volumes", {})
+        return cls(
+            pods=pods,
+            mutations=saved.get("mutations", []),
+            network_volumes={ref: CloudVolume(**volume) for ref, volume in volumes.items()},
+        )
 
     def mutation_names(self) -> list[str]:
         return [m["name"] for m in self.mutations]
@@ -121,8 +209,22 @@ class FakeRunPod(FakeCloud):
                 self.state.pods[ref] = CloudPod(ref, hourly_rate_usd, now().isoformat())
             self.save()
 
+    def add_network_volume(
+        self, pod_ref: str, volume_id: str, size_gb: int, tier: str = "STANDARD"
+    ) -> None:
+        """Pod `pod_ref`'s workspace on a new network volume instead of a volume disk."""
+        with self.lock:
+            self.state.network_volumes[volume_id] = CloudVolume(volume_id, size_gb, tier)
+            pod = self.state.pods[pod_ref]
+            pod.network_volume_id, pod.volume_in_gb = volume_id, 0
+            self.save()
+
     def authorized(self, request: FakeRequest) -> bool:
         return self.api_key in (request.bearer(), request.param("api_key"))
+
+    def errors_for(self, request: FakeRequest) -> ErrorShapes:
+        """REST v2's requests fail in its words: an ErrorResponse with the HTTP status."""
+        return RestErrors() if request.path.startswith("/v2/") else self
 
     def error(self, status: int, message: str) -> Reply:
         return Reply(status, {"errors": [{"message": message}]})
@@ -140,6 +242,8 @@ class FakeRunPod(FakeCloud):
     def handle(self, request: FakeRequest) -> Reply:
         if request.path == "/v2/billing/pods" and request.method == "GET":
             return self._billing(request.param("podId"), request.param("startTime"))
+        if request.path.startswith("/v2/"):
+            return self._rest(request)
         if request.path != "/graphql" or request.method != "POST":
             return self.error(404, "not found")
         body = request.body if isinstance(request.body, dict) else {}
@@ -153,6 +257,25 @@ class FakeRunPod(FakeCloud):
             return Reply(200, self._mutate(query, ref, variables))
         pod = self.state.pods.get(ref)
         return Reply(200, {"data": {"pod": pod.graphql(_selected(query, "pod")) if pod else None}})
+
+    def _rest(self, request: FakeRequest) -> Reply:
+        """`GET /v2/pods/{id}` and `GET /v2/network-volumes/{id}`; a terminated pod, as any
+        unknown id, is not found."""
+        errors = RestErrors()
+        pod = _REST_POD.fullmatch(request.path)
+        volume = _REST_VOLUME.fullmatch(request.path)
+        if request.method != "GET" or (pod is None and volume is None):
+            return errors.error(404, "not found")
+        if pod is not None:
+            found = self.state.pods.get(pod.group(1))
+            if found is None or found.desired_status == "TERMINATED":
+                return errors.error(404, "pod not found")
+            return Reply(200, found.rest())
+        assert volume is not None
+        network = self.state.network_volumes.get(volume.group(1))
+        if network is None:
+            return errors.error(404, "network volume not found")
+        return Reply(200, network.rest())
 
     def _billing(self, ref: str | None, start: str | None) -> Reply:
         """The records of the buckets that end after `start` (RFC 3339), by default the last
@@ -204,6 +327,26 @@ class FakeRunPod(FakeCloud):
             pod.desired_status, pod.gpu_count = "RUNNING", gpu_count
             pod.bid_per_gpu = bid
         return {"data": {name: pod.graphql(selected)}}
+
+
+class RestErrors:
+    """How RunPod's REST v2 words its failures: an `ErrorResponse` (title, status, detail) as
+    application/problem+json, a 429 with Retry-After."""
+
+    def error(self, status: int, message: str) -> Reply:
+        body = {"title": HTTPStatus(status).phrase, "status": status, "detail": message}
+        return Reply(status, body, content_type=PROBLEM)
+
+    def rate_limited(self, retry_after: str) -> Reply:
+        headers = {"Retry-After": retry_after} if retry_after else {}
+        return Reply(429, self.error(429, "rate limit exceeded").body, headers, None, PROBLEM)
+
+    def canned(self, kind: str, arg: str) -> Reply | None:
+        return None
+
+
+def _uptime_s(started_at: str) -> int:
+    return max(0, int((now() - datetime.fromisoformat(started_at)).total_seconds()))
 
 
 def _instant(text: str) -> datetime:

@@ -5,7 +5,9 @@ What the definitions allow is read from RunPod's SDK's and CLI's documents: each
 (an operation, such as `pod` or `podStop`), the fields of its `input` with their GraphQL
 types, and every field ever selected beneath it; a Pod field's JSON type from the type the
 CLI decodes it into, and `desiredStatus`'s values from the REST v1 Pod schema's enum. Each
-check answers the problems it found, none when the request or answer conforms.
+check answers the problems it found, none when the request or answer conforms. The REST v2
+reads of a pod's network volumes are held to RunPod's REST v2 document
+(`runpod_rest_spec.py`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from graphql import (
     parse,
     print_ast,
 )
+
+from tests.contract import runpod_rest_spec
+from tests.contract.conformance import Exchange
 
 SPECS = Path(__file__).parents[1] / "specs" / "runpod"
 DOCUMENTS = ("sdk.graphql", "cli.graphql")
@@ -96,7 +101,9 @@ def definitions() -> Definitions:
 
 def conforming(client: httpx.Client) -> httpx.Client:
     """`client`, failing (AssertionError) on every GraphQL request it sends, and every JSON
-    answer with HTTP 200 it gets, that RunPod's definitions do not allow."""
+    answer with HTTP 200 it gets, that RunPod's definitions do not allow; and on every
+    network-volume read of REST v2, or its answer whatever its status, that RunPod's REST v2
+    document does not allow."""
     hooks = client.event_hooks
     client.event_hooks = {**hooks, "response": [*hooks.get("response", []), _conform]}
     return client
@@ -104,6 +111,16 @@ def conforming(client: httpx.Client) -> httpx.Client:
 
 def _conform(response: httpx.Response) -> None:
     request = response.request
+    if runpod_rest_spec.checked(request.method, request.url.path):
+        exchange = Exchange.of(response)
+        problems = runpod_rest_spec.request_errors(
+            exchange.method, exchange.path, exchange.query, exchange.body
+        )
+        problems += runpod_rest_spec.answer_errors(
+            exchange.method, exchange.path, exchange.status, exchange.answer
+        )
+        assert not problems, f"outside RunPod's REST v2 document: {problems}"
+        return
     if request.method != "POST" or not request.url.path.endswith("/graphql"):
         return
     body = json.loads(request.content)

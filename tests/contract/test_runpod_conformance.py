@@ -1,5 +1,6 @@
 """The RunPod adapter and the fake RunPod held to RunPod's own definitions of its API (the
-documents of its SDK and CLI, its REST v1 Pod schema: tests/specs/runpod), not to each other;
+documents of its SDK and CLI, its REST v1 Pod schema, its REST v2 OpenAPI document for a
+pod's network volumes: tests/specs/runpod), not to each other;
 and real answers of RunPod, from its docs and its users' reports, replayed through the
 adapter.
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +30,10 @@ from governor.adapters.providers.runpod import (
     STOP_MUTATION,
     RunPodProvider,
 )
-from governor.domain.ports import CallOutcome
+from governor.domain.ports import CallOutcome, ProviderError, Storage
 from governor.fakes.http_cloud import running
 from governor.fakes.runpod import SPOT, FakeRunPod
+from tests.contract import runpod_rest_spec
 from tests.contract.runpod_spec import (
     SPECS,
     check_answer,
@@ -178,3 +181,132 @@ def test_real_answers_replayed_through_the_adapter(entry: dict[str, Any]) -> Non
 
 def test_the_corpus_cites_each_answer() -> None:
     assert CORPUS and all(entry["source"].startswith("https://") for entry in CORPUS)
+
+
+def with_network_volumes(cloud: Served[FakeRunPod]) -> None:
+    """Pods on a 2 TB STANDARD and a 100 GB HIGH_PERFORMANCE network volume, and one with
+    only a container disk, beside pod-1 on its 20 GB volume disk."""
+    fake = cloud.fake
+    for ref in ("on-volume", "fast", "disk-only"):
+        fake.add_pod(ref, "0.44")
+    fake.add_network_volume("on-volume", "vol-1", 2000)
+    fake.add_network_volume("fast", "vol-2", 100, "HIGH_PERFORMANCE")
+    fake.state.pods["disk-only"].volume_in_gb = 0
+
+
+def test_a_network_volume_is_read_through_rest_v2_within_its_spec(
+    cloud: Served[FakeRunPod],
+) -> None:
+    with_network_volumes(cloud)
+    runpod, _ = exchanges(cloud)
+    # the first 1,000 GB at $0.07, the next at $0.05: $120 a month, $0.06 a GB
+    on_volume = runpod.describe("on-volume")
+    assert on_volume.storage == Storage(Decimal(2000), Decimal("0.06"), Decimal("0.06"))
+    assert on_volume.cannot_preserve is None
+    fast = runpod.describe("fast")
+    assert fast.storage == Storage(Decimal(100), Decimal("0.14"), Decimal("0.14"))
+    only_disk = runpod.describe("disk-only")
+    assert (
+        only_disk.cannot_preserve is not None and "no network volume" in only_disk.cannot_preserve
+    )
+    assert cloud.fake.calls("GET") == [
+        "GET /v2/pods/on-volume",
+        "GET /v2/network-volumes/vol-1",
+        "GET /v2/pods/fast",
+        "GET /v2/network-volumes/vol-2",
+        "GET /v2/pods/disk-only",
+    ]
+    assert runpod.describe("pod-1").cannot_preserve is None  # a volume disk: no REST call
+    listed = {entry.ref: entry.description for entry in runpod.pods()}
+    assert listed["on-volume"].storage == on_volume.storage
+    assert len(cloud.fake.calls("GET")) == 2 * 5  # the same reads again, none for pod-1
+
+
+@pytest.mark.parametrize(
+    ("answers", "retryable"),
+    [
+        (("", "429:7"), True),
+        (("", "500"), True),
+        (("", "", "status:503"), True),
+        (("", "status:403"), False),
+        (("", "", "status:404"), False),
+    ],
+)
+def test_the_rest_v2_errors_are_classified(
+    cloud: Served[FakeRunPod], answers: tuple[str, ...], retryable: bool
+) -> None:
+    """Each error of the pod's or the volume's read (after the GraphQL read of the pod), as
+    RunPod's REST v2 words it (an ErrorResponse, checked against the document)."""
+    with_network_volumes(cloud)
+    runpod, _ = exchanges(cloud)
+    cloud.answer_next(*answers)
+    with pytest.raises(ProviderError) as failed:
+        runpod.describe("on-volume")
+    assert failed.value.retryable is retryable
+    assert failed.value.retry_after_s == (7.0 if "429:7" in answers else None)
+    assert runpod.describe("on-volume").storage is not None  # and then it reads again
+
+
+def test_the_rest_checks_fail_on_a_fake_answer_and_a_request_outside_the_spec(
+    cloud: Served[FakeRunPod],
+) -> None:
+    with_network_volumes(cloud)
+    runpod, _ = exchanges(cloud)
+    cloud.fake.state.network_volumes["vol-1"].type = "FAST"
+    with pytest.raises(AssertionError, match="'FAST' is not one of"):
+        runpod.describe("on-volume")
+    with conforming(cloud.client()) as client, pytest.raises(AssertionError, match="expand"):
+        client.get(f"{cloud.url}/v2/pods/fast", params={"expand": "mounts"})
+
+
+REST_POD = runpod_rest_spec.document()["paths"]["/v2/pods/{id}"]["get"]["responses"]["200"][
+    "content"
+]["application/json"]["examples"]["pod"]["value"]
+VOLUME = {"id": "v", "name": "n", "size": 100, "dataCenter": "US-KS-2", "type": "STANDARD"}
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "answer", "says"),
+    [
+        ("/v2/pods/p", 200, {**REST_POD, "volumeInGb": 0}, "'volumeInGb' was unexpected"),
+        ("/v2/pods/p", 200, {k: v for k, v in REST_POD.items() if k != "mounts"}, "'mounts'"),
+        ("/v2/pods/p", 200, {**REST_POD, "mounts": {"network": [{"volumeId": "v"}]}}, "'path'"),
+        ("/v2/pods/p", 404, {"errors": [{"message": "pod not found"}]}, "'title'"),
+        ("/v2/network-volumes/v", 200, {**VOLUME, "size": "100"}, "'100' is not of type"),
+        ("/v2/network-volumes/v", 200, {**VOLUME, "type": "FAST"}, "'FAST' is not one of"),
+    ],
+)
+def test_a_rest_answer_outside_the_spec_is_caught(
+    path: str, status: int, answer: Any, says: str
+) -> None:
+    good = REST_POD if path.startswith("/v2/pods/") else VOLUME
+    assert runpod_rest_spec.answer_errors("GET", path, 200, good) == []
+    problems = runpod_rest_spec.answer_errors("GET", path, status, answer)
+    assert any(says in problem for problem in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "query", "says"),
+    [
+        ("GET", "/v2/pod/p", {}, "no operation"),
+        ("POST", "/v2/network-volumes/v", {}, "no operation"),
+        ("GET", "/v2/network-volumes/v", {"podId": ["p"]}, "no query parameter 'podId'"),
+    ],
+)
+def test_a_rest_request_outside_the_spec_is_caught(
+    method: str, path: str, query: dict[str, list[str]], says: str
+) -> None:
+    assert runpod_rest_spec.request_errors("GET", "/v2/pods/p", {}, None) == []
+    problems = runpod_rest_spec.request_errors(method, path, query, None)
+    assert any(says in problem for problem in problems), problems
+
+
+def test_a_network_volume_of_a_tier_runpod_does_not_document_costs_the_dearer_rate() -> None:
+    pod = {"id": "p", "desiredStatus": "RUNNING", "costPerHr": 0.44, "volumeInGb": 0}
+    rest_pod = {**REST_POD, "mounts": {"network": [{"volumeId": "v", "path": "/workspace"}]}}
+    bodies = iter([{"data": {"pod": pod}}, rest_pod, {**VOLUME, "type": "ARCHIVE"}])
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json=next(bodies)))
+    runpod = RunPodProvider(
+        httpx.Client(transport=transport), KEY, high_performance_usd_per_gb_month=Decimal("0.02")
+    )
+    assert runpod.describe("p").storage == Storage(Decimal(100), Decimal("0.07"), Decimal("0.07"))

@@ -1,14 +1,20 @@
 """RunPod over its GraphQL API: read a pod's rate and state, stop it keeping its volume and
-resume it on that volume; and over its REST v2 API on the same host: what its pods have
-been billed so far.
+resume it on that volume; and over its REST v2 API on the same host: a network volume's
+size and tier, and what its pods have been billed so far.
 
 Only `pod` and `myself { pods }` (queries), `podStop`, `podResume` and `podBidResume`
 (mutations) are ever sent, each as RunPod's own SDK and CLI write it; never `podTerminate`,
 which destroys the volume. A pod resumes with the GPU count the `pod` query reports for it;
 a spot (interruptible) pod with `podBidResume`, bidding per GPU what it cost when it ran.
 Billing is `GET /v2/billing/pods?bucketSize=day&startTime=` (with `podId=` when one pod is
-asked about), whose records of a pod (the day in progress
-included) add up to what it has cost since the day it was registered. RunPod answers client
+asked about), whose records of a pod (the day in progress included) add up to what it has
+cost since the day it was registered. A pod with no volume disk (`volumeInGb` 0, and only
+such a pod, to keep calls few) is read again through REST v2, `GET /v2/pods/{id}`, for its
+`mounts.network[].volumeId`, and each volume through `GET /v2/network-volumes/{id}` for its
+`size` (GB) and `type`: a network volume is its storage, billed the same running or
+stopped; with none, its stop would lose the workspace (`cannot_preserve`). REST v2 answers
+errors with an HTTP status, classified with every status in `ProviderHttp` (429 and 5xx
+retryable, other 4xx permanent). RunPod answers GraphQL client
 errors as HTTP 200 with an `errors` list, so those are classified here, in `_classify`: "not
 found" means the pod is gone (done for a stop, permanent for a resume); a rate limit and
 RunPod's transient failure (`INTERNAL_SERVER_ERROR`, "Something went wrong. Please try again
@@ -24,6 +30,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -43,9 +50,15 @@ from governor.domain.ports import (
 DEFAULT_URL = "https://api.runpod.io/graphql"
 STOP_LATENCY_S = 30.0  # podStop answers at once; the host takes tens of seconds to exit
 # RunPod's list prices for a pod's volume disk; the container disk is wiped on stop, unbilled.
-# A network volume is selected by no GraphQL document of RunPod's SDK or CLI: not read here.
 VOLUME_USD_PER_GB_MONTH = Decimal("0.10")
 STOPPED_VOLUME_USD_PER_GB_MONTH = Decimal("0.20")
+# A STANDARD network volume, billed the same running or stopped: the first 1 TB of it at
+# $0.07/GB-month, the rest at $0.05 (RunPod's docs, storage/network-volumes.mdx, counted
+# per volume). RunPod prices HIGH_PERFORMANCE "at a premium" with no figure: a setting.
+STANDARD_FIRST_GB = Decimal(1000)
+STANDARD_FIRST_USD_PER_GB_MONTH = Decimal("0.07")
+STANDARD_BEYOND_USD_PER_GB_MONTH = Decimal("0.05")
+HIGH_PERFORMANCE_USD_PER_GB_MONTH = Decimal("0.14")
 
 PODS_QUERY = (
     "query Pods { myself { pods { id desiredStatus costPerHr volumeInGb containerDiskInGb } } }"
@@ -91,7 +104,7 @@ class PodNotFound(ProviderError):
 
 class RunPodProvider:
     """Implements StopsPreserving, Resumes, ReportsBilling and ListsPods against RunPod's
-    GraphQL endpoint (and its REST v2 billing)."""
+    GraphQL endpoint (and its REST v2: network volumes, billing)."""
 
     def __init__(
         self,
@@ -102,13 +115,15 @@ class RunPodProvider:
         stop_latency_s: float = STOP_LATENCY_S,
         volume_usd_per_gb_month: Decimal = VOLUME_USD_PER_GB_MONTH,
         stopped_volume_usd_per_gb_month: Decimal = STOPPED_VOLUME_USD_PER_GB_MONTH,
+        high_performance_usd_per_gb_month: Decimal = HIGH_PERFORMANCE_USD_PER_GB_MONTH,
     ) -> None:
         self.stop_latency_s = stop_latency_s
         self._volume_rates = (volume_usd_per_gb_month, stopped_volume_usd_per_gb_month)
+        self._high_performance_rate = high_performance_usd_per_gb_month
         self._http = ProviderHttp.bearer(client, "runpod", api_key)
         self._url = url
-        origin = httpx.URL(url)
-        self._billing_url = str(origin.copy_with(path="/v2/billing/pods", query=None))
+        self._rest = httpx.URL(url).copy_with(path="/v2", query=None)
+        self._billing_url = self._v2("billing", "pods")
 
     def describe(self, ref: str) -> PodDescription:
         return self._description(self._pod(ref))
@@ -126,9 +141,54 @@ class RunPodProvider:
             rate, volume = number(pod.get("costPerHr")), number(pod.get("volumeInGb"))
         except InvalidOperation:
             raise self._http.error(f"answered a non-number in {pod!r:.200}", True) from None
-        storage = None if volume is None else Storage(volume, *self._volume_rates)
         seen = Seen.of(STATES, pod.get("desiredStatus"))
+        if volume == 0 and seen.state is not PodState.GONE:
+            network = self._network_storage(str(pod.get("id")))
+            if network is not None:
+                return seen.describing(rate, network)
+        storage = None if volume is None else Storage(volume, *self._volume_rates)
         return seen.describing(rate, storage, cannot_preserve=_container_disk_only(volume))
+
+    def _network_storage(self, ref: str) -> Storage | None:
+        """The network volumes mounted on pod `ref` (REST v2) as its storage; None: none."""
+        pod = self._http.request("GET", self._v2("pods", ref))
+        mounts = pod.get("mounts") if isinstance(pod, dict) else None
+        network = mounts.get("network", []) if isinstance(mounts, dict) else None
+        if not isinstance(network, list) or not all(isinstance(m, dict) for m in network):
+            raise self._http.error(f"answered a pod without its mounts: {pod!r:.200}", True)
+        volumes = [self._network_volume(str(mount.get("volumeId"))) for mount in network]
+        gb = sum((size for size, _ in volumes), Decimal(0))
+        if gb == 0:
+            return None
+        usd_per_gb_month = sum((usd for _, usd in volumes), Decimal(0)) / gb
+        return Storage(gb, usd_per_gb_month, usd_per_gb_month)
+
+    def _network_volume(self, volume_id: str) -> tuple[Decimal, Decimal]:
+        """A network volume's size (GB) and what it costs a month, by its tier; a tier
+        RunPod does not document is priced as the dearer of the two."""
+        volume = self._http.request("GET", self._v2("network-volumes", volume_id))
+        try:
+            size = number(volume.get("size")) if isinstance(volume, dict) else None
+        except InvalidOperation:
+            size = None
+        if size is None or size < 0:
+            raise self._http.error(f"answered a volume without a size: {volume!r:.200}", True)
+        tier = volume.get("type")
+        if tier == "STANDARD":
+            first = min(size, STANDARD_FIRST_GB)
+            beyond = size - first
+            return size, (
+                first * STANDARD_FIRST_USD_PER_GB_MONTH + beyond * STANDARD_BEYOND_USD_PER_GB_MONTH
+            )
+        rate = self._high_performance_rate
+        if tier != "HIGH_PERFORMANCE":
+            rate = max(rate, STANDARD_FIRST_USD_PER_GB_MONTH)
+        return size, size * rate
+
+    def _v2(self, *steps: str) -> str:
+        """A REST v2 URL on the GraphQL endpoint's host (RunPod serves both there)."""
+        path = "/".join(quote(step, safe="") for step in steps)
+        return str(self._rest.copy_with(path=f"{self._rest.path}/{path}"))
 
     def stop(self, ref: str) -> CallResult:
         try:
@@ -254,14 +314,15 @@ class RunPodProvider:
 
 
 def _container_disk_only(volume_gb: Decimal | None) -> str | None:
-    """Why a stop would lose the workspace of a pod with no volume disk: RunPod erases its
-    container disk when the pod stops (REST v1 Pod schema, `containerDiskInGb`)."""
+    """Why a stop would lose the workspace of a pod with no volume disk (and, when this is
+    asked, no network volume): RunPod erases its container disk when the pod stops (REST v1
+    Pod schema, `containerDiskInGb`)."""
     if volume_gb is None or volume_gb > 0:
         return None
     return (
-        "it has no volume disk (volumeInGb 0), and RunPod erases its container disk when the "
-        "pod stops (a network volume, if one is attached, is not visible to the governor): "
-        "give it a volume disk to keep the workspace"
+        "it has no volume disk (volumeInGb 0) and no network volume, and RunPod erases its "
+        "container disk when the pod stops: give it a volume disk or a network volume to keep "
+        "the workspace"
     )
 
 

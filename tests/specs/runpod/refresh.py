@@ -10,7 +10,9 @@ Writes, from the sources pinned below (change a pin to move to a newer release):
 - cli.graphql: the documents RunPod's CLI (runpodctl) sends, from its `api/pod.go`;
 - cli-pod.json: the types the CLI decodes a GraphQL Pod's fields into (`type Pod struct`);
 - rest-v1-pod.json: the Pod schema of RunPod's REST v1 OpenAPI document (field types, the
-  `desiredStatus` enum and the descriptions of the disks).
+  `desiredStatus` enum and the descriptions of the disks);
+- rest-v2-openapi.json: RunPod's REST v2 OpenAPI document, whole (a pod's mounts, a network
+  volume's size and tier, the error body).
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ SDK_VERSION = "1.12.0"
 CLI_COMMIT = "2e2df89e1fcb6a16632017a14385552005913732"
 DOCS_COMMIT = "a900806e253c4f8c16da27d1a4370e72456da4cb"
 CLI_POD_GO = f"https://raw.githubusercontent.com/runpod/runpodctl/{CLI_COMMIT}/api/pod.go"
-REST_V1 = f"https://raw.githubusercontent.com/runpod/docs/{DOCS_COMMIT}/api-reference/openapi.json"
+DOCS = f"https://raw.githubusercontent.com/runpod/docs/{DOCS_COMMIT}"
+REST_V1 = f"{DOCS}/api-reference/openapi.json"
+REST_V2 = f"{DOCS}/api-reference-v2/openapi.json"
 POD_ID = "POD_ID"  # what the SDK's generators are given for a pod's id
 
 
@@ -92,6 +96,8 @@ def main() -> None:
     openapi = httpx.get(REST_V1, follow_redirects=True).raise_for_status().json()
     pod = openapi["components"]["schemas"]["Pod"]
     (HERE / "rest-v1-pod.json").write_text(json.dumps(pod, indent=2) + "\n")
+    rest_v2 = httpx.get(REST_V2, follow_redirects=True).raise_for_status()
+    (HERE / "rest-v2-openapi.json").write_bytes(rest_v2.content)
 
 
 if __name__ == "__main__":

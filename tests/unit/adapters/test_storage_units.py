@@ -52,6 +52,11 @@ def _runpod_200_gb_volume(cloud: FakeCloud, ref: str) -> None:
     cloud.state.pods[ref].volume_in_gb = 200  # $0.10/GB-mo running, $0.20 stopped
 
 
+def _runpod_2000_gb_network_volume(cloud: FakeCloud, ref: str) -> None:
+    assert isinstance(cloud, FakeRunPod)
+    cloud.add_network_volume(ref, "vol-1", 2000)  # STANDARD: 1 TB at $0.07, the rest $0.05
+
+
 def _vast_disk_at_0_0082_an_hour(cloud: FakeCloud, ref: str) -> None:
     assert isinstance(cloud, FakeVast)
     instance = cloud.state.instances[ref]
@@ -83,6 +88,9 @@ def _as_is(_cloud: FakeCloud, _ref: str) -> None:
 EXAMPLES = {
     "runpod: 200 GB volume, per GB-month": Example(
         RUNPOD, _runpod_200_gb_volume, Decimal("20.00"), Decimal("40.00")
+    ),
+    "runpod: 2,000 GB STANDARD network volume, tiered": Example(
+        RUNPOD, _runpod_2000_gb_network_volume, Decimal("120.00"), Decimal("120.00")
     ),
     "vast: disk billed per hour": Example(
         VAST, _vast_disk_at_0_0082_an_hour, Decimal("0.0082") * 730, Decimal("0.0082") * 730
