@@ -32,6 +32,7 @@ from governor.db.tables import (
     ExtensionRow,
     GpuPeakRow,
     LedgerEntryRow,
+    MeasuredFloorRow,
     PlanCheckRow,
     PodRow,
     RunPhaseRow,
@@ -628,6 +629,34 @@ def peaks_of(session: Session, run_ids: Sequence[str]) -> Sequence[GpuPeakRow]:
     return session.scalars(
         select(GpuPeakRow).where(GpuPeakRow.run_id.in_(run_ids)).order_by(GpuPeakRow.gpu_uuid)
     ).all()
+
+
+def floors_of_runs(session: Session, run_ids: Sequence[str]) -> Sequence[MeasuredFloorRow]:
+    if not run_ids:
+        return []
+    return session.scalars(
+        select(MeasuredFloorRow)
+        .where(MeasuredFloorRow.run_id.in_(run_ids))
+        .order_by(MeasuredFloorRow.run_id, MeasuredFloorRow.gpu_uuid, MeasuredFloorRow.phase)
+    ).all()
+
+
+def floors_of_model(
+    session: Session, model_id: str, revision: str | None
+) -> Sequence[tuple[MeasuredFloorRow, bool]]:
+    """Every measured floor of a model and revision, with whether its run ran out of memory."""
+    same_revision = (
+        MeasuredFloorRow.model_revision.is_(None)
+        if revision is None
+        else MeasuredFloorRow.model_revision == revision
+    )
+    rows = session.execute(
+        select(MeasuredFloorRow, RunRow.out_of_memory)
+        .join(RunRow, RunRow.id == MeasuredFloorRow.run_id)
+        .where(MeasuredFloorRow.model_id == model_id, same_revision)
+        .order_by(MeasuredFloorRow.run_id, MeasuredFloorRow.gpu_uuid, MeasuredFloorRow.phase)
+    ).all()
+    return [(floor, oom) for floor, oom in rows]
 
 
 def local_pods(session: Session) -> Sequence[PodRow]:

@@ -221,6 +221,8 @@ class RunRow(Base):
     stall_alerted: Mapped[bool] = mapped_column(default=False, server_default=false())
     headroom_warned: Mapped[bool] = mapped_column(default=False, server_default=false())
     oom_warned: Mapped[bool] = mapped_column(default=False, server_default=false())
+    # its job reported running out of memory: its measured floors are of a run that did
+    out_of_memory: Mapped[bool] = mapped_column(default=False, server_default=false())
     metrics: Mapped[dict[str, Any] | None] = mapped_column(OptionalJSON)
     # training health: the run's rules, their running statistics, a stop they asked for
     health_rules: Mapped[list[dict[str, Any]] | None] = mapped_column(OptionalJSON)
@@ -466,6 +468,27 @@ class GpuPeakRow(Base):
     track: Mapped[dict[str, Any] | None] = mapped_column(OptionalJSON)
 
 
+class MeasuredFloorRow(Base):
+    """The most memory a GPU held in one phase of a run whose plan names its model: kept with
+    the configuration it ran (domain.preflight.measured), a later plan's measured floor."""
+
+    __tablename__ = "measured_floors"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), primary_key=True)
+    gpu_uuid: Mapped[str] = mapped_column(String(100), primary_key=True)
+    phase: Mapped[str] = mapped_column(String(40), primary_key=True)
+    plan_id: Mapped[str] = mapped_column(ForeignKey("plan_checks.id"))
+    model_id: Mapped[str] = mapped_column(String(100))
+    model_revision: Mapped[str | None] = mapped_column(String(100))
+    recipe: Mapped[str] = mapped_column(String(64))  # the recipe's digest
+    gpu_name: Mapped[str] = mapped_column(String(100))  # as the GPU reported it
+    gpu_count: Mapped[int]  # the plan's GPUs over all nodes
+    peak_used_bytes: Mapped[int] = mapped_column(BigInteger)
+    at: Mapped[datetime] = mapped_column(UTCDateTime)  # when the peak was reached
+
+    __table_args__ = (Index("ix_measured_floors_model", "model_id", "model_revision"),)
+
+
 class PlanCheckRow(Base):
     """A preflight verdict on a plan, kept with its budget (and for the run report)."""
 
@@ -497,3 +520,6 @@ class PlanCheckRow(Base):
     canary_released_by: Mapped[str | None] = mapped_column(Text)
     # its pods' spend seen passing its worst case (warned once)
     worst_case_passed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # the configuration its runs' measured floors are kept under (domain.preflight.measured
+    # FloorKey); None: the plan names no model.id, and nothing is kept
+    floor_key: Mapped[dict[str, Any] | None] = mapped_column(OptionalJSON)

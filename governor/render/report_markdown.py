@@ -202,6 +202,19 @@ def _memory(r: Report) -> str:
         )
         for p in r.memory.peaks
     ]
+    floors = [
+        (
+            f.run_name,
+            f.run_status.value + (", out of memory" if f.out_of_memory else ""),
+            f.phase,
+            f"{f.gpu_name} {f.gpu_uuid}",
+            in_gib(f.peak_used_bytes),
+            f"{f.model_id}" + (f"@{f.model_revision}" if f.model_revision else ""),
+            f"{f.gpu_count} GPUs, recipe {f.recipe}",
+        )
+        for f in r.memory.floors
+    ]
+    floor_headers = ("run", "ended", "phase", "GPU", "floor GiB", "model", "configuration")
     plans = [
         (
             p.job_id,
@@ -238,6 +251,10 @@ def _memory(r: Report) -> str:
             _table(("run", "GPU", "peak GiB", "total GiB", "at"), peaks, right=(2, 3))
             if peaks
             else "No GPU telemetry was recorded while a run was live.",
+            "### Measured floors: each run's peak per GPU and phase, kept for later plans",
+            _table(floor_headers, floors, right=(4,))
+            if floors
+            else "No run's plan named its model (model.id): no floor was kept.",
             "### Preflight verdicts",
             _table(plan_headers, plans, right=(3, 4, 5, 6)) if plans else "No plan was checked.",
             "### Admitted plans: held back vs actually spent (never committed spend)",

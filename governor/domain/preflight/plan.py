@@ -169,6 +169,8 @@ class Model:
     num_heads: int
     moe: Moe | None
     final_logit_softcapping: float | None = None  # the output head's tanh cap, if any
+    id: str | None = None  # e.g. a hub repository; with it, measured floors are kept and cited
+    revision: str | None = None  # the checkpoint's revision (a commit or tag)
 
 
 @dataclass(frozen=True)
@@ -266,6 +268,7 @@ class Evidence:
     measured_peak_mib: int | None
     measured_on: date | None
     same_config: bool
+    oom: bool = False  # the measured run ran out of memory
 
 
 @dataclass(frozen=True)

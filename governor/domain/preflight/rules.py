@@ -11,7 +11,7 @@ plan, tightest first, and each of its findings names the group's GPU model and u
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
 from decimal import Decimal
@@ -28,6 +28,7 @@ from governor.domain.preflight.cost import (
     reserve,
 )
 from governor.domain.preflight.gpus import GpuClass, Provenance, gpu_class
+from governor.domain.preflight.measured import Floor, Measured, binding, context, floor_key
 from governor.domain.preflight.memory import Component, MemoryFigures, count, model_memory
 from governor.domain.preflight.plan import CANARY, CHECKPOINT, TRAIN, GpuGroup, Plan
 
@@ -77,7 +78,7 @@ class GroupFit:
     gpus: int  # over all nodes
     gpu: GpuClass | None
     memory: MemoryFigures
-    measured_fit: bool  # a recent measured peak of the same configuration fit under 95%
+    measured: Measured | None  # a measured peak of the same configuration (measured.py)
 
     @property
     def usable_memory(self) -> str:
@@ -94,11 +95,40 @@ class GroupFit:
         return interval(self.plan, self.memory.modeled_gib)
 
     @property
+    def measured_over(self) -> bool:
+        """The measured peak is over 95% of usable memory, or its run ran out of memory."""
+        m = self.measured
+        return m is not None and (
+            m.oom or (m.gib is not None and m.gib > MEASURED_SHARE * self.memory.usable_gib)
+        )
+
+    @property
+    def measured_fit(self) -> bool:
+        """A measured peak of the same configuration fit under 95%."""
+        return self.measured is not None and not self.measured_over
+
+    @property
+    def raised_by_measurement(self) -> bool:
+        """The measured peak is above the modeled one: it is the judged peak."""
+        m = self.measured
+        return m is not None and m.gib is not None and m.gib > self.memory.modeled_gib
+
+    @property
+    def point(self) -> float:
+        """The modeled peak's share of usable memory, or the measured one's where it is above."""
+        m, peak = self.measured, self.memory.modeled_gib
+        if m is not None and m.gib is not None:
+            peak = max(peak, m.gib)
+        return peak / self.memory.usable_gib
+
+    @property
     def judged_gib(self) -> float:
         """What the thresholds apply to: the interval's upper edge where the family's
-        measured error is over 10%, else the modeled peak."""
+        measured error is over 10%, else the modeled peak; a measured peak above it raises it."""
         i = self.interval
-        return i.high_gib if i.binding else self.memory.modeled_gib
+        judged = i.high_gib if i.binding else self.memory.modeled_gib
+        m = self.measured
+        return judged if m is None or m.gib is None else max(judged, m.gib)
 
     @property
     def share(self) -> float:
@@ -109,7 +139,9 @@ class GroupFit:
         """Go only if the judged peak (the interval's upper edge where the model's measured
         error is large) is under the go line; refused only if the modeled peak itself does
         not fit: a plan the model's own error leaves in doubt is proven by its canary."""
-        point = self.memory.ratio
+        if self.measured_over:
+            return Verdict.NO_GO
+        point = self.point
         if self.share <= GO_SHARE:
             return Verdict.GO
         if point <= FIT_SHARE or (point <= HARD_SHARE and self.measured_fit):
@@ -128,6 +160,7 @@ class Assessment:
     cost: CostFigures
     remaining: Decimal | None  # the budget's money left; None: not checked (offline)
     reserved: Decimal = Decimal(0)  # held back for the budget's other admitted plans
+    floors: tuple[Floor, ...] = ()  # the measured floors of the plan's model and revision
 
     @property
     def tightest(self) -> GroupFit:
@@ -158,33 +191,51 @@ class Assessment:
 
 
 def assess(
-    plan: Plan, today: date, remaining: Decimal | None, reserved: Decimal = Decimal(0)
+    plan: Plan,
+    today: date,
+    remaining: Decimal | None,
+    reserved: Decimal = Decimal(0),
+    floors: Sequence[Floor] = (),
 ) -> Assessment:
     groups = sorted(
-        (_fit(plan, today, group) for group in plan.hardware.groups),
+        (_fit(plan, today, group, floors) for group in plan.hardware.groups),
         key=lambda g: (g.band.rank, g.share),
         reverse=True,
     )
-    return Assessment(plan, today, tuple(groups), plan_cost(plan, today), remaining, reserved)
+    cost = plan_cost(plan, today)
+    return Assessment(plan, today, tuple(groups), cost, remaining, reserved, tuple(floors))
 
 
-def _fit(plan: Plan, today: date, group: GpuGroup) -> GroupFit:
-    """A group's usable memory is the plan's figure capped by the card's (or the card's)."""
+def _fit(plan: Plan, today: date, group: GpuGroup, floors: Sequence[Floor]) -> GroupFit:
+    """A group's usable memory is the plan's figure capped by the card's (or the card's); it
+    is judged against the highest measured peak of the same configuration: the plan's recent
+    evidence, or the floor its earlier runs measured on this GPU model."""
     gpu = gpu_class(group.gpu_type)
     claimed = group.usable_mib_per_gpu
     if gpu is not None:
         claimed = gpu.usable_mib if claimed is None else min(claimed, gpu.usable_mib)
     assert claimed is not None, "a GPU not on file comes with its usable memory"
     memory = model_memory(plan, claimed / 1024)
+    measured = [
+        m
+        for m in (_evidence(plan, today), binding(floors, floor_key(plan), group.gpu_type))
+        if m is not None
+    ]
+    top = max(measured, key=lambda m: (m.oom, m.gib or 0.0), default=None)
+    return GroupFit(plan, group, plan.hardware.gpus_of(group), gpu, memory, top)
+
+
+def _evidence(plan: Plan, today: date) -> Measured | None:
+    """The plan's evidence, if it is a recent measurement of the same configuration."""
     e = plan.evidence
-    measured = (
-        e.same_config
-        and e.measured_peak_mib is not None
-        and e.measured_on is not None
-        and 0 <= (today - e.measured_on).days <= EVIDENCE_DAYS
-        and e.measured_peak_mib / 1024 <= MEASURED_SHARE * memory.usable_gib
-    )
-    return GroupFit(plan, group, plan.hardware.gpus_of(group), gpu, memory, measured)
+    if not e.same_config or e.measured_on is None:
+        return None
+    if e.measured_peak_mib is None and not e.oom:
+        return None
+    if not 0 <= (today - e.measured_on).days <= EVIDENCE_DAYS:
+        return None
+    gib = None if e.measured_peak_mib is None else e.measured_peak_mib / 1024
+    return Measured(gib, e.measured_on, e.oom, None)
 
 
 Rule = Callable[[Assessment], "Finding | tuple[Finding, ...] | None"]
@@ -372,8 +423,11 @@ def usable_memory(_: Assessment, g: GroupFit) -> Finding | None:
 
 def memory_fit(a: Assessment, g: GroupFit) -> Finding:
     m, c, share, i = g.memory.modeled_gib, g.memory.usable_gib, g.share, g.interval
-    band, point = g.band, g.memory.ratio
-    what = f"Modeled peak {m:.1f} GiB per GPU is {point:.0%} of the {c:.1f} GiB usable{_on(g, a)}"
+    band, point, seen = g.band, g.point, g.measured
+    ratio = g.memory.ratio
+    what = f"Modeled peak {m:.1f} GiB per GPU is {ratio:.0%} of the {c:.1f} GiB usable{_on(g, a)}"
+    if seen is not None and g.raised_by_measurement and not g.measured_over:
+        what += f"; the same configuration {seen.said()}, above the model: {point:.0%}"
     if i.binding:
         what += (
             f"; with the ±{i.error:.0%} {i.family} plans showed against published "
@@ -384,7 +438,14 @@ def memory_fit(a: Assessment, g: GroupFit) -> Finding:
         f"{MIN_CANARY_STEPS} optimizer steps, one eval batch and one checkpoint save stays "
         f"under {MEASURED_SHARE:.0%} ({MEASURED_SHARE * c:.1f} GiB)"
     )
-    if band is Verdict.GO:
+    if seen is not None and g.measured_over:
+        over = (
+            "its run ran out of memory"
+            if seen.oom
+            else f"over {MEASURED_SHARE:.0%} ({MEASURED_SHARE * c:.1f} GiB) of usable"
+        )
+        message = f"{what}. The same configuration {seen.said()}: {over}. No pod is rented."
+    elif band is Verdict.GO:
         message = f"{what} (go up to {GO_SHARE:.0%}): it fits by {c - g.judged_gib:.1f} GiB."
     elif point <= GO_SHARE:
         message = f"{what}, over the {GO_SHARE:.0%} go line: the model's error leaves it in "
@@ -392,14 +453,16 @@ def memory_fit(a: Assessment, g: GroupFit) -> Finding:
     elif point <= FIT_SHARE:
         message = f"{what}: too close to run unproven. Admit loading and the canary only; "
         message += f"{canary_gate}."
-    elif band is Verdict.CANARY_ONLY:
-        message = f"{what}, but a measured peak of the same configuration fit: canary only; "
-        message += f"{canary_gate}."
+    elif band is Verdict.CANARY_ONLY and seen is not None:
+        message = f"{what}, but the same configuration {seen.said()}, under "
+        message += f"{MEASURED_SHARE:.0%}: canary only; {canary_gate}."
     elif point <= HARD_SHARE:
         message = f"{what}: it does not fit, and no recent measured peak of the same "
         message += f"configuration under {MEASURED_SHARE:.0%} says otherwise. No pod is rented."
     else:
         message = f"{what}: over {HARD_SHARE:.0%}, no pod is rented."
+    if seen is not None and seen.said() not in message:
+        message += f" The same configuration {seen.said()}."
     raised = {  # largest first: what pushed the plan up
         x.name: round(x.floor_gib - x.declared_gib, 2)
         for x in sorted(g.memory.components, key=lambda x: x.declared_gib - x.floor_gib)
@@ -428,8 +491,34 @@ def memory_fit(a: Assessment, g: GroupFit) -> Finding:
             "raised_gib": raised,
             **_interval_json(g.interval),
             **({"canary_release": CANARY_RELEASE} if band is Verdict.CANARY_ONLY else {}),
+            **({} if seen is None else {"measured": seen.as_json()}),
         },
     )
+
+
+def measured_context(a: Assessment) -> Finding | None:
+    """Floors of the same model and revision measured with another recipe or hardware: cited
+    as context, never judged by."""
+    plan, key = a.plan, floor_key(a.plan)
+    others = context(a.floors, key, [g.group.gpu_type for g in a.groups])
+    if key is None or not others:
+        return None
+    top = others[0]
+    message = (
+        f"{plan.model.id} was {top.said()} on {top.key.gpus} x {top.gpu_type} with "
+        f"{'the same' if top.key.recipe == key.recipe else 'another'} recipe: context "
+        "only, this plan's configuration differs."
+    )
+    if len(others) > 1:
+        message += f" {len(others) - 1} other configuration(s) of it were measured too."
+    evidence: dict[str, object] = {
+        "floors": [
+            {"run_id": f.run_id, "phase": f.phase, "gib": round(f.peak_gib, 2), "gpu": f.gpu_type}
+            | {"gpus": f.key.gpus, "oom": f.oom, "on": f.measured_on.isoformat()}
+            for f in others
+        ]
+    }
+    return Finding("measured_context", Verdict.GO, message, evidence)
 
 
 def _interval_json(i: Interval) -> dict[str, Any]:
@@ -538,6 +627,7 @@ RULES: tuple[Rule, ...] = (
     *FLOORS,
     each_group(usable_memory),
     each_group(memory_fit),
+    measured_context,
     each_group(rate_plausible),
     quote_age,
     cost_fit,
@@ -593,10 +683,12 @@ def admit(
     rules: tuple[Rule, ...] = RULES,
     *,
     reserved: Decimal = Decimal(0),
+    floors: Sequence[Floor] = (),
 ) -> Admission:
     """Judge a plan: go, canary_only or no_go, with every finding in rule order. `reserved`:
-    what the budget's other admitted plans hold back from `remaining`."""
-    a = assess(plan, today, remaining, reserved)
+    what the budget's other admitted plans hold back from `remaining`; `floors`: the measured
+    floors of the plan's model (measured.py)."""
+    a = assess(plan, today, remaining, reserved, floors)
     findings = tuple(f for rule in rules for f in _found(rule(a)))
     verdict = max((f.verdict for f in findings), key=lambda v: v.rank, default=Verdict.GO)
     return Admission(verdict, findings, a)

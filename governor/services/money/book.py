@@ -393,6 +393,7 @@ _UNREAD = (
     "health_state",
     "acknowledged_at",  # an operator's word on a lost run: no rule reads it
     "acknowledged_by",
+    "out_of_memory",  # its job's out-of-memory report: the measured floors read it, no rule
 )
 _LIVE_RUNS = (  # every column a rule may read: not the job's latest metrics nor its statistics
     select(*(c for c in _RUNS.c if c.name not in _UNREAD))

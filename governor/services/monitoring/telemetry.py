@@ -16,7 +16,14 @@ from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
 from governor.db.one_of import one_of
-from governor.db.tables import GpuPeakRow, GpuSampleRow, PodRow, RunRow
+from governor.db.tables import (
+    GpuPeakRow,
+    GpuSampleRow,
+    MeasuredFloorRow,
+    PlanCheckRow,
+    PodRow,
+    RunRow,
+)
 from governor.domain.memory_outlook import MemoryTrack, Projection, observe, project
 from governor.domain.model import Category, Severity
 from governor.domain.policy import HELD_MEMORY_BYTES, GpuView, Watch
@@ -147,7 +154,44 @@ def ingest(session: Session, pod: PodRow, readings: Iterable[Reading], now: date
                 continue  # a neighbour's GPU: shown as context, no peak of the pod's runs
             for run in live_runs:  # what the pod's own processes hold, where it names them
                 _raise_peak(session, peaks, run, own_part(gpu, claim), at)
+    if count:
+        _keep_floors(session, pod, peaks.values(), now)
     return count
+
+
+def _keep_floors(session: Session, pod: PodRow, peaks: Iterable[GpuPeakRow], now: datetime) -> None:
+    """Each peak per GPU and phase of the pod's runs, kept as a measured floor under its plan's
+    configuration, where the plan names its model (domain.preflight.measured)."""
+    plan = None if pod.plan_id is None else session.get(PlanCheckRow, pod.plan_id)
+    key = None if plan is None else plan.floor_key
+    if plan is None or key is None:
+        return
+    tracked = [p for p in peaks if p.track is not None]
+    kept = {
+        (f.run_id, f.gpu_uuid, f.phase): f
+        for f in repo.floors_of_runs(session, sorted({p.run_id for p in tracked}))
+    }
+    for peak in tracked:
+        for phase, used in MemoryTrack.from_json(peak.track or {}).peaks.items():
+            floor = kept.get((peak.run_id, peak.gpu_uuid, phase))
+            if floor is None:
+                session.add(
+                    MeasuredFloorRow(
+                        run_id=peak.run_id,
+                        gpu_uuid=peak.gpu_uuid,
+                        phase=phase,
+                        plan_id=plan.id,
+                        model_id=key["model_id"],
+                        model_revision=key["model_revision"],
+                        recipe=key["recipe"],
+                        gpu_name=peak.gpu_name,
+                        gpu_count=key["gpus"],
+                        peak_used_bytes=used,
+                        at=now,
+                    )
+                )
+            elif used > floor.peak_used_bytes:
+                floor.peak_used_bytes, floor.at = used, now
 
 
 def not_kept(pod: PodRow) -> str | None:

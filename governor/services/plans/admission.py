@@ -33,6 +33,7 @@ from governor.domain.model import Action, Category, Phase, Reason, Severity
 from governor.domain.money import MAX_USD, ZERO, dollars, format_usd
 from governor.domain.paging import Page, PageRequest
 from governor.domain.policy import CanaryHold
+from governor.domain.preflight.measured import floor_key
 from governor.domain.preflight.placement import FreeGpu, Need, placement
 from governor.domain.preflight.plan import CANARY, Plan
 from governor.domain.preflight.rules import (
@@ -56,6 +57,7 @@ from governor.services.money.book import (
     open_book,
 )
 from governor.services.monitoring import telemetry
+from governor.services.plans import floors
 from governor.services.plans.document import read_plan
 from governor.services.security.tokens import Principal
 
@@ -75,7 +77,8 @@ def check(
     the per-GPU peak of the plan's GPU model it is."""
     book = open_book(session, budget_id, now, config)
     reserved = sum((r.held for r in reservations(session, book, plan.job_id)), ZERO)
-    admission = admit(plan, now.date(), book.figures.remaining, reserved=reserved)
+    kept = floors.of_model(session, plan)
+    admission = admit(plan, now.date(), book.figures.remaining, reserved=reserved, floors=kept)
     if pod_id is not None:
         pod = repo.get_pod(session, pod_id)
         if pod.budget_id != budget_id:
@@ -114,6 +117,7 @@ def check(
         created_at=now,
         effective_ceiling_usd=book.figures.effective_ceiling,
         reserved_usd=reserved,
+        floor_key=None if (key := floor_key(plan)) is None else key.as_json(),
     )
     session.add(row)
     session.flush()

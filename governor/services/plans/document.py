@@ -197,6 +197,10 @@ class PlanModelIn(Strict):
     final_logit_softcapping: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] | None = (
         Field(None, description="the output head's tanh cap (e.g. 30.0), if the model has one")
     )
+    id: Label | None = Field(
+        None, description="the model's name (e.g. a hub repository): its measured floors are kept"
+    )
+    revision: Label | None = Field(None, description="the checkpoint's revision (commit or tag)")
 
     @model_validator(mode="after")
     def _experts_within_total(self) -> PlanModelIn:
@@ -310,6 +314,7 @@ class PlanEvidenceIn(Strict):
     measured_peak_mib: Annotated[int, Field(ge=0, le=10_000_000)] | None = None
     measured_on: ClientDate | None = None
     same_config: bool = Field(False, description="same model, recipe and GPU type")
+    oom: bool = Field(False, description="the measured run ran out of memory")
 
 
 class PlanIn(Strict):

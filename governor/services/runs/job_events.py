@@ -12,6 +12,8 @@ from governor.domain.model import Category, Severity
 from governor.services import events
 from governor.services.events import Event
 
+OOM = "oom"  # the kind of an out-of-memory report
+
 
 def report(
     session: Session,
@@ -25,8 +27,12 @@ def report(
     evidence: Mapping[str, object] | None,
 ) -> Event:
     """The job's report, as an event on its run and budget, its `kind` in the evidence; a
-    note (info) is routine: the retention may fold it into its day's count once old."""
+    note (info) is routine: the retention may fold it into its day's count once old. An
+    out-of-memory report (`kind` "oom") marks the run: its measured floors are of a run that
+    ran out of memory."""
     run = repo.get_run(session, run_id)
+    if kind == OOM:
+        run.out_of_memory = True
     row = events.record(
         session,
         now,

@@ -36,6 +36,7 @@ from governor.db import repository as repo
 from governor.db.tables import (
     EventRow,
     LedgerEntryRow,
+    MeasuredFloorRow,
     PlanCheckRow,
     RunPhaseRow,
     RunRow,
@@ -43,7 +44,15 @@ from governor.db.tables import (
 )
 from governor.domain.attribution import BUCKETS, PhaseSpan, attribute, spans_of
 from governor.domain.ledger import Charge, accrue
-from governor.domain.model import Category, EntryKind, Phase, PodState, Reason, Severity
+from governor.domain.model import (
+    Category,
+    EntryKind,
+    Phase,
+    PodState,
+    Reason,
+    RunStatus,
+    Severity,
+)
 from governor.domain.money import ZERO
 from governor.domain.paging import PageRequest
 from governor.domain.preflight.rules import Finding, Verdict
@@ -162,6 +171,26 @@ class Peak:
 
 
 @dataclass(frozen=True)
+class MeasuredFloor:
+    """A run's peak on one GPU in one phase, kept under its plan's configuration as a later
+    plan's measured floor: a failed run's is the negative result, kept."""
+
+    run_id: str
+    run_name: str
+    run_status: RunStatus
+    out_of_memory: bool = field(metadata={"doc": "its job reported running out of memory"})
+    gpu_uuid: str
+    gpu_name: str
+    phase: str
+    peak_used_bytes: int
+    model_id: str
+    model_revision: str | None
+    recipe: str = field(metadata={"doc": "the digest of the recipe's memory fields"})
+    gpu_count: int
+    at: datetime
+
+
+@dataclass(frozen=True)
 class PlanVerdict:
     """A verdict given on one of the budget's plans, as the report lists it."""
 
@@ -182,6 +211,9 @@ class PlanVerdict:
 @dataclass(frozen=True)
 class Memory:
     peaks: tuple[Peak, ...]
+    floors: tuple[MeasuredFloor, ...] = field(
+        metadata={"doc": "each run's peak per GPU and phase, kept as a measured floor"}
+    )
     plans: tuple[PlanVerdict, ...]  # every verdict given, oldest first
     admitted: tuple[PlanLine, ...] = field(
         metadata={
@@ -260,6 +292,7 @@ def build(session: Session, config: GovernorConfig, budget_id: str, now: datetim
         ),
         memory=Memory(
             peaks=_peaks(session, book.runs),
+            floors=_floors(session, book.runs),
             plans=tuple(_verdict(p) for p in repo.plan_checks_of(session, budget_id)),
             admitted=admitted_plans(session, book),
         ),
@@ -406,6 +439,29 @@ def _peaks(session: Session, runs: Sequence[RunRow]) -> tuple[Peak, ...]:
         for run in runs
         for p in peaks
         if p.run_id == run.id
+    )
+
+
+def _floors(session: Session, runs: Sequence[RunRow]) -> tuple[MeasuredFloor, ...]:
+    by_id = {r.id: r for r in runs}
+    return tuple(_floor(by_id[f.run_id], f) for f in repo.floors_of_runs(session, list(by_id)))
+
+
+def _floor(run: RunRow, f: MeasuredFloorRow) -> MeasuredFloor:
+    return MeasuredFloor(
+        f.run_id,
+        run.name,
+        run.status,
+        run.out_of_memory,
+        f.gpu_uuid,
+        f.gpu_name,
+        f.phase,
+        f.peak_used_bytes,
+        f.model_id,
+        f.model_revision,
+        f.recipe,
+        f.gpu_count,
+        f.at,
     )
 
 

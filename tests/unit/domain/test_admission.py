@@ -349,7 +349,14 @@ def test_every_finding_is_reported_in_rule_order() -> None:
         "canary_steps",
         "checkpoint_after_train",
     ]
-    assert names[-5:] == ["usable_memory", "memory_fit", "rate_plausible", "quote_age", "cost_fit"]
+    assert names[-6:] == [
+        "usable_memory",
+        "memory_fit",
+        "measured_context",
+        "rate_plausible",
+        "quote_age",
+        "cost_fit",
+    ]
 
 
 @pytest.mark.parametrize(

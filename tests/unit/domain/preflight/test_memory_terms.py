@@ -189,8 +189,8 @@ EXAMPLES = [
         "softcap_logits",
     ),
     (
-        "262k vocab softcapped, 8k tokens, fused loss",
-        variant({**ADA_48GB, **FUSED}),
+        "262k vocab softcapped, 8k tokens, fused loss",  # the 45,000 MiB was another loss's
+        variant({**ADA_48GB, **FUSED, "evidence.same_config": False}),
         SOFTCAPPED,
         GO,
         None,

@@ -79,8 +79,25 @@ def test_the_careful_pilot_is_no_go() -> None:
 
 
 def test_the_measured_263_gib_keeps_it_no_go() -> None:
+    """263 GiB is 98% of the B300's 268.6 GiB usable: over 95%, refused on the measurement
+    itself, whatever the model says; the reason cites it."""
     evidence = {"measured_peak_mib": 263 * 1024, "measured_on": "2026-10-01", "same_config": True}
-    assert judge(evidence=evidence).verdict is Verdict.NO_GO
+    a = judge(evidence=evidence)
+    fit = a.finding("memory_fit")
+    assert fit is not None
+    assert a.verdict is Verdict.NO_GO and fit.verdict is Verdict.NO_GO
+    assert "measured 263.0 GiB in the plan's evidence, 2026-10-01" in fit.message
+    assert "over 95% (255.2 GiB)" in fit.message
+    assert fit.evidence["measured"] == {
+        "gib": 263.0,
+        "on": "2026-10-01",
+        "oom": False,
+        "source": "evidence",
+    }
+    # the same figure binds where the model alone would admit the plan
+    loader = {"model.moe.load_aggregation": "none"}
+    assert judge(**loader).verdict is Verdict.CANARY_ONLY
+    assert judge(**loader, evidence=evidence).verdict is Verdict.NO_GO
 
 
 def test_without_the_aggregation_the_interval_keeps_it_from_go() -> None:
