@@ -534,10 +534,12 @@ def passes_settled(client: httpx.Client, within_s: float = 5.0) -> bool:
 
 def assert_told_once(log: str) -> None:
     """In the log of one short outage, each kind of failure is one line (a minute's window may
-    turn during it: two at most), and none comes with a traceback."""
+    turn during it: two at most), and none comes with a traceback. A kind is what failed and
+    the error's class, as the log tells them apart: a database that goes down ends the
+    connections in use (`AdminShutdown`) before it refuses new ones (`OperationalError`)."""
     assert "Traceback" not in log, log[-5000:]
     told = Counter(
-        line.split(": ", 1)[1].split(" (")[0]
+        line.split(": ", 1)[1].split(": ", 1)[0]  # "requests answered 503 (OperationalError"
         for line in log.splitlines()
         if "said once a minute" in line
     )
