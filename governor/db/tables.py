@@ -298,6 +298,13 @@ class StopOrderRow(Base):
     confirmed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_error: Mapped[str | None] = mapped_column(Text)
     alerted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # last "held" alert
+    # The provider's retryable refusals of this stop, for the stop's time (`stop_times`): how
+    # many; the refused request whose retry has not gone yet; when the request after the
+    # latest refusal went; the longest span from a refused request to the next.
+    refusals: Mapped[int] = mapped_column(default=0, server_default="0")
+    refused_request_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    retried_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    longest_retry_s: Mapped[float] = mapped_column(default=0.0, server_default="0")
 
     __table_args__ = (
         Index(
@@ -326,6 +333,9 @@ class StopTimeRow(Base):
     stopped_at: Mapped[datetime] = mapped_column(UTCDateTime)
     seconds: Mapped[float]
     attempts: Mapped[int]
+    refusals: Mapped[int] = mapped_column(default=0, server_default="0")  # see StopTime
+    retrying_s: Mapped[float] = mapped_column(default=0.0, server_default="0")
+    longest_retry_s: Mapped[float] = mapped_column(default=0.0, server_default="0")
 
     __table_args__ = (Index("ix_stop_times_provider_region", "provider", "region", "id"),)
 

@@ -154,6 +154,30 @@ def test_failed_calls_and_the_waits_they_ask_for_are_inside_the_stop_time(gov: G
     assert (seen.source, seen.seconds) == (LatencySource.LEARNED, 70.0)
 
 
+def test_a_provider_whose_stops_are_refused_carries_the_worst_retry_sequence_shown(
+    gov: Governor,
+) -> None:
+    budget = gov.budget()
+    for n in range(3):
+        stop_timed(gov, budget, f"clean-{n}", takes_s=10.0)
+    # refused twice, each time asked to wait 5 s: 10 s of retries, then a 10-s stop
+    stop_timed(gov, budget, "twice", takes_s=10.0, failures=2, retry_after_s=5.0)
+    # refused once, asked to wait 30 s: 30 s of retries, then a 10-s stop
+    stop_timed(gov, budget, "once", takes_s=10.0, failures=1, retry_after_s=30.0)
+    with gov.session() as s:
+        kept = s.scalars(select(StopTimeRow).order_by(StopTimeRow.id)).all()
+        assert [(t.seconds, t.refusals, t.retrying_s, t.longest_retry_s) for t in kept] == [
+            (10.0, 0, 0.0, 0.0),
+            (10.0, 0, 0.0, 0.0),
+            (10.0, 0, 0.0, 0.0),
+            (20.0, 2, 10.0, 5.0),
+            (40.0, 1, 30.0, 30.0),
+        ]
+    # the slowest of five is 40 s; a stop refused twice with 30-s waits would take 70 s
+    seen = latency(gov, gov.pod(budget, "watched"))
+    assert (seen.source, seen.seconds, seen.stops) == (LatencySource.LEARNED, 70.0, 5)
+
+
 def test_the_api_and_the_dashboard_say_whether_a_pods_latency_is_declared_or_learned(
     gov: Governor, client: TestClient
 ) -> None:

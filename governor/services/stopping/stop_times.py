@@ -2,8 +2,10 @@
 
 Every stop the governor asked for and the provider confirmed is timed from the first request
 sent to the pod confirmed stopped: failed calls, the waits between retries and any the
-provider asked for are inside it. The latest LEARN_FROM_LAST are kept per provider and region
-(`stop_times`); their 95th percentile, once there are MIN_STOPS, is written on every pod of
+provider asked for are inside it, and the provider's retryable refusals are counted and timed
+apart (`StopTime`). The latest LEARN_FROM_LAST are kept per provider and region
+(`stop_times`); what they teach once there are MIN_STOPS (`learned_s`: their 95th percentile,
+or the worst retry sequence they have shown where any was refused) is written on every pod of
 that provider and region (`learned_stop_latency_s`), where the meter reads it for the
 shutdown part of committed spend: no read of its own on any pass or heartbeat.
 
@@ -21,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from governor.db.tables import PodRow, StopOrderRow, StopTimeRow
 from governor.domain.model import Category, PodState, Severity
-from governor.domain.stop_latency import LEARN_FROM_LAST, percentile_95
+from governor.domain.stop_latency import LEARN_FROM_LAST, StopTime, learned_s
 from governor.services import events
 
 
@@ -29,23 +31,27 @@ def _in_region(column: Any, region: str | None) -> ColumnElement[bool]:
     return column.is_(None) if region is None else column == region
 
 
-def latest(session: Session, provider: str, region: str | None) -> list[float]:
-    """The request-to-stopped times of the provider and region's latest stops, newest first."""
-    return list(
-        session.scalars(
-            select(StopTimeRow.seconds)
-            .where(StopTimeRow.provider == provider, _in_region(StopTimeRow.region, region))
-            .order_by(StopTimeRow.id.desc())
-            .limit(LEARN_FROM_LAST)
+def latest(session: Session, provider: str, region: str | None) -> list[StopTime]:
+    """The provider and region's latest stops, newest first."""
+    rows = session.execute(
+        select(
+            StopTimeRow.seconds,
+            StopTimeRow.refusals,
+            StopTimeRow.retrying_s,
+            StopTimeRow.longest_retry_s,
         )
+        .where(StopTimeRow.provider == provider, _in_region(StopTimeRow.region, region))
+        .order_by(StopTimeRow.id.desc())
+        .limit(LEARN_FROM_LAST)
     )
+    return [StopTime(*row) for row in rows]
 
 
 def learned(session: Session, provider: str, region: str | None) -> tuple[float | None, int]:
-    """What the provider and region's latest stops teach: their 95th percentile (None until
-    there are MIN_STOPS) and how many stops it comes from. Read when a pod is registered."""
-    seconds = latest(session, provider, region)
-    return percentile_95(seconds), len(seconds)
+    """What the provider and region's latest stops teach (`learned_s`: None until there are
+    MIN_STOPS) and how many stops it comes from. Read when a pod is registered."""
+    stops = latest(session, provider, region)
+    return learned_s(stops), len(stops)
 
 
 def record(session: Session, pod: PodRow, order: StopOrderRow, now: datetime) -> None:
@@ -65,6 +71,11 @@ def record(session: Session, pod: PodRow, order: StopOrderRow, now: datetime) ->
             stopped_at=now,
             seconds=seconds,
             attempts=order.attempts,
+            refusals=order.refusals,
+            retrying_s=0.0
+            if order.retried_at is None
+            else (order.retried_at - order.sent_at).total_seconds(),
+            longest_retry_s=order.longest_retry_s,
         )
     )
     session.flush()
@@ -97,8 +108,8 @@ def _tell_exceeded(session: Session, pod: PodRow, figure: float, stops: int, now
         Severity.WARNING,
         Category.PROVIDER,
         f"provider:{pod.provider}",
-        f"{where} takes longer to stop a pod than it declares: {figure:.1f} s (the 95th "
-        f"percentile of its latest {stops} stops, retries included) against "
+        f"{where} takes longer to stop a pod than it declares: {figure:.1f} s (learned from "
+        f"its latest {stops} stops, retries included) against "
         f"{pod.stop_latency_s:.1f} s declared. The shutdown part of committed spend now holds "
         "the learned figure, so its budgets stop sooner.",
         budget_id=None,

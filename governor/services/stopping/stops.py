@@ -67,6 +67,7 @@ class _Call:
     provider: str
     ref: str
     action: Action
+    sent_at: datetime
     keep: str | None = None
 
 
@@ -108,12 +109,14 @@ def _prepare(session: Session, ctx: ServiceContext, budget_id: str) -> list[_Cal
             and not _saved_on_persistent(order, pod)
         ):
             _hold(session, order, pod, now)
-            calls.append(_Call(order.id, pod.provider, pod.provider_ref, Action.LOOK))
+            calls.append(_Call(order.id, pod.provider, pod.provider_ref, Action.LOOK, now))
         elif order.state.ready_for_provider:
             _mark_sent(session, order, pod, now)
             action = Action.TERMINATE if pod.terminate_only else Action.STOP
             calls.append(
-                _Call(order.id, pod.provider, pod.provider_ref, action, pod.persistent_filesystem)
+                _Call(
+                    order.id, pod.provider, pod.provider_ref, action, now, pod.persistent_filesystem
+                )
             )
     return calls
 
@@ -180,6 +183,10 @@ def _mark_sent(session: Session, order: StopOrderRow, pod: PodRow, now: datetime
     order.attempts += 1
     order.sent_at = order.sent_at or now
     order.updated_at = now
+    if order.refused_request_at is not None:  # the retry of a refused request: time it
+        span = (now - order.refused_request_at).total_seconds()
+        order.longest_retry_s = max(order.longest_retry_s, span)
+        order.retried_at, order.refused_request_at = now, None
     if first:
         if pod.terminate_only:
             asked = (
@@ -308,6 +315,7 @@ def _record_outcome(
     elif result.outcome is CallOutcome.RETRYABLE:
         delay = retry_delay_s(order.attempts, asked_s=result.retry_after_s, spread=random.random())
         order.last_error, order.updated_at = result.detail, now
+        order.refusals, order.refused_request_at = order.refusals + 1, call.sent_at
         order.next_attempt_at = now + timedelta(seconds=delay)
         escalate = order.attempts >= ESCALATE_AFTER_ATTEMPTS
         events.record(
