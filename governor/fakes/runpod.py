@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from http import HTTPStatus
 from pathlib import Path
@@ -43,6 +43,9 @@ NO_FREE_GPUS = "There are not enough free GPUs on the host machine to start this
 SOMETHING_WENT_WRONG = "Something went wrong. Please try again later or contact support."
 ON_DEMAND, SPOT = "RESERVED", "INTERRUPTABLE"  # `podType` of an on-demand and a spot pod
 BILLING_WINDOW = timedelta(days=30)  # what the billing records cover when no start is asked
+# The bucket sizes this fake answers billing in; RunPod's week, month and year it refuses.
+BUCKETS = {"hour": timedelta(hours=1), "day": timedelta(days=1)}
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 DATA_CENTER = "US-KS-2"
 WORKSPACE = "/workspace"
 PROBLEM = "application/problem+json"
@@ -100,23 +103,26 @@ class CloudPod:
         runs: list[Sequence[str | None]] = [*self.earlier_runs, [self.started_at, self.stopped_at]]
         return bill_runs(Decimal(self.cost_per_hr), runs, now, since)
 
-    def billing_records(self, now: datetime) -> list[dict[str, Any]]:
-        """REST v2 billing records, one per hour since the pod started (the last in progress).
+    def billing_records(
+        self, now: datetime, size: timedelta = BUCKETS["hour"], since: datetime = EPOCH
+    ) -> list[dict[str, Any]]:
+        """REST v2 billing records, one per bucket of `size` (UTC-aligned) from the bucket
+        of `since` or of the pod's start, whichever is later, to now (the last in progress).
         Only compute is billed here: the volume's storage is left to the pod description."""
-        began = self.earlier_runs[0][0] if self.earlier_runs else self.started_at
-        first = datetime.fromisoformat(began).replace(minute=0, second=0, microsecond=0)
+        began = datetime.fromisoformat(
+            self.earlier_runs[0][0] if self.earlier_runs else self.started_at
+        )
+        first = _bucket_of(max(began, since), size)
         records = []
         while first < now:
-            end = first + timedelta(hours=1)
-            amount = self.bill_usd(min(end, now), first)
+            end = first + size
+            amount = float(self.bill_usd(min(end, now), first))
             records.append(
                 {
-                    "startTime": first.isoformat(),
-                    "endTime": end.isoformat(),
+                    "startTime": _rfc3339(first),
+                    "endTime": _rfc3339(end),
                     "podId": self.id,
-                    "totalAmount": float(amount),
-                    "gpuAmount": float(amount),
-                    "diskAmount": 0.0,
+                    **_amounts(amount),
                 }
             )
             first = end
@@ -241,7 +247,7 @@ class FakeRunPod(FakeCloud):
 
     def handle(self, request: FakeRequest) -> Reply:
         if request.path == "/v2/billing/pods" and request.method == "GET":
-            return self._billing(request.param("podId"), request.param("startTime"))
+            return self._billing(request)
         if request.path.startswith("/v2/"):
             return self._rest(request)
         if request.path != "/graphql" or request.method != "POST":
@@ -277,21 +283,50 @@ class FakeRunPod(FakeCloud):
             return errors.error(404, "network volume not found")
         return Reply(200, network.rest())
 
-    def _billing(self, ref: str | None, start: str | None) -> Reply:
-        """The records of the buckets that end after `start` (RFC 3339), by default the last
-        30 days', as RunPod's."""
+    def _billing(self, request: FakeRequest) -> Reply:
+        """`listPodBilling`, as RunPod's REST v2 document has it: the records of the buckets
+        (`bucketSize`, by default a day) from `startTime` snapped down to its bucket (by
+        default 30 days back) to `endTime` snapped up to the end of its bucket (by default
+        now's), or of the `lastN` buckets ending with the one in progress; one pod's with
+        `podId`; with the resolved query, the counts and the totals."""
+        errors = RestErrors()
+        at, bucket = now(), request.param("bucketSize") or "day"
+        size = BUCKETS.get(bucket)
+        if size is None:
+            return errors.error(400, f"bucketSize {bucket!r}: the fake answers hour or day")
+        start, end, last = (request.param(n) for n in ("startTime", "endTime", "lastN"))
         try:
-            since = now() - BILLING_WINDOW if start is None else _instant(start)
-        except ValueError:
-            return self.error(400, f"startTime {start!r} is not an RFC 3339 instant")
+            if last is not None:
+                if start is not None or end is not None:
+                    raise ValueError("lastN is mutually exclusive with startTime and endTime")
+                if int(last) < 1:
+                    raise ValueError(f"lastN {last!r} is below 1")
+                until = _bucket_of(at, size) + size
+                since = until - int(last) * size
+            else:
+                since = _bucket_of(at - BILLING_WINDOW if start is None else _instant(start), size)
+                ends = at if end is None else _instant(end)
+                until = ends if _bucket_of(ends, size) == ends else _bucket_of(ends, size) + size
+        except ValueError as exc:
+            return errors.error(400, str(exc))
+        ref = request.param("podId")
         pods = [p for p in self.state.pods.values() if ref is None or p.id == ref]
         records = [
-            record
-            for pod in pods
-            for record in pod.billing_records(now())
-            if datetime.fromisoformat(record["endTime"]) > since
+            record for pod in pods for record in pod.billing_records(min(at, until), size, since)
         ]
-        return Reply(200, {"records": records, "metadata": {"recordCount": len(records)}})
+        totals = _amounts(sum((r["totalAmount"] for r in records), 0.0))
+        metadata = {
+            "query": {
+                "startTime": _rfc3339(since),
+                "endTime": _rfc3339(until),
+                "bucketSize": bucket,
+                "podId": ref,
+            },
+            "recordCount": len(records),
+            "uniquePodCount": len({r["podId"] for r in records}),
+            "totals": totals,
+        }
+        return Reply(200, {"records": records, "metadata": metadata})
 
     def _mutate(self, query: str, ref: str, variables: dict[str, Any]) -> dict[str, Any]:
         name = (_MUTATION_FIELD.findall(query) or ["(unknown)"])[0]
@@ -355,6 +390,25 @@ def _instant(text: str) -> datetime:
     if instant.tzinfo is None:
         raise ValueError(f"{text!r} has no offset")
     return instant
+
+
+def _bucket_of(instant: datetime, size: timedelta) -> datetime:
+    """The start of the UTC-aligned bucket of `size` that `instant` lies in."""
+    return EPOCH + (instant - EPOCH) // size * size
+
+
+def _rfc3339(instant: datetime) -> str:
+    return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _amounts(compute_usd: float) -> dict[str, float]:
+    """A bucket's PodBillingAmounts: its GPU compute alone (no CPU pods, no disk billed)."""
+    return {
+        "totalAmount": compute_usd,
+        "gpuAmount": compute_usd,
+        "cpuAmount": 0.0,
+        "diskAmount": 0.0,
+    }
 
 
 def _selected(query: str, field: str) -> frozenset[str]:

@@ -11,23 +11,17 @@ has: such an answer must still be that envelope."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
-from urllib.parse import unquote
 
 from jsonschema import Draft202012Validator, ValidationError, validators
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
 
 from tests.contract.conformance import SPECS, Exchange
+from tests.contract.openapi import OpenApi, Operation
 
-DOCUMENT = SPECS / "lambda" / "openapi.json"
-URI = "urn:lambda-cloud-openapi"
-JSON = "application/json"
+LAMBDA = OpenApi(SPECS / "lambda" / "openapi.json", "urn:lambda-cloud-openapi", "Lambda's API")
 # "Error responses" in the document's description: {"error": {code, message, suggestion?}}
 ERROR_ENVELOPE = {
     "type": "object",
@@ -48,57 +42,20 @@ ERROR_ENVELOPE = {
 }
 
 
-@dataclass(frozen=True)
-class Operation:
-    id: str  # Lambda's operationId, e.g. terminateInstance
-    method: str
-    path: re.Pattern[str]
-    query: dict[str, Any]  # the query parameters it declares, by name
-    body: str | None  # a JSON pointer to its request body's schema
-    responses: dict[int, str]  # HTTP status -> a JSON pointer to the answer's schema
-
-
-@cache
 def document() -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads(DOCUMENT.read_text())
-    return loaded
-
-
-@cache
-def operations() -> tuple[Operation, ...]:
-    found = []
-    for path, methods in document()["paths"].items():
-        for method, operation in methods.items():
-            at = f"/paths/{_escape(path)}/{method}"
-            template = re.sub(r"\\\{\w+\\\}", "[^/]+", re.escape(path))
-            responses = {
-                int(status): f"{at}/responses/{status}/content/{_escape(JSON)}/schema"
-                for status, answer in operation.get("responses", {}).items()
-                if JSON in answer.get("content", {})
-            }
-            body = operation.get("requestBody", {}).get("content", {})
-            found.append(
-                Operation(
-                    operation["operationId"],
-                    method.upper(),
-                    re.compile(template),
-                    {p["name"]: p for p in operation.get("parameters", []) if p["in"] == "query"},
-                    f"{at}/requestBody/content/{_escape(JSON)}/schema" if JSON in body else None,
-                    responses,
-                )
-            )
-    return tuple(found)
+    return LAMBDA.document
 
 
 def operation_of(method: str, path: str) -> Operation | None:
-    return next(
-        (o for o in operations() if o.method == method and o.path.fullmatch(path)),
-        None,
-    )
+    return LAMBDA.operation_of(method, path)
 
 
 def operation(name: str) -> Operation:
-    return next(o for o in operations() if o.id == name)
+    return LAMBDA.operation(name)
+
+
+def resolve(pointer: str) -> Any:
+    return LAMBDA.resolve(pointer)
 
 
 def statuses() -> list[str]:
@@ -118,25 +75,7 @@ def off_spec(exchanges: list[Exchange]) -> list[str]:
 
 
 def request_errors(method: str, path: str, query: dict[str, list[str]], body: Any) -> list[str]:
-    said = f"{method} {path}"
-    found = operation_of(method, path)
-    if found is None:
-        return [f"{said}: no operation of Lambda's API has this method and path"]
-    errors = [
-        f"{said}: {found.id} has no query parameter {name!r}"
-        for name in query
-        if name not in found.query
-    ]
-    for name, values in query.items():
-        if name in found.query:
-            schema = found.query[name].get("schema", {})
-            errors += [f"{said}: {name}={v!r} {e}" for v in values for e in _errors(v, schema)]
-    if found.body is None:
-        if body is not None:
-            errors.append(f"{said}: {found.id} takes no body")
-    else:
-        errors += [f"{said}: body {e}" for e in _errors(body, {"$ref": URI + "#" + found.body})]
-    return errors
+    return LAMBDA.request_errors(method, path, query, body, _errors)
 
 
 def answer_errors(method: str, path: str, status: int, answer: Any) -> list[str]:
@@ -146,8 +85,8 @@ def answer_errors(method: str, path: str, status: int, answer: Any) -> list[str]
     if found is None or answer is None:
         return []
     said = f"{method} {path} answered {status}"
-    if status in found.responses:
-        schema: dict[str, Any] = {"$ref": URI + "#" + found.responses[status]}
+    if str(status) in found.responses:
+        schema: dict[str, Any] = LAMBDA.ref(found.responses[str(status)])
     elif status == 429 or status >= 500:
         schema = ERROR_ENVELOPE
     else:
@@ -156,7 +95,7 @@ def answer_errors(method: str, path: str, status: int, answer: Any) -> list[str]
 
 
 def _errors(value: Any, schema: dict[str, Any]) -> list[str]:
-    checked = _Closed(schema, registry=_registry())
+    checked = _Closed(schema, registry=LAMBDA.registry)
     return [
         f"{'.'.join(map(str, error.absolute_path)) or '(whole)'}: {error.message}"
         for error in sorted(checked.iter_errors(value), key=lambda e: list(e.absolute_path))
@@ -188,12 +127,12 @@ def _shown() -> dict[str, set[str]]:
     schema's title."""
     exact = _closing(dict)
     found: dict[str, set[str]] = {}
-    for operation in operations():
+    for operation in LAMBDA.operations:
         for pointer in operation.responses.values():
-            schema = resolve(pointer)
+            schema = LAMBDA.resolve(pointer)
             for example in schema.get("properties", {}).get("data", {}).get("examples", []):
-                data = {"$ref": f"{URI}#{pointer}/properties/data"}
-                for error in exact(data, registry=_registry()).iter_errors(example):
+                data = LAMBDA.ref(f"{pointer}/properties/data")
+                for error in exact(data, registry=LAMBDA.registry).iter_errors(example):
                     field = re.fullmatch(r"'(.+)' is not a field of (.+)", error.message)
                     if field:
                         found.setdefault(field[2], set()).add(field[1])
@@ -201,20 +140,3 @@ def _shown() -> dict[str, set[str]]:
 
 
 _Closed = _closing(_shown)
-
-
-def resolve(pointer: str) -> Any:
-    node: Any = document()
-    for step in pointer.strip("/").split("/"):
-        node = node[unquote(step).replace("~1", "/").replace("~0", "~")]
-    return node
-
-
-@cache
-def _registry() -> Registry:  # type: ignore[type-arg]
-    return Registry().with_resource(URI, Resource(document(), DRAFT202012))  # type: ignore[call-arg]
-
-
-def _escape(token: str) -> str:
-    """`token` as one step of a JSON pointer in a URI fragment."""
-    return token.replace("~", "~0").replace("/", "~1").replace("{", "%7B").replace("}", "%7D")

@@ -132,8 +132,8 @@ def _documented() -> list[tuple[str, int, str]]:
     schemas = conformance_lambda.document()["components"]["schemas"]
     found = []
     for name in CALLS:
-        for status, pointer in sorted(conformance_lambda.operation(name).responses.items()):
-            if status >= 400:
+        for code, pointer in sorted(conformance_lambda.operation(name).responses.items()):
+            if (status := int(code)) >= 400:
                 answer = json.dumps(conformance_lambda.resolve(pointer))
                 found += [
                     (name, status, schemas[schema]["properties"]["code"]["const"])

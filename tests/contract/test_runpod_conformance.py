@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from governor.adapters.providers.runpod import (
     RunPodProvider,
 )
 from governor.domain.ports import CallOutcome, ProviderError, Storage
-from governor.fakes.http_cloud import running
+from governor.fakes.http_cloud import now, running
 from governor.fakes.runpod import SPOT, FakeRunPod
 from tests.contract import runpod_rest_spec
 from tests.contract.runpod_spec import (
@@ -310,3 +311,91 @@ def test_a_network_volume_of_a_tier_runpod_does_not_document_costs_the_dearer_ra
         httpx.Client(transport=transport), KEY, high_performance_usd_per_gb_month=Decimal("0.02")
     )
     assert runpod.describe("p").storage == Storage(Decimal(100), Decimal("0.07"), Decimal("0.07"))
+
+
+def test_billing_is_read_within_its_spec(cloud: Served[FakeRunPod]) -> None:
+    """`listPodBilling` for the account and for one pod, over two days' buckets: the
+    adapter's requests and the fake's answers (records, resolved query, counts, totals) held
+    to the REST v2 document by the conforming client."""
+    since = now() - timedelta(hours=30)
+    for pod in cloud.fake.state.pods.values():
+        pod.started_at = since.isoformat()
+    runpod, _ = exchanges(cloud)
+    bills = runpod.billed(dict.fromkeys(["pod-1", "spot-1"], since))
+    one = runpod.billed({"pod-1": since})
+    assert cloud.fake.calls("GET") == ["GET /v2/billing/pods"] * 2
+    for ref, rate in (("pod-1", Decimal("0.44")), ("spot-1", Decimal("0.20"))):
+        assert abs(bills[ref].amount_usd - rate * 30) < Decimal("0.01")
+    assert one["pod-1"].amount_usd >= bills["pod-1"].amount_usd
+    with conforming(cloud.client()) as client:
+        answer = client.get(
+            f"{cloud.url}/v2/billing/pods",
+            params={"lastN": "2", "bucketSize": "hour"},
+            headers={"Authorization": f"Bearer {KEY}"},
+        ).json()
+    assert answer["metadata"]["recordCount"] == len(answer["records"]) == 4
+    assert answer["metadata"]["uniquePodCount"] == 2
+
+
+BILLING_RECORD = {
+    "startTime": "2026-06-01T00:00:00Z",
+    "endTime": "2026-06-02T00:00:00Z",
+    "podId": "p",
+    "totalAmount": 1.5,
+    "gpuAmount": 1.5,
+    "cpuAmount": 0.0,
+    "diskAmount": 0.0,
+}
+BILLING = {
+    "records": [BILLING_RECORD],
+    "metadata": {
+        "query": {
+            "startTime": "2026-06-01T00:00:00Z",
+            "endTime": "2026-06-02T00:00:00Z",
+            "bucketSize": "day",
+            "podId": None,
+        },
+        "recordCount": 1,
+        "uniquePodCount": 1,
+        "totals": {k: v for k, v in BILLING_RECORD.items() if k.endswith("Amount")},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        ({"records": [BILLING_RECORD], "metadata": {"recordCount": 1}}, "'query' is a required"),
+        ({**BILLING, "records": [{**BILLING_RECORD, "cpuAmount": None}]}, "None is not of type"),
+        (
+            {**BILLING, "records": [{k: v for k, v in BILLING_RECORD.items() if k != "cpuAmount"}]},
+            "'cpuAmount' is a required",
+        ),
+        (
+            {**BILLING, "metadata": {**BILLING["metadata"], "query": {"bucketSize": "fortnight"}}},
+            "'fortnight' is not one of",
+        ),
+    ],
+)
+def test_a_billing_answer_outside_the_spec_is_caught(answer: dict[str, Any], says: str) -> None:
+    assert runpod_rest_spec.answer_errors("GET", "/v2/billing/pods", 200, BILLING) == []
+    problems = runpod_rest_spec.answer_errors("GET", "/v2/billing/pods", 200, answer)
+    assert any(says in problem for problem in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        ({"bucketSize": ["fortnight"]}, "'fortnight' is not one of"),
+        ({"startTime": ["yesterday"]}, "is not a 'date-time'"),
+        ({"lastN": ["0"]}, "less than the minimum of 1"),
+        ({"pod_id": ["p"]}, "no query parameter 'pod_id'"),
+    ],
+)
+def test_a_billing_request_outside_the_spec_is_caught(
+    query: dict[str, list[str]], says: str
+) -> None:
+    good = {"bucketSize": ["day"], "startTime": ["2026-06-01T00:00:00Z"], "podId": ["p"]}
+    assert runpod_rest_spec.request_errors("GET", "/v2/billing/pods", good, None) == []
+    problems = runpod_rest_spec.request_errors("GET", "/v2/billing/pods", query, None)
+    assert any(says in problem for problem in problems), problems

@@ -23,7 +23,7 @@ from governor.adapters.providers.runpod import RESUME_MUTATION, STOP_LATENCY_S, 
 from governor.domain.model import PodState
 from governor.domain.ports import CallOutcome, ProviderError, Resumes
 from governor.fakes.http_cloud import HOLD, running
-from governor.fakes.runpod import SPOT, FakeRunPod
+from governor.fakes.runpod import BUCKETS, SPOT, FakeRunPod
 from tests.fake_clouds import Served
 
 KEY = "rpa_UNIT_TEST_SECRET_0123456789"
@@ -154,15 +154,15 @@ def test_no_log_line_carries_the_key(
     assert KEY not in caplog.text
 
 
-def test_billed_sums_the_pods_hourly_records(runpod: RunPodProvider, cloud: Cloud) -> None:
+def test_billed_sums_the_pods_daily_records(runpod: RunPodProvider, cloud: Cloud) -> None:
     pod = cloud.fake.state.pods["pod-2"]  # $3600/h: a dollar a second
     pod.started_at = (datetime.fromisoformat(pod.started_at) - timedelta(hours=2)).isoformat()
     billed = runpod.billed(dict.fromkeys(["pod-2"], SINCE))["pod-2"]
     expected = pod.bill_usd(billed.through)
     assert abs(billed.amount_usd - expected) <= Decimal(2)  # the fake answered a moment later
     assert billed.amount_usd >= Decimal(7200)
-    records = cloud.fake.state.pods["pod-2"].billing_records(billed.through)
-    assert len(records) in (3, 4)  # two whole hours before this one, the hour in progress
+    records = cloud.fake.state.pods["pod-2"].billing_records(billed.through, BUCKETS["day"])
+    assert len(records) in (1, 2)  # the day in progress, and yesterday if it began then
 
 
 def test_billed_reads_the_accounts_bill_once_for_many_pods(cloud: Cloud) -> None:
@@ -206,9 +206,10 @@ def test_billed_counts_each_pod_from_its_own_registration(cloud: Cloud) -> None:
         beside = runpod.billed({"pod-2": registered, "pod-1": SINCE})["pod-2"]
     assert sent[0].url.params["startTime"] == f"{registered:%Y-%m-%dT%H:%M:%S}Z"
     assert sent[1].url.params["startTime"] == "2020-01-01T00:00:00Z"  # the earliest asked
-    # from the start of the hour it was registered in (the fake bills by the hour), the same
-    # whatever else is asked about with it
-    bucket = registered.replace(minute=0, second=0, microsecond=0)
+    # from the start of the (UTC) day it was registered in: RunPod bills in the daily buckets
+    # asked for; the same whatever else is asked about with it (the baseline read at
+    # registration takes out what came before it)
+    bucket = registered.replace(hour=0, minute=0, second=0, microsecond=0)
     for billed in (alone, beside):
         assert abs(billed.amount_usd - pod.bill_usd(billed.through, bucket)) <= Decimal(2)
 
