@@ -40,6 +40,9 @@ SCHEMA = {
     ]
 }
 HOUR = timedelta(hours=1)
+# Each answer's `kind`, fixed by the discovery document (its schema's default)
+QUERY_RESPONSE = "bigquery#queryResponse"  # jobs.query
+RESULTS_RESPONSE = "bigquery#getQueryResultsResponse"  # jobs.getQueryResults
 
 
 @dataclass(frozen=True)
@@ -111,26 +114,27 @@ class BillingExport:
             [currency, str(cost), str(int(end.timestamp() * 1_000_000))]
             for currency, (cost, end) in sorted(sums.items(), key=lambda s: s[0] != "USD")
         ]
-        return self.results(job, None)
+        return self._page(job, None, QUERY_RESPONSE)
 
     def results(self, job: str, page_token: str | None) -> tuple[int, dict[str, Any]]:
         """jobs.getQueryResults: one page of a job's rows, once the job is complete."""
         if job not in self.jobs:
             return 404, _error(404, "notFound", f"Not found: Job {job}")
+        return self._page(job, page_token, RESULTS_RESPONSE)
+
+    def _page(self, job: str, page_token: str | None, kind: str) -> tuple[int, dict[str, Any]]:
+        """A QueryResponse or a GetQueryResultsResponse (by `kind`): the job not complete
+        yet, or one page of its rows."""
         reference = {"jobId": job, "location": "US"}
         self.polls[job] = self.polls.get(job, 0) + 1
         if self.polls[job] <= self.pending_polls:
-            return 200, {
-                "kind": "bigquery#queryResponse",
-                "jobReference": reference,
-                "jobComplete": False,
-            }
+            return 200, {"kind": kind, "jobReference": reference, "jobComplete": False}
         start = int(page_token or 0)
         every = self.jobs[job]
         page = every[start : start + self.page_size]
         more = start + self.page_size < len(every)
         return 200, {
-            "kind": "bigquery#queryResponse",
+            "kind": kind,
             "schema": SCHEMA,
             "jobReference": reference,
             "totalRows": str(len(every)),

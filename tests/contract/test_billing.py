@@ -2,7 +2,8 @@
 fake of its cloud's bill (GCP's BigQuery billing export, AWS Cost Explorer), a governor on a
 frozen clock that the fake cloud shares. A bill 10% over the meter is trued up and said to
 drift once; an honest bill changes nothing; a bill that lags is compared over the window it
-covers, so it gives no drift.
+covers, so it gives no drift. Every exchange over HTTP is held to the provider's own
+definition, as in the rest of the contract suite.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from governor.domain.model import EntryKind, Severity
 from governor.fakes.http_cloud import running
 from governor.services.fleet import pods
 from tests.clock import FrozenClock
+from tests.contract.conformance import Exchange, recorder
 from tests.contract.conftest import HARNESSES, SECRET
 from tests.contract.harness import BillingHarness
 from tests.fake_clouds import TIMEOUT_S
@@ -65,7 +67,9 @@ def billed(
     cloud = harness.billed_cloud(tmp_path / "cloud.json", SECRET, clock.now, factor, lag_s)
     url = f"sqlite:///{tmp_path / 'governor.db'}"
     schema.upgrade(url)
-    with running(cloud) as server, httpx.Client(timeout=TIMEOUT_S) as client:
+    exchanges: list[Exchange] = []
+    hooks = {"response": [recorder(exchanges)]}
+    with running(cloud) as server, httpx.Client(timeout=TIMEOUT_S, event_hooks=hooks) as client:
         adapter = harness.billed_adapter(server.url, SECRET, client)
         gov = make_governor(url, clock, others={harness.name: adapter})
         try:
@@ -76,6 +80,7 @@ def billed(
             yield Billed(gov, harness, pod)
         finally:
             gov.ctx.engine.dispose()
+    assert harness.off_spec(exchanges) == []
 
 
 @pytest.mark.parametrize("harness", BILLING, ids=lambda h: h.name)

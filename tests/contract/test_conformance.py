@@ -9,13 +9,23 @@ provider does not document and an answer outside its schema.
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from governor.domain.ports import CallOutcome, Resumes, StopsPreserving
+import httpx
+import pytest
+
+from governor.domain.ports import CallOutcome, ProviderError, Resumes, StopsPreserving
+from governor.fakes.bigquery import ExportRow
+from governor.fakes.gcp import FakeGcp
+from governor.fakes.http_cloud import running
+from tests.clock import FrozenClock
 from tests.contract import conformance_gcp, conformance_vast
-from tests.contract.conformance import Exchange
-from tests.contract.conftest import Governed, govern
+from tests.contract.conformance import Exchange, recorder
+from tests.contract.conftest import SECRET, Governed, govern
+from tests.contract.harness_gcp import EXPORT, MACHINE_TYPE, RATE
 from tests.contract.harness_gcp import HARNESS as GCP
 from tests.contract.harness_vast import HARNESS as VAST
 
@@ -88,6 +98,81 @@ def test_an_answer_of_the_fake_outside_the_schema_is_caught(tmp_path: Path) -> N
             "7 is not a string",
             "'HIBERNATING' is not one of",
             "'a lot' is not an int64",
+        ],
+        strict=True,
+    ):
+        assert said in error
+
+
+def _billing_export_read(tmp_path: Path) -> list[Exchange]:
+    """The GCP adapter's reads of the billing export: a job still running when asked (polled
+    with getQueryResults), and a result of two pages (the second in euros, refused)."""
+    clock = FrozenClock()
+    fake = FakeGcp(tmp_path / "gcp.json", SECRET, project="contract-project")
+    fake.clock = clock.now
+    export = fake.export_billing(EXPORT)
+    fake.add_pod(GCP.running, RATE, machine_type=MACHINE_TYPE)
+    registered = clock.now()
+    clock.advance(3 * 3600)
+    exchanges: list[Exchange] = []
+    with running(fake) as server:
+        hooks = {"response": [recorder(exchanges)]}
+        with httpx.Client(timeout=10.0, event_hooks=hooks) as client:
+            adapter = GCP.billed_adapter(server.url, SECRET, client)
+            export.pending_polls = 2
+            assert adapter.billed_since(GCP.running, registered, clock.now(), None).amount_usd
+            zone, _, name = GCP.running.partition("/")
+            hour = timedelta(hours=1)
+            euros = ExportRow(
+                "contract-project", zone, name, registered, registered + hour, Decimal(1), "EUR"
+            )
+            export.extra.append(euros)
+            export.pending_polls, export.page_size = 0, 1
+            with pytest.raises(ProviderError, match="in EUR"):
+                adapter.billed_since(GCP.running, registered, clock.now(), None)
+    return exchanges
+
+
+def test_every_bigquery_call_is_a_documented_method(tmp_path: Path) -> None:
+    exchanges = _billing_export_read(tmp_path)
+    called = [conformance_gcp.method_of(e) for e in exchanges]
+    ids = [m.id for m in called if m and m.id.startswith("bigquery.")]
+    assert ids.count("bigquery.jobs.query") == 2
+    assert ids.count("bigquery.jobs.getQueryResults") == 3  # two polls, one second page
+    assert None not in called
+    assert conformance_gcp.off_spec(exchanges) == []
+
+
+def test_a_bigquery_request_or_answer_outside_the_discovery_document_is_caught(
+    tmp_path: Path,
+) -> None:
+    exchanges = _billing_export_read(tmp_path)
+    query = next(e for e in exchanges if e.method == "POST")
+    results = next(e for e in exchanges if e.method == "GET" and "/queries/" in e.path)
+    assert conformance_gcp.off_spec([query, results]) == []
+    off = [
+        replace(query, body={**query.body, "timeoutMs": "10000"}),
+        replace(query, body={**query.body, "parameters": query.body["queryParameters"]}),
+        replace(query, path=query.path.replace("/queries", "/query")),
+        replace(results, query={**results.query, "useInt64Timestamp": ["true"]}),
+        replace(results, query={**results.query, "timeoutMs": ["soon"]}),
+        _answered(results, kind="bigquery#queryResponse"),
+        _answered(results, totalRows=1),
+        _answered(results, jobComplete="yes"),
+    ]
+    errors = conformance_gcp.off_spec(off)
+    assert len(errors) == len(off), errors
+    for error, said in zip(
+        errors,
+        [
+            "'10000' is not an integer",
+            "parameters: not a field",
+            "no method of bigquery.v2",
+            "no query parameter 'useInt64Timestamp'",
+            "timeoutMs='soon' is not an integer",
+            "'bigquery#queryResponse' is not 'bigquery#getQueryResultsResponse'",
+            "1 is not a string",
+            "'yes' is not a boolean",
         ],
         strict=True,
     ):

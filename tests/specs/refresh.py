@@ -3,9 +3,10 @@
     python tests/specs/refresh.py
 
 Downloads (never at test time) the newest google-api-python-client and vastai wheels with
-pip, copies Compute Engine's discovery document out of the first and extracts, from the
-second's source, the endpoints the SDK calls for instances and charges (method, path,
-query parameters, body keys and values) and every instance status value it names; and
+pip, copies Compute Engine's and BigQuery's discovery documents out of the first and
+extracts, from the second's source, the endpoints the SDK calls for instances and charges
+(method, path, query parameters, body keys and values) and every instance status value it
+names; and
 downloads Lambda Cloud's OpenAPI document from Lambda's documentation site. Update
 README.md's versions and dates afterwards.
 """
@@ -25,7 +26,8 @@ from pathlib import Path
 import httpx
 
 HERE = Path(__file__).parent
-DISCOVERY = "googleapiclient/discovery_cache/documents/compute.v1.json"
+DISCOVERIES = "googleapiclient/discovery_cache/documents"
+GCP_APIS = ("compute.v1.json", "bigquery.v2.json")  # Compute Engine; the billing export's
 # The SDK modules whose calls the Vast adapter makes too.
 VAST_MODULES = ("vastai/api/instances.py", "vastai/api/billing.py")
 VAST_PATHS = ("/instances/{id}/", "/api/v1/instances/", "/api/v0/charges/")
@@ -44,7 +46,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         google = _wheel("google-api-python-client", Path(tmp))
         with zipfile.ZipFile(google) as wheel:
-            (HERE / "gcp" / "compute.v1.json").write_bytes(wheel.read(DISCOVERY))
+            for name in GCP_APIS:
+                (HERE / "gcp" / name).write_bytes(wheel.read(f"{DISCOVERIES}/{name}"))
         vast = _wheel("vastai", Path(tmp))
         extracted = vast_definitions(vast)
         (HERE / "vast" / "vastai.json").write_text(json.dumps(extracted, indent=2) + "\n")
