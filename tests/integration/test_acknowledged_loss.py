@@ -107,6 +107,27 @@ def test_an_acknowledged_loss_registers_is_audited_and_its_stop_says_what_was_lo
     assert not any("its workspace is kept" in m for m in messages)
 
 
+def test_an_exhausted_budget_says_which_pods_stops_lose_their_workspace(gov: Governor) -> None:
+    gov.cloud.losing["pod-1"] = LOST
+    budget = gov.budget(ceiling="0.50")  # $3.60/h each: reached within minutes
+    register(gov, budget, "pod-1", acknowledge_loss=WHY)
+    register(gov, budget, "pod-2")
+    for _ in range(4):
+        gov.tick(200)
+    lost = f"as acknowledged at registration, pod-1's stop loses its workspace ({LOST})"
+    with gov.session() as s:
+        [told] = [
+            e
+            for e in repo.events(s, budget_id=budget, category=Category.BUDGET)
+            if e.message.startswith("Budget exhausted")
+        ]
+    assert told.message.startswith(f"Budget exhausted: every pod is stopped; {lost}; the others ")
+    assert "with its workspace kept" not in told.message
+    assert told.evidence["lost_at_stop"] == {"pod-1": LOST}
+    [shown] = [b for b in read_dashboard(gov).budgets if b.id == budget]
+    assert shown.next_step.what.endswith(f": nothing runs; {lost}")
+
+
 def test_acknowledging_a_loss_where_nothing_is_lost_is_refused(gov: Governor) -> None:
     with pytest.raises(Invalid, match="loses nothing when it is stopped"):
         register(gov, gov.budget(), "pod-1", acknowledge_loss=WHY)

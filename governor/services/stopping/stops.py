@@ -22,6 +22,7 @@ from governor.db.tables import BudgetRow, PodRow, StopOrderRow
 from governor.domain.budget_lifecycle import after_pods_stopped
 from governor.domain.errors import NotLeader
 from governor.domain.ledger import committed_in_parts
+from governor.domain.loss import lost_at_stop
 from governor.domain.model import Category, PodState, Reason, Severity
 from governor.domain.money import dollars, format_usd
 from governor.domain.policy import money_evidence
@@ -349,25 +350,33 @@ def _settle_budget(
 ) -> None:
     """A budget stopping at its ceiling is exhausted once none of its pods bills compute: it
     says what its committed spend is made of, and the extension that would let it go on."""
-    if any(metered_state(p).bills_compute for p in repo.pods_of(session, budget.id)):
+    pods = repo.pods_of(session, budget.id)
+    if any(metered_state(p).bills_compute for p in pods):
         return
     state = after_pods_stopped(budget.state)
     if state is budget.state:
         return
     budget.state = state
     f = open_book(session, budget.id, now, config).figures
+    losses = {p.name: lost for p in pods if (lost := _lost(Action.STOP, p)) is not None}
+    lost = lost_at_stop(losses.items())
+    stopped = "every pod is stopped with its workspace kept"
+    if lost is not None:  # registered with an acknowledged loss: say what their stops lose
+        others = "; the others keep theirs" if len(losses) < len(pods) else ""
+        stopped = f"every pod is stopped; {lost}{others}"
     events.record(
         session,
         now,
         Severity.CRITICAL,
         Category.BUDGET,
         f"budget:{budget.id}",
-        "Budget exhausted: every pod is stopped with its workspace kept. The ceiling "
+        f"Budget exhausted: {stopped}. The ceiling "
         f"{dollars(f.effective_ceiling)} was reached at {committed_in_parts(f)}: approve an "
         f"extension of at least {dollars(f.extension_to_go_on)} to go on.",
         budget_id=budget.id,
         evidence={
             **money_evidence(f),
             "extension_to_go_on_usd": format_usd(f.extension_to_go_on),
+            "lost_at_stop": losses,
         },
     )

@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterable, Sequence
 
 from governor.domain.ledger import Figures, committed_in_parts
+from governor.domain.loss import lost_at_stop
 from governor.domain.model import Action, BudgetState, PodState, Reason, Severity
 from governor.domain.money import dollars
 from governor.domain.stop_order import StopState
@@ -184,8 +185,11 @@ def next_step(
         deadline = min(p.stop.deadline for p in stopping if p.stop)
         return NextStep(f"stopping {names} ({reasons}); the job's save deadline", deadline)
     if state is BudgetState.EXHAUSTED:
+        losses = [(p.name, p.acknowledged_loss.lost) for p in pods if p.acknowledged_loss]
+        lost = lost_at_stop(losses)
         return NextStep(
-            f"the ceiling was reached at {committed_in_parts(figures)}: nothing runs",
+            f"the ceiling was reached at {committed_in_parts(figures)}: nothing runs"
+            + ("" if lost is None else f"; {lost}"),
             unless=f"unless an extension of at least {dollars(figures.extension_to_go_on)} "
             "is approved",
         )
