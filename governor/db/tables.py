@@ -134,8 +134,8 @@ class PodRow(Base):
     # where the provider runs it (its region, when the provider says): with the provider, the
     # key its stop latency is learned under (stop_times)
     region: Mapped[str | None] = mapped_column(String(100))
-    # the 95th percentile of its provider and region's latest stops (None: fewer than five),
-    # and how many stops that figure, or the count so far, comes from
+    # what its provider and region's latest stops teach (stop_latency.learned_s; None: fewer
+    # than five), and how many stops that figure, or the count so far, comes from
     learned_stop_latency_s: Mapped[float | None]
     learned_from_stops: Mapped[int] = mapped_column(server_default="0")
     local: Mapped[bool] = mapped_column(default=False, server_default=false())

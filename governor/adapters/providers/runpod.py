@@ -251,8 +251,9 @@ class RunPodProvider:
         the day of the earliest `since` on, summed per pod over the days that end after its
         own `since`; through the moment RunPod answered. The start is always sent: without
         it RunPod answers the last 30 days only, and an older pod's total would shrink as its
-        first days fell out. Daily buckets: the sum is the same as by the hour, in a 24th of
-        the records."""
+        first days fell out. Daily buckets, a 24th of the records hourly ones would be:
+        RunPod snaps the start down to midnight UTC, so the day of registration counts whole,
+        as it did in the figure read at registration (the baseline the bill is compared from)."""
         asked_at = datetime.now(UTC)
         start = min(since.values(), default=asked_at).astimezone(UTC)
         params = {"bucketSize": "day", "startTime": start.strftime("%Y-%m-%dT%H:%M:%SZ")}

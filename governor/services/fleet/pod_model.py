@@ -40,9 +40,10 @@ class PodStopLatency:
     declared_s: float = field(metadata={"doc": "what the provider declared"})
     learned_s: float | None = field(
         metadata={
-            "doc": "the 95th percentile of its provider and region's latest stops, from the "
-            "first request to the pod confirmed stopped (retries included); null: fewer than "
-            "five stops so far"
+            "doc": "what its provider and region's latest stops teach, from the first request "
+            "to the pod confirmed stopped (retries included): their 95th percentile, or, where "
+            "any was refused, at least the worst retry sequence they have shown; null: fewer "
+            "than five stops so far"
         }
     )
     stops: int = field(metadata={"doc": "how many of those stops it is learned from"})
