@@ -11,8 +11,9 @@ crashes or finishes first. The pilots share --providers simulated providers (fak
 BillingFakeProvider, each of one region), pilot i on provider i mod --providers, each
 provider's pilots one after another in index order: a pilot starts when the one before it
 on its provider has stopped, so every provider's history of stops is shared by its pilots,
-and the governor learns each provider's stop latency from it (the 95th percentile of its
-latest stops, once there are five). A provider declares a stop latency (what the governor
+and the governor learns each provider's stop latency from it (from its latest stops, once
+there are five: their 95th percentile, or, where any was refused, at least the worst retry
+sequence they have shown). A provider declares a stop latency (what the governor
 is told at registration); its real stops are shorter, or, for some providers, longer; the
 stop calls of some providers fail retryably a few times. Pods have no storage, budgets no
 reserve and no storage tail: nothing but the governor's own margin (checkpoint grace + stop
