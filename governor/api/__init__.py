@@ -5,6 +5,7 @@ from fastapi import APIRouter
 from governor.api.heartbeat import route as heartbeat
 from governor.api.routes import (
     budgets,
+    costs,
     events,
     extensions,
     health,
@@ -40,5 +41,6 @@ def routers() -> tuple[APIRouter, ...]:
             status,
             metrics,
             report,
+            costs,
         )
     )

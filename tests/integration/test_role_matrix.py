@@ -52,6 +52,7 @@ WHO = {
     ("POST", "/v1/budgets/{budget_id}/plans/{plan_id}/release"): "operator",
     ("DELETE", "/v1/budgets/{budget_id}/plans/{plan_id}"): "operator",
     ("GET", "/v1/budgets/{budget_id}/report"): "viewer",
+    ("GET", "/v1/costs"): "viewer",
     ("GET", "/v1/events"): "viewer",
     ("GET", "/v1/status"): "viewer",
     ("POST", "/v1/tokens"): "operator",

@@ -1,0 +1,175 @@
+"""The ledger's spend as cost lines: by pod, UTC hour, charge (compute or storage) and kind of
+entry, over a stretch of time, read a day at a time so an export of a year holds no more than
+one day's lines at once. What the lines become in FOCUS columns is `render/focus.py`'s.
+
+A line sums the budget's ledger entries exactly (micro-dollars), so the lines of a stretch add
+up to what the ledger holds for it to the micro-dollar. Accruals are summed per pod, hour and
+charge; a true-up or an operator's adjustment is a line of its own, in the hour its entry
+starts, with its note.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+from sqlalchemy import select
+
+from governor.db import repository as repo
+from governor.db.engine import read_only
+from governor.db.tables import BudgetRow, LedgerEntryRow, PodRow
+from governor.domain.errors import Invalid
+from governor.domain.ledger import SLICE, slice_start
+from governor.domain.model import ChargeKind, EntryKind
+from governor.domain.money import SECONDS_PER_HOUR
+from governor.services.context import ServiceContext
+
+MAX_SPAN = timedelta(days=366)  # one export: at most a year (and a day)
+_DAY = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class CostQuery:
+    """What an export covers: the ledger entries that start in [start, end), whole UTC hours,
+    of one budget or every budget."""
+
+    start: datetime
+    end: datetime
+    budget_id: str | None = None
+
+    @classmethod
+    def of(
+        cls, start: datetime | None, end: datetime | None, budget_id: str | None, now: datetime
+    ) -> CostQuery:
+        """A query whose `start` defaults to the start of `now`'s UTC month, and whose `end`
+        defaults to the end of `now`'s UTC hour: the month so far, the current hour whole."""
+        hour = slice_start(now.astimezone(UTC))
+        return cls(
+            hour.replace(day=1, hour=0) if start is None else start,
+            hour + SLICE if end is None else end,
+            budget_id,
+        )
+
+    def __post_init__(self) -> None:
+        for name, instant in (("from", self.start), ("to", self.end)):
+            if instant.tzinfo is None or instant.utcoffset() != timedelta(0):
+                raise Invalid(f"`{name}` must be an instant in UTC, e.g. 2026-01-01T00:00:00Z")
+            if instant != slice_start(instant):
+                raise Invalid(
+                    f"`{name}` must be a whole UTC hour (the ledger's entries are cut at "
+                    f"every hour): {instant.isoformat()} is not"
+                )
+        if self.end <= self.start:
+            raise Invalid("`to` must be later than `from`")
+        if self.end - self.start > MAX_SPAN:
+            raise Invalid(
+                f"an export covers at most {MAX_SPAN.days} days; "
+                "ask for a longer stretch in several exports"
+            )
+
+
+@dataclass(frozen=True)
+class CostLine:
+    """Spend of one pod in one UTC hour, of one charge and kind of entry."""
+
+    hour: datetime  # the UTC hour its entries start in
+    budget_id: str
+    budget_name: str
+    pod_id: str
+    pod_name: str
+    provider: str
+    provider_ref: str
+    region: str | None
+    gpu_type: str | None
+    gpu_count: int | None
+    storage_gb: float
+    charge: ChargeKind
+    kind: EntryKind
+    amount: Decimal  # micro-dollars, summed exactly
+    seconds: Decimal  # what its entries cover, summed (accruals: the time metered)
+    note: str | None  # a true-up's or an adjustment's note
+
+    @property
+    def hours(self) -> Decimal:
+        return self.seconds / SECONDS_PER_HOUR
+
+    @property
+    def period_end(self) -> datetime:
+        return self.hour + SLICE
+
+
+_COLUMNS = (
+    LedgerEntryRow.id,
+    LedgerEntryRow.period_start,
+    LedgerEntryRow.period_end,
+    LedgerEntryRow.kind,
+    LedgerEntryRow.charge,
+    LedgerEntryRow.amount_usd,
+    LedgerEntryRow.note,
+    BudgetRow.id,
+    BudgetRow.name,
+    PodRow.id,
+    PodRow.name,
+    PodRow.provider,
+    PodRow.provider_ref,
+    PodRow.region,
+    PodRow.gpu_type,
+    PodRow.gpu_count,
+    PodRow.storage_gb,
+)
+
+
+def lines(ctx: ServiceContext, query: CostQuery) -> Iterator[CostLine]:
+    """The cost lines of `query`, hour by hour (each hour's by budget, pod, charge and kind),
+    read a day at a time, each day in a read-only transaction of its own. A budget it names
+    must exist (404 otherwise): checked here, before the first line is asked for."""
+    if query.budget_id is not None:
+        with read_only(ctx.sessions) as session:
+            repo.get_budget(session, query.budget_id)
+    return _lines(ctx, query)
+
+
+def _lines(ctx: ServiceContext, query: CostQuery) -> Iterator[CostLine]:
+    day = query.start
+    while day < query.end:
+        until = min(day + _DAY, query.end)
+        yield from _day_lines(ctx, query, day, until)
+        day = until
+
+
+def _day_lines(
+    ctx: ServiceContext, query: CostQuery, start: datetime, end: datetime
+) -> list[CostLine]:
+    statement = (
+        select(*_COLUMNS)
+        .join_from(LedgerEntryRow, PodRow, LedgerEntryRow.pod_id == PodRow.id)
+        .join(BudgetRow, LedgerEntryRow.budget_id == BudgetRow.id)
+        .where(LedgerEntryRow.period_start >= start, LedgerEntryRow.period_start < end)
+        .order_by(LedgerEntryRow.period_start, LedgerEntryRow.id)
+    )
+    if query.budget_id is not None:
+        statement = statement.where(LedgerEntryRow.budget_id == query.budget_id)
+    summed: dict[tuple[object, ...], CostLine] = {}
+    with read_only(ctx.sessions) as session:
+        for row in session.execute(statement):
+            (entry_id, p_start, p_end, kind, charge, amount, note, *owner) = row
+            hour = slice_start(p_start)
+            seconds = Decimal(str((p_end - p_start).total_seconds()))
+            # accruals sum per pod, hour and charge; any other entry is a line of its own
+            own = None if kind is EntryKind.ACCRUAL else entry_id
+            key = (hour, owner[0], owner[2], charge, kind, own)
+            kept = summed.get(key)
+            if kept is None:
+                summed[key] = CostLine(hour, *owner, charge, kind, amount, seconds, note)
+            else:
+                summed[key] = _added(kept, amount, seconds)
+    return sorted(
+        summed.values(),
+        key=lambda c: (c.hour, c.budget_id, c.pod_id, c.charge.value, c.kind.value),
+    )
+
+
+def _added(line: CostLine, amount: Decimal, seconds: Decimal) -> CostLine:
+    return replace(line, amount=line.amount + amount, seconds=line.seconds + seconds)
