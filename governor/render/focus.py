@@ -174,11 +174,9 @@ def csv_chunks(lines: Iterable[CostLine]) -> Iterator[str]:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\r\n")
     writer.writerow(COLUMNS)
-    count = 0
-    for line in lines:
+    for count, line in enumerate(lines, start=1):
         columns = row(line)
         writer.writerow([_text(columns[name]) for name in COLUMNS])
-        count += 1
         if count % BATCH == 0:
             yield buffer.getvalue()
             buffer.seek(0)

@@ -40,11 +40,14 @@ DAY = "from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z"
 # by `test_the_columns_the_validator_names_otherwise_hold_what_focus_asks` instead), and its
 # SkuPriceId rule queries ChargeType, 1.0-preview's name of ChargeCategory. Every other rule
 # of its 1.0 set runs.
-OVERRIDDEN = tuple(
-    f"{column}_{check}"
-    for column in ("Provider", "Publisher", "InvoiceIssuer", "ResourceID")
-    for check in ("Required", "IsString", "NotNull" if column != "ResourceID" else "Nullable")
-) + ("SkuPriceId_Nullable",)
+OVERRIDDEN = (
+    *(
+        f"{column}_{check}"
+        for column in ("Provider", "Publisher", "InvoiceIssuer", "ResourceID")
+        for check in ("Required", "IsString", "NotNull" if column != "ResourceID" else "Nullable")
+    ),
+    "SkuPriceId_Nullable",
+)
 
 
 def scenario(gov: Governor) -> tuple[str, str]:
@@ -94,24 +97,49 @@ def validate(path: Path, tmp_path: Path) -> list[str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # its own packages alone
     # the validator reads its list of currency codes from a path relative to where it runs
     site = subprocess.run(
-        [python, "-c", "import focus_validator, os; print(os.path.dirname("
-         "os.path.dirname(focus_validator.__file__)))"],
-        capture_output=True, text=True, check=True, env=env,
+        [
+            python,
+            "-c",
+            "import focus_validator, os; print(os.path.dirname("
+            "os.path.dirname(focus_validator.__file__)))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
     ).stdout.strip()
     overrides = tmp_path / "overrides.yaml"
     overrides.write_text("overrides:\n" + "".join(f"  - {name}\n" for name in OVERRIDDEN))
     result = tmp_path / f"{path.name}.xml"
     run = subprocess.run(
-        [python, "-m", "focus_validator.main", "--data-file", path,
-         "--validate-version", FOCUS_VERSION, "--override-file", overrides,
-         "--output-type", "unittest", "--output-destination", result],
-        cwd=site, env=env, capture_output=True, text=True, timeout=300,
+        [
+            python,
+            "-m",
+            "focus_validator.main",
+            "--data-file",
+            path,
+            "--validate-version",
+            FOCUS_VERSION,
+            "--override-file",
+            overrides,
+            "--output-type",
+            "unittest",
+            "--output-destination",
+            result,
+        ],
+        cwd=site,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert run.returncode == 0 and result.exists(), run.stdout + run.stderr
     suites = ET.parse(result).getroot()
     checked = [case for case in suites.iter("testcase")]
     assert len(checked) > 100, "the validator ran its 1.0 rules"
-    skipped = sorted(c.get("name", "").split(" ::")[0] for c in checked if c.find("skipped") is not None)
+    skipped = sorted(
+        c.get("name", "").split(" ::")[0] for c in checked if c.find("skipped") is not None
+    )
     assert skipped == sorted(OVERRIDDEN)
     return [
         case.get("name", "")
@@ -135,8 +163,9 @@ def test_the_csv_export_passes_the_validator_and_adds_up_to_the_ledger(
     billed = sum(D(r["BilledCost"]) for r in rows)
     assert billed == ledger_total(gov)
     with gov.session() as s:
-        reported = sum(report.build(s, gov.ctx.config, b, gov.clock.now()).spend.spent
-                       for b in (first, second))
+        reported = sum(
+            report.build(s, gov.ctx.config, b, gov.clock.now()).spend.spent for b in (first, second)
+        )
     assert billed == reported
     assert all(len(r["BilledCost"].split(".")[1]) == 6 for r in rows)
     assert {r["ChargeCategory"] for r in rows} == {"Usage", "Adjustment"}
@@ -145,7 +174,9 @@ def test_the_csv_export_passes_the_validator_and_adds_up_to_the_ledger(
     assert hours == {f"2026-01-01T{h}:00:00Z" for h in ("12", "13", "14", "15")}
     usage = [r for r in rows if r["ChargeCategory"] == "Usage"]
     for r in usage:  # list prices are the rates it metered at
-        assert abs(D(r["ListUnitPrice"]) * D(r["PricingQuantity"]) - D(r["ListCost"])) < D("0.00001")
+        assert abs(D(r["ListUnitPrice"]) * D(r["PricingQuantity"]) - D(r["ListCost"])) < D(
+            "0.00001"
+        )
     compute = [r for r in usage if r["ServiceCategory"] == "Compute"]
     assert {r["ListUnitPrice"] for r in compute} == {"3.600000"}
     true_up = [r for r in rows if r["ChargeDescription"].startswith("Billing true-up")]
@@ -187,7 +218,7 @@ def test_the_columns_the_validator_names_otherwise_hold_what_focus_asks(
 
 
 def test_a_budget_alone_and_an_unknown_one(gov: Governor, client: TestClient) -> None:
-    first, second = scenario(gov)
+    _, second = scenario(gov)
     rows = rows_of(client.get(f"/v1/costs?{DAY}&budget_id={second}").text)
     assert {r["SubAccountId"] for r in rows} == {second}
     with gov.session() as s:
@@ -212,9 +243,7 @@ def test_a_budget_alone_and_an_unknown_one(gov: Governor, client: TestClient) ->
         ("format=cur", "focus"),
     ],
 )
-def test_a_bad_stretch_or_format_is_a_clear_422(
-    client: TestClient, query: str, said: str
-) -> None:
+def test_a_bad_stretch_or_format_is_a_clear_422(client: TestClient, query: str, said: str) -> None:
     response = client.get(f"/v1/costs?{query}")
     assert response.status_code == 422, response.text
     assert said in response.text
@@ -233,8 +262,9 @@ def test_by_default_the_month_so_far(gov: Governor, client: TestClient) -> None:
     scenario(gov)
     response = client.get("/v1/costs")
     assert response.status_code == 200
-    assert 'filename="focus-focus-20260101T00-20260101T16.csv"' in response.headers[
-        "content-disposition"
-    ]
+    assert (
+        'filename="focus-focus-20260101T00-20260101T16.csv"'
+        in response.headers["content-disposition"]
+    )
     assert sum(D(r["BilledCost"]) for r in rows_of(response.text)) == ledger_total(gov)
     assert gov.clock.now() < datetime.fromisoformat("2026-01-01T16:00:00+00:00")

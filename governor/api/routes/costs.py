@@ -7,6 +7,7 @@ from fastapi.responses import StreamingResponse
 
 from governor.api.deps import Context, Now, Viewer
 from governor.api.route import api_router
+from governor.domain.errors import Invalid
 from governor.render import focus
 from governor.services.security.safe_input import ClientTime
 from governor.services.view import costs
@@ -35,12 +36,15 @@ def export_costs(
     fmt: Annotated[Literal["focus"], Query(alias="format")] = "focus",
     file: Annotated[Literal["csv", "parquet"], Query()] = "csv",
     budget_id: Annotated[str | None, Query(max_length=32)] = None,
+    team: Annotated[str | None, Query(max_length=200, description="not available yet")] = None,
 ) -> StreamingResponse:
     """The ledger's spend by pod, UTC hour and charge, as FOCUS 1.0 cost and usage rows
     (docs/costs.md): CSV, or Parquet with `file=parquet` (the `focus` extra's pyarrow).
     `from` and `to` are whole UTC hours with their zone, at most 366 days apart (by default
     the current month so far); the rows are the ledger entries that start in [from, to),
     written as they are read."""
+    if team is not None:
+        raise Invalid("teams are not available on this governor: export without `team`")
     query = costs.CostQuery.of(start, end, budget_id, now)
     if file == "parquet":
         focus.parquet_ready()

@@ -108,10 +108,10 @@ _COLUMNS = (
     LedgerEntryRow.charge,
     LedgerEntryRow.amount_usd,
     LedgerEntryRow.note,
-    BudgetRow.id,
-    BudgetRow.name,
-    PodRow.id,
-    PodRow.name,
+    BudgetRow.id.label("budget_id"),
+    BudgetRow.name.label("budget_name"),
+    PodRow.id.label("pod_id"),
+    PodRow.name.label("pod_name"),
     PodRow.provider,
     PodRow.provider_ref,
     PodRow.region,
@@ -119,6 +119,9 @@ _COLUMNS = (
     PodRow.gpu_count,
     PodRow.storage_gb,
 )
+
+# the columns of a line that say whose spend it is: the budget's and the pod's
+_OWNER = tuple(c.name for c in _COLUMNS[7:])
 
 
 def lines(ctx: ServiceContext, query: CostQuery) -> Iterator[CostLine]:
@@ -154,15 +157,24 @@ def _day_lines(
     summed: dict[tuple[object, ...], CostLine] = {}
     with read_only(ctx.sessions) as session:
         for row in session.execute(statement):
-            (entry_id, p_start, p_end, kind, charge, amount, note, *owner) = row
+            entry_id, p_start, p_end, kind, charge, amount, note = row[:7]
             hour = slice_start(p_start)
             seconds = Decimal(str((p_end - p_start).total_seconds()))
             # accruals sum per pod, hour and charge; any other entry is a line of its own
             own = None if kind is EntryKind.ACCRUAL else entry_id
-            key = (hour, owner[0], owner[2], charge, kind, own)
+            key = (hour, row.pod_id, charge, kind, own)
             kept = summed.get(key)
             if kept is None:
-                summed[key] = CostLine(hour, *owner, charge, kind, amount, seconds, note)
+                owner = {name: row._mapping[name] for name in _OWNER}
+                summed[key] = CostLine(
+                    hour,
+                    **owner,
+                    charge=charge,
+                    kind=kind,
+                    amount=amount,
+                    seconds=seconds,
+                    note=note,
+                )
             else:
                 summed[key] = _added(kept, amount, seconds)
     return sorted(
