@@ -138,7 +138,13 @@ def row(line: CostLine) -> dict[str, Any]:
 
 
 def _tags(line: CostLine) -> dict[str, str]:
-    return {"budget": line.budget_name, "budget_id": line.budget_id, "pod_id": line.pod_id}
+    return {
+        "team": line.team_name,
+        "team_id": line.team_id,
+        "budget": line.budget_name,
+        "budget_id": line.budget_id,
+        "pod_id": line.pod_id,
+    }
 
 
 def _description(line: CostLine, unit_price: Decimal | None) -> str:

@@ -26,9 +26,10 @@ from governor.db.tables import LedgerEntryRow
 from governor.domain.model import ChargeKind, EntryKind
 from governor.domain.ports import Billed
 from governor.render.focus import COLUMNS, FOCUS_VERSION
+from governor.services.fleet import budgets, teams
 from governor.services.money import billing, metering
 from governor.services.view import report
-from tests.integration.conftest import Governor
+from tests.integration.conftest import BY, Governor
 
 D = Decimal
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,9 +52,14 @@ OVERRIDDEN = (
 
 
 def scenario(gov: Governor) -> tuple[str, str]:
-    """Two budgets; three pods (one with 200 GB of storage) over three and a half hours; a
-    true-up on one, an adjustment on another; the ledger written up to the clock."""
-    first, second = gov.budget("500"), gov.budget("500")
+    """Two budgets, the first in the default team, the second in team "vision"; three pods
+    (one with 200 GB of storage) over three and a half hours; a true-up on one, an adjustment
+    on another; the ledger written up to the clock."""
+    first = gov.budget("500")
+    with gov.session() as s:
+        teams.create(s, teams.TeamDeclaration("vision"), gov.clock.now(), by=BY)
+        declared = budgets.Declaration("vision-pilot", D("500"), team="vision")
+        second = budgets.declare(s, declared, gov.clock.now()).id
     disk = gov.pod(first, "pod-a", storage_gb=200.0, storage="0.10")
     plain = gov.pod(first, "pod-b")
     other = gov.pod(second, "pod-c")
@@ -183,8 +189,8 @@ def test_the_csv_export_passes_the_validator_and_adds_up_to_the_ledger(
     adjustment = [r for r in rows if r["ChargeDescription"].startswith("Operator adjustment")]
     assert len(true_up) == 1 and D(true_up[0]["BilledCost"]) > 0
     assert [r["BilledCost"] for r in adjustment] == ["1.250000"]
-    tags = {json.loads(r["Tags"])["budget_id"] for r in rows}
-    assert tags == {first, second}
+    tags = {(t["team"], t["budget_id"]) for t in (json.loads(r["Tags"]) for r in rows)}
+    assert tags == {("default", first), ("vision", second)}
 
 
 def test_the_parquet_export_passes_the_validator_and_adds_up_to_the_ledger(
@@ -228,6 +234,18 @@ def test_a_budget_alone_and_an_unknown_one(gov: Governor, client: TestClient) ->
     assert sum(D(r["BilledCost"]) for r in rows) == ledger
     missing = client.get(f"/v1/costs?{DAY}&budget_id=bud_nope")
     assert missing.status_code == 404, missing.text
+
+
+def test_a_team_alone_by_name_or_id_and_an_unknown_one(gov: Governor, client: TestClient) -> None:
+    first, second = scenario(gov)
+    for team in ("vision", "team_default"):
+        rows = rows_of(client.get(f"/v1/costs?{DAY}&team={team}").text)
+        budgets_seen = {json.loads(r["Tags"])["budget_id"] for r in rows}
+        assert budgets_seen == ({second} if team == "vision" else {first})
+    both = client.get(f"/v1/costs?{DAY}&team=vision&budget_id={first}")
+    assert both.status_code == 200 and rows_of(both.text) == []
+    missing = client.get(f"/v1/costs?{DAY}&team=nlp")
+    assert missing.status_code == 404 and "nlp" in missing.text
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,6 @@ from fastapi.responses import StreamingResponse
 
 from governor.api.deps import Context, Now, Viewer
 from governor.api.route import api_router
-from governor.domain.errors import Invalid
 from governor.render import focus
 from governor.services.security.safe_input import ClientTime
 from governor.services.view import costs
@@ -22,7 +21,7 @@ MEDIA = {"csv": "text/csv; charset=utf-8", "parquet": "application/vnd.apache.pa
     responses={200: {"content": {MEDIA["csv"]: {}, MEDIA["parquet"]: {}}}},
 )
 def export_costs(
-    _: Viewer,
+    caller: Viewer,
     ctx: Context,
     now: Now,
     start: Annotated[
@@ -36,19 +35,19 @@ def export_costs(
     fmt: Annotated[Literal["focus"], Query(alias="format")] = "focus",
     file: Annotated[Literal["csv", "parquet"], Query()] = "csv",
     budget_id: Annotated[str | None, Query(max_length=32)] = None,
-    team: Annotated[str | None, Query(max_length=200, description="not available yet")] = None,
+    team: Annotated[str | None, Query(max_length=200, description="a team's id or name")] = None,
 ) -> StreamingResponse:
     """The ledger's spend by pod, UTC hour and charge, as FOCUS 1.0 cost and usage rows
-    (docs/costs.md): CSV, or Parquet with `file=parquet` (the `focus` extra's pyarrow).
+    (docs/costs.md): CSV, or Parquet with `file=parquet` (the `focus` extra's pyarrow); of
+    one team (`team`: its id or name) or budget (`budget_id`), or of every team the caller
+    may see.
     `from` and `to` are whole UTC hours with their zone, at most 366 days apart (by default
     the current month so far); the rows are the ledger entries that start in [from, to),
     written as they are read."""
-    if team is not None:
-        raise Invalid("teams are not available on this governor: export without `team`")
-    query = costs.CostQuery.of(start, end, budget_id, now)
+    query = costs.CostQuery.of(start, end, now, budget_id=budget_id, team=team)
     if file == "parquet":
         focus.parquet_ready()
-    found = costs.lines(ctx, query)
+    found = costs.lines(ctx, query, caller.teams)
     chunks = focus.parquet_chunks(found) if file == "parquet" else focus.csv_chunks(found)
     name = f"focus-{fmt}-{query.start:%Y%m%dT%H}-{query.end:%Y%m%dT%H}.{file}"
     return StreamingResponse(

@@ -2,10 +2,10 @@
 entry, over a stretch of time, read a day at a time so an export of a year holds no more than
 one day's lines at once. What the lines become in FOCUS columns is `render/focus.py`'s.
 
-A line sums the budget's ledger entries exactly (micro-dollars), so the lines of a stretch add
-up to what the ledger holds for it to the micro-dollar. Accruals are summed per pod, hour and
-charge; a true-up or an operator's adjustment is a line of its own, in the hour its entry
-starts, with its note.
+Only the budgets of the teams a caller may see are read. A line sums ledger entries exactly
+(micro-dollars), so the lines of a stretch add up to what the ledger holds for it to the
+micro-dollar. Accruals are summed per pod, hour and charge; a true-up or an operator's
+adjustment is a line of its own, in the hour its entry starts, with its note.
 """
 
 from __future__ import annotations
@@ -14,17 +14,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 
 from governor.db import repository as repo
 from governor.db.engine import read_only
-from governor.db.tables import BudgetRow, LedgerEntryRow, PodRow
-from governor.domain.errors import Invalid
+from governor.db.tables import BudgetRow, LedgerEntryRow, PodRow, TeamRow
+from governor.domain.errors import Invalid, NotFound
 from governor.domain.ledger import SLICE, slice_start
 from governor.domain.model import ChargeKind, EntryKind
 from governor.domain.money import SECONDS_PER_HOUR
+from governor.domain.teams import TeamScope
 from governor.services.context import ServiceContext
+from governor.services.fleet import teams
 
 MAX_SPAN = timedelta(days=366)  # one export: at most a year (and a day)
 _DAY = timedelta(days=1)
@@ -38,10 +41,17 @@ class CostQuery:
     start: datetime
     end: datetime
     budget_id: str | None = None
+    team: str | None = None  # a team's id or name
 
     @classmethod
     def of(
-        cls, start: datetime | None, end: datetime | None, budget_id: str | None, now: datetime
+        cls,
+        start: datetime | None,
+        end: datetime | None,
+        now: datetime,
+        *,
+        budget_id: str | None = None,
+        team: str | None = None,
     ) -> CostQuery:
         """A query whose `start` defaults to the start of `now`'s UTC month, and whose `end`
         defaults to the end of `now`'s UTC hour: the month so far, the current hour whole."""
@@ -50,6 +60,7 @@ class CostQuery:
             hour.replace(day=1, hour=0) if start is None else start,
             hour + SLICE if end is None else end,
             budget_id,
+            team,
         )
 
     def __post_init__(self) -> None:
@@ -75,6 +86,8 @@ class CostLine:
     """Spend of one pod in one UTC hour, of one charge and kind of entry."""
 
     hour: datetime  # the UTC hour its entries start in
+    team_id: str
+    team_name: str
     budget_id: str
     budget_name: str
     pod_id: str
@@ -108,6 +121,8 @@ _COLUMNS = (
     LedgerEntryRow.charge,
     LedgerEntryRow.amount_usd,
     LedgerEntryRow.note,
+    TeamRow.id.label("team_id"),
+    TeamRow.name.label("team_name"),
     BudgetRow.id.label("budget_id"),
     BudgetRow.name.label("budget_name"),
     PodRow.id.label("pod_id"),
@@ -124,36 +139,51 @@ _COLUMNS = (
 _OWNER = tuple(c.name for c in _COLUMNS[7:])
 
 
-def lines(ctx: ServiceContext, query: CostQuery) -> Iterator[CostLine]:
-    """The cost lines of `query`, hour by hour (each hour's by budget, pod, charge and kind),
-    read a day at a time, each day in a read-only transaction of its own. A budget it names
-    must exist (404 otherwise): checked here, before the first line is asked for."""
-    if query.budget_id is not None:
-        with read_only(ctx.sessions) as session:
-            repo.get_budget(session, query.budget_id)
-    return _lines(ctx, query)
+def lines(ctx: ServiceContext, query: CostQuery, scope: TeamScope) -> Iterator[CostLine]:
+    """The cost lines of `query` that `scope` sees (the budgets of the teams its caller may
+    see), hour by hour (each hour's by budget, pod, charge and kind), read a day at a time,
+    each day in a read-only transaction of its own. A budget or team it names must exist and
+    be seen (404 otherwise): checked here, before the first line is asked for."""
+    team_id = None
+    with read_only(ctx.sessions) as session:
+        if query.budget_id is not None:
+            budget = repo.get_budget(session, query.budget_id)
+            if not scope.sees(budget.team_id):
+                raise NotFound(f"no budget {query.budget_id!r}")
+        if query.team is not None:
+            team_id = teams.find(session, query.team, scope).id
+    return _lines(ctx, query, scope, team_id)
 
 
-def _lines(ctx: ServiceContext, query: CostQuery) -> Iterator[CostLine]:
-    day = query.start
-    while day < query.end:
-        until = min(day + _DAY, query.end)
-        yield from _day_lines(ctx, query, day, until)
-        day = until
-
-
-def _day_lines(
-    ctx: ServiceContext, query: CostQuery, start: datetime, end: datetime
-) -> list[CostLine]:
-    statement = (
+def _lines(
+    ctx: ServiceContext, query: CostQuery, scope: TeamScope, team_id: str | None
+) -> Iterator[CostLine]:
+    statement: Select[Any] = (
         select(*_COLUMNS)
         .join_from(LedgerEntryRow, PodRow, LedgerEntryRow.pod_id == PodRow.id)
         .join(BudgetRow, LedgerEntryRow.budget_id == BudgetRow.id)
-        .where(LedgerEntryRow.period_start >= start, LedgerEntryRow.period_start < end)
+        .join(TeamRow, BudgetRow.team_id == TeamRow.id)
         .order_by(LedgerEntryRow.period_start, LedgerEntryRow.id)
     )
     if query.budget_id is not None:
         statement = statement.where(LedgerEntryRow.budget_id == query.budget_id)
+    if team_id is not None:
+        statement = statement.where(BudgetRow.team_id == team_id)
+    if scope.team_ids is not None:
+        statement = statement.where(BudgetRow.team_id.in_(scope.team_ids))
+    day = query.start
+    while day < query.end:
+        until = min(day + _DAY, query.end)
+        yield from _day_lines(ctx, statement, day, until)
+        day = until
+
+
+def _day_lines(
+    ctx: ServiceContext, statement: Select[Any], start: datetime, end: datetime
+) -> list[CostLine]:
+    statement = statement.where(
+        LedgerEntryRow.period_start >= start, LedgerEntryRow.period_start < end
+    )
     summed: dict[tuple[object, ...], CostLine] = {}
     with read_only(ctx.sessions) as session:
         for row in session.execute(statement):
