@@ -14,9 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
 
-from sqlalchemy import Select, select
+from sqlalchemy import ColumnElement, select
 
 from governor.db import repository as repo
 from governor.db.engine import read_only
@@ -158,31 +157,30 @@ def lines(ctx: ServiceContext, query: CostQuery, scope: TeamScope) -> Iterator[C
 def _lines(
     ctx: ServiceContext, query: CostQuery, scope: TeamScope, team_id: str | None
 ) -> Iterator[CostLine]:
-    statement: Select[Any] = (
-        select(*_COLUMNS)
-        .join_from(LedgerEntryRow, PodRow, LedgerEntryRow.pod_id == PodRow.id)
-        .join(BudgetRow, LedgerEntryRow.budget_id == BudgetRow.id)
-        .join(TeamRow, BudgetRow.team_id == TeamRow.id)
-        .order_by(LedgerEntryRow.period_start, LedgerEntryRow.id)
-    )
+    narrowed: list[ColumnElement[bool]] = []
     if query.budget_id is not None:
-        statement = statement.where(LedgerEntryRow.budget_id == query.budget_id)
+        narrowed.append(LedgerEntryRow.budget_id == query.budget_id)
     if team_id is not None:
-        statement = statement.where(BudgetRow.team_id == team_id)
+        narrowed.append(BudgetRow.team_id == team_id)
     if scope.team_ids is not None:
-        statement = statement.where(BudgetRow.team_id.in_(scope.team_ids))
+        narrowed.append(BudgetRow.team_id.in_(scope.team_ids))
     day = query.start
     while day < query.end:
         until = min(day + _DAY, query.end)
-        yield from _day_lines(ctx, statement, day, until)
+        yield from _day_lines(ctx, narrowed, day, until)
         day = until
 
 
 def _day_lines(
-    ctx: ServiceContext, statement: Select[Any], start: datetime, end: datetime
+    ctx: ServiceContext, narrowed: list[ColumnElement[bool]], start: datetime, end: datetime
 ) -> list[CostLine]:
-    statement = statement.where(
-        LedgerEntryRow.period_start >= start, LedgerEntryRow.period_start < end
+    statement = (
+        select(*_COLUMNS)
+        .join_from(LedgerEntryRow, PodRow, LedgerEntryRow.pod_id == PodRow.id)
+        .join(BudgetRow, LedgerEntryRow.budget_id == BudgetRow.id)
+        .join(TeamRow, BudgetRow.team_id == TeamRow.id)
+        .where(LedgerEntryRow.period_start >= start, LedgerEntryRow.period_start < end, *narrowed)
+        .order_by(LedgerEntryRow.period_start, LedgerEntryRow.id)
     )
     summed: dict[tuple[object, ...], CostLine] = {}
     with read_only(ctx.sessions) as session:
