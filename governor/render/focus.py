@@ -20,7 +20,7 @@ from typing import Any
 
 from governor.domain.errors import Invalid
 from governor.domain.model import ChargeKind, EntryKind
-from governor.domain.money import MICRO
+from governor.domain.money import MICRO, dollars_per_hour
 from governor.services.view.costs import CostLine
 
 FOCUS_VERSION = "1.0"
@@ -153,7 +153,7 @@ def _description(line: CostLine, unit_price: Decimal | None) -> str:
         what += f" ({line.gpu_type} x{line.gpu_count or 1})"
     if line.kind is EntryKind.ACCRUAL:
         what = what[0].upper() + what[1:]
-        return f"{what} at ${unit_price}/hour" if unit_price is not None else what
+        return f"{what} at {dollars_per_hour(unit_price)}" if unit_price is not None else what
     note = f": {line.note}" if line.note else ""
     return f"{_OTHER[line.kind]} of the {what}{note}"
 
