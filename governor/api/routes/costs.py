@@ -6,6 +6,7 @@ from fastapi import Query
 from fastapi.responses import StreamingResponse
 
 from governor.api.deps import Context, Now, Viewer
+from governor.api.error_responses import errors
 from governor.api.route import api_router
 from governor.render import focus
 from governor.services.security.safe_input import ClientTime
@@ -18,7 +19,7 @@ MEDIA = {"csv": "text/csv; charset=utf-8", "parquet": "application/vnd.apache.pa
 @router.get(
     "/v1/costs",
     response_class=StreamingResponse,
-    responses={200: {"content": {MEDIA["csv"]: {}, MEDIA["parquet"]: {}}}},
+    responses={200: {"content": {MEDIA["csv"]: {}, MEDIA["parquet"]: {}}}, **errors(404)},
 )
 def export_costs(
     caller: Viewer,
