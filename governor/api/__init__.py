@@ -5,6 +5,7 @@ from fastapi import APIRouter
 from governor.api.heartbeat import route as heartbeat
 from governor.api.routes import (
     budgets,
+    costs,
     events,
     extensions,
     health,
@@ -14,6 +15,7 @@ from governor.api.routes import (
     report,
     runs,
     status,
+    teams,
     telemetry,
     tokens,
 )
@@ -31,6 +33,7 @@ def routers() -> tuple[APIRouter, ...]:
             heartbeat,
             runs,
             budgets,
+            teams,
             pods,
             extensions,
             plans,
@@ -40,5 +43,6 @@ def routers() -> tuple[APIRouter, ...]:
             status,
             metrics,
             report,
+            costs,
         )
     )

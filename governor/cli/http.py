@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 if TYPE_CHECKING:
     import httpx
@@ -109,6 +109,43 @@ class Api:
             is_json = response.headers.get("content-type", "").startswith("application/json")
             return response.json() if is_json else response.text
         raise OperatorError(_refusal(response))
+
+    def download(
+        self,
+        path: str,
+        params: dict[str, Any],
+        sink: BinaryIO,
+        progress: Callable[[int], None],
+    ) -> int:
+        """Write a GET's body to `sink` as it arrives, telling `progress` the bytes so far
+        after each chunk; the bytes written. Its failures as `call`'s; no time limit on the
+        body as a whole, only on each read."""
+        import httpx
+
+        if self._client is None:
+            self._client = self._connect()
+        written = 0
+        try:
+            with self._client.stream("GET", path, params=given(**params)) as response:
+                if not response.is_success:
+                    response.read()
+                    raise OperatorError(_refusal(response))
+                for chunk in response.iter_bytes(chunk_size=1 << 16):
+                    sink.write(chunk)
+                    written += len(chunk)
+                    progress(written)
+        except httpx.ConnectError as exc:
+            raise OperatorError(
+                f"the server is not reachable at {self.url} ({exc}); start it with "
+                "'governor serve', or point GOVERNOR_URL (or --url) at it"
+            ) from None
+        except httpx.TimeoutException:
+            raise OperatorError(
+                f"the server at {self.url} did not answer within {TIMEOUT_S:g} s"
+            ) from None
+        except httpx.HTTPError as exc:
+            raise OperatorError(f"talking to {self.url} failed: {exc}") from None
+        return written
 
     def items(self, path: str, params: dict[str, Any] | None = None) -> list[Any]:
         """Every item of a list, page after page."""

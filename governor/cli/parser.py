@@ -9,6 +9,7 @@ from governor import __version__
 from governor.cli import (
     agent,
     budgets,
+    costs,
     demo,
     events,
     extensions,
@@ -44,4 +45,5 @@ def build_parser() -> argparse.ArgumentParser:
     extensions.add_commands(commands)
     events.add_command(commands)
     report.add_command(commands)
+    costs.add_commands(commands)
     return parser
