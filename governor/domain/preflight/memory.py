@@ -57,10 +57,16 @@ LAYOUTS = "kernel_layouts"
 SOFTCAP = "softcap_logits"
 AGGREGATION = "expert_aggregation"
 NAMED_TRANSIENTS = (GATHER, DEQUANTIZED, LAYOUTS, SOFTCAP, AGGREGATION)
-# What each published metric sees: the allocator's peak (allocated or reserved) leaves out
-# the CUDA context and NCCL; the device's used memory (nvidia-smi, NVML) includes them. The
-# fragmentation margin is the governor's own slack, in no measurement.
-NOT_ALLOCATED = ("runtime_overhead", "nccl", "fragmentation_margin")
+# What each published metric leaves out of the modeled peak. The allocator's allocated peak
+# sees neither the CUDA context and NCCL (outside the allocator) nor the slack the
+# fragmentation margin stands for (reserved but unallocated); its reserved peak includes that
+# slack; the device's used memory (nvidia-smi, NVML) includes the context, NCCL and
+# everything the allocator reserved.
+LEFT_OUT = {
+    "allocated": ("runtime_overhead", "nccl", "fragmentation_margin"),
+    "reserved": ("runtime_overhead", "nccl"),
+    "device": (),
+}
 
 
 @dataclass(frozen=True)
@@ -99,11 +105,10 @@ class MemoryFigures:
         return self.modeled_gib / self.usable_gib
 
     def predicted_gib(self, metric: str) -> float:
-        """The model's figure for what a measurement of `metric` sees: `allocated` or
-        `reserved` (the PyTorch allocator's peak) or `device` (the used memory nvidia-smi
-        and NVML report)."""
-        left_out = ("fragmentation_margin",) if metric == "device" else NOT_ALLOCATED
-        return sum(c.used_gib for c in self.components if c.name not in left_out)
+        """The model's figure for what a measurement of `metric` sees: `allocated` (the
+        PyTorch allocator's allocated peak), `reserved` (its reserved peak) or `device` (the
+        used memory nvidia-smi and NVML report)."""
+        return sum(c.used_gib for c in self.components if c.name not in LEFT_OUT[metric])
 
 
 def model_memory(plan: Plan, usable_gib: float) -> MemoryFigures:
