@@ -54,7 +54,7 @@ class Need:
         return f"{self.judged_gib:.1f} GiB per GPU ({self.basis})"
 
 
-def need(fit: GroupFit) -> Need:
+def need_of(fit: GroupFit) -> Need:
     """A group of the plan with the per-GPU peak its verdict's thresholds apply to."""
     group, modeled, judged = fit.group, fit.memory.modeled_gib, fit.judged_gib
     if round(judged, 2) <= round(modeled, 2):

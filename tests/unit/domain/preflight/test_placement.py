@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime
 import pytest
 
 from governor.domain.preflight.calibration import POOLED_ERROR
-from governor.domain.preflight.placement import FreeGpu, Need, need, placement
+from governor.domain.preflight.placement import FreeGpu, Need, need_of, placement
 from governor.domain.preflight.rules import Verdict, admit
 from governor.domain.telemetry import GIB
 from governor.services.plans.document import PlanIn
@@ -82,7 +82,7 @@ def test_a_gpu_must_hold_the_peak_the_verdict_judges_not_only_the_modeled_one() 
 def fits_of(document: dict[str, object]) -> Need:
     plan = PlanIn.model_validate(document).to_plan()
     [group] = admit(plan, date(2026, 10, 8), None).assessment.groups
-    return need(group)
+    return need_of(group)
 
 
 def test_the_need_is_the_upper_edge_where_the_family_error_binds() -> None:
