@@ -35,7 +35,7 @@ H100_CANARY_ONLY = {
     "hardware.gpu_type": "H100",
     "hardware.usable_mib_per_gpu": 81559,
     "training.ce_impl": "liger_flce",
-    "memory_per_gpu_gib.logits_peak": 16.2,
+    "memory_per_gpu_gib.logits_peak": 25,  # 57.6 GiB modeled, 72.6 on the upper edge: 91%
 }
 
 

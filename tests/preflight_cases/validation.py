@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from governor.domain.preflight.calibration import QUANTILE, family
+from governor.domain.preflight.memory import LEFT_OUT
 from governor.domain.preflight.rules import Admission, admit
 from governor.domain.telemetry import GIB
 from governor.services.plans.document import PlanIn
@@ -119,3 +120,43 @@ class Summary:
             f"{self.name:<22} n={len(self.errors):>2}  median |err| {self.median:6.1%}  "
             f"within ±15% {self.within:6.1%}  p90 {self.p90:6.1%}  worst {self.worst:+7.1%}"
         )
+
+
+SHORT = {  # column names of the breakdown, by component
+    "weights": "weights",
+    "dequantized_copy": "dequant",
+    "kernel_layouts": "layouts",
+    "adapters_grads_optimizer": "grads+opt",
+    "activations": "activ",
+    "logits_peak": "logits",
+    "softcap_logits": "softcap",
+    "fsdp_or_moe_gather": "gather",
+    "expert_aggregation": "aggreg",
+    "other_transients": "other",
+    "runtime_overhead": "context",
+    "nccl": "nccl",
+    "fragmentation_margin": "slack",
+}
+
+
+def breakdown(judged: Judged) -> str:
+    """One case, modeled against measured, with each term the measurement sees (GiB)."""
+    c, memory = judged.case, judged.admission.assessment.memory
+    metric = c["metric"] or "device"
+    terms = " ".join(
+        f"{SHORT[x.name]} {x.used_gib:.2f}"
+        for x in memory.components
+        if x.used_gib >= 0.005 and x.name not in LEFT_OUT[metric]
+    )
+    measured = "-" if judged.measured_gib is None else f"{judged.measured_gib:.2f}"
+    error = "" if judged.error is None else f"{judged.error:+.0%}"
+    return (
+        f"{c['part']:<8} {judged.family:<12} {c['id']:<46} {metric:<9} "
+        f"measured {measured:>6} model {judged.predicted_gib:6.2f} {error:>6} "
+        f"{c['outcome']:<4} {judged.admission.assessment.memory_band.value:<11} | {terms}"
+    )
+
+
+if __name__ == "__main__":  # python -m tests.preflight_cases.validation: the table, case by case
+    for case in CASES:
+        print(breakdown(judge(case)))

@@ -18,6 +18,7 @@ from governor.domain.preflight.plan import (
     CrossEntropy,
     Dequantize,
     KernelFormat,
+    NoSyncGrads,
     OptimizerStates,
     Plan,
     Precision,
@@ -56,10 +57,16 @@ LAYOUTS = "kernel_layouts"
 SOFTCAP = "softcap_logits"
 AGGREGATION = "expert_aggregation"
 NAMED_TRANSIENTS = (GATHER, DEQUANTIZED, LAYOUTS, SOFTCAP, AGGREGATION)
-# What each published metric sees: the allocator's peak (allocated or reserved) leaves out
-# the CUDA context and NCCL; the device's used memory (nvidia-smi, NVML) includes them. The
-# fragmentation margin is the governor's own slack, in no measurement.
-NOT_ALLOCATED = ("runtime_overhead", "nccl", "fragmentation_margin")
+# What each published metric leaves out of the modeled peak. The allocator's allocated peak
+# sees neither the CUDA context and NCCL (outside the allocator) nor the slack the
+# fragmentation margin stands for (reserved but unallocated); its reserved peak includes that
+# slack; the device's used memory (nvidia-smi, NVML) includes the context, NCCL and
+# everything the allocator reserved.
+LEFT_OUT = {
+    "allocated": ("runtime_overhead", "nccl", "fragmentation_margin"),
+    "reserved": ("runtime_overhead", "nccl"),
+    "device": (),
+}
 
 
 @dataclass(frozen=True)
@@ -98,11 +105,10 @@ class MemoryFigures:
         return self.modeled_gib / self.usable_gib
 
     def predicted_gib(self, metric: str) -> float:
-        """The model's figure for what a measurement of `metric` sees: `allocated` or
-        `reserved` (the PyTorch allocator's peak) or `device` (the used memory nvidia-smi
-        and NVML report)."""
-        left_out = ("fragmentation_margin",) if metric == "device" else NOT_ALLOCATED
-        return sum(c.used_gib for c in self.components if c.name not in left_out)
+        """The model's figure for what a measurement of `metric` sees: `allocated` (the
+        PyTorch allocator's allocated peak), `reserved` (its reserved peak) or `device` (the
+        used memory nvidia-smi and NVML report)."""
+        return sum(c.used_gib for c in self.components if c.name not in LEFT_OUT[metric])
 
 
 def model_memory(plan: Plan, usable_gib: float) -> MemoryFigures:
@@ -305,9 +311,12 @@ def _adapters(plan: Plan) -> Component:
     states). A full fine-tune's trained weights are the model's own, counted in `weights`."""
     t, model = plan.training, plan.model
     declared = plan.memory.adapters_grads_optimizer
+    unsharded, unsharded_basis = _no_sync_grads(plan)
     if t.offload_params:
         basis = "params, gradients and the optimizer step offloaded to the host"
-        return Component("adapters_grads_optimizer", declared, 0.0, basis)
+        return Component(
+            "adapters_grads_optimizer", declared, unsharded / GIB, basis + unsharded_basis
+        )
     value = VALUE_BYTES[t.trainable_dtype]
     full = t.trainable_params > FULL_SHARE * model.params_total
     parts: list[tuple[float, str]] = (
@@ -334,8 +343,32 @@ def _adapters(plan: Plan) -> Component:
         notes.append("paged optimizer state, evicted to the host")
     note = f"; {'; '.join(notes)}" if notes else ""
     basis = f"{count(t.trainable_params)} trainable params x {per_param:g} bytes ({what}){note}"
-    floor = t.trainable_params * per_param / _shards(plan) / GIB
-    return Component("adapters_grads_optimizer", declared, floor, _per_gpu(plan, basis))
+    floor = (t.trainable_params * per_param / _shards(plan) + unsharded) / GIB
+    return Component(
+        "adapters_grads_optimizer", declared, floor, _per_gpu(plan, basis) + unsharded_basis
+    )
+
+
+def _no_sync_grads(plan: Plan) -> tuple[float, str]:
+    """Gradients accumulated under FSDP's no_sync(): every micro-batch but the last keeps the
+    full, unsharded gradients on each GPU until the synchronizing one. With use_orig_params
+    and frozen and trained params in one unit, the frozen ones get gradients too: every
+    param but the embedding lookup (the head counted, the conservative side). Bytes per
+    value: the trained weights' dtype."""
+    t, model = plan.training, plan.model
+    if t.no_sync_grads is NoSyncGrads.NONE or _shards(plan) == 1 or t.optimizer_in_backward:
+        return 0.0, ""
+    value = VALUE_BYTES[t.trainable_dtype]
+    if t.no_sync_grads is NoSyncGrads.UNITS:
+        params = max(t.trainable_params, model.params_total - model.vocab_size * model.hidden_size)
+        what = "every param of the units holding a trained one (all but the embedding)"
+    else:
+        params, what = t.trainable_params, "the trained params"
+    basis = (
+        f"; + {value} bytes x {count(params)} params, {what}: gradients accumulated "
+        f"unsharded under no_sync()"
+    )
+    return value * params, basis
 
 
 def _activations(plan: Plan) -> Component:

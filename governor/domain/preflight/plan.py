@@ -41,6 +41,15 @@ class Sharding(StrEnum):
     ZERO3 = "zero3"
 
 
+class NoSyncGrads(StrEnum):
+    """Gradients accumulated under FSDP's no_sync(): held unsharded until the synchronizing
+    micro-batch instead of as shards."""
+
+    NONE = "none"  # every micro-batch reduce-scatters its gradients (or no sharding)
+    TRAINABLE = "trainable"  # the trained params' full gradients (units all-frozen or all-trained)
+    UNITS = "units"  # every param of a unit holding a trained one (use_orig_params=True)
+
+
 class Dequantize(StrEnum):
     """What the recipe dequantizes to BF16 for training, keeping the quantized source too."""
 
@@ -188,6 +197,7 @@ class Training:
     prefetch_depth: int = 1  # units gathered ahead when forward_prefetch is on
     reshard_after_forward: bool = True  # False: gathered units stay until their backward
     largest_unit_params: float | None = None  # None: an average layer
+    no_sync_grads: NoSyncGrads = NoSyncGrads.NONE  # gradients accumulated unsharded
     dequantize: Dequantize = Dequantize.NONE
     kernel_format: KernelFormat = KernelFormat.NONE
     kernel_layouts: int = 2  # copies beside the stored weights: row-wise, column-wise

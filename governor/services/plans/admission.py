@@ -34,7 +34,7 @@ from governor.domain.money import MAX_USD, ZERO, dollars, format_usd
 from governor.domain.paging import Page, PageRequest
 from governor.domain.policy import CanaryHold
 from governor.domain.preflight.measured import floor_key
-from governor.domain.preflight.placement import FreeGpu, Need, placement
+from governor.domain.preflight.placement import FreeGpu, need_of, placement
 from governor.domain.preflight.plan import CANARY, Plan
 from governor.domain.preflight.rules import (
     MEASURED_SHARE,
@@ -89,8 +89,7 @@ def check(
             if owns(pod.gpu_uuids, g.uuid)
         ]
         needs = [  # a pod is one machine: each group's GPUs per node
-            Need(g.group.gpu_type, g.memory.modeled_gib, g.group.gpu_count)
-            for g in admission.assessment.groups
+            need_of(g) for g in admission.assessment.groups
         ]
         admission = admission.with_finding(placement(needs, gpus))
     a, result = admission.assessment, admission.as_json()

@@ -36,6 +36,7 @@ from governor.domain.preflight.plan import (
     MemoryModel,
     Model,
     Moe,
+    NoSyncGrads,
     OptimizerStates,
     Padding,
     Plan,
@@ -222,6 +223,11 @@ class PlanShardingIn(Strict):
     largest_unit_params: Params | None = Field(
         None, description="params of the largest wrapped unit; unset: an average layer"
     )
+    no_sync_grads: NoSyncGrads = Field(
+        NoSyncGrads.NONE,
+        description="gradient accumulation under no_sync(): none, trainable, or units "
+        "(every param of a unit holding a trained one, use_orig_params=True)",
+    )
 
     @model_validator(mode="after")
     def _shards_fit_kind(self) -> PlanShardingIn:
@@ -387,6 +393,7 @@ class PlanIn(Strict):
                 prefetch_depth=t.sharding.prefetch_depth,
                 reshard_after_forward=t.sharding.reshard_after_forward,
                 largest_unit_params=t.sharding.largest_unit_params,
+                no_sync_grads=t.sharding.no_sync_grads,
             ),
             memory=MemoryModel(
                 **mem.model_dump(exclude={"weights_breakdown", "transients", "peak_phase"}),

@@ -3,11 +3,16 @@ GPU model it is, so a mixed pod's smaller GPUs are not judged by its larger GPUs
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
-from governor.domain.preflight.placement import FreeGpu, Need, placement
-from governor.domain.preflight.rules import Verdict
+import pytest
+
+from governor.domain.preflight.calibration import POOLED_ERROR
+from governor.domain.preflight.placement import FreeGpu, Need, need_of, placement
+from governor.domain.preflight.rules import Verdict, admit
 from governor.domain.telemetry import GIB
+from governor.services.plans.document import PlanIn
+from tests.plans import variant
 
 AT = datetime(2026, 10, 8, tzinfo=UTC)
 
@@ -57,3 +62,36 @@ def test_a_plan_of_one_model_judges_every_gpu_against_it_whatever_its_name() -> 
         "1 of the pod's 2 GPUs have room for the modeled 60.0 GiB per GPU: "
         "GPU 1 GPU-1 (78.0 GiB free)."
     )
+
+
+def test_a_gpu_must_hold_the_peak_the_verdict_judges_not_only_the_modeled_one() -> None:
+    edge = "the modeled 60.0 GiB's upper edge, ±26% as long_context plans showed"
+    judged = Need("H100", 60.0, 1, 75.6, edge)
+    found = placement([judged], [gpu(0, "H100", 70.0), gpu(1, "H100", 78.0)])
+    assert found.verdict is Verdict.GO
+    assert found.message.startswith(
+        f"1 of the pod's 2 GPUs have room for 75.6 GiB per GPU ({edge})"
+    )
+    rows = {
+        r["uuid"]: (r["modeled_gib"], r["judged_gib"], r["fits"]) for r in found.evidence["gpus"]
+    }
+    assert rows == {"GPU-0": (60.0, 75.6, False), "GPU-1": (60.0, 75.6, True)}
+    assert placement([judged], [gpu(0, "H100", 70.0)]).verdict is Verdict.NO_GO
+
+
+def fits_of(document: dict[str, object]) -> Need:
+    plan = PlanIn.model_validate(document).to_plan()
+    [group] = admit(plan, date(2026, 10, 8), None).assessment.groups
+    return need_of(group)
+
+
+def test_the_need_is_the_upper_edge_where_the_family_error_binds() -> None:
+    on_h200 = fits_of(variant())  # the reference plan: long-context, 60.66 GiB modeled
+    assert on_h200.modeled_gib == pytest.approx(60.66, abs=0.01)
+    assert on_h200.judged_gib == pytest.approx(60.66 * (1 + POOLED_ERROR), abs=0.01)
+    assert "upper edge, ±26% as long_context plans showed" in on_h200.basis
+
+
+@pytest.mark.usefixtures("exact_model")
+def test_without_a_binding_error_the_need_is_the_modeled_peak() -> None:
+    assert fits_of(variant()).judged_gib is None

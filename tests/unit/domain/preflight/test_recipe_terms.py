@@ -87,3 +87,42 @@ def test_a_0_1_plan_without_the_new_fields_is_judged_as_before() -> None:
     a = admit(PlanIn.model_validate(doc).to_plan(), date(2026, 10, 8), None)
     assert a.finding("memory_fit") is not None
     assert a.assessment.memory.modeled_gib == pytest.approx(60.66, abs=0.01)
+
+
+def sharded(no_sync_grads: str, gpus: int = 4) -> float:
+    changes = {
+        "hardware.gpu_count": gpus,
+        "training.sharding": {"kind": "fsdp", "shards": gpus, "no_sync_grads": no_sync_grads},
+    }
+    plan = PlanIn.model_validate(variant(changes)).to_plan()
+    adapters = model_memory(plan, 140.4).components
+    return next(c.floor_gib for c in adapters if c.name == "adapters_grads_optimizer")
+
+
+def test_gradients_accumulated_under_no_sync_are_held_unsharded() -> None:
+    """FSDP's no_sync() keeps each GPU's full gradients until the synchronizing micro-batch;
+    with use_orig_params a unit's frozen params get gradients too (all but the embedding)."""
+    m = EXAMPLE["model"]
+    base = sharded("none")
+    assert base == pytest.approx(TRAINABLE * 16 / 4 / GIB)
+    assert sharded("trainable") - base == pytest.approx(4 * TRAINABLE / GIB)
+    everything = m["params_total"] - m["vocab_size"] * m["hidden_size"]
+    assert sharded("units") - base == pytest.approx(4 * everything / GIB)
+    assert sharded("units", gpus=8) - sharded("none", gpus=8) == pytest.approx(
+        4 * everything / GIB
+    ), "not divided by the shards"
+
+
+def test_what_each_metric_sees_of_the_modeled_peak() -> None:
+    """The allocator's allocated peak leaves out the context, NCCL and the slack; its reserved
+    peak includes the slack; the device's used memory includes everything."""
+    plan = PlanIn.model_validate(variant({"hardware.gpu_count": 2})).to_plan()
+    memory = model_memory(plan, 140.4)
+    used = {c.name: c.used_gib for c in memory.components}
+    outside = used["runtime_overhead"] + used["nccl"]
+    assert used["nccl"] > 0 and used["fragmentation_margin"] > 0
+    assert memory.predicted_gib("device") == pytest.approx(memory.modeled_gib)
+    assert memory.predicted_gib("reserved") == pytest.approx(memory.modeled_gib - outside)
+    assert memory.predicted_gib("allocated") == pytest.approx(
+        memory.modeled_gib - outside - used["fragmentation_margin"]
+    )

@@ -52,38 +52,30 @@ def misses(judged: list[Judged]) -> tuple[set[str], set[str]]:
     return refused, admitted
 
 
-# LitGPT's FSDP runs measured about the single-GPU peak on each of 2 GPUs: a load-time peak
-# the model has no term for, so it admits the 13B run that ran out of memory on 2 x A100.
-FSDP_LOAD_MISS = "litgpt-lora-llama-2-13b-none-mb1-2gpu"
-
-
 @pytest.mark.usefixtures("exact_model")
 def test_outcomes_on_the_modeled_peak() -> None:
-    """Judged on the point figure: no published fit refused; two published OOMs admitted."""
-    refused, admitted = misses([judge(c) for c in CASES])
-    assert refused == set()
-    assert admitted == {FSDP_LOAD_MISS, "litgpt-lora-falcon-40b-none-mb1-4gpu"}
+    """Judged on the point figure: no published fit refused, no published OOM admitted. The
+    OOMs LitGPT ran into on 2 and 4 A100s are no_go by the gradients FSDP accumulates
+    unsharded under no_sync()."""
+    assert misses([judge(c) for c in CASES]) == (set(), set())
 
 
-# With the interval's upper edge deciding go (every family's error is over 10%), the fits that
+# With the interval's upper edge deciding go where a family's error is over 10%, the fits that
 # ran near their card's capacity are canary only, never refused: only a modeled peak that
 # does not fit is no_go. Measured, not a target: docs/preflight.md, "Validation".
 NOT_GO_ON_THE_INTERVAL = {
     "litgpt-lora-llama-2-13b-none-mb1-1gpu",
+    "litgpt-lora-llama-2-13b-none-mb1-4gpu",
     "torchtune-lora-llama2-7b-4090",
-    "torchtune-lora-llama2-7b-2x4090",
     "torchtune-full-llama2-7b-4090",
     "torchtune-full-llama2-7b-4x4090",
-    "torchtune-lora-llama2-70b-8xa100",
     "torchtune-full-llama2-70b-8xa100",
     *(f"unsloth-hf-fa2-llama3.1-8b-qlora-{gb}gb" for gb in (12, 16, 24, 40, 48, 80)),
 }
 
 
 def test_outcomes_on_the_interval() -> None:
-    refused, admitted = misses(JUDGED)
-    assert refused == set()
-    assert admitted == {FSDP_LOAD_MISS}
+    assert misses(JUDGED) == (set(), set())
     held = {
         j.case["id"]
         for j in JUDGED
@@ -93,8 +85,9 @@ def test_outcomes_on_the_interval() -> None:
 
 
 # Measured on this model (docs/preflight.md, "Validation"): (median |error|, share within
-# ±15%) per part. Bounds, not targets: median <= 10% and >= 80% within ±15% are not met.
-MEASURED_BOUNDS = {"tuning": (0.225, 0.38), "held_out": (0.29, 0.20)}
+# ±15%) per part. Bounds, not targets: the median is under 10% on the tuning part only, and
+# neither part has 80% of its cases within ±15%.
+MEASURED_BOUNDS = {"tuning": (0.063, 0.73), "held_out": (0.108, 0.60)}
 
 
 @pytest.mark.parametrize("name", ["tuning", "held_out"])
