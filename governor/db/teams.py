@@ -6,7 +6,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from governor.db.keyset import Keyset
-from governor.db.tables import TeamRow
+from governor.db.tables import TeamExtensionRow, TeamRow
 from governor.domain.errors import NotFound
 from governor.domain.paging import Page, PageRequest
 from governor.domain.teams import TeamScope
@@ -18,9 +18,10 @@ def _not_found(ref: str) -> NotFound:
     return NotFound(f"no team {ref!r}")
 
 
-def get_team(session: Session, team_id: str, scope: TeamScope) -> TeamRow:
-    """The team with this id, if `scope` sees it (a team it does not see is not found)."""
-    row = session.get(TeamRow, team_id)
+def get_team(session: Session, team_id: str, scope: TeamScope, *, lock: bool = False) -> TeamRow:
+    """The team with this id, if `scope` sees it (a team it does not see is not found); with
+    `lock`, held for update until the transaction ends."""
+    row = session.get(TeamRow, team_id, with_for_update=lock or None)
     if row is None or not scope.sees(row.id):
         raise _not_found(team_id)
     return row
@@ -44,3 +45,10 @@ def teams_page(session: Session, request: PageRequest, scope: TeamScope) -> Page
     if scope.team_ids is not None:
         query = query.where(TeamRow.id.in_(scope.team_ids))
     return TEAMS.page(session, query, request)
+
+
+def get_team_extension(session: Session, team_id: str, extension_id: str) -> TeamExtensionRow:
+    row = session.get(TeamExtensionRow, extension_id)
+    if row is None or row.team_id != team_id:
+        raise NotFound(f"no extension {extension_id!r} of team {team_id!r}")
+    return row
