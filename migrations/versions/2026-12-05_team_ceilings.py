@@ -48,9 +48,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_team_extensions")),
     )
     with op.batch_alter_table("team_extensions", schema=None) as batch_op:
-        batch_op.create_index(
-            batch_op.f("ix_team_extensions_team_id"), ["team_id"], unique=False
-        )
+        batch_op.create_index(batch_op.f("ix_team_extensions_team_id"), ["team_id"], unique=False)
 
 
 def downgrade() -> None:
