@@ -56,6 +56,7 @@ from governor.services.security.safe_input import (
     line,
 )
 from governor.services.stopping.stop_order_model import StopOrder
+from governor.services.view.team_report import TeamReport
 
 
 def _finite(value: Any) -> Any:
@@ -155,6 +156,7 @@ class TeamIn(Strict):
 
 TeamOut = api_model(Team)
 TeamExtensionOut = api_model(TeamExtension)
+TeamReportOut = api_model(TeamReport)
 
 
 class TeamCeilingIn(Strict):

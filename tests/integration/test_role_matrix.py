@@ -31,6 +31,7 @@ WHO = {
     ("GET", "/v1/teams"): "viewer",
     ("GET", "/v1/teams/{team_id}"): "viewer",
     ("POST", "/v1/teams/{team_id}/ceiling"): "operator",
+    ("GET", "/v1/teams/{team_id}/report"): "viewer",
     ("POST", "/v1/teams/{team_id}/extensions"): "operator",
     ("POST", "/v1/teams/{team_id}/extensions/{extension_id}/approve"): "operator",
     ("POST", "/v1/teams/{team_id}/extensions/{extension_id}/deny"): "operator",

@@ -7,6 +7,7 @@ without resuming anything."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from governor.db import repository as repo
 from governor.domain.errors import Conflict
 from governor.domain.model import Action, BudgetState, PodState, Reason, RunStatus
 from governor.services.jobs.checkins import Checkpoint
-from tests.integration.conftest import Governor, ok
+from tests.integration.conftest import OPERATOR, Governor, ok
 
 # 22:00 in Berlin on the last day of January: its month ends at 23:00 UTC
 LATE_JANUARY = datetime(2026, 1, 31, 21, 0, tzinfo=UTC)
@@ -115,6 +116,20 @@ def test_a_team_at_its_months_ceiling_stops_its_pods_after_a_save_and_its_next_m
         assert (directive.action, directive.reason) == (Action.STOP, Reason.TEAM_CEILING)
         assert directive.deadline == gov.clock.now() + timedelta(seconds=60)  # time to save
     assert ok(client.get(f"/v1/teams/{team}"))["period"]["held"] is True
+    mine = ok(client.get("/v1/status", params={"team": "vision"}))
+    assert mine["team_id"] == team and [t["id"] for t in mine["teams"]] == [team]
+    assert sorted(b["id"] for b in mine["budgets"]) == sorted(budgets)
+    org = ok(client.get("/v1/status"))
+    assert [t["name"] for t in org["teams"]] == ["default", "vision"] and org["team_id"] is None
+    [vision] = [t for t in org["teams"] if t["id"] == team]
+    assert vision["period"]["held"] is True
+    assert Decimal(vision["period"]["spent_usd"]) == Decimal("0.84")
+    assert Decimal(vision["period"]["forecast_usd"]) > Decimal("0.84")  # it still burns
+    assert client.post("/login", data={"token": OPERATOR}, follow_redirects=False).is_redirect
+    page = client.get("/status", params={"team": "vision"}).text
+    assert f'data-team-id="{team}"' in page and 'data-field="team-hold"' in page
+    assert 'data-team-id="team_default"' not in page  # that team alone
+    assert all(f'data-budget-id="{b}"' in page for b in budgets)
     for run in runs:
         gov.beat(run, step=7, status=RunStatus.STOPPING, checkpoint=Checkpoint(7, "/ws/ckpt-7"))
     gov.tick(1)
@@ -140,3 +155,24 @@ def test_a_team_at_its_months_ceiling_stops_its_pods_after_a_save_and_its_next_m
         assert [repo.get_pod(s, p).state for p in pods] == [PodState.STOPPED] * 2
     fresh = gov.pod(budgets[0], ref="pod-february")
     gov.run(budgets[0], fresh)
+
+    january = ok(client.get(f"/v1/teams/{team}/report", params={"period": "2026-01-31"}))
+    assert (january["period_start"], january["period_end"], january["current"]) == (
+        "2025-12-31T23:00:00Z",
+        "2026-01-31T23:00:00Z",
+        False,
+    )
+    assert january["ceiling_usd"] == "1.00"
+    assert sorted(b["budget_id"] for b in january["budgets"]) == sorted(budgets)
+    assert Decimal(january["spent_usd"]) == sum(
+        (Decimal(b["spent_usd"]) for b in january["budgets"]), Decimal(0)
+    )
+    assert Decimal("0.84") <= Decimal(january["spent_usd"]) <= Decimal("1.00")
+    now = ok(client.get(f"/v1/teams/{team}/report"))
+    assert (now["period_start"], now["current"], now["spent_usd"]) == (
+        "2026-01-31T23:00:00Z",
+        True,
+        "0.00",
+    )
+    ahead = client.get(f"/v1/teams/{team}/report", params={"period": "2026-03-02"})
+    assert "has not begun" in conflict(ahead)

@@ -10,12 +10,16 @@ from governor.api.schemas import (
     TeamExtensionOut,
     TeamIn,
     TeamOut,
+    TeamReportOut,
     page_of,
 )
 from governor.domain.paging import Page
 from governor.services.fleet import team_model, teams
 from governor.services.fleet.team_model import Team, TeamExtension
 from governor.services.money.team_ceilings import CeilingDeclaration
+from governor.services.security.safe_input import ClientDate
+from governor.services.view import team_report
+from governor.services.view.team_report import TeamReport
 
 router = api_router(prefix="/v1/teams", tags=["teams"])
 
@@ -115,3 +119,15 @@ def deny_extension(
 
 def _note(body: DecisionIn | None) -> str | None:
     return None if body is None else body.note
+
+
+@router.get("/{team_id}/report", response_model=TeamReportOut, responses=errors(409))
+def get_report(
+    team_id: str, caller: Viewer, tx: Tx, now: Now, period: ClientDate | None = None
+) -> TeamReport:
+    """The team's report for the period that holds the day `period` (YYYY-MM-DD, in the
+    team's time zone; unset: the current period; a team without a ceiling has calendar
+    months): its ceiling, each budget's spend in the period, its extensions. 409 for a period
+    not begun."""
+    with tx.read() as session:
+        return team_report.report(session, team_id, period, now, scope=caller.teams)

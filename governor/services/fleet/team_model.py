@@ -141,6 +141,11 @@ def page(session: Session, request: PageRequest, scope: TeamScope, now: datetime
     return Page([team(session, r, now) for r in rows.items], rows.next_cursor)
 
 
+def all_of(session: Session, scope: TeamScope, now: datetime) -> tuple[Team, ...]:
+    """Every team `scope` sees, oldest first."""
+    return tuple(team(session, r, now) for r in teams.every(session, scope))
+
+
 def declare_ceiling(
     session: Session,
     team_id: str,

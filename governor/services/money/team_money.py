@@ -118,11 +118,10 @@ def of_books(
     for budget_id, team_id, live in budgets:
         by_team.setdefault(team_id, {})[budget_id] = live
     found: dict[str, TeamFigures] = {}
-    for team_id, live_budgets in by_team.items():
-        team = team_queries.get_team(session, team_id, EVERY_TEAM)
-        team_figures = figures(session, team, now, live_budgets)
+    for team in team_queries.with_ceilings(session, by_team):
+        team_figures = figures(session, team, now, by_team[team.id])
         if team_figures is not None:
-            found[team_id] = team_figures
+            found[team.id] = team_figures
     return found
 
 
