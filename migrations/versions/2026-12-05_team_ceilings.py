@@ -9,7 +9,8 @@ Revises: f9c3e5b7d1a4
 Create Date: 2026-12-05 18:45:00.000000
 """
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import sqlalchemy as sa
 from alembic import op
@@ -18,6 +19,35 @@ revision: str = "f9c3e5b7d1a5"
 down_revision: str | None = "f9c3e5b7d1a4"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+
+
+@contextmanager
+def _teams_rebuilt() -> Iterator[None]:
+    """SQLite rebuilds `teams` to drop its columns: a copy replaces it, which `budgets` (that
+    refers to it) would refuse while foreign keys are enforced, and SQLite turns their
+    enforcement off only between transactions. So, on SQLite, what came before is committed,
+    the rebuild runs in a transaction of its own with enforcement off, every reference is
+    checked, and enforcement comes back on for the rest."""
+    bind = op.get_bind()
+    if bind.dialect.name != "sqlite":
+        yield
+        return
+    driver = bind.connection.driver_connection
+    driver.execute("COMMIT")
+    driver.execute("PRAGMA foreign_keys=OFF")
+    driver.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        broken = driver.execute("PRAGMA foreign_key_check").fetchall()
+        if broken:
+            raise RuntimeError(f"references broken by rebuilding teams: {broken[:5]}")
+        driver.execute("COMMIT")
+    except BaseException:
+        driver.execute("ROLLBACK")
+        raise
+    finally:
+        driver.execute("PRAGMA foreign_keys=ON")
+        driver.execute("BEGIN IMMEDIATE")
 
 
 def upgrade() -> None:
@@ -55,7 +85,7 @@ def downgrade() -> None:
     with op.batch_alter_table("team_extensions", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_team_extensions_team_id"))
     op.drop_table("team_extensions")
-    with op.batch_alter_table("teams", schema=None) as batch_op:
+    with _teams_rebuilt(), op.batch_alter_table("teams", schema=None) as batch_op:
         batch_op.drop_column("held_from")
         batch_op.drop_column("ceiling_declared_at")
         batch_op.drop_column("period_days")
