@@ -32,7 +32,6 @@ def routers() -> tuple[APIRouter, ...]:
             heartbeat,
             runs,
             budgets,
-            teams,
             pods,
             extensions,
             plans,
@@ -42,5 +41,6 @@ def routers() -> tuple[APIRouter, ...]:
             status,
             metrics,
             report,
+            teams,
         )
     )
