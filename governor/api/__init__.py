@@ -33,7 +33,6 @@ def routers() -> tuple[APIRouter, ...]:
             heartbeat,
             runs,
             budgets,
-            teams,
             pods,
             extensions,
             plans,
@@ -43,6 +42,7 @@ def routers() -> tuple[APIRouter, ...]:
             status,
             metrics,
             report,
+            teams,
             costs,
         )
     )

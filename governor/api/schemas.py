@@ -30,11 +30,11 @@ from governor.domain.model import (
     RunStatus,
     Severity,
 )
-from governor.domain.teams import DEFAULT_TIME_ZONE, time_zone
+from governor.domain.teams import DEFAULT_TIME_ZONE, PeriodKind, time_zone
 from governor.services.events import Event
 from governor.services.fleet.budget_model import Budget
 from governor.services.fleet.pod_model import Pod, ResumedPod
-from governor.services.fleet.team_model import Team
+from governor.services.fleet.team_model import Team, TeamExtension
 from governor.services.jobs import checkins
 from governor.services.money.extension_model import Extension
 from governor.services.monitoring.agent_reports import NodeAccepted, PodAccepted
@@ -56,6 +56,7 @@ from governor.services.security.safe_input import (
     line,
 )
 from governor.services.stopping.stop_order_model import StopOrder
+from governor.services.view.team_report import TeamReport
 
 
 def _finite(value: Any) -> Any:
@@ -154,6 +155,25 @@ class TeamIn(Strict):
 
 
 TeamOut = api_model(Team)
+TeamExtensionOut = api_model(TeamExtension)
+TeamReportOut = api_model(TeamReport)
+
+
+class TeamCeilingIn(Strict):
+    ceiling_usd: PositiveUsd
+    period: PeriodKind = Field(
+        PeriodKind.MONTH,
+        description="`month`: the calendar month; `days`: every `period_days` days from the "
+        "day the ceiling is declared; both in the team's time zone",
+    )
+    period_days: Annotated[int, Field(ge=1, le=366)] | None = None
+    reason: Text
+
+    @model_validator(mode="after")
+    def _days_with_days(self) -> TeamCeilingIn:
+        if (self.period is PeriodKind.DAYS) != (self.period_days is not None):
+            raise ValueError("period_days is given with period `days`, and only then")
+        return self
 
 
 class CloseIn(Strict):

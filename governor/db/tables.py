@@ -44,7 +44,7 @@ from governor.domain.model import (
 from governor.domain.money import ZERO
 from governor.domain.preflight.rules import Verdict
 from governor.domain.stop_order import StopState
-from governor.domain.teams import DEFAULT_TEAM_ID, DEFAULT_TIME_ZONE
+from governor.domain.teams import DEFAULT_TEAM_ID, DEFAULT_TIME_ZONE, PeriodKind
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -89,6 +89,31 @@ class TeamRow(Base):
         String(64), default=DEFAULT_TIME_ZONE, server_default=DEFAULT_TIME_ZONE
     )
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # the team's ceiling per period, declared once in writing (none: no ceiling above budgets)
+    ceiling_usd: Mapped[Decimal | None] = mapped_column(MicroUSD)
+    period: Mapped[PeriodKind | None] = mapped_column(_enum(PeriodKind))
+    period_days: Mapped[int | None]
+    ceiling_declared_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # the start of the period in which the team reached its ceiling: held until it ends
+    held_from: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class TeamExtensionRow(Base):
+    """A request to raise a team's ceiling for one period, and its decision."""
+
+    __tablename__ = "team_extensions"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    team_id: Mapped[str] = mapped_column(ForeignKey("teams.id"), index=True)
+    period_start: Mapped[datetime] = mapped_column(UTCDateTime)
+    amount_usd: Mapped[Decimal] = mapped_column(MicroUSD)
+    reason: Mapped[str] = mapped_column(Text)
+    requested_by: Mapped[str] = mapped_column(Text)
+    state: Mapped[ExtensionState] = mapped_column(_enum(ExtensionState))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    decided_by: Mapped[str | None] = mapped_column(Text)
+    decision_note: Mapped[str | None] = mapped_column(Text)
 
 
 class BudgetRow(Base):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from collections.abc import Collection, Sequence
+
+from sqlalchemy import Select, or_, select
 from sqlalchemy.orm import Session
 
 from governor.db.keyset import Keyset
-from governor.db.tables import TeamRow
+from governor.db.tables import BudgetRow, EventRow, TeamExtensionRow, TeamRow
 from governor.domain.errors import NotFound
 from governor.domain.paging import Page, PageRequest
 from governor.domain.teams import TeamScope
@@ -18,9 +20,10 @@ def _not_found(ref: str) -> NotFound:
     return NotFound(f"no team {ref!r}")
 
 
-def get_team(session: Session, team_id: str, scope: TeamScope) -> TeamRow:
-    """The team with this id, if `scope` sees it (a team it does not see is not found)."""
-    row = session.get(TeamRow, team_id)
+def get_team(session: Session, team_id: str, scope: TeamScope, *, lock: bool = False) -> TeamRow:
+    """The team with this id, if `scope` sees it (a team it does not see is not found); with
+    `lock`, held for update until the transaction ends."""
+    row = session.get(TeamRow, team_id, with_for_update=lock or None)
     if row is None or not scope.sees(row.id):
         raise _not_found(team_id)
     return row
@@ -38,9 +41,50 @@ def find_team(session: Session, ref: str, scope: TeamScope) -> TeamRow:
     return row
 
 
-def teams_page(session: Session, request: PageRequest, scope: TeamScope) -> Page[TeamRow]:
-    """A page of the teams `scope` sees, oldest first."""
+def _seen(scope: TeamScope) -> Select[TeamRow]:
     query = select(TeamRow)
     if scope.team_ids is not None:
         query = query.where(TeamRow.id.in_(scope.team_ids))
-    return TEAMS.page(session, query, request)
+    return query
+
+
+def teams_page(session: Session, request: PageRequest, scope: TeamScope) -> Page[TeamRow]:
+    """A page of the teams `scope` sees, oldest first."""
+    return TEAMS.page(session, _seen(scope), request)
+
+
+def get_team_extension(session: Session, team_id: str, extension_id: str) -> TeamExtensionRow:
+    row = session.get(TeamExtensionRow, extension_id)
+    if row is None or row.team_id != team_id:
+        raise NotFound(f"no extension {extension_id!r} of team {team_id!r}")
+    return row
+
+
+def budget_teams(session: Session) -> list[tuple[str, str]]:
+    """Every budget's id with its team's, oldest budget first."""
+    query = select(BudgetRow.id, BudgetRow.team_id).order_by(BudgetRow.created_at, BudgetRow.id)
+    return [(budget_id, team_id) for budget_id, team_id in session.execute(query)]
+
+
+def team_events(
+    session: Session, team_ids: Collection[str], budget_ids: Collection[str], limit: int
+) -> Sequence[EventRow]:
+    """The latest events, newest first, of these teams and of these budgets."""
+    query = select(EventRow).where(
+        or_(
+            EventRow.budget_id.in_(list(budget_ids)),
+            EventRow.subject.in_([f"team:{t}" for t in team_ids]),
+        )
+    )
+    return session.scalars(query.order_by(EventRow.id.desc()).limit(limit)).all()
+
+
+def every_team(session: Session, scope: TeamScope) -> list[TeamRow]:
+    """Every team `scope` sees, oldest first."""
+    return list(session.scalars(TEAMS.ordered(_seen(scope))))
+
+
+def with_ceilings(session: Session, team_ids: Collection[str]) -> list[TeamRow]:
+    """Those of these teams that have a ceiling, in one statement."""
+    query = select(TeamRow).where(TeamRow.id.in_(list(team_ids)), TeamRow.ceiling_usd.is_not(None))
+    return list(session.scalars(query))

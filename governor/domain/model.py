@@ -68,6 +68,7 @@ class Action(StrEnum):
 
 class Reason(StrEnum):
     CEILING = "ceiling"
+    TEAM_CEILING = "team-ceiling"  # the budget's team reached its ceiling for the period
     HEARTBEAT_LOST = "heartbeat-lost"
     IDLE_HANG = "idle-hang"
     STALLED = "stalled"

@@ -16,6 +16,7 @@ from governor.domain.ledger import Figures, committed_in_parts, forecast_at_comp
 from governor.domain.memory_outlook import Projection
 from governor.domain.model import Action, OomForesight, Phase, Reason, RunStatus, Severity
 from governor.domain.money import dollars, format_usd
+from governor.domain.teams import TeamFigures
 from governor.domain.telemetry import GIB
 
 PRE_STOP_FRACTION = Decimal("0.9")  # committed share of the ceiling that asks for a checkpoint
@@ -109,6 +110,7 @@ class Situation:
     heard_since: datetime | None = None  # jobs could reach the governor from then (an outage)
     canary: CanaryHold | None = None  # the pod's plan holds its runs to the canary
     oom: Projection | None = None  # the run's GPU whose next memory event comes closest
+    team: TeamFigures | None = None  # the budget's team's money, where it has a ceiling
 
 
 @dataclass(frozen=True)
@@ -177,6 +179,55 @@ def ceiling(s: Situation) -> Finding | None:
         f"{dollars(f.extension_to_go_on)} would let the budget go on.",
         money_evidence(f),
     )
+
+
+def team_ceiling(s: Situation) -> Finding | None:
+    """The budget's team reached its ceiling for the period: the pod stops after a save, the
+    budget stays open (held until the team's next period)."""
+    t = s.team
+    if t is None or not t.reached:
+        return None
+    return Finding(
+        "team_ceiling",
+        Action.STOP,
+        Reason.TEAM_CEILING,
+        Severity.CRITICAL,
+        f"The team's committed spend has reached its ceiling {dollars(t.ceiling)} for the "
+        f"period to {t.period.end:%Y-%m-%d %H:%M} UTC (spent {dollars(t.spent)} + shutdown "
+        f"{dollars(t.shutdown)}). Save now, the pod will be stopped; the team's budgets "
+        "stay open and run again from its next period.",
+        team_evidence(t),
+    )
+
+
+def team_pre_stop_checkpoint(s: Situation) -> Finding | None:
+    run, t = s.run, s.team
+    if t is None or run is None or not run.status.is_live or run.checkpoint_asked:
+        return None
+    if t.ceiling <= 0 or t.committed / t.ceiling < PRE_STOP_FRACTION:
+        return None
+    return Finding(
+        "team_pre_stop_checkpoint",
+        Action.CHECKPOINT,
+        Reason.PRE_STOP,
+        Severity.WARNING,
+        f"The team's committed spend is {t.committed / t.ceiling:.0%} of its ceiling "
+        f"{dollars(t.ceiling)} for the period (spent {dollars(t.spent)} + shutdown "
+        f"{dollars(t.shutdown)}): checkpoint now so a stop loses little.",
+        team_evidence(t),
+    )
+
+
+def team_evidence(t: TeamFigures) -> dict[str, object]:
+    """A team's figures as an event's evidence."""
+    return {
+        "team_ceiling_usd": format_usd(t.ceiling),
+        "team_spent_usd": format_usd(t.spent),
+        "team_shutdown_usd": format_usd(t.shutdown),
+        "team_committed_usd": format_usd(t.committed),
+        "period_start": t.period.start.isoformat(),
+        "period_end": t.period.end.isoformat(),
+    }
 
 
 def heartbeat_lost(s: Situation) -> Finding | None:
@@ -570,8 +621,16 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+# A budget's team's ceiling, looked at where the budget's team has one: after the budget's own
+# rules, so a finding of the budget's own comes first among those of one action.
+TEAM_RULES: tuple[Rule, ...] = (team_ceiling, team_pre_stop_checkpoint)
+
+
 def evaluate(situation: Situation, rules: tuple[Rule, ...] = RULES) -> list[Finding]:
-    """Every rule that fires, in rule order."""
+    """Every rule that fires, in rule order; then, where the budget's team has a ceiling,
+    the team's rules."""
+    if situation.team is not None:
+        rules = (*rules, *TEAM_RULES)
     return [f for f in (rule(situation) for rule in rules) if f is not None]
 
 

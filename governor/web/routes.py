@@ -151,8 +151,9 @@ def status_page(
     runs, pending requests, and the latest events."""
     if page is None:
         return _signed_out(request)
+    team = request.query_params.get("team") or None
     with tx() as session:
-        dashboard = status.dashboard(session, ctx.config, now)
+        dashboard = status.dashboard(session, ctx.config, now, team=team, scope=page.teams)
     notice = NOTICES.get(request.query_params.get("notice", ""))
     shown = {b.id for b in dashboard.budgets}
     near = request.query_params.get("budget")  # the card acted on: the notice shows there

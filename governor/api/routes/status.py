@@ -5,6 +5,7 @@ from __future__ import annotations
 from governor.api.deps import Context, Now, Tx, Viewer
 from governor.api.read_models import api_model
 from governor.api.route import api_router
+from governor.services.security.safe_input import QueryName
 from governor.services.view import status
 from governor.services.view.dashboard_model import Dashboard
 
@@ -14,7 +15,11 @@ StatusOut = api_model(Dashboard)
 
 
 @router.get("/v1/status")
-def get_status(_: Viewer, ctx: Context, tx: Tx, now: Now) -> StatusOut:  # type: ignore[valid-type]
-    """Everything the /status page shows, as one JSON document."""
+def get_status(
+    caller: Viewer, ctx: Context, tx: Tx, now: Now, team: QueryName | None = None
+) -> StatusOut:  # type: ignore[valid-type]
+    """Everything the /status page shows, as one JSON document: for the organisation, or
+    with `team` (its id or name) for that team alone."""
     with tx.read() as session:
-        return StatusOut.model_validate(status.dashboard(session, ctx.config, now))
+        dashboard = status.dashboard(session, ctx.config, now, team=team, scope=caller.teams)
+        return StatusOut.model_validate(dashboard)

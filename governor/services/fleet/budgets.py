@@ -21,6 +21,7 @@ from governor.services import events
 from governor.services.context import GovernorConfig
 from governor.services.fleet import teams
 from governor.services.ids import new_id
+from governor.services.money import team_money
 from governor.services.money.book import Book, open_book, open_books
 from governor.services.money.metering import accrue_pod
 from governor.services.runs import lifecycle
@@ -51,6 +52,9 @@ def declare(
     sees (none named: the default team)."""
     team = teams.find(session, declaration.team or DEFAULT_TEAM_ID, scope)
     _refuse_a_taken_name(session, declaration.name)
+    team_money.refuse_beyond_left(
+        session, team.id, "a budget's ceiling", declaration.ceiling_usd, now
+    )
     budget = BudgetRow(
         id=new_id("bud"),
         team_id=team.id,

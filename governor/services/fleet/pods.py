@@ -29,7 +29,7 @@ from governor.domain.ports import (
 from governor.services import events
 from governor.services.context import ServiceContext
 from governor.services.ids import new_id
-from governor.services.money import billing
+from governor.services.money import billing, team_money
 from governor.services.money.book import open_book
 from governor.services.plans import admission
 from governor.services.security.tokens import Principal
@@ -87,6 +87,7 @@ def register(
             f"budget {budget.id} is {budget.state.value}: no new pods until an approved "
             "extension reopens it"
         )
+    team_money.refuse_if_held(session, budget.team_id, "new pod", now)
     ceiling = open_book(session, budget.id, now, ctx.config).figures.effective_ceiling
     plan = admission.bind(session, budget, reg.plan_id, ceiling)
     if repo.pod_by_ref(session, reg.provider, reg.provider_ref) is not None:

@@ -46,6 +46,7 @@ from governor.domain.ports import (
 from governor.domain.preflight.rules import Verdict
 from governor.services import events
 from governor.services.context import ServiceContext
+from governor.services.money import team_money
 from governor.services.money.book import meter, open_book
 from governor.services.money.metering import accrue_pod
 from governor.services.plans import admission
@@ -160,6 +161,7 @@ def _begin(
             f"{dollars(figures.effective_ceiling)}; approve an extension of at least "
             f"{dollars(figures.extension_to_go_on)} to reopen it first"
         )
+    team_money.refuse_if_held(session, budget.team_id, "resume", now)
     accrue_pod(session, pod, now)  # its storage, at the stopped rate, up to the resume
     previous_rate = pod.hourly_rate_usd
     if described.hourly_rate_usd is not None:

@@ -73,3 +73,8 @@ def find(session: Session, ref: str, scope: TeamScope) -> TeamRow:
 
 def page(session: Session, request: PageRequest, scope: TeamScope) -> Page[TeamRow]:
     return team_queries.teams_page(session, request, scope)
+
+
+def every(session: Session, scope: TeamScope) -> list[TeamRow]:
+    """Every team `scope` sees, oldest first."""
+    return team_queries.every_team(session, scope)

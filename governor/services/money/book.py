@@ -33,6 +33,7 @@ from governor.domain.money import ZERO
 from governor.domain.policy import HealthStop, RunView
 from governor.domain.stop_latency import in_force_s
 from governor.domain.stop_order import ACTIVE_STATES, StopState
+from governor.domain.teams import TeamFigures
 from governor.services.context import GovernorConfig
 
 
@@ -42,6 +43,7 @@ class LiveBudget(Record):
 
     id: str
     name: str
+    team_id: str
     ceiling_usd: Decimal
     reserve_usd: Decimal
     storage_tail_hours: float
@@ -485,13 +487,20 @@ KEPT_FIGURES = (
 )  # the budget's columns a heartbeat answers with: committed spend's parts among them
 
 
-def keep_figures(book: Book | LiveBook) -> None:
+def keep_figures(book: Book | LiveBook, team: TeamFigures | None = None) -> None:
     """Keep the book's figures on its budget, for heartbeats to answer with until the next
-    pass: spent and the parts committed spend adds to it (the reserve is the budget's own)."""
+    pass: spent and the parts committed spend adds to it (the reserve is the budget's own).
+    With its `team`'s figures, the ceiling kept is the one that binds first: the budget's,
+    or its committed spend when the team's would reach the team's ceiling at the current
+    burns, so a heartbeat's time to the ceiling is the earlier of the two."""
     budget, f = book.budget, book.figures
     budget.figures_at = book.now
     budget.figures_spent_usd = f.spent
     budget.figures_shutdown_usd = f.shutdown
     budget.figures_storage_tail_usd = f.storage_tail
-    budget.figures_ceiling_usd = f.effective_ceiling
+    budget.figures_ceiling_usd = (
+        f.effective_ceiling
+        if team is None
+        else min(f.effective_ceiling, team.ceiling_for(f.committed, f.burn_per_hour))
+    )
     budget.figures_burn_usd_per_hour = f.burn_per_hour

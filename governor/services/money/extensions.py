@@ -20,6 +20,7 @@ from governor.domain.money import dollars, format_usd
 from governor.services import events
 from governor.services.context import GovernorConfig
 from governor.services.ids import new_id
+from governor.services.money import team_money
 from governor.services.money.book import keep_figures, open_book
 from governor.services.security.tokens import Principal
 
@@ -92,6 +93,10 @@ def decide(
     Who decided is in the event (its message and `by`): the row keeps the note."""
     budget_id = repo.get_extension(session, extension_id).budget_id
     budget = repo.get_budget(session, budget_id, lock=True)
+    if approve:  # it must fit in what the budget's team has left in the period
+        amount = repo.get_extension(session, extension_id).amount_usd
+        what = f"extension {extension_id}"
+        team_money.refuse_beyond_left(session, budget.team_id, what, amount, now)
     state = ExtensionState.APPROVED if approve else ExtensionState.DENIED
     if not repo.decide_extension(session, extension_id, state, now, note):
         current = repo.get_extension(session, extension_id)

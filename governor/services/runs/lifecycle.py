@@ -30,6 +30,7 @@ from governor.services.context import (
     GovernorConfig,
 )
 from governor.services.ids import new_id
+from governor.services.money import team_money
 from governor.services.money.book import heard_lately, open_book
 from governor.services.plans import admission
 from governor.services.security import tokens
@@ -56,6 +57,7 @@ def create(
         raise Invalid(f"pod {pod.id} belongs to budget {pod.budget_id}, not {budget.id}")
     if budget.state is not BudgetState.OPEN:
         raise Conflict(f"budget {budget.id} is {budget.state.value}: no new runs")
+    team_money.refuse_if_held(session, budget.team_id, "new run", now)
     if pod.state is not PodState.RUNNING:
         raise Conflict(f"pod {pod.id} is {pod.state.value}: a run needs a running pod")
     plan = None

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from governor.domain.model import Role
+from governor.domain.teams import EVERY_TEAM, TeamScope
 
 COOKIE = "governor_session"
 LIFETIME = timedelta(hours=12)
@@ -33,6 +34,11 @@ class PageSession:
     @property
     def can_decide(self) -> bool:
         return self.role is Role.OPERATOR
+
+    @property
+    def teams(self) -> TeamScope:
+        """The teams the signed-in person may see: every session is org-wide."""
+        return EVERY_TEAM
 
 
 class Keys:

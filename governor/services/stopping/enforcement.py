@@ -22,6 +22,7 @@ from governor.domain.stop_order import StopState
 from governor.services import events
 from governor.services.context import GovernorConfig, ServiceContext, batches
 from governor.services.ids import new_id
+from governor.services.money import team_money
 from governor.services.money.book import (
     LiveBook,
     LivePod,
@@ -37,6 +38,7 @@ from governor.services.plans import admission, departures
 
 CATEGORY_OF = {
     Reason.CEILING: Category.BUDGET,
+    Reason.TEAM_CEILING: Category.BUDGET,
     Reason.THRESHOLD: Category.BUDGET,
     Reason.FORECAST: Category.BUDGET,
     Reason.PRE_STOP: Category.BUDGET,
@@ -103,8 +105,20 @@ def enforce_budgets(
     held = admission.holds(session, books, now)
     departures.check(session, books, now)
     foreseen = telemetry.projections(session, _steps_to_save(books, deciding))
+    teams = team_money.of_books(
+        session,
+        [
+            (b.budget.id, b.budget.team_id, team_money.LiveBudget(b.figures, b.budget.recorded_usd))
+            for b in books
+        ],
+        now,
+    )
+    for team_id, reached in teams.items():
+        if reached.reached:
+            team_money.hold(session, team_id, reached, now)
     for book in books:
-        keep_figures(book)
+        team = teams.get(book.budget.team_id)
+        keep_figures(book, team)
         for pod in book.pods:
             # A pod whose stop failed for good stays `stopping`; only an operator retries it.
             retry = pod.id == manual_stop_pod and pod.state is PodState.STOPPING
@@ -130,6 +144,7 @@ def enforce_budgets(
                     heard_since=heard_since,
                     canary=held.get(pod.id),
                     oom=None if run is None else foreseen.get(run.id),
+                    team=team,
                 )
                 _act(book, session, pod, run, situation)
     records.write_back(session, BudgetRow, [b.budget for b in books])

@@ -26,6 +26,7 @@ from governor.domain.model import (
 from governor.domain.preflight.rules import Verdict
 from governor.services.fleet.loss_model import AcknowledgedLoss
 from governor.services.fleet.pod_model import PodStopLatency
+from governor.services.fleet.team_model import Team
 from governor.services.plans.admission import HELD_FOR_PLANS_DOC
 from governor.services.plans.plan_check_model import FORMERLY_RESERVED_DOC, HELD_DOC
 
@@ -278,3 +279,7 @@ class Dashboard:
     budgets: tuple[BudgetStatus, ...]  # the most urgent first (danger.urgency)
     events: tuple[EventLine, ...]
     leader: LeaderLine | None  # none: no replica leads, for now
+    # the teams shown (every team the caller may see, or the one asked for), each with its
+    # period's spend to date and forecast against its ceiling
+    teams: tuple[Team, ...] = ()
+    team_id: str | None = None  # the team asked for (`?team=`); none: the organisation

@@ -15,6 +15,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
+from governor.db import teams as team_queries
 from governor.db.tables import (
     EventRow,
     GpuSampleRow,
@@ -29,9 +30,11 @@ from governor.domain.model import BudgetState, ExtensionState, PodState, Severit
 from governor.domain.money import ZERO
 from governor.domain.policy import PRE_STOP_FRACTION, WARNING_THRESHOLD_FRACTION
 from governor.domain.run_lifecycle import awaits_acknowledgement
+from governor.domain.teams import EVERY_TEAM, TeamScope
 from governor.domain.telemetry import owns
 from governor.services import events
 from governor.services.context import GovernorConfig
+from governor.services.fleet import team_model, teams
 from governor.services.fleet.loss_model import acknowledged_loss
 from governor.services.fleet.pod_model import stop_latency
 from governor.services.money.book import Book, heard_from, meter, open_books
@@ -90,26 +93,42 @@ def admitted_plans(session: Session, book: Book) -> tuple[PlanLine, ...]:
     )
 
 
-def dashboard(session: Session, config: GovernorConfig, now: datetime) -> Dashboard:
-    """Everything the status page shows, read in one transaction."""
+def dashboard(
+    session: Session,
+    config: GovernorConfig,
+    now: datetime,
+    *,
+    team: str | None = None,
+    scope: TeamScope = EVERY_TEAM,
+) -> Dashboard:
+    """Everything the status page shows, read in one transaction: for the organisation (the
+    teams `scope` sees), or for the one team `team` names (its id or name)."""
+    if team is None:
+        shown = team_model.all_of(session, scope, now)
+        ids = [i for i, t in team_queries.budget_teams(session) if scope.sees(t)]
+    else:
+        one = teams.find(session, team, scope)
+        shown = (team_model.team(session, one, now),)
+        ids = [i for i, t in team_queries.budget_teams(session) if t == one.id]
     budgets = tuple(
         sorted(
-            (
-                budget_status(session, book)
-                for book in open_books(session, repo.budget_ids(session), now, config)
-            ),
+            (budget_status(session, book) for book in open_books(session, ids, now, config)),
             key=urgency,
         )
     )
     names = {b.id: b.name for b in budgets}
-    latest = event_lines(session, repo.events(session, limit=EVENTS), names)
+    if team is None and scope.team_ids is None:
+        rows = repo.events(session, limit=EVENTS)
+    else:
+        rows = team_queries.team_events(session, [t.id for t in shown], ids, EVENTS)
+    latest = event_lines(session, rows, names)
     lease = leadership.current(session)
     leader = (
         LeaderLine(lease.holder, lease.term, lease.since)
         if lease.live(now) and lease.holder and lease.since
         else None
     )
-    return Dashboard(now, budgets, latest, leader)
+    return Dashboard(now, budgets, latest, leader, shown, None if team is None else shown[0].id)
 
 
 def event_lines(
