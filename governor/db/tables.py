@@ -382,6 +382,16 @@ class TokenRow(Base):
     __table_args__ = (Index("ix_tokens_revoked_at", "revoked_at"),)
 
 
+class TokenTeamRow(Base):
+    """A team an operator's, approver's or viewer's token is for. A token with none is for
+    every team (org-wide), as every token made before teams existed is."""
+
+    __tablename__ = "token_teams"
+
+    token_id: Mapped[str] = mapped_column(ForeignKey("tokens.id"), primary_key=True)
+    team_id: Mapped[str] = mapped_column(ForeignKey("teams.id"), primary_key=True)
+
+
 class LeaseRow(Base):
     """Who leads some work across replicas: a term that only grows, and until when it holds."""
 

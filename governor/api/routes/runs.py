@@ -60,7 +60,7 @@ def create(budget_id: str, body: RunIn, _: Operator, ctx: Context, tx: Tx, now: 
 
 @router.get("/v1/runs", response_model=page_of(RunOut))
 def list_runs(
-    _: Viewer,
+    caller: Viewer,
     tx: Tx,
     paging: Paging,
     budget_id: QueryName | None = None,
@@ -70,7 +70,9 @@ def list_runs(
     """Runs, oldest first, each as `GET /v1/runs/{id}` shows it; narrowed to a budget's, to
     those so named (names need not be unique), or to one status."""
     with tx.read() as session:
-        return run_model.page(session, paging, budget_id=budget_id, name=name, status=status)
+        return run_model.page(
+            session, paging, budget_id=budget_id, name=name, status=status, scope=caller.teams
+        )
 
 
 @router.get("/v1/runs/{run_id}", response_model=RunOut)

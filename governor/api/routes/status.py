@@ -14,7 +14,8 @@ StatusOut = api_model(Dashboard)
 
 
 @router.get("/v1/status")
-def get_status(_: Viewer, ctx: Context, tx: Tx, now: Now) -> StatusOut:  # type: ignore[valid-type]
-    """Everything the /status page shows, as one JSON document."""
+def get_status(caller: Viewer, ctx: Context, tx: Tx, now: Now) -> StatusOut:  # type: ignore[valid-type]
+    """Everything the /status page shows of the budgets the caller may see, as one JSON
+    document."""
     with tx.read() as session:
-        return StatusOut.model_validate(status.dashboard(session, ctx.config, now))
+        return StatusOut.model_validate(status.dashboard(session, ctx.config, now, caller.teams))

@@ -16,6 +16,7 @@ from governor.domain.errors import Conflict
 from governor.domain.model import BudgetState, Category, PodState, Severity
 from governor.domain.money import dollars, format_usd
 from governor.domain.paging import Page, PageRequest
+from governor.domain.teams import EVERY_TEAM, TeamScope
 from governor.services import events
 from governor.services.context import GovernorConfig
 from governor.services.ids import new_id
@@ -166,7 +167,9 @@ def books(
     request: PageRequest,
     *,
     name: str | None = None,
+    scope: TeamScope = EVERY_TEAM,
 ) -> Page[Book]:
-    """A page of the budgets' books, oldest first; with `name`, of the budgets so named."""
-    page = repo.budgets_page(session, request, name=name)
+    """A page of the budgets' books (of the scope's teams), oldest first; with `name`, of the
+    budgets so named."""
+    page = repo.budgets_page(session, request, name=name, scope=scope)
     return Page(open_books(session, [b.id for b in page.items], now, config), page.next_cursor)

@@ -32,6 +32,12 @@ class PageSession:
 
     @property
     def can_decide(self) -> bool:
+        """May decide extension requests: an operator or an approver."""
+        return self.role in (Role.OPERATOR, Role.APPROVER)
+
+    @property
+    def can_operate(self) -> bool:
+        """May resume pods and manage tokens: an operator alone."""
         return self.role is Role.OPERATOR
 
 

@@ -30,6 +30,7 @@ from governor.domain.money import ZERO
 from governor.domain.policy import PRE_STOP_FRACTION, WARNING_THRESHOLD_FRACTION
 from governor.domain.run_lifecycle import awaits_acknowledgement
 from governor.domain.telemetry import owns
+from governor.domain.teams import EVERY_TEAM, TeamScope
 from governor.services import events
 from governor.services.context import GovernorConfig
 from governor.services.fleet.loss_model import acknowledged_loss
@@ -90,19 +91,21 @@ def admitted_plans(session: Session, book: Book) -> tuple[PlanLine, ...]:
     )
 
 
-def dashboard(session: Session, config: GovernorConfig, now: datetime) -> Dashboard:
-    """Everything the status page shows, read in one transaction."""
+def dashboard(
+    session: Session, config: GovernorConfig, now: datetime, scope: TeamScope = EVERY_TEAM
+) -> Dashboard:
+    """Everything the status page shows (of the scope's teams), read in one transaction."""
     budgets = tuple(
         sorted(
             (
                 budget_status(session, book)
-                for book in open_books(session, repo.budget_ids(session), now, config)
+                for book in open_books(session, repo.budget_ids(session, scope), now, config)
             ),
             key=urgency,
         )
     )
     names = {b.id: b.name for b in budgets}
-    latest = event_lines(session, repo.events(session, limit=EVENTS), names)
+    latest = event_lines(session, repo.events(session, limit=EVENTS, scope=scope), names)
     lease = leadership.current(session)
     leader = (
         LeaderLine(lease.holder, lease.term, lease.since)
