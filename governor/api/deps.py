@@ -20,9 +20,7 @@ from governor.services.security.tokens import Principal
 from governor.services.security.write_limits import WriteKind
 
 API = "api"  # the writer the API's writes are told as
-bearer = HTTPBearer(
-    auto_error=False, description="operator, approver, viewer, job or agent token"
-)
+bearer = HTTPBearer(auto_error=False, description="operator, approver, viewer, job or agent token")
 
 
 async def _context(request: Request) -> ServiceContext:

@@ -16,10 +16,11 @@ from governor.settings import load_settings
 TOKEN_HEADERS = ("id", "role", "label", "for", "teams", "created", "expires", "state")
 
 
-def _teams(t: dict[str, Any]) -> str:
-    """The teams an operator's, approver's or viewer's token is for: `all` when org-wide."""
+def _teams(t: dict[str, Any]) -> str | None:
+    """The teams an operator's, approver's or viewer's token is for (`all`: org-wide); None
+    for a job's or agent's, bound to its run or pod instead."""
     if t["role"] not in ("operator", "approver", "viewer"):
-        return ""
+        return None
     return ",".join(t["teams"]) if t.get("teams") else "all"
 
 
@@ -50,7 +51,7 @@ def show_tokens_one(t: dict[str, Any]) -> str:
 def show_token(t: dict[str, Any]) -> str:
     bound = [("pod", t["pod_id"])] if t["pod_id"] else [("node", t["node"])] if t["node"] else []
     expires = ("expires", t["expires_at"] or "never")
-    teams = [("teams", _teams(t))] if _teams(t) else []
+    teams = [] if _teams(t) is None else [("teams", _teams(t))]
     text = fields(
         [("id", t["id"]), ("role", t["role"]), *bound, *teams, ("label", t["label"]), expires]
     )
@@ -102,9 +103,7 @@ def _rotate_bootstrap(_args: argparse.Namespace) -> int:
 def add_commands(commands: Commands) -> None:
     tokens = group(commands, "token", "create, list and revoke tokens")
     token = verb(tokens, "create", "create a token; prints it once", token_create)
-    token.add_argument(
-        "--role", required=True, choices=["operator", "approver", "viewer", "agent"]
-    )
+    token.add_argument("--role", required=True, choices=["operator", "approver", "viewer", "agent"])
     token.add_argument(
         "--teams",
         metavar="TEAM,...",

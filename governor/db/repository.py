@@ -26,7 +26,6 @@ from sqlalchemy.orm import Session
 
 from governor.db.keyset import Keyset
 from governor.db.one_of import one_of
-from governor.db.team_scope import budgets_in, tokens_in
 from governor.db.tables import (
     BudgetRow,
     EventRow,
@@ -41,6 +40,7 @@ from governor.db.tables import (
     StopOrderRow,
     TokenRow,
 )
+from governor.db.team_scope import budgets_in, tokens_in
 from governor.db.types import UTCDateTime
 from governor.domain.errors import NotFound
 from governor.domain.model import (
@@ -505,9 +505,7 @@ def revoked_hashes(session: Session, since: datetime) -> Sequence[str]:
     return session.scalars(select(TokenRow.token_hash).where(TokenRow.revoked_at >= since)).all()
 
 
-def tokens(
-    session: Session, request: PageRequest, scope: TeamScope = EVERY_TEAM
-) -> Page[TokenRow]:
+def tokens(session: Session, request: PageRequest, scope: TeamScope = EVERY_TEAM) -> Page[TokenRow]:
     """A page of the tokens on file (those the scope may see: `tokens_in`), newest first."""
     return TOKENS.page(session, select(TokenRow).where(tokens_in(scope)), request)
 

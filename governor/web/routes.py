@@ -181,7 +181,9 @@ def budget_page(
         return _signed_out(request)
     try:
         with tx() as session:
-            scopes.require_seen(session, tokens.holder(session, page.token_id), {"budget_id": budget_id})
+            scopes.require_seen(
+                session, tokens.holder(session, page.token_id), {"budget_id": budget_id}
+            )
             view = pages.budget_page(session, ctx.config, budget_id, now)
             report = report_html.body(view.report)
     except NotFound as exc:

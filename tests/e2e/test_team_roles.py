@@ -49,7 +49,10 @@ def test_a_teams_operator_sees_and_acts_on_its_own_team_alone(
     mine, theirs = _budget(operator, "a-pilot", "alpha"), _budget(operator, "b-pilot", beta["id"])
     my_pod = register_pod(operator, mine["id"], "pod-a")
     their_pod = register_pod(operator, theirs["id"], "pod-b")
-    my_ask, their_ask = _extension(operator, mine["id"], "5"), _extension(operator, theirs["id"], "5")
+    my_ask, their_ask = (
+        _extension(operator, mine["id"], "5"),
+        _extension(operator, theirs["id"], "5"),
+    )
     granted = _token(operator, "operator", "alice", "alpha")
     assert granted["teams"] == [alpha["id"]]
 

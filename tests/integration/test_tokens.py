@@ -12,6 +12,7 @@ from governor.db import repository as repo
 from governor.domain.errors import Conflict, Unauthenticated
 from governor.domain.model import Role
 from governor.domain.paging import WHOLE
+from governor.domain.teams import EVERY_TEAM
 from governor.services.fleet import budgets, pods
 from governor.services.security import logins, tokens
 from governor.services.view import token_list
@@ -82,7 +83,7 @@ def test_the_operators_list_names_what_each_token_is_bound_to(gov: Governor) -> 
         tokens.grant(s, Role.AGENT, now, by=BY, label="agent of gpu-a", pod_id=pod)
         tokens.grant(s, Role.AGENT, now, by=BY, label="node agent", node="node-7")
         tokens.grant(s, Role.VIEWER, now, by=BY, label="wallboard")
-        listed = token_list.token_list(s, WHOLE)
+        listed = token_list.token_list(s, WHOLE, EVERY_TEAM)
     bound = {
         (line.token.label or line.token.role.value): [(b.kind, b.name, b.id) for b in line.bound_to]
         for line in listed.tokens

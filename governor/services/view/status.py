@@ -29,8 +29,8 @@ from governor.domain.model import BudgetState, ExtensionState, PodState, Severit
 from governor.domain.money import ZERO
 from governor.domain.policy import PRE_STOP_FRACTION, WARNING_THRESHOLD_FRACTION
 from governor.domain.run_lifecycle import awaits_acknowledgement
-from governor.domain.telemetry import owns
 from governor.domain.teams import EVERY_TEAM, TeamScope
+from governor.domain.telemetry import owns
 from governor.services import events
 from governor.services.context import GovernorConfig
 from governor.services.fleet.loss_model import acknowledged_loss
