@@ -90,6 +90,16 @@ def test_a_teams_operator_sees_and_acts_on_its_own_team_alone(
         assert _ids(seeing.get("/v1/budgets")) == {mine["id"]}
         assert_error(seeing.get(f"/v1/budgets/{theirs['id']}"), 404)
 
+    # the dashboard, signed in with the team's viewer token, shows its team's budget alone
+    with server.client(None) as browser:
+        signed_in = browser.post("/login", data={"token": viewer["token"]})
+        assert signed_in.status_code == 303, signed_in.text[:300]
+        page = browser.get("/status")
+        assert page.status_code == 200 and "a-pilot" in page.text and "b-pilot" not in page.text
+        assert browser.get(f"/status/budgets/{theirs['id']}").status_code == 404
+        assert browser.get(f"/status/budgets/{mine['id']}").status_code == 200
+        assert browser.get(f"/v1/budgets/{theirs['id']}/report?format=html").status_code == 404
+
     # the org-wide operator still sees both teams, and who approved
     assert _ids(operator.get("/v1/budgets")) == {mine["id"], theirs["id"]}
     [decided] = ok(operator.get("/v1/events", params={"subject": f"extension:{my_ask['id']}"}))[
