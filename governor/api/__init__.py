@@ -14,6 +14,7 @@ from governor.api.routes import (
     report,
     runs,
     status,
+    teams,
     telemetry,
     tokens,
 )
@@ -31,6 +32,7 @@ def routers() -> tuple[APIRouter, ...]:
             heartbeat,
             runs,
             budgets,
+            teams,
             pods,
             extensions,
             plans,

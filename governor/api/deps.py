@@ -101,7 +101,8 @@ class Access:
     """A dependency: the caller, if its token is one of `roles`; with `own`, a job or agent
     token only for the run, budget, pod or node that path parameter names; with `page`, a
     request without a bearer token may be a signed-in browser's: the dashboard's session
-    cookie stands for its token (for a page a browser opens from the dashboard).
+    cookie stands for its token (for a page a browser opens from the dashboard); with `org`
+    (what the route does, in words), only an org-wide token: a team's is 403.
 
     A caller scoped to some teams reaches only their objects: a path naming another team's
     budget, pod, run, extension or token is 404 (`scopes.require_seen`, one statement, asked
@@ -111,9 +112,11 @@ class Access:
     caller without the right token learns 401, 403 or 404 whatever the body: the caller is
     then kept with the request, and a failed attempt is counted once."""
 
-    def __init__(self, *roles: Role, own: str | None = None, page: bool = False) -> None:
+    def __init__(
+        self, *roles: Role, own: str | None = None, page: bool = False, org: str | None = None
+    ) -> None:
         assert own is None or own in _BOUND, own
-        self.roles, self.own, self.page = roles, own, page
+        self.roles, self.own, self.page, self.org = roles, own, page, org
 
     async def __call__(
         self,
@@ -127,6 +130,8 @@ class Access:
             caller = await _authenticate(request, credentials.credentials if credentials else None)
         request.state.caller = caller
         caller.require(*self.roles)
+        if self.org is not None:
+            caller.require_org_wide(self.org)
         if self.own is not None:
             _BOUND[self.own](caller, request.path_params[self.own])
         if caller.team_ids is not None and not getattr(request.state, "in_scope", False):
@@ -180,6 +185,8 @@ async def _signed_in(request: Request) -> Principal | None:
 
 READERS = (Role.OPERATOR, Role.APPROVER, Role.VIEWER)
 Operator = Annotated[Principal, Depends(Access(Role.OPERATOR))]
+# an org-wide operator: what reaches every team (making one)
+OrgOperator = Annotated[Principal, Depends(Access(Role.OPERATOR, org="making a team"))]
 # who may decide an extension request: an operator, or an approver (who decides nothing else)
 Decider = Annotated[Principal, Depends(Access(Role.OPERATOR, Role.APPROVER))]
 Viewer = Annotated[Principal, Depends(Access(*READERS))]

@@ -31,11 +31,10 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(["team_id"], ["teams.id"], name=op.f("fk_token_teams_team_id_teams")),
         sa.PrimaryKeyConstraint("token_id", "team_id", name=op.f("pk_token_teams")),
     )
-    with op.batch_alter_table("teams", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("org_approval_over_usd", sa.BigInteger(), nullable=True))
+    # a plain ALTER TABLE, on SQLite too: rebuilding `teams` would break the budgets' references
+    op.add_column("teams", sa.Column("org_approval_over_usd", sa.BigInteger(), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("teams", schema=None) as batch_op:
-        batch_op.drop_column("org_approval_over_usd")
+    op.drop_column("teams", "org_approval_over_usd")
     op.drop_table("token_teams")

@@ -16,9 +16,10 @@ from governor.domain.errors import Conflict
 from governor.domain.model import BudgetState, Category, PodState, Severity
 from governor.domain.money import dollars, format_usd
 from governor.domain.paging import Page, PageRequest
-from governor.domain.teams import EVERY_TEAM, TeamScope
+from governor.domain.teams import DEFAULT_TEAM_ID, EVERY_TEAM, TeamScope
 from governor.services import events
 from governor.services.context import GovernorConfig
+from governor.services.fleet import teams
 from governor.services.ids import new_id
 from governor.services.money.book import Book, open_book, open_books
 from governor.services.money.metering import accrue_pod
@@ -38,15 +39,29 @@ class Declaration:
     alert_thresholds: tuple[int, ...] = DEFAULT_THRESHOLDS
     note: str | None = None
     require_plan: bool = False  # pods only under an admitted plan
+    team: str | None = None  # the team's id or name; None: the default team
 
 
-def declare(session: Session, declaration: Declaration, now: datetime) -> BudgetRow:
+def _default_team(scope: TeamScope) -> str:
+    """The team a budget declared without one goes to: the default team, or for a caller
+    scoped to exactly one team, that team."""
+    if scope.team_ids is not None and len(scope.team_ids) == 1:
+        return next(iter(scope.team_ids))
+    return DEFAULT_TEAM_ID
+
+
+def declare(
+    session: Session, declaration: Declaration, now: datetime, *, scope: TeamScope = EVERY_TEAM
+) -> BudgetRow:
     """Write the ceiling down before any pod is registered. It never changes afterwards.
     Its name is one people type (`governor pod add NAME`): no other budget that is not
-    closed may have it."""
+    closed may have it. It belongs to the team `declaration.team` names among those `scope`
+    sees (none named: the default team, or the one team a team's operator is for)."""
+    team = teams.find(session, declaration.team or _default_team(scope), scope)
     _refuse_a_taken_name(session, declaration.name)
     budget = BudgetRow(
         id=new_id("bud"),
+        team_id=team.id,
         name=declaration.name,
         ceiling_usd=declaration.ceiling_usd,
         reserve_usd=declaration.reserve_usd,
@@ -79,6 +94,7 @@ def declare(session: Session, declaration: Declaration, now: datetime) -> Budget
             "alert_thresholds": budget.alert_thresholds,
             "note": budget.note,
             "require_plan": budget.require_plan,
+            "team_id": budget.team_id,
         },
     )
     return budget

@@ -91,6 +91,7 @@ def test_revoke_posts_nothing_but_the_id_and_shows_the_token(governor: Governor)
     assert ran.sent == [("POST", f"/v1/tokens/{TOKEN_ID}/revoke")]
     assert ran.last.content == b""
     assert ran.out.splitlines() == [
-        "id                    role      label  for  teams  created                    expires  state",
+        "id                    role      label  for  teams  created                    expires"
+        "  state",
         f"{TOKEN_ID}  operator  ops         all    2026-04-01T09:00:00+00:00  -        revoked",
     ]
