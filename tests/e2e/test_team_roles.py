@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import GovernorServer, assert_error, ok, register_pod
+from tests.plans import variant
 
 pytestmark = pytest.mark.e2e
 
@@ -77,6 +78,12 @@ def test_a_teams_operator_sees_and_acts_on_its_own_team_alone(
         assert_error(alice.post(f"/v1/extensions/{their_ask['id']}/approve", json={}), 404)
         assert_error(alice.post(f"/v1/budgets/{theirs['id']}/close", json={}), 404)
         assert_error(_declare_in(alice, "beta"), 404)
+        # ... or named in a body or a query: a run, or a plan judged, on their pod
+        run = {"name": "sneaky", "pod_id": their_pod["id"]}
+        assert_error(alice.post(f"/v1/budgets/{mine['id']}/runs", json=run), 404)
+        on_their_pod = {"pod_id": their_pod["id"]}
+        plans = f"/v1/budgets/{mine['id']}/plans"
+        assert_error(alice.post(plans, params=on_their_pod, json=variant()), 404)
         assert_error(alice.post("/v1/tokens", json={"role": "viewer", "teams": ["beta"]}), 404)
         # a team's operator grants tokens for its own team: by default, scoped as it is
         viewer = ok(alice.post("/v1/tokens", json={"role": "viewer", "label": "v"}), 201)
