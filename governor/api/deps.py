@@ -14,13 +14,13 @@ from starlette.concurrency import run_in_threadpool
 from governor.domain.model import Role
 from governor.domain.paging import DEFAULT_LIMIT, MAX_CURSOR_CHARS, MAX_LIMIT, PageRequest
 from governor.services.context import DatabaseRefused, ServiceContext, Session
-from governor.services.security import logins
+from governor.services.security import logins, scopes
 from governor.services.security.page_sessions import COOKIE, Keys
 from governor.services.security.tokens import Principal
 from governor.services.security.write_limits import WriteKind
 
 API = "api"  # the writer the API's writes are told as
-bearer = HTTPBearer(auto_error=False, description="operator, viewer, job or agent token")
+bearer = HTTPBearer(auto_error=False, description="operator, approver, viewer, job or agent token")
 
 
 async def _context(request: Request) -> ServiceContext:
@@ -101,15 +101,22 @@ class Access:
     """A dependency: the caller, if its token is one of `roles`; with `own`, a job or agent
     token only for the run, budget, pod or node that path parameter names; with `page`, a
     request without a bearer token may be a signed-in browser's: the dashboard's session
-    cookie stands for its token (for a page a browser opens from the dashboard).
+    cookie stands for its token (for a page a browser opens from the dashboard); with `org`
+    (what the route does, in words), only an org-wide token: a team's is 403.
+
+    A caller scoped to some teams reaches only their objects: a path naming another team's
+    budget, pod, run, extension or token is 404 (`scopes.require_seen`, one statement, asked
+    of team-scoped callers alone: a job's or agent's token, and an org-wide one, skip it).
 
     Every route's Access is also called before the route reads its body (route.py), so that a
-    caller without the right token learns 401 or 403 whatever the body: the caller is then
-    kept with the request, and a failed attempt is counted once."""
+    caller without the right token learns 401, 403 or 404 whatever the body: the caller is
+    then kept with the request, and a failed attempt is counted once."""
 
-    def __init__(self, *roles: Role, own: str | None = None, page: bool = False) -> None:
+    def __init__(
+        self, *roles: Role, own: str | None = None, page: bool = False, org: str | None = None
+    ) -> None:
         assert own is None or own in _BOUND, own
-        self.roles, self.own, self.page = roles, own, page
+        self.roles, self.own, self.page, self.org = roles, own, page, org
 
     async def __call__(
         self,
@@ -123,9 +130,28 @@ class Access:
             caller = await _authenticate(request, credentials.credentials if credentials else None)
         request.state.caller = caller
         caller.require(*self.roles)
+        if self.org is not None:
+            caller.require_org_wide(self.org)
         if self.own is not None:
             _BOUND[self.own](caller, request.path_params[self.own])
+        if caller.team_ids is not None and not getattr(request.state, "in_scope", False):
+            await _in_scope(request, caller)
+            request.state.in_scope = True
         return caller
+
+
+async def _in_scope(request: Request, caller: Principal) -> None:
+    """NotFound if the path names an object of a team the caller is not scoped to."""
+    named = {k: v for k, v in request.path_params.items() if k in scopes.SCOPED}
+    if not named:
+        return
+    context: ServiceContext = request.app.state.context
+
+    def look_up() -> None:
+        with context.read_only() as session:
+            scopes.require_seen(session, caller, named)
+
+    await run_in_threadpool(look_up)
 
 
 async def _authenticate(request: Request, token: str | None) -> Principal:
@@ -157,10 +183,15 @@ async def _signed_in(request: Request) -> Principal | None:
     return await run_in_threadpool(look_up)
 
 
+READERS = (Role.OPERATOR, Role.APPROVER, Role.VIEWER)
 Operator = Annotated[Principal, Depends(Access(Role.OPERATOR))]
-Viewer = Annotated[Principal, Depends(Access(Role.OPERATOR, Role.VIEWER))]
+# an org-wide operator: what reaches every team (making one)
+OrgOperator = Annotated[Principal, Depends(Access(Role.OPERATOR, org="making a team"))]
+# who may decide an extension request: an operator, or an approver (who decides nothing else)
+Decider = Annotated[Principal, Depends(Access(Role.OPERATOR, Role.APPROVER))]
+Viewer = Annotated[Principal, Depends(Access(*READERS))]
 # a viewer, or a browser signed in to the dashboard (the report a page links to)
-PageViewer = Annotated[Principal, Depends(Access(Role.OPERATOR, Role.VIEWER, page=True))]
+PageViewer = Annotated[Principal, Depends(Access(*READERS, page=True))]
 JobOfBudget = Annotated[Principal, Depends(Access(Role.OPERATOR, Role.JOB, own="budget_id"))]
 AgentOfPod = Annotated[Principal, Depends(Access(Role.OPERATOR, Role.AGENT, own="pod_id"))]
 AgentOfNode = Annotated[Principal, Depends(Access(Role.OPERATOR, Role.AGENT, own="node"))]

@@ -146,6 +146,11 @@ class TeamIn(Strict):
         description="the IANA time zone the team's periods run in (e.g. Europe/Berlin)",
     )
     note: Note | None = None
+    org_approval_over_usd: Usd | None = Field(
+        None,
+        description="an extension of more than this needs an org-wide operator or approver; "
+        "unset: the team's own may approve any",
+    )
 
     @field_validator("time_zone")
     @classmethod
@@ -383,18 +388,26 @@ EventOut = api_model(Event)
 
 class TokenIn(Strict):
     role: Role = Field(
-        description="operator, viewer, or agent (with pod_id, or node for a node agent); job "
-        "tokens come with their run"
+        description="operator, approver, viewer, or agent (with pod_id, or node for a node "
+        "agent); job tokens come with their run"
     )
     label: Annotated[str, line(200)] | None = Field(None, description="who or what it is for")
     pod_id: Annotated[str, line(32)] | None = None
     node: Node | None = None
     expires_at: ClientTime | None = Field(None, description="when it stops working; never if unset")
+    teams: list[Annotated[str, line(200, min_length=1)]] | None = Field(
+        None,
+        max_length=100,
+        description="an operator's, approver's or viewer's token: the teams it is for, by id "
+        "or name; unset or empty: every team (a team's operator: its own teams)",
+    )
 
     @model_validator(mode="after")
     def _role_fits(self) -> TokenIn:
         if self.role is Role.JOB:
             raise ValueError("job tokens are issued with their run (POST /v1/budgets/{id}/runs)")
+        if self.teams and self.role is Role.AGENT:
+            raise ValueError("an agent token is bound to its pod or node, not to teams")
         bound = (self.pod_id is not None) + (self.node is not None)
         if self.role is Role.AGENT and bound != 1:
             raise ValueError("an agent token needs either pod_id (one pod) or node (a machine)")

@@ -13,14 +13,31 @@ from governor.cli.output import fields, paged, refused, table
 from governor.cli.verbs import Commands, Shown, group, page, paging, verb
 from governor.settings import load_settings
 
-TOKEN_HEADERS = ("id", "role", "label", "for", "created", "expires", "state")
+TOKEN_HEADERS = ("id", "role", "label", "for", "teams", "created", "expires", "state")
+
+
+def _teams(t: dict[str, Any]) -> str | None:
+    """The teams an operator's, approver's or viewer's token is for (`all`: org-wide); None
+    for a job's or agent's, bound to its run or pod instead."""
+    if t["role"] not in ("operator", "approver", "viewer"):
+        return None
+    return ",".join(t["teams"]) if t.get("teams") else "all"
 
 
 def _token_row(t: dict[str, Any]) -> tuple[object, ...]:
     bound = t["run_id"] or t["pod_id"] or t["node"] or ("bootstrap" if t["bootstrap"] else "")
     expired = t["expires_at"] and datetime.fromisoformat(t["expires_at"]) <= datetime.now(UTC)
     state = "revoked" if t["revoked_at"] else "expired" if expired else "active"
-    return (t["id"], t["role"], t["label"], bound, t["created_at"], t["expires_at"], state)
+    return (
+        t["id"],
+        t["role"],
+        t["label"],
+        bound,
+        _teams(t),
+        t["created_at"],
+        t["expires_at"],
+        state,
+    )
 
 
 def show_tokens(tokens: list[dict[str, Any]]) -> str:
@@ -34,13 +51,24 @@ def show_tokens_one(t: dict[str, Any]) -> str:
 def show_token(t: dict[str, Any]) -> str:
     bound = [("pod", t["pod_id"])] if t["pod_id"] else [("node", t["node"])] if t["node"] else []
     expires = ("expires", t["expires_at"] or "never")
-    text = fields([("id", t["id"]), ("role", t["role"]), *bound, ("label", t["label"]), expires])
+    teams = [] if _teams(t) is None else [("teams", _teams(t))]
+    text = fields(
+        [("id", t["id"]), ("role", t["role"]), *bound, *teams, ("label", t["label"]), expires]
+    )
     return f"{text}\n\nThe token (shown once; store it now):\n  {t['token']}"
 
 
 def token_create(api: Api, a: argparse.Namespace) -> Shown:
     pod_id = None if a.pod is None else resolve(api, POD, a.pod)
-    body = given(role=a.role, label=a.label, pod_id=pod_id, node=a.node, expires_at=a.expires_at)
+    teams = None if a.teams is None else [t.strip() for t in a.teams.split(",") if t.strip()]
+    body = given(
+        role=a.role,
+        label=a.label,
+        pod_id=pod_id,
+        node=a.node,
+        expires_at=a.expires_at,
+        teams=teams,
+    )
     return api.call("POST", "/v1/tokens", body=body), show_token
 
 
@@ -75,7 +103,13 @@ def _rotate_bootstrap(_args: argparse.Namespace) -> int:
 def add_commands(commands: Commands) -> None:
     tokens = group(commands, "token", "create, list and revoke tokens")
     token = verb(tokens, "create", "create a token; prints it once", token_create)
-    token.add_argument("--role", required=True, choices=["operator", "viewer", "agent"])
+    token.add_argument("--role", required=True, choices=["operator", "approver", "viewer", "agent"])
+    token.add_argument(
+        "--teams",
+        metavar="TEAM,...",
+        help="an operator's, approver's or viewer's token for these teams only (names or ids); "
+        "default: every team (a team's operator: its own teams)",
+    )
     whom = token.add_mutually_exclusive_group()
     whom.add_argument("--pod", metavar="POD", help="an agent token for this pod (name or id)")
     whom.add_argument("--node", help="a node agent's token for this machine")

@@ -40,6 +40,7 @@ from governor.db.tables import (
     StopOrderRow,
     TokenRow,
 )
+from governor.db.team_scope import budgets_in, tokens_in
 from governor.db.types import UTCDateTime
 from governor.domain.errors import NotFound
 from governor.domain.model import (
@@ -58,6 +59,7 @@ from governor.domain.money import ZERO
 from governor.domain.notice import at_least
 from governor.domain.paging import Page, PageRequest
 from governor.domain.stop_order import ACTIVE_STATES
+from governor.domain.teams import EVERY_TEAM, TeamScope
 
 _Model = TypeVar("_Model")
 
@@ -135,16 +137,22 @@ def pods_by_budget(session: Session, *where: ColumnElement[bool]) -> Sequence[tu
     return [(budget_id, pods) for budget_id, pods in session.execute(query)]
 
 
-def budget_ids(session: Session) -> Sequence[str]:
-    """Every budget's id, oldest first."""
-    return session.scalars(BUDGETS.ordered(select(BudgetRow.id))).all()
+def budget_ids(session: Session, scope: TeamScope = EVERY_TEAM) -> Sequence[str]:
+    """Every budget's id (of the scope's teams), oldest first."""
+    query = select(BudgetRow.id).where(budgets_in(scope, BudgetRow.id))
+    return session.scalars(BUDGETS.ordered(query)).all()
 
 
 def budgets_page(
-    session: Session, request: PageRequest, *, name: str | None = None
+    session: Session,
+    request: PageRequest,
+    *,
+    name: str | None = None,
+    scope: TeamScope = EVERY_TEAM,
 ) -> Page[BudgetRow]:
-    """A page of the budgets, oldest first; with `name`, of those so named."""
-    query = select(BudgetRow)
+    """A page of the budgets (of the scope's teams), oldest first; with `name`, of those so
+    named."""
+    query = select(BudgetRow).where(budgets_in(scope, BudgetRow.id))
     if name is not None:
         query = query.where(BudgetRow.name == name)
     return BUDGETS.page(session, query, request)
@@ -197,10 +205,11 @@ def pods(
     *,
     budget_id: str | None = None,
     name: str | None = None,
+    scope: TeamScope = EVERY_TEAM,
 ) -> Page[PodRow]:
-    """A page of pods, oldest first; with `budget_id` those of that budget, with `name` those
-    so named."""
-    query = select(PodRow)
+    """A page of pods (of the scope's teams), oldest first; with `budget_id` those of that
+    budget, with `name` those so named."""
+    query = select(PodRow).where(budgets_in(scope, PodRow.budget_id))
     if budget_id is not None:
         query = query.where(PodRow.budget_id == budget_id)
     if name is not None:
@@ -350,9 +359,11 @@ def runs(
     budget_id: str | None = None,
     name: str | None = None,
     status: RunStatus | None = None,
+    scope: TeamScope = EVERY_TEAM,
 ) -> Page[RunRow]:
-    """A page of runs, oldest first, narrowed by budget, name and status where given."""
-    query = select(RunRow)
+    """A page of runs (of the scope's teams), oldest first, narrowed by budget, name and
+    status where given."""
+    query = select(RunRow).where(budgets_in(scope, RunRow.budget_id))
     if budget_id is not None:
         query = query.where(RunRow.budget_id == budget_id)
     if name is not None:
@@ -435,8 +446,11 @@ def extensions_page(
     *,
     budget_id: str | None = None,
     state: ExtensionState | None = None,
+    scope: TeamScope = EVERY_TEAM,
 ) -> Page[ExtensionRow]:
-    return EXTENSIONS.page(session, _extensions(budget_id, state), request)
+    """A page of extension requests (of the scope's teams), oldest first."""
+    query = _extensions(budget_id, state).where(budgets_in(scope, ExtensionRow.budget_id))
+    return EXTENSIONS.page(session, query, request)
 
 
 def pending_extension_of_run(session: Session, budget_id: str, run_id: str) -> ExtensionRow | None:
@@ -491,9 +505,9 @@ def revoked_hashes(session: Session, since: datetime) -> Sequence[str]:
     return session.scalars(select(TokenRow.token_hash).where(TokenRow.revoked_at >= since)).all()
 
 
-def tokens(session: Session, request: PageRequest) -> Page[TokenRow]:
-    """A page of the tokens on file, newest first."""
-    return TOKENS.page(session, select(TokenRow), request)
+def tokens(session: Session, request: PageRequest, scope: TeamScope = EVERY_TEAM) -> Page[TokenRow]:
+    """A page of the tokens on file (those the scope may see: `tokens_in`), newest first."""
+    return TOKENS.page(session, select(TokenRow).where(tokens_in(scope)), request)
 
 
 def get_token(session: Session, token_id: str) -> TokenRow:
@@ -532,10 +546,12 @@ def events(
     subject: str | None = None,
     since: datetime | None = None,
     limit: int = 100,
+    scope: TeamScope = EVERY_TEAM,
 ) -> Sequence[EventRow]:
     """The latest events, newest first: `severity` is that one alone, `min_severity` it or
-    worse."""
+    worse; for a team's scope, its budgets' alone."""
     filters = _events(budget_id, severity, min_severity, category, subject, since)
+    filters = filters.where(budgets_in(scope, EventRow.budget_id))
     return session.scalars(EVENTS.ordered(filters).limit(limit)).all()
 
 
@@ -549,9 +565,11 @@ def events_page(
     category: Category | None = None,
     subject: str | None = None,
     since: datetime | None = None,
+    scope: TeamScope = EVERY_TEAM,
 ) -> Page[EventRow]:
     """A page of the event log, newest first, narrowed as `events` narrows it."""
     filters = _events(budget_id, severity, min_severity, category, subject, since)
+    filters = filters.where(budgets_in(scope, EventRow.budget_id))
     return EVENTS.page(session, filters, request)
 
 

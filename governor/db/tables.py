@@ -89,6 +89,9 @@ class TeamRow(Base):
         String(64), default=DEFAULT_TIME_ZONE, server_default=DEFAULT_TIME_ZONE
     )
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # the most an extension may be that the team's own operators and approvers approve; over
+    # it, an org-wide one must (None: no such limit)
+    org_approval_over_usd: Mapped[Decimal | None] = mapped_column(MicroUSD)
     # the team's ceiling per period, declared once in writing (none: no ceiling above budgets)
     ceiling_usd: Mapped[Decimal | None] = mapped_column(MicroUSD)
     period: Mapped[PeriodKind | None] = mapped_column(_enum(PeriodKind))
@@ -434,6 +437,16 @@ class TokenRow(Base):
 
     # every replica's token cache asks for the tokens revoked lately, once an interval
     __table_args__ = (Index("ix_tokens_revoked_at", "revoked_at"),)
+
+
+class TokenTeamRow(Base):
+    """A team an operator's, approver's or viewer's token is for. A token with none is for
+    every team (org-wide), as every token made before teams existed is."""
+
+    __tablename__ = "token_teams"
+
+    token_id: Mapped[str] = mapped_column(ForeignKey("tokens.id"), primary_key=True)
+    team_id: Mapped[str] = mapped_column(ForeignKey("teams.id"), primary_key=True)
 
 
 class LeaseRow(Base):

@@ -137,6 +137,7 @@ class ChargeKind(StrEnum):
 
 class Role(StrEnum):
     OPERATOR = "operator"
+    APPROVER = "approver"  # decides extension requests, and reads as a viewer does
     VIEWER = "viewer"
     JOB = "job"
     AGENT = "agent"

@@ -27,6 +27,7 @@ from governor.db.engine import after_commit
 from governor.db.tables import EventRow, PodRow, RunRow
 from governor.domain.model import Category, Severity
 from governor.domain.paging import Page, PageRequest
+from governor.domain.teams import EVERY_TEAM, TeamScope
 from governor.services.notifications import hand_over
 
 log = logging.getLogger("governor.events")
@@ -177,9 +178,10 @@ def page(
     category: Category | None = None,
     subject: str | None = None,
     since: datetime | None = None,
+    scope: TeamScope = EVERY_TEAM,
 ) -> Page[Event]:
     """A page of the event log, newest first: `severity` is that one alone, `min_severity` it
-    or worse."""
+    or worse; for a team's scope, its budgets' events alone."""
     rows = repo.events_page(
         session,
         request,
@@ -189,5 +191,6 @@ def page(
         category=category,
         subject=subject,
         since=since,
+        scope=scope,
     )
     return Page(list(listed(session, rows.items)), rows.next_cursor)

@@ -2,7 +2,9 @@
 resumes, and the operator's list of tokens with their revocation.
 
 Thin: each reads its inputs, calls one service and renders or redirects. A viewer may look;
-only an operator may decide, and only with the session's CSRF token in the form.
+an operator or an approver may decide an extension request, only an operator may resume or
+revoke, each only with the session's CSRF token in the form. A token scoped to some teams
+sees and acts on those teams' budgets alone: another team's is not found.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from governor.domain.paging import WHOLE
 from governor.render import report_html
 from governor.services.fleet import resumes
 from governor.services.money import extensions
-from governor.services.security import logins, tokens
+from governor.services.security import logins, scopes, tokens
 from governor.services.security.auth_limits import TooManyAttempts
 from governor.services.security.page_sessions import COOKIE
 from governor.services.view import pages, status, token_list
@@ -153,7 +155,8 @@ def status_page(
         return _signed_out(request)
     team = request.query_params.get("team") or None
     with tx() as session:
-        dashboard = status.dashboard(session, ctx.config, now, team=team, scope=page.teams)
+        scope = tokens.holder(session, page.token_id).teams
+        dashboard = status.dashboard(session, ctx.config, now, team=team, scope=scope)
     notice = NOTICES.get(request.query_params.get("notice", ""))
     shown = {b.id for b in dashboard.budgets}
     near = request.query_params.get("budget")  # the card acted on: the notice shows there
@@ -178,6 +181,9 @@ def budget_page(
         return _signed_out(request)
     try:
         with tx() as session:
+            scopes.require_seen(
+                session, tokens.holder(session, page.token_id), {"budget_id": budget_id}
+            )
             view = pages.budget_page(session, ctx.config, budget_id, now)
             report = report_html.body(view.report)
     except NotFound as exc:
@@ -203,6 +209,7 @@ def run_page(
         return _signed_out(request)
     try:
         with tx() as session:
+            scopes.require_seen(session, tokens.holder(session, page.token_id), {"run_id": run_id})
             view = pages.run_page(session, ctx.config, run_id, now)
     except NotFound as exc:
         return _said("Not found", str(exc), 404)
@@ -227,7 +234,9 @@ def decide(
     if not kit.keys.csrf_ok(page, form.get("csrf")):
         return _refused("The form had expired; reload the page and try again.")
     if not page.can_decide:
-        return _refused("A viewer token can look but not decide: sign in as an operator.")
+        return _refused(
+            "A viewer token can look but not decide: sign in as an operator or an approver."
+        )
     approve = decision == "approve"
     note = form.get("note", "").strip()
     if not note:  # the API keeps a note optional; a decision taken on the page says why
@@ -235,7 +244,10 @@ def decide(
     try:
         with tx() as session:
             by = tokens.holder(session, page.token_id)
+            scopes.require_seen(session, by, {"extension_id": extension_id})
             row = extensions.decide(session, ctx.config, extension_id, approve, note, now, by=by)
+    except Forbidden as exc:
+        return _refused(exc.message)
     except Conflict:
         return _to("/status?notice=already-decided")
     except NotFound:
@@ -257,11 +269,12 @@ def resume(pod_id: str, page: SignedIn, kit: WebKit, form: Form, ctx: Context, t
         return _to("/login")
     if not kit.keys.csrf_ok(page, form.get("csrf")):
         return _refused("The form had expired; reload the page and try again.")
-    if not page.can_decide:
-        return _refused("A viewer token can look but not resume: sign in as an operator.")
-    with tx() as session:
-        by = tokens.holder(session, page.token_id)
+    if not page.can_operate:
+        return _refused("Only an operator can resume a pod: sign in as an operator.")
     try:
+        with tx() as session:
+            by = tokens.holder(session, page.token_id)
+            scopes.require_seen(session, by, {"pod_id": pod_id})
         resumed = resumes.resume(ctx, pod_id, "from the dashboard", by=by)
     except (Conflict, NotFound, Unavailable) as exc:
         return _said("Not resumed", str(exc), 409)
@@ -283,10 +296,10 @@ def tokens_page(request: Request, kit: WebKit, page: SignedIn, tx: Tx, now: Now)
     when it ends, and Revoke."""
     if page is None:
         return _signed_out(request)
-    if not page.can_decide:
+    if not page.can_operate:
         return _refused("Tokens are for operators: sign in with an operator token to see them.")
     with tx() as session:
-        shown = token_list.token_list(session, WHOLE)
+        shown = token_list.token_list(session, WHOLE, tokens.holder(session, page.token_id).teams)
     context = {
         "tokens": shown.tokens,
         "more": shown.more,
@@ -308,13 +321,15 @@ def revoke_token(
         return _to("/login")
     if not kit.keys.csrf_ok(page, form.get("csrf")):
         return _refused("The form had expired; reload the page and try again.")
-    if not page.can_decide:
-        return _refused("A viewer token can look but not revoke: sign in as an operator.")
+    if not page.can_operate:
+        return _refused("Only an operator can revoke a token: sign in as an operator.")
     if token_id == page.token_id:
         return _to("/status/tokens?notice=revoke-self")
     try:
         with tx() as session:
-            tokens.revoke(session, token_id, now, by=tokens.holder(session, page.token_id))
+            by = tokens.holder(session, page.token_id)
+            scopes.require_seen(session, by, {"token_id": token_id})
+            tokens.revoke(session, token_id, now, by=by)
     except Conflict:
         return _to("/status/tokens?notice=revoke-bootstrap")
     except NotFound:

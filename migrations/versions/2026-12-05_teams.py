@@ -4,7 +4,7 @@ Every budget belongs to a team; the budgets declared before teams belong to the 
 which this migration makes.
 
 Revision ID: f9c3e5b7d1a4
-Revises: e6a2c8f4b1d7
+Revises: fde7f9b1c5e8
 Create Date: 2026-12-05 18:30:00.000000
 """
 
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "f9c3e5b7d1a4"
-down_revision: str | None = "e6a2c8f4b1d7"
+down_revision: str | None = "fde7f9b1c5e8"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

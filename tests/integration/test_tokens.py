@@ -12,10 +12,12 @@ from governor.db import repository as repo
 from governor.domain.errors import Conflict, Unauthenticated
 from governor.domain.model import Role
 from governor.domain.paging import WHOLE
+from governor.domain.teams import DEFAULT_TEAM_ID, EVERY_TEAM
 from governor.services.fleet import budgets, pods
+from governor.services.runs import lifecycle
 from governor.services.security import logins, tokens
 from governor.services.view import token_list
-from tests.integration.conftest import BY, Governor
+from tests.integration.conftest import BY, Governor, counted
 
 
 def test_a_new_bootstrap_token_is_adopted_beside_the_old_until_it_is_rotated(
@@ -82,7 +84,7 @@ def test_the_operators_list_names_what_each_token_is_bound_to(gov: Governor) -> 
         tokens.grant(s, Role.AGENT, now, by=BY, label="agent of gpu-a", pod_id=pod)
         tokens.grant(s, Role.AGENT, now, by=BY, label="node agent", node="node-7")
         tokens.grant(s, Role.VIEWER, now, by=BY, label="wallboard")
-        listed = token_list.token_list(s, WHOLE)
+        listed = token_list.token_list(s, WHOLE, EVERY_TEAM)
     bound = {
         (line.token.label or line.token.role.value): [(b.kind, b.name, b.id) for b in line.bound_to]
         for line in listed.tokens
@@ -94,3 +96,25 @@ def test_the_operators_list_names_what_each_token_is_bound_to(gov: Governor) -> 
         "wallboard": [],
     }
     assert not listed.more
+
+
+def test_a_job_token_is_looked_up_in_one_statement_and_a_teams_token_names_its_teams(
+    gov: Governor,
+) -> None:
+    """The heartbeat's caller costs what it did before teams: a job's (or an agent's) token
+    is never scoped to teams, so nothing more is read for it."""
+    budget = gov.budget(ceiling="100")
+    pod = gov.pod(budget)
+    spec = lifecycle.RunSpec("job", pod, None, 120.0, 300.0)
+    with gov.session() as s:
+        _, job_token = lifecycle.create(s, gov.ctx.config, budget, spec, gov.clock.now())
+        viewer = tokens.issue(s, Role.VIEWER, gov.clock.now(), teams=frozenset({DEFAULT_TEAM_ID}))
+    with counted(gov) as statements, gov.session() as s:
+        job = tokens.authenticate(s, job_token, gov.clock.now())
+    assert job.team_ids is None and job.teams.sees("any team")
+    assert [q for q in statements if "token" in q.lower()] == [statements[-1]]
+    assert "token_teams" not in " ".join(statements)
+    with gov.session() as s:
+        scoped = tokens.authenticate(s, viewer, gov.clock.now())
+    assert scoped.team_ids == {DEFAULT_TEAM_ID}
+    assert not scoped.teams.sees("team_other")

@@ -59,6 +59,7 @@ def test_an_approval_and_a_stop_name_the_token_that_made_them(api: TestClient) -
         "role": "operator",
         "label": "GOVERNOR_OPERATOR_TOKEN",
         "bootstrap": True,
+        "teams": None,
     }
 
     scene = pilot(api, "pilot")
@@ -76,7 +77,13 @@ def test_an_approval_and_a_stop_name_the_token_that_made_them(api: TestClient) -
     )
 
     alice_said = f"operator token 'alice' ({alice['id']})"
-    by_alice = {"token_id": alice["id"], "role": "operator", "label": "alice", "bootstrap": False}
+    by_alice = {
+        "token_id": alice["id"],
+        "role": "operator",
+        "label": "alice",
+        "bootstrap": False,
+        "teams": None,
+    }
     approved = event_of(api, f"extension:{asked['id']}", "Extension of $750.00 approved")
     assert approved["message"].startswith(f"Extension of $750.00 approved by {alice_said}.")
     assert approved["evidence"]["by"] == by_alice
@@ -96,7 +103,13 @@ def test_a_denial_and_a_resume_name_the_token_that_made_them(
     bob = made(api.post("/v1/tokens", json={"role": "operator", "label": "bob"}))
     as_bob = {"Authorization": f"Bearer {bob['token']}"}
     bob_said = f"operator token 'bob' ({bob['id']})"
-    by_bob = {"token_id": bob["id"], "role": "operator", "label": "bob", "bootstrap": False}
+    by_bob = {
+        "token_id": bob["id"],
+        "role": "operator",
+        "label": "bob",
+        "bootstrap": False,
+        "teams": None,
+    }
     scene = pilot(api, "pilot")
 
     asked = made(

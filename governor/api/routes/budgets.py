@@ -33,11 +33,17 @@ def declare(body: BudgetIn, caller: Operator, ctx: Context, tx: Tx, now: Now) ->
 
 @router.get("", response_model=page_of(BudgetOut))
 def list_budgets(
-    _: Viewer, ctx: Context, tx: Tx, now: Now, paging: Paging, name: QueryName | None = None
+    caller: Viewer,
+    ctx: Context,
+    tx: Tx,
+    now: Now,
+    paging: Paging,
+    name: QueryName | None = None,
 ) -> Page[Budget]:
-    """Budgets, oldest first; `name`: those so named (one open, any number closed)."""
+    """Budgets the caller may see, oldest first; `name`: those so named (one open, any number
+    closed)."""
     with tx.read() as session:
-        return budget_model.page(session, ctx.config, now, paging, name=name)
+        return budget_model.page(session, ctx.config, now, paging, name=name, scope=caller.teams)
 
 
 @router.get("/{budget_id}", response_model=BudgetOut)

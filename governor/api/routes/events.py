@@ -14,7 +14,7 @@ router = api_router(tags=["events"])
 
 @router.get("/v1/events", response_model=page_of(EventOut))
 def list_events(
-    _: Viewer,
+    caller: Viewer,
     tx: Tx,
     paging: Paging,
     budget_id: str | None = None,
@@ -37,4 +37,5 @@ def list_events(
             category=category,
             subject=subject,
             since=since,
+            scope=caller.teams,
         )

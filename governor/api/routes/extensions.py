@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import Query
 
-from governor.api.deps import Context, ExtensionWriter, Now, Operator, Paging, Tx, Viewer
+from governor.api.deps import Context, Decider, ExtensionWriter, Now, Paging, Tx, Viewer
 from governor.api.error_responses import errors
 from governor.api.route import api_router
 from governor.api.schemas import DecisionIn, ExtensionIn, ExtensionOut, page_of
@@ -38,7 +38,7 @@ def request(
 
 @router.get("/v1/extensions", response_model=page_of(ExtensionOut))
 def list_extensions(
-    _: Viewer,
+    caller: Viewer,
     tx: Tx,
     paging: Paging,
     budget_id: str | None = None,
@@ -46,7 +46,9 @@ def list_extensions(
 ) -> Page[Extension]:
     """Extension requests, oldest first; narrowed to a budget's, or to one state."""
     with tx.read() as session:
-        return extension_model.page(session, paging, budget_id=budget_id, state=state)
+        return extension_model.page(
+            session, paging, budget_id=budget_id, state=state, scope=caller.teams
+        )
 
 
 @router.post(
@@ -54,13 +56,15 @@ def list_extensions(
 )
 def approve(
     extension_id: str,
-    caller: Operator,
+    caller: Decider,
     ctx: Context,
     tx: Tx,
     now: Now,
     body: DecisionIn | None = None,
 ) -> Extension:
-    """Approve a pending request: the effective ceiling rises by its amount. Once only."""
+    """Approve a pending request (an operator or an approver): the effective ceiling rises by
+    its amount. Once only. Over its team's `org_approval_over_usd`, only an org-wide operator
+    or approver may approve it (403 for a team's own)."""
     return _decide(extension_id, True, body, caller, ctx, tx, now)
 
 
@@ -69,13 +73,13 @@ def approve(
 )
 def deny(
     extension_id: str,
-    caller: Operator,
+    caller: Decider,
     ctx: Context,
     tx: Tx,
     now: Now,
     body: DecisionIn | None = None,
 ) -> Extension:
-    """Deny a pending request. Once only."""
+    """Deny a pending request (an operator or an approver). Once only."""
     return _decide(extension_id, False, body, caller, ctx, tx, now)
 
 

@@ -39,7 +39,9 @@ def scrape(ctx: Context, tx: Tx, now: Now, credentials: Credentials) -> Response
         with tx.read() as session:
             if ctx.config.metrics_require_token:
                 token = credentials.credentials if credentials else None
-                tokens.authenticate(session, token, now).require(Role.OPERATOR, Role.VIEWER)
+                caller = tokens.authenticate(session, token, now)
+                caller.require(Role.OPERATOR, Role.APPROVER, Role.VIEWER)
+                caller.require_org_wide("/metrics (every team's figures)")
             families = metrics.collect(session, ctx.config, now, ctx.replica, ctx.leading())
     except DatabaseRefused:
         if ctx.config.metrics_require_token:

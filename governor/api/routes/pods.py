@@ -39,7 +39,7 @@ def register(budget_id: str, body: PodIn, caller: Operator, ctx: Context, tx: Tx
 
 @router.get("/v1/pods", response_model=page_of(PodOut))
 def list_pods(
-    _: Viewer,
+    caller: Viewer,
     ctx: Context,
     tx: Tx,
     now: Now,
@@ -50,7 +50,9 @@ def list_pods(
     """Pods, oldest first, each as `GET /v1/pods/{id}` shows it; `budget_id`: that budget's,
     `name`: those so named (a name is unique within a budget, not across budgets)."""
     with tx.read() as session:
-        return pod_model.page(session, ctx.config, now, paging, budget_id=budget_id, name=name)
+        return pod_model.page(
+            session, ctx.config, now, paging, budget_id=budget_id, name=name, scope=caller.teams
+        )
 
 
 @router.get("/v1/pods/{pod_id}", response_model=PodOut)

@@ -34,6 +34,7 @@ from governor.services.monitoring import metric_point_model
 from governor.services.monitoring.metric_point_model import MetricPoint
 from governor.services.runs import job_events, lifecycle, run_model
 from governor.services.runs.run_model import CreatedRun, Run
+from governor.services.security import scopes
 from governor.services.security.safe_input import QueryName, QueryTime
 
 router = api_router(tags=["runs"])
@@ -45,7 +46,9 @@ router = api_router(tags=["runs"])
     response_model=RunCreated,
     responses=errors(409),
 )
-def create(budget_id: str, body: RunIn, _: Operator, ctx: Context, tx: Tx, now: Now) -> CreatedRun:
+def create(
+    budget_id: str, body: RunIn, caller: Operator, ctx: Context, tx: Tx, now: Now
+) -> CreatedRun:
     """Create a run on a pod. The response carries the job's token, once."""
     policy = body.policy.model_dump(exclude_none=True, exclude={"health"}) if body.policy else None
     health = None if body.policy is None or body.policy.health is None else body.policy.health
@@ -55,12 +58,13 @@ def create(budget_id: str, body: RunIn, _: Operator, ctx: Context, tx: Tx, now: 
         health=None if health is None else tuple(HealthRule.of(r.model_dump()) for r in health),
     )
     with tx() as session:
+        scopes.require_seen(session, caller, {"pod_id": body.pod_id})  # another team's: 404
         return run_model.create(session, ctx.config, budget_id, spec, now)
 
 
 @router.get("/v1/runs", response_model=page_of(RunOut))
 def list_runs(
-    _: Viewer,
+    caller: Viewer,
     tx: Tx,
     paging: Paging,
     budget_id: QueryName | None = None,
@@ -70,7 +74,9 @@ def list_runs(
     """Runs, oldest first, each as `GET /v1/runs/{id}` shows it; narrowed to a budget's, to
     those so named (names need not be unique), or to one status."""
     with tx.read() as session:
-        return run_model.page(session, paging, budget_id=budget_id, name=name, status=status)
+        return run_model.page(
+            session, paging, budget_id=budget_id, name=name, status=status, scope=caller.teams
+        )
 
 
 @router.get("/v1/runs/{run_id}", response_model=RunOut)

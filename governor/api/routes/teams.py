@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from governor.api.deps import Now, Operator, Paging, Tx, Viewer
+from governor.api.deps import Now, OrgOperator, Paging, Tx, Viewer
 from governor.api.error_responses import errors
 from governor.api.route import api_router
 from governor.api.schemas import (
@@ -25,11 +25,14 @@ router = api_router(prefix="/v1/teams", tags=["teams"])
 
 
 @router.post("", status_code=201, response_model=TeamOut, responses=errors(409))
-def create(body: TeamIn, caller: Operator, tx: Tx, now: Now) -> Team:
+def create(body: TeamIn, caller: OrgOperator, tx: Tx, now: Now) -> Team:
     """Make a team: it holds budgets, and its periods run in its time zone. Its name is
-    unique (409 otherwise)."""
+    unique (409 otherwise). An org-wide operator's alone (403 for a team's)."""
     declaration = teams.TeamDeclaration(
-        name=body.name.strip(), time_zone=body.time_zone, note=body.note
+        name=body.name.strip(),
+        time_zone=body.time_zone,
+        note=body.note,
+        org_approval_over_usd=body.org_approval_over_usd,
     )
     with tx() as session:
         return team_model.create(session, declaration, now, by=caller)

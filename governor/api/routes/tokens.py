@@ -14,8 +14,9 @@ router = api_router(tags=["tokens"])
 
 @router.post("/v1/tokens", status_code=201, response_model=TokenOut, responses=errors(404))
 def issue(body: TokenIn, caller: Operator, tx: Tx, now: Now) -> IssuedToken:
-    """Create an operator, viewer or agent token (an agent's is bound to one pod, or to one
-    machine for a node agent), optionally expiring. Shown once."""
+    """Create an operator, approver, viewer or agent token (an agent's is bound to one pod, or
+    to one machine for a node agent), optionally expiring, an operator's, approver's or
+    viewer's for named teams or for every team. Shown once."""
     if body.expires_at is not None and body.expires_at <= now:
         raise Invalid(f"expires_at must be in the future (it is now {now:%Y-%m-%dT%H:%M:%SZ})")
     with tx() as session:
@@ -28,14 +29,16 @@ def issue(body: TokenIn, caller: Operator, tx: Tx, now: Now) -> IssuedToken:
             pod_id=body.pod_id,
             node=body.node,
             expires_at=body.expires_at,
+            teams=body.teams,
         )
 
 
 @router.get("/v1/tokens", response_model=page_of(TokenInfo))
-def list_tokens(_: Operator, tx: Tx, paging: Paging) -> Page[token_model.TokenInfo]:
-    """The tokens on file, newest first, with whom each is for and whether it still works."""
+def list_tokens(caller: Operator, tx: Tx, paging: Paging) -> Page[token_model.TokenInfo]:
+    """The tokens on file, newest first, with whom each is for and whether it still works; a
+    team's operator sees its teams' tokens and its runs' and pods' alone."""
     with tx.read() as session:
-        return token_model.page(session, paging)
+        return token_model.page(session, paging, caller.teams)
 
 
 @router.post("/v1/tokens/{token_id}/revoke", response_model=TokenInfo, responses=errors(409))

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from governor.domain.ledger import COMMITTED_DOC, RESERVE_DOC, SHUTDOWN_DOC, STORAGE_TAIL_DOC
 from governor.domain.model import BudgetState
 from governor.domain.paging import Page, PageRequest
-from governor.domain.teams import TeamScope
+from governor.domain.teams import EVERY_TEAM, TeamScope
 from governor.services.context import GovernorConfig
 from governor.services.fleet import budgets
 from governor.services.money.book import Book
@@ -95,9 +95,11 @@ def page(
     request: PageRequest,
     *,
     name: str | None = None,
+    scope: TeamScope = EVERY_TEAM,
 ) -> Page[Budget]:
-    """A page of budgets, oldest first; with `name`, of the budgets so named."""
-    books = budgets.books(session, config, now, request, name=name)
+    """A page of budgets (of the scope's teams), oldest first; with `name`, of the budgets so
+    named."""
+    books = budgets.books(session, config, now, request, name=name, scope=scope)
     return Page(with_plans(session, books.items), books.next_cursor)
 
 

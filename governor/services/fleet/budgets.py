@@ -43,14 +43,22 @@ class Declaration:
     team: str | None = None  # the team's id or name; None: the default team
 
 
+def _default_team(scope: TeamScope) -> str:
+    """The team a budget declared without one goes to: the default team, or for a caller
+    scoped to exactly one team, that team."""
+    if scope.team_ids is not None and len(scope.team_ids) == 1:
+        return next(iter(scope.team_ids))
+    return DEFAULT_TEAM_ID
+
+
 def declare(
     session: Session, declaration: Declaration, now: datetime, *, scope: TeamScope = EVERY_TEAM
 ) -> BudgetRow:
     """Write the ceiling down before any pod is registered. It never changes afterwards.
     Its name is one people type (`governor pod add NAME`): no other budget that is not
     closed may have it. It belongs to the team `declaration.team` names among those `scope`
-    sees (none named: the default team)."""
-    team = teams.find(session, declaration.team or DEFAULT_TEAM_ID, scope)
+    sees (none named: the default team, or the one team a team's operator is for)."""
+    team = teams.find(session, declaration.team or _default_team(scope), scope)
     _refuse_a_taken_name(session, declaration.name)
     team_money.refuse_beyond_left(
         session, team.id, "a budget's ceiling", declaration.ceiling_usd, now
@@ -179,7 +187,9 @@ def books(
     request: PageRequest,
     *,
     name: str | None = None,
+    scope: TeamScope = EVERY_TEAM,
 ) -> Page[Book]:
-    """A page of the budgets' books, oldest first; with `name`, of the budgets so named."""
-    page = repo.budgets_page(session, request, name=name)
+    """A page of the budgets' books (of the scope's teams), oldest first; with `name`, of the
+    budgets so named."""
+    page = repo.budgets_page(session, request, name=name, scope=scope)
     return Page(open_books(session, [b.id for b in page.items], now, config), page.next_cursor)

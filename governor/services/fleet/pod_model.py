@@ -15,6 +15,7 @@ from governor.db.tables import PodRow, StopOrderRow
 from governor.domain.model import PodState, RateSource
 from governor.domain.paging import Page, PageRequest
 from governor.domain.stop_latency import LatencySource, StopLatency
+from governor.domain.teams import EVERY_TEAM, TeamScope
 from governor.services.context import GovernorConfig, ServiceContext
 from governor.services.fleet import budgets, pods, resumes
 from governor.services.fleet.loss_model import AcknowledgedLoss, acknowledged_loss
@@ -200,10 +201,11 @@ def page(
     *,
     budget_id: str | None = None,
     name: str | None = None,
+    scope: TeamScope = EVERY_TEAM,
 ) -> Page[Pod]:
-    """A page of pods, oldest first; with `budget_id` those of that budget, with `name` those
-    so named."""
-    rows = repo.pods(session, request, budget_id=budget_id, name=name)
+    """A page of pods (of the scope's teams), oldest first; with `budget_id` those of that
+    budget, with `name` those so named."""
+    rows = repo.pods(session, request, budget_id=budget_id, name=name, scope=scope)
     ids = sorted({row.budget_id for row in rows.items})
     books = {b.budget.id: b for b in open_books(session, ids, now, config)}
     return Page(

@@ -61,6 +61,9 @@ class Team:
     period_days: int | None
     ceiling_declared_at: datetime | None
     period: TeamPeriod | None  # null while no ceiling is declared
+    org_approval_over_usd: Decimal | None = field(
+        metadata={"doc": "an extension of more than this needs an org-wide approver"}
+    )
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,7 @@ def team(session: Session, row: TeamRow, now: datetime) -> Team:
         period_days=row.period_days,
         ceiling_declared_at=row.ceiling_declared_at,
         period=period,
+        org_approval_over_usd=row.org_approval_over_usd,
     )
 
 

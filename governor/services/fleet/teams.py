@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -27,6 +28,8 @@ class TeamDeclaration:
     name: str
     time_zone: str = DEFAULT_TIME_ZONE  # an IANA name, checked at the edge
     note: str | None = None
+    # an extension of more than this needs an org-wide operator or approver (None: no limit)
+    org_approval_over_usd: Decimal | None = None
 
 
 def create(
@@ -35,7 +38,11 @@ def create(
     """A new team; its name is unique among all teams (409 otherwise)."""
     _refuse_a_taken_name(session, declaration.name)
     team = TeamRow(
-        id=new_id("team"), name=declaration.name, time_zone=declaration.time_zone, created_at=now
+        id=new_id("team"),
+        name=declaration.name,
+        time_zone=declaration.time_zone,
+        created_at=now,
+        org_approval_over_usd=declaration.org_approval_over_usd,
     )
     try:
         with session.begin_nested():  # a team of the same name may have just committed

@@ -12,6 +12,7 @@ from governor.db import repository as repo
 from governor.db.tables import ExtensionRow
 from governor.domain.model import ExtensionState, Requester
 from governor.domain.paging import Page, PageRequest
+from governor.domain.teams import EVERY_TEAM, TeamScope
 from governor.services.context import GovernorConfig
 from governor.services.money import extensions
 from governor.services.security.tokens import Principal
@@ -52,9 +53,11 @@ def page(
     *,
     budget_id: str | None = None,
     state: ExtensionState | None = None,
+    scope: TeamScope = EVERY_TEAM,
 ) -> Page[Extension]:
-    """A page of extension requests, oldest first, narrowed by budget and state where given."""
-    rows = repo.extensions_page(session, request, budget_id=budget_id, state=state)
+    """A page of extension requests (of the scope's teams), oldest first, narrowed by budget
+    and state where given."""
+    rows = repo.extensions_page(session, request, budget_id=budget_id, state=state, scope=scope)
     return Page([extension(r) for r in rows.items], rows.next_cursor)
 
 

@@ -1,4 +1,5 @@
-"""Budget extensions: requested by an operator or the budget's job, decided once by an operator.
+"""Budget extensions: requested by an operator or the budget's job, decided once by an
+operator or an approver of its team (an org-wide one over the team's `org_approval_over_usd`).
 
 A pending request changes nothing: the ceiling in force is the declared one plus approved
 extensions, so a stop is never delayed while someone thinks it over (fail closed).
@@ -12,9 +13,9 @@ from decimal import Decimal
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
-from governor.db.tables import ExtensionRow
+from governor.db.tables import BudgetRow, ExtensionRow, TeamRow
 from governor.domain.budget_lifecycle import after_extension
-from governor.domain.errors import Conflict
+from governor.domain.errors import Conflict, Forbidden
 from governor.domain.model import BudgetState, Category, ExtensionState, Requester, Severity
 from governor.domain.money import dollars, format_usd
 from governor.services import events
@@ -90,13 +91,15 @@ def decide(
     by: Principal,
 ) -> ExtensionRow:
     """Approve or deny a pending request. Exactly one decision wins; any other gets Conflict.
-    Who decided is in the event (its message and `by`): the row keeps the note."""
-    budget_id = repo.get_extension(session, extension_id).budget_id
+    Who decided is in the event (its message and `by`): the row keeps the note. An approval
+    over the team's `org_approval_over_usd` by a token scoped to teams is Forbidden."""
+    asked = repo.get_extension(session, extension_id)
+    budget_id = asked.budget_id
     budget = repo.get_budget(session, budget_id, lock=True)
-    if approve:  # it must fit in what the budget's team has left in the period
-        amount = repo.get_extension(session, extension_id).amount_usd
+    if approve:  # by one who may approve it, and within what the budget's team has left
+        _require_authority(session, asked.amount_usd, budget, by)
         what = f"extension {extension_id}"
-        team_money.refuse_beyond_left(session, budget.team_id, what, amount, now)
+        team_money.refuse_beyond_left(session, budget.team_id, what, asked.amount_usd, now)
     state = ExtensionState.APPROVED if approve else ExtensionState.DENIED
     if not repo.decide_extension(session, extension_id, state, now, note):
         current = repo.get_extension(session, extension_id)
@@ -141,6 +144,21 @@ def decide(
             evidence=evidence,
         )
     return row
+
+
+def _require_authority(session: Session, amount: Decimal, budget: BudgetRow, by: Principal) -> None:
+    """Forbidden when `by` is scoped to teams and `amount` is over what the budget's team lets
+    its own operators and approvers approve (`org_approval_over_usd`)."""
+    if by.team_ids is None:
+        return
+    team = session.get(TeamRow, budget.team_id)
+    limit = None if team is None else team.org_approval_over_usd
+    if team is not None and limit is not None and amount > limit:
+        raise Forbidden(
+            f"an extension of {dollars(amount)} is over {dollars(limit)}, the most team "
+            f"{team.name!r} lets its own operators and approvers approve "
+            "(org_approval_over_usd): it needs an org-wide operator or approver token"
+        )
 
 
 def _sentence(note: str) -> str:

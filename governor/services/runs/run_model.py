@@ -14,6 +14,7 @@ from governor.db import repository as repo
 from governor.db.tables import RunRow
 from governor.domain.model import Action, Phase, Reason, RunStatus
 from governor.domain.paging import Page, PageRequest
+from governor.domain.teams import EVERY_TEAM, TeamScope
 from governor.services.context import GovernorConfig
 from governor.services.runs import acknowledgements, lifecycle
 from governor.services.security.tokens import Principal
@@ -125,9 +126,11 @@ def page(
     budget_id: str | None = None,
     name: str | None = None,
     status: RunStatus | None = None,
+    scope: TeamScope = EVERY_TEAM,
 ) -> Page[Run]:
-    """A page of runs, oldest first, narrowed by budget, name and status where given."""
-    rows = repo.runs(session, request, budget_id=budget_id, name=name, status=status)
+    """A page of runs (of the scope's teams), oldest first, narrowed by budget, name and
+    status where given."""
+    rows = repo.runs(session, request, budget_id=budget_id, name=name, status=status, scope=scope)
     return Page([run(session, r) for r in rows.items], rows.next_cursor)
 
 

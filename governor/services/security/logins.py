@@ -1,4 +1,5 @@
-"""Dashboard sign-in: a viewer or operator token is checked once, then known by its id.
+"""Dashboard sign-in: a viewer, approver or operator token is checked once, then known by
+its id.
 
 The page's session remembers the token's id, never the token; every request asks again
 whether that token is still in force, so a revoked or expired token ends its sessions too.
@@ -13,9 +14,10 @@ from sqlalchemy.orm import Session
 
 from governor.db.tables import TokenRow
 from governor.domain.model import Role
+from governor.services.security import tokens
 from governor.services.security.tokens import Principal
 
-PAGE_ROLES = (Role.OPERATOR, Role.VIEWER)
+PAGE_ROLES = (Role.OPERATOR, Role.APPROVER, Role.VIEWER)
 
 
 @dataclass(frozen=True)
@@ -44,4 +46,4 @@ def page_caller(session: Session, token_id: str, now: datetime) -> Principal | N
     """Who a page session calls as, where the page's cookie also opens an API route: its
     token, while still in force for the page."""
     role = role_of(session, token_id, now)
-    return None if role is None else Principal(role, token_id=token_id)
+    return None if role is None else tokens.holder(session, token_id)

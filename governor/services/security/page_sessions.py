@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from governor.domain.model import Role
-from governor.domain.teams import EVERY_TEAM, TeamScope
 
 COOKIE = "governor_session"
 LIFETIME = timedelta(hours=12)
@@ -33,12 +32,13 @@ class PageSession:
 
     @property
     def can_decide(self) -> bool:
-        return self.role is Role.OPERATOR
+        """May decide extension requests: an operator or an approver."""
+        return self.role in (Role.OPERATOR, Role.APPROVER)
 
     @property
-    def teams(self) -> TeamScope:
-        """The teams the signed-in person may see: every session is org-wide."""
-        return EVERY_TEAM
+    def can_operate(self) -> bool:
+        """May resume pods and manage tokens: an operator alone."""
+        return self.role is Role.OPERATOR
 
 
 class Keys:

@@ -20,12 +20,13 @@ from datetime import datetime, timedelta
 from sqlalchemy.orm import Session, sessionmaker
 
 from governor.db import repository as repo
+from governor.db import team_scope
 from governor.db.engine import read_only
 from governor.db.tables import TokenRow
 from governor.domain.errors import Conflict, Forbidden, Unauthenticated
 from governor.domain.model import Category, Role, Severity
 from governor.domain.paging import Page, PageRequest
-from governor.domain.teams import EVERY_TEAM, TeamScope
+from governor.domain.teams import TeamScope
 from governor.services import events
 from governor.services.ids import new_id
 
@@ -34,6 +35,7 @@ REVOKED_OVERLAP = timedelta(minutes=10)
 
 PREFIX = {
     Role.OPERATOR: "gov_op_",
+    Role.APPROVER: "gov_appr_",
     Role.VIEWER: "gov_view_",
     Role.JOB: "gov_job_",
     Role.AGENT: "gov_agent_",
@@ -56,6 +58,22 @@ class Principal:
     expires_at: datetime | None = None
     label: str | None = None
     bootstrap: bool = False  # adopted from GOVERNOR_OPERATOR_TOKEN
+    # the teams an operator, approver or viewer token is for; None: every team (org-wide).
+    # A job's or agent's token is bound to its run or pod instead and is never scoped here.
+    team_ids: frozenset[str] | None = None
+
+    @property
+    def teams(self) -> TeamScope:
+        """The teams this caller may see and act in."""
+        return TeamScope(self.team_ids)
+
+    def require_org_wide(self, what: str) -> None:
+        """Forbidden unless the token is for every team: `what` needs an org-wide one."""
+        if self.team_ids is not None:
+            raise Forbidden(
+                f"{what} needs an org-wide {self.role.value} token; yours is for team(s) "
+                f"{', '.join(sorted(self.team_ids))} only"
+            )
 
     @property
     def said(self) -> str:
@@ -75,12 +93,8 @@ class Principal:
             "role": self.role.value,
             "label": self.label,
             "bootstrap": self.bootstrap,
+            "teams": None if self.team_ids is None else sorted(self.team_ids),
         }
-
-    @property
-    def teams(self) -> TeamScope:
-        """The teams this caller may see: every token is org-wide."""
-        return EVERY_TEAM
 
     def expired(self, now: datetime) -> bool:
         return self.expires_at is not None and self.expires_at <= now
@@ -129,6 +143,7 @@ def issue(
     pod_id: str | None = None,
     node: str | None = None,
     expires_at: datetime | None = None,
+    teams: frozenset[str] | None = None,
 ) -> str:
     """Create a token and return it: the only time it exists in plain text."""
     token = PREFIX[role] + secrets.token_urlsafe(32)
@@ -143,6 +158,7 @@ def issue(
         pod_id=pod_id,
         node=node,
         expires_at=expires_at,
+        teams=teams,
     )
     return token
 
@@ -160,14 +176,17 @@ def adopt(
     node: str | None = None,
     expires_at: datetime | None = None,
     bootstrap: bool = False,
+    teams: frozenset[str] | None = None,
 ) -> None:
-    """Store a token chosen elsewhere (the bootstrap operator token); idempotent."""
+    """Store a token chosen elsewhere (the bootstrap operator token); idempotent. `teams`:
+    the teams an operator's, approver's or viewer's token is for (None: every team)."""
     hashed = digest(token)
     if repo.token_by_hash(session, hashed) is not None:
         return
+    token_id = new_id("tok")
     session.add(
         TokenRow(
-            id=new_id("tok"),
+            id=token_id,
             role=role,
             token_hash=hashed,
             label=label,
@@ -180,6 +199,9 @@ def adopt(
             bootstrap=bootstrap,
         )
     )
+    if teams is not None:
+        session.flush()  # the token's row before the rows that name it
+        team_scope.scope_token(session, token_id, teams)
 
 
 def authenticate(session: Session, token: str | None, now: datetime) -> Principal:
@@ -205,10 +227,13 @@ def _principal(session: Session, hashed: str) -> Principal:
         raise Unauthenticated("unknown or revoked token")
     if row.revoked_at is not None:
         raise Unauthenticated(f"this token was revoked at {row.revoked_at:%Y-%m-%d %H:%M:%S} UTC")
-    return _of(row)
+    return _of(session, row)
 
 
-def _of(row: TokenRow) -> Principal:
+def _of(session: Session, row: TokenRow) -> Principal:
+    """The token's caller. Only an operator's, approver's or viewer's token can be scoped to
+    teams: a job's or an agent's is looked up with no second statement."""
+    bound = row.role in (Role.JOB, Role.AGENT)
     return Principal(
         role=row.role,
         run_id=row.run_id,
@@ -219,12 +244,13 @@ def _of(row: TokenRow) -> Principal:
         expires_at=row.expires_at,
         label=row.label,
         bootstrap=row.bootstrap,
+        team_ids=None if bound else team_scope.token_teams(session, row.id),
     )
 
 
 def holder(session: Session, token_id: str) -> Principal:
     """Whose token this is, by its id: the dashboard knows its signed-in token that way."""
-    return _of(repo.get_token(session, token_id))
+    return _of(session, repo.get_token(session, token_id))
 
 
 class TokenCache:
@@ -330,9 +356,10 @@ def _revoke(rows: Sequence[TokenRow], now: datetime) -> None:
             row.revoked_at = now
 
 
-def listing(session: Session, request: PageRequest) -> Page[TokenRow]:
-    """A page of the tokens on file, newest first: never the token itself, which is not kept."""
-    return repo.tokens(session, request)
+def listing(session: Session, request: PageRequest, scope: TeamScope) -> Page[TokenRow]:
+    """A page of the tokens on file that `scope` may see, newest first: never the token
+    itself, which is not kept."""
+    return repo.tokens(session, request, scope)
 
 
 def grant(
@@ -345,9 +372,19 @@ def grant(
     pod_id: str | None = None,
     node: str | None = None,
     expires_at: datetime | None = None,
+    team_ids: frozenset[str] | None = None,
 ) -> tuple[str, TokenRow]:
     """An operator creates a token: it is recorded who did (the token itself never is)."""
-    token = issue(session, role, now, label=label, pod_id=pod_id, node=node, expires_at=expires_at)
+    token = issue(
+        session,
+        role,
+        now,
+        label=label,
+        pod_id=pod_id,
+        node=node,
+        expires_at=expires_at,
+        teams=team_ids,
+    )
     row = repo.token_by_hash(session, digest(token))
     assert row is not None  # issued just now
     events.record(
@@ -363,6 +400,7 @@ def grant(
             "label": row.label,
             "pod_id": pod_id,
             "node": node,
+            "teams": None if team_ids is None else sorted(team_ids),
             "expires_at": None if expires_at is None else expires_at.isoformat(),
             "by": by.evidence,
         },

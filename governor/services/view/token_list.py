@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
 from governor.domain.paging import PageRequest
+from governor.domain.teams import TeamScope
 from governor.services.security import token_model
 from governor.services.security.token_model import TokenInfo
 
@@ -33,9 +34,10 @@ class TokenList:
     more: bool  # more are on file than one page holds
 
 
-def token_list(session: Session, request: PageRequest) -> TokenList:
-    """A page of the tokens on file, each with its bindings named, in three statements more."""
-    shown = token_model.page(session, request)
+def token_list(session: Session, request: PageRequest, scope: TeamScope) -> TokenList:
+    """A page of the tokens on file that the scope may see, each with its bindings named, in
+    three statements more."""
+    shown = token_model.page(session, request, scope)
     runs = repo.runs_by_id(session, sorted({t.run_id for t in shown.items if t.run_id}))
     pod_ids = {t.pod_id for t in shown.items if t.pod_id} | {r.pod_id for r in runs.values()}
     pods = repo.pods_by_id(session, sorted(pod_ids))

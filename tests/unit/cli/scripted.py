@@ -223,6 +223,7 @@ def token_out(**changes: Any) -> dict[str, Any]:
         "run_id": None,
         "pod_id": None,
         "node": None,
+        "teams": None,
         "bootstrap": False,
         "created_at": "2026-04-01T09:00:00+00:00",
         "expires_at": None,

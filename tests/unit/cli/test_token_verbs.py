@@ -59,7 +59,7 @@ def test_list_says_whom_each_token_is_for_and_whether_it_still_works(
     ran = governor.run("token", "list", "--limit", "4")
     assert ran.sent == [("GET", "/v1/tokens?limit=4")]
     rows = [line.split() for line in ran.out.splitlines()]
-    assert rows[0] == ["id", "role", "label", "for", "created", "expires", "state"]
+    assert rows[0] == ["id", "role", "label", "for", "teams", "created", "expires", "state"]
     assert [(row[0], row[-1]) for row in rows[1:]] == [
         (TOKEN_ID, "active"),
         ("tok_2", "active"),
@@ -67,7 +67,21 @@ def test_list_says_whom_each_token_is_for_and_whether_it_still_works(
         ("tok_4", "revoked"),
     ]
     assert [row[3] for row in rows[2:]] == [POD_ID, "box-1", "run_1"]
-    assert rows[1][2:4] == ["-", "bootstrap"]
+    assert rows[1][2:5] == ["-", "bootstrap", "all"]
+    assert [row[4] for row in rows[2:]] == ["-", "-", "-"]
+
+
+def test_create_a_viewer_for_named_teams_and_list_what_each_token_is_for(
+    governor: Governor,
+) -> None:
+    created = token_out(role="viewer", label="ml", teams=["team_a", "team_b"], token="gov_v")
+    governor.answer("POST", "/v1/tokens", created)
+    ran = governor.run("token", "create", "--role", "viewer", "--teams", "alpha, beta")
+    assert body(ran.last) == {"role": "viewer", "teams": ["alpha", "beta"]}
+    assert "teams    team_a,team_b\n" in ran.out
+    governor.answer("GET", "/v1/tokens", page(token_out(role="approver", teams=["team_a"])))
+    ran = governor.run("token", "list")
+    assert ran.out.splitlines()[1].split()[1:4] == ["approver", "ops", "team_a"]
 
 
 def test_revoke_posts_nothing_but_the_id_and_shows_the_token(governor: Governor) -> None:
@@ -77,6 +91,7 @@ def test_revoke_posts_nothing_but_the_id_and_shows_the_token(governor: Governor)
     assert ran.sent == [("POST", f"/v1/tokens/{TOKEN_ID}/revoke")]
     assert ran.last.content == b""
     assert ran.out.splitlines() == [
-        "id                    role      label  for  created                    expires  state",
-        f"{TOKEN_ID}  operator  ops         2026-04-01T09:00:00+00:00  -        revoked",
+        "id                    role      label  for  teams  created                    expires"
+        "  state",
+        f"{TOKEN_ID}  operator  ops         all    2026-04-01T09:00:00+00:00  -        revoked",
     ]
