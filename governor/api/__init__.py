@@ -13,6 +13,7 @@ from governor.api.routes import (
     pods,
     report,
     runs,
+    signin,
     status,
     telemetry,
     tokens,
@@ -40,5 +41,6 @@ def routers() -> tuple[APIRouter, ...]:
             status,
             metrics,
             report,
+            signin,
         )
     )

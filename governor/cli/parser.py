@@ -12,6 +12,7 @@ from governor.cli import (
     demo,
     events,
     extensions,
+    login,
     plan,
     pods,
     providers,
@@ -44,4 +45,5 @@ def build_parser() -> argparse.ArgumentParser:
     extensions.add_commands(commands)
     events.add_command(commands)
     report.add_command(commands)
+    login.add_command(commands)
     return parser

@@ -55,11 +55,18 @@ class Principal:
     expires_at: datetime | None = None
     label: str | None = None
     bootstrap: bool = False  # adopted from GOVERNOR_OPERATOR_TOKEN
+    # a person signed in through the identity provider: who they are there, and the teams
+    # their groups grant (None: org-wide)
+    subject: str | None = None
+    email: str | None = None
+    teams: tuple[str, ...] | None = None
 
     @property
     def said(self) -> str:
-        """Who acted, as an event's reader wants it: the token's label (what people call it)
-        and its id (what `governor token revoke` takes)."""
+        """Who acted, as an event's reader wants it: the person, or the token's label (what
+        people call it), and its id (what `governor token revoke` takes)."""
+        if self.subject is not None:
+            return f"{self.email or self.subject} ({self.role.value}, signed in; {self.token_id})"
         if self.bootstrap:
             return f"the bootstrap {self.role.value} token ({self.token_id})"
         if self.label:
@@ -69,12 +76,19 @@ class Principal:
     @property
     def evidence(self) -> dict[str, object]:
         """Who acted, for an event's evidence (`by`)."""
-        return {
+        said: dict[str, object] = {
             "token_id": self.token_id,
             "role": self.role.value,
             "label": self.label,
             "bootstrap": self.bootstrap,
         }
+        if self.subject is not None:
+            said.update(
+                subject=self.subject,
+                email=self.email,
+                teams=None if self.teams is None else list(self.teams),
+            )
+        return said
 
     def expired(self, now: datetime) -> bool:
         return self.expires_at is not None and self.expires_at <= now
@@ -213,6 +227,9 @@ def _of(row: TokenRow) -> Principal:
         expires_at=row.expires_at,
         label=row.label,
         bootstrap=row.bootstrap,
+        subject=row.subject,
+        email=row.email,
+        teams=None if row.teams is None else tuple(row.teams),
     )
 
 
