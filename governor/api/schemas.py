@@ -8,9 +8,8 @@ preflight admission (governor.services.plans.document).
 from __future__ import annotations
 
 import math
-from datetime import datetime
 from decimal import Decimal
-from typing import Annotated, Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -54,6 +53,7 @@ from governor.services.security.safe_input import (
     json_limits,
     line,
 )
+from governor.services.security.signin_model import DeviceOutcome, DeviceSignin
 from governor.services.stopping.stop_order_model import StopOrder
 
 
@@ -448,30 +448,9 @@ PlanCheckOut = api_model(PlanCheck)
 AdmittedPlanOut = api_model(AdmittedPlan, described=True)
 
 
-class DeviceSigninOut(BaseModel):
-    """A device sign-in under way: the person opens `verification_uri` (or the complete one),
-    confirms `user_code` and signs in there; the command line polls with `device_code`."""
-
-    device_code: str
-    user_code: str
-    verification_uri: str
-    verification_uri_complete: str | None
-    expires_in_s: int
-    interval_s: int = Field(description="how long to wait between polls")
+DeviceSigninOut = api_model(DeviceSignin)
+DeviceOutcomeOut = api_model(DeviceOutcome)
 
 
 class DeviceTokenIn(Strict):
     device_code: Annotated[str, line(2000, min_length=1)]
-
-
-class DeviceTokenOut(BaseModel):
-    """`pending` until the person has signed in; then `signed_in` with their token (shown
-    once, expiring within the hour), its role and teams (null: org-wide), and who they are."""
-
-    status: Literal["pending", "signed_in"]
-    token: str | None = None
-    token_id: str | None = None
-    role: Role | None = None
-    teams: list[str] | None = None
-    person: str | None = None
-    expires_at: datetime | None = None

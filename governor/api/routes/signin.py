@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from starlette.concurrency import run_in_threadpool
 
-from governor.api.deps import Context, Now, Tx
+from governor.api.deps import Context, Now
 from governor.api.error_responses import errors
 from governor.api.route import api_router
-from governor.api.schemas import DeviceSigninOut, DeviceTokenIn, DeviceTokenOut
+from governor.api.schemas import DeviceOutcomeOut, DeviceSigninOut, DeviceTokenIn
 from governor.domain.errors import NotFound
 from governor.domain.ports import IdentityProvider
 from governor.services.context import ServiceContext
 from governor.services.security import signins
+from governor.services.security.signin_model import DeviceOutcome, DeviceSignin
 from governor.services.security.signins import SigninConfig
 
 router = api_router(tags=["sign-in"])
@@ -28,39 +29,21 @@ def _configured(ctx: ServiceContext) -> tuple[IdentityProvider, SigninConfig]:
     return ctx.identity, ctx.signin
 
 
-@router.post("/v1/signin/device", response_model=DeviceSigninOut, responses=errors(401, 503))
-async def start_device(ctx: Context) -> DeviceSigninOut:
-    """Start a device sign-in: the code to confirm, and where."""
+@router.post("/v1/signin/device", response_model=DeviceSigninOut, responses=errors(404, 503))
+async def start_device(ctx: Context) -> DeviceSignin:
+    """Start a device sign-in: the code to confirm, and where (404 where sign-in through an
+    identity provider is not configured)."""
     provider, _ = _configured(ctx)
-    code = await run_in_threadpool(provider.start_device)
-    return DeviceSigninOut(
-        device_code=code.device_code,
-        user_code=code.user_code,
-        verification_uri=code.verification_uri,
-        verification_uri_complete=code.verification_uri_complete,
-        expires_in_s=code.expires_in,
-        interval_s=code.interval,
-    )
+    return await run_in_threadpool(signins.start_device, provider)
 
 
 @router.post(
-    "/v1/signin/device/token", response_model=DeviceTokenOut, responses=errors(401, 403, 503)
+    "/v1/signin/device/token",
+    response_model=DeviceOutcomeOut,
+    responses=errors(401, 403, 404, 503),
 )
-def device_token(body: DeviceTokenIn, ctx: Context, tx: Tx, now: Now) -> DeviceTokenOut:
+def device_token(body: DeviceTokenIn, ctx: Context, now: Now) -> DeviceOutcome:
     """Poll a device sign-in: `pending`, or the person's short-lived token (403 when no group
     of theirs is mapped to a role; 401 when the provider refused or the code expired)."""
     provider, config = _configured(ctx)
-    vouched = provider.poll_device(body.device_code)
-    if vouched is None:
-        return DeviceTokenOut(status="pending")
-    with tx() as session:
-        minted = signins.command_line_token(session, vouched, config, now)
-    return DeviceTokenOut(
-        status="signed_in",
-        token=minted.token,
-        token_id=minted.token_id,
-        role=minted.role,
-        teams=None if minted.teams is None else list(minted.teams),
-        person=minted.person,
-        expires_at=minted.expires_at,
-    )
+    return signins.finish_device(ctx.unit_of_work, provider, config, body.device_code, now)

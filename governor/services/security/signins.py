@@ -25,11 +25,14 @@ from sqlalchemy.orm import Session
 from governor.db.tables import SigninRow, TokenRow
 from governor.domain.errors import Forbidden, Unauthenticated, Unavailable
 from governor.domain.identity import GroupGrant, Identity, Vouched, grant_of
-from governor.domain.model import Category, Role, Severity
+from governor.domain.model import Category, Severity
 from governor.domain.ports import IdentityProvider
 from governor.services import events
 from governor.services.ids import new_id
 from governor.services.security import tokens
+from governor.services.security.signin_model import DeviceOutcome, DeviceSignin
+
+UnitOfWork = Callable[[], AbstractContextManager[Session]]
 
 MAX_RECHECK_S = 900.0  # sessions are checked with the provider at least every 15 minutes
 MAX_CLI_TOKEN_S = 3600.0  # a token minted by the command line's sign-in ends within the hour
@@ -116,32 +119,47 @@ def open_page_session(
     return row.id
 
 
-@dataclass(frozen=True)
-class MintedToken:
-    """A token a person's sign-in made: shown once."""
-
-    token: str
-    token_id: str
-    role: Role
-    teams: tuple[str, ...] | None
-    person: str
-    expires_at: datetime
-
-
-def command_line_token(
-    session: Session, vouched: Vouched, config: SigninConfig, now: datetime
-) -> MintedToken:
-    """A person signed in from the command line: a short-lived token. Forbidden when no
-    group of theirs is mapped."""
-    grant = _grant(vouched.identity, config)
-    token, row = _mint(session, vouched.identity, grant, now, config.cli_token_s, "command line")
-    assert row.expires_at is not None  # minted with its lifetime
-    return MintedToken(
-        token, row.id, grant.role, grant.teams, vouched.identity.said, row.expires_at
+def start_device(provider: IdentityProvider) -> DeviceSignin:
+    """A device sign-in started at the provider (for `governor login`)."""
+    code = provider.start_device()
+    return DeviceSignin(
+        device_code=code.device_code,
+        user_code=code.user_code,
+        verification_uri=code.verification_uri,
+        verification_uri_complete=code.verification_uri_complete,
+        expires_in_s=code.expires_in,
+        interval_s=code.interval,
     )
 
 
-UnitOfWork = Callable[[], AbstractContextManager[Session]]
+def finish_device(
+    unit_of_work: UnitOfWork,
+    provider: IdentityProvider,
+    config: SigninConfig,
+    device_code: str,
+    now: datetime,
+) -> DeviceOutcome:
+    """A device sign-in polled: pending, or the person's short-lived token (shown once).
+    Forbidden when no group of theirs is mapped."""
+    vouched = provider.poll_device(device_code)
+    if vouched is None:
+        return DeviceOutcome(status="pending")
+    grant = _grant(vouched.identity, config)
+    with unit_of_work() as session:
+        token, row = _mint(
+            session, vouched.identity, grant, now, config.cli_token_s, "command line"
+        )
+        expires_at = row.expires_at
+        token_id = row.id
+    return DeviceOutcome(
+        status="signed_in",
+        token=token,
+        token_id=token_id,
+        role=grant.role,
+        teams=grant.teams,
+        person=vouched.identity.said,
+        expires_at=expires_at,
+    )
 
 
 def keep_checked(
