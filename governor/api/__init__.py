@@ -15,6 +15,7 @@ from governor.api.routes import (
     runs,
     signin,
     status,
+    teams,
     telemetry,
     tokens,
 )
@@ -32,6 +33,7 @@ def routers() -> tuple[APIRouter, ...]:
             heartbeat,
             runs,
             budgets,
+            teams,
             pods,
             extensions,
             plans,

@@ -30,9 +30,11 @@ from governor.domain.model import (
     RunStatus,
     Severity,
 )
+from governor.domain.teams import DEFAULT_TIME_ZONE, time_zone
 from governor.services.events import Event
 from governor.services.fleet.budget_model import Budget
 from governor.services.fleet.pod_model import Pod, ResumedPod
+from governor.services.fleet.team_model import Team
 from governor.services.jobs import checkins
 from governor.services.money.extension_model import Extension
 from governor.services.monitoring.agent_reports import NodeAccepted, PodAccepted
@@ -114,6 +116,9 @@ class BudgetIn(Strict):
     storage_tail_hours: Annotated[float, Field(ge=0, le=8760), BeforeValidator(_finite)] = 0.0
     alert_thresholds: Thresholds = [50, 80, 90]  # noqa: RUF012 (pydantic copies it)
     note: Note | None = None
+    team: Name | None = Field(
+        None, description="the team (its id or name) that holds the budget; unset: the default team"
+    )
 
     require_plan: bool | None = Field(
         None,
@@ -129,6 +134,27 @@ class BudgetIn(Strict):
 
 
 BudgetOut = api_model(Budget)
+
+
+# --- teams ---------------------------------------------------------------------------
+
+
+class TeamIn(Strict):
+    name: Name
+    time_zone: Annotated[str, line(64, min_length=1)] = Field(
+        DEFAULT_TIME_ZONE,
+        description="the IANA time zone the team's periods run in (e.g. Europe/Berlin)",
+    )
+    note: Note | None = None
+
+    @field_validator("time_zone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        time_zone(value)
+        return value
+
+
+TeamOut = api_model(Team)
 
 
 class CloseIn(Strict):

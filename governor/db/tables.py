@@ -44,6 +44,7 @@ from governor.domain.model import (
 from governor.domain.money import ZERO
 from governor.domain.preflight.rules import Verdict
 from governor.domain.stop_order import StopState
+from governor.domain.teams import DEFAULT_TEAM_ID, DEFAULT_TIME_ZONE
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -77,10 +78,28 @@ class Base(DeclarativeBase):
         __table__: ClassVar[Table]
 
 
+class TeamRow(Base):
+    """A team of the organisation: it holds budgets; its periods run in its time zone."""
+
+    __tablename__ = "teams"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    time_zone: Mapped[str] = mapped_column(
+        String(64), default=DEFAULT_TIME_ZONE, server_default=DEFAULT_TIME_ZONE
+    )
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 class BudgetRow(Base):
     __tablename__ = "budgets"
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    # a budget declared without a team belongs to the default team (the database's default,
+    # so that rows written for an older schema never name the column)
+    team_id: Mapped[str] = mapped_column(
+        ForeignKey("teams.id"), index=True, server_default=DEFAULT_TEAM_ID
+    )
     name: Mapped[str] = mapped_column(String(200))
     ceiling_usd: Mapped[Decimal] = mapped_column(MicroUSD)
     reserve_usd: Mapped[Decimal] = mapped_column(MicroUSD)

@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 
 from governor.app import create_app
 from governor.db import schema
+from governor.domain.teams import DEFAULT_TEAM_ID
 from governor.services.security import tokens
 from governor.services.security.auth_limits import AuthLimits
 from governor.settings import load_settings
@@ -86,6 +87,7 @@ def served_scene(url: str, auth_limits: AuthLimits | None = None) -> Iterator[Sc
                 app=app,
                 params={
                     "budget_id": budget,
+                    "team_id": DEFAULT_TEAM_ID,
                     "pod_id": mine["pod"],
                     "run_id": mine["run"],
                     "extension_id": extension["id"],

@@ -12,10 +12,11 @@ from governor.services.security.safe_input import QueryName
 router = api_router(prefix="/v1/budgets", tags=["budgets"])
 
 
-@router.post("", status_code=201, response_model=BudgetOut, responses=errors(409))
-def declare(body: BudgetIn, _: Operator, ctx: Context, tx: Tx, now: Now) -> Budget:
+@router.post("", status_code=201, response_model=BudgetOut, responses=errors(404, 409))
+def declare(body: BudgetIn, caller: Operator, ctx: Context, tx: Tx, now: Now) -> Budget:
     """Declare a budget and its hard ceiling, in writing, before any pod is registered. Its
-    name is unique among the budgets not closed (409 otherwise)."""
+    name is unique among the budgets not closed (409 otherwise). It belongs to the team
+    `team` names (404 if there is none), or else to the default team."""
     declaration = budgets.Declaration(
         name=body.name.strip(),
         ceiling_usd=body.ceiling_usd,
@@ -24,9 +25,10 @@ def declare(body: BudgetIn, _: Operator, ctx: Context, tx: Tx, now: Now) -> Budg
         alert_thresholds=tuple(body.alert_thresholds),
         note=body.note,
         require_plan=ctx.config.require_plan if body.require_plan is None else body.require_plan,
+        team=body.team,
     )
     with tx() as session:
-        return budget_model.declare(session, ctx.config, declaration, now)
+        return budget_model.declare(session, ctx.config, declaration, now, scope=caller.teams)
 
 
 @router.get("", response_model=page_of(BudgetOut))

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from governor.domain.ledger import COMMITTED_DOC, RESERVE_DOC, SHUTDOWN_DOC, STORAGE_TAIL_DOC
 from governor.domain.model import BudgetState
 from governor.domain.paging import Page, PageRequest
+from governor.domain.teams import TeamScope
 from governor.services.context import GovernorConfig
 from governor.services.fleet import budgets
 from governor.services.money.book import Book
@@ -25,6 +26,7 @@ from governor.services.security.tokens import Principal
 class Budget:
     id: str
     name: str
+    team_id: str
     state: BudgetState
     ceiling: Decimal
     approved_extensions: Decimal
@@ -52,6 +54,7 @@ def budget(book: Book, held_for_plans: Decimal) -> Budget:
     return Budget(
         id=row.id,
         name=row.name,
+        team_id=row.team_id,
         state=row.state,
         ceiling=row.ceiling_usd,
         approved_extensions=f.effective_ceiling - row.ceiling_usd,
@@ -99,10 +102,15 @@ def page(
 
 
 def declare(
-    session: Session, config: GovernorConfig, declaration: budgets.Declaration, now: datetime
+    session: Session,
+    config: GovernorConfig,
+    declaration: budgets.Declaration,
+    now: datetime,
+    *,
+    scope: TeamScope,
 ) -> Budget:
     """Declare a budget (budgets.declare): it, with its figures."""
-    row = budgets.declare(session, declaration, now)
+    row = budgets.declare(session, declaration, now, scope=scope)
     return get(session, config, row.id, now)
 
 

@@ -16,8 +16,10 @@ from governor.domain.errors import Conflict
 from governor.domain.model import BudgetState, Category, PodState, Severity
 from governor.domain.money import dollars, format_usd
 from governor.domain.paging import Page, PageRequest
+from governor.domain.teams import DEFAULT_TEAM_ID, EVERY_TEAM, TeamScope
 from governor.services import events
 from governor.services.context import GovernorConfig
+from governor.services.fleet import teams
 from governor.services.ids import new_id
 from governor.services.money.book import Book, open_book, open_books
 from governor.services.money.metering import accrue_pod
@@ -37,15 +39,21 @@ class Declaration:
     alert_thresholds: tuple[int, ...] = DEFAULT_THRESHOLDS
     note: str | None = None
     require_plan: bool = False  # pods only under an admitted plan
+    team: str | None = None  # the team's id or name; None: the default team
 
 
-def declare(session: Session, declaration: Declaration, now: datetime) -> BudgetRow:
+def declare(
+    session: Session, declaration: Declaration, now: datetime, *, scope: TeamScope = EVERY_TEAM
+) -> BudgetRow:
     """Write the ceiling down before any pod is registered. It never changes afterwards.
     Its name is one people type (`governor pod add NAME`): no other budget that is not
-    closed may have it."""
+    closed may have it. It belongs to the team `declaration.team` names among those `scope`
+    sees (none named: the default team)."""
+    team = teams.find(session, declaration.team or DEFAULT_TEAM_ID, scope)
     _refuse_a_taken_name(session, declaration.name)
     budget = BudgetRow(
         id=new_id("bud"),
+        team_id=team.id,
         name=declaration.name,
         ceiling_usd=declaration.ceiling_usd,
         reserve_usd=declaration.reserve_usd,
@@ -78,6 +86,7 @@ def declare(session: Session, declaration: Declaration, now: datetime) -> Budget
             "alert_thresholds": budget.alert_thresholds,
             "note": budget.note,
             "require_plan": budget.require_plan,
+            "team_id": budget.team_id,
         },
     )
     return budget

@@ -25,6 +25,7 @@ from governor.db.tables import TokenRow
 from governor.domain.errors import Conflict, Forbidden, Unauthenticated
 from governor.domain.model import Category, Role, Severity
 from governor.domain.paging import Page, PageRequest
+from governor.domain.teams import EVERY_TEAM, TeamScope
 from governor.services import events
 from governor.services.ids import new_id
 
@@ -89,6 +90,11 @@ class Principal:
                 teams=None if self.teams is None else list(self.teams),
             )
         return said
+
+    @property
+    def teams(self) -> TeamScope:
+        """The teams this caller may see: every token is org-wide."""
+        return EVERY_TEAM
 
     def expired(self, now: datetime) -> bool:
         return self.expires_at is not None and self.expires_at <= now
