@@ -397,10 +397,10 @@ class TokenRow(Base):
     # adopted from GOVERNOR_OPERATOR_TOKEN: the only one of its kind once rotated
     bootstrap: Mapped[bool] = mapped_column(default=False, server_default=false())
     # a person's, minted at their sign-in through the identity provider: who they are there,
-    # and the teams their groups grant (None: org-wide)
+    # and the ids of the teams their groups grant (None: org-wide)
     subject: Mapped[str | None] = mapped_column(String(255))
     email: Mapped[str | None] = mapped_column(String(320))
-    teams: Mapped[list[str] | None] = mapped_column(OptionalJSON)
+    team_ids: Mapped[list[str] | None] = mapped_column(OptionalJSON)
 
     # every replica's token cache asks for the tokens revoked lately, once an interval
     __table_args__ = (Index("ix_tokens_revoked_at", "revoked_at"),)

@@ -5,7 +5,7 @@ teams their groups grant; a dashboard session opened that way keeps the refresh 
 checked again with.
 
 Revision ID: fbc5d7e9f3c6
-Revises: e6a2c8f4b1d7
+Revises: f9c3e5b7d1a4
 Create Date: 2026-12-05 19:00:00.000000
 """
 
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "fbc5d7e9f3c6"
-down_revision: str | None = "e6a2c8f4b1d7"
+down_revision: str | None = "f9c3e5b7d1a4"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
@@ -24,7 +24,7 @@ def upgrade() -> None:
     with op.batch_alter_table("tokens", schema=None) as batch_op:
         batch_op.add_column(sa.Column("subject", sa.String(length=255), nullable=True))
         batch_op.add_column(sa.Column("email", sa.String(length=320), nullable=True))
-        batch_op.add_column(sa.Column("teams", sa.JSON(), nullable=True))
+        batch_op.add_column(sa.Column("team_ids", sa.JSON(), nullable=True))
     op.create_table(
         "signins",
         sa.Column("id", sa.String(length=32), nullable=False),
@@ -42,6 +42,6 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("signins")
     with op.batch_alter_table("tokens", schema=None) as batch_op:
-        batch_op.drop_column("teams")
+        batch_op.drop_column("team_ids")
         batch_op.drop_column("email")
         batch_op.drop_column("subject")

@@ -40,11 +40,13 @@ ACCOUNTS = {
     "bob": {"email": "bob@example.com", "groups": ["team-a"]},
     "carol": {"email": "carol@example.com", "groups": ["finance", "lab-everyone"]},
     "dave": {"email": "dave@example.com", "groups": ["lab-everyone"]},
+    "erin": {"email": "erin@example.com", "groups": ["team-z"]},
 }
 GROUP_ROLES = {
     "ml-platform-admins": {"role": "operator"},
     "team-a": {"role": "operator", "teams": ["team-a"]},
     "finance": {"role": "viewer"},
+    "team-z": {"role": "operator", "teams": ["team-z"]},  # a team the governor does not have
 }
 
 Started = tuple[GovernorServer, IdentityProvider]
@@ -72,7 +74,10 @@ def signin_server(
         )
         if is_postgres(database_url):
             migrate(database_url, server.workdir)
-        return server.start().wait_ready(), provider
+        server.start().wait_ready()
+        with server.client() as operator:
+            ok(operator.post("/v1/teams", json={"name": "team-a"}), 201)
+        return server, provider
 
     yield start
     for provider in providers:
@@ -93,6 +98,12 @@ def sign_in(person: httpx.Client, server: GovernorServer, login: str) -> httpx.R
 def signed_in(person: httpx.Client, path: str = "/status") -> bool:
     answer = person.get(path)
     return answer.status_code == 200 and answer.url.path == path
+
+
+def team_id(server: GovernorServer, name: str) -> str:
+    with server.client() as operator:
+        [team] = [t for t in ok(operator.get("/v1/teams"))["items"] if t["name"] == name]
+    return str(team["id"])
 
 
 def events(server: GovernorServer, subject: str | None = None) -> list[dict[str, Any]]:
@@ -119,6 +130,12 @@ def test_groups_map_to_roles_and_teams_and_the_person_is_recorded(
         assert csrf is not None
         revoked = alice.post(f"/status/tokens/{doomed}/revoke", data={"csrf": csrf[1]})
         assert "notice=revoked" in str(revoked.url)
+        alice.post("/logout", data={"csrf": csrf[1]})  # signing out ends her token everywhere
+        assert not signed_in(alice)
+    assert any(
+        "session of alice@example.com ended: they signed out" in e["message"]
+        for e in events(server)
+    )
     [revocation] = [e for e in events(server, f"token:{doomed}") if "revoked" in e["message"]]
     assert "alice@example.com" in revocation["message"]
     by = revocation["evidence"]["by"]
@@ -141,6 +158,10 @@ def test_groups_map_to_roles_and_teams_and_the_person_is_recorded(
         assert refused.status_code == 403
         assert "none of the groups" in refused.text
         assert not signed_in(dave)
+    with browser(server) as erin:  # her group grants a team the governor does not have
+        refused = sign_in(erin, server, "erin")
+        assert refused.status_code == 403
+        assert "none the governor has" in refused.text
 
     signed = {
         e["evidence"]["by"]["subject"]: e
@@ -148,7 +169,7 @@ def test_groups_map_to_roles_and_teams_and_the_person_is_recorded(
         if "signed in (dashboard)" in e["message"]
     }
     assert set(signed) == {"alice", "bob", "carol"}
-    assert signed["bob"]["evidence"]["by"]["teams"] == ["team-a"]
+    assert signed["bob"]["evidence"]["by"]["teams"] == [team_id(server, "team-a")]
     assert "as operator for team-a" in signed["bob"]["message"]
     assert signed["carol"]["evidence"]["by"]["role"] == "viewer"
     assert signed["carol"]["evidence"]["groups"] == ["finance", "lab-everyone"]
@@ -246,4 +267,8 @@ def test_the_command_line_signs_in_with_the_device_flow(
     [created] = events(server, f"token:{made['id']}")
     assert "bob@example.com" in created["message"]
     assert created["evidence"]["by"]["subject"] == "bob"
-    assert created["evidence"]["by"]["teams"] == ["team-a"]
+    assert created["evidence"]["by"]["teams"] == [team_id(server, "team-a")]
+    # his token sees his team alone
+    with httpx.Client(base_url=server.url, timeout=HTTP_TIMEOUT_S) as cli:
+        cli.headers["Authorization"] = f"Bearer {token[1]}"
+        assert [t["name"] for t in ok(cli.get("/v1/teams"))["items"]] == ["team-a"]

@@ -22,10 +22,11 @@ from datetime import datetime, timedelta
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from governor.db.tables import SigninRow, TokenRow
+from governor.db import teams as team_queries
+from governor.db.tables import SigninRow, TeamRow, TokenRow
 from governor.domain.errors import Forbidden, Unauthenticated, Unavailable
 from governor.domain.identity import GroupGrant, Identity, Vouched, grant_of
-from governor.domain.model import Category, Severity
+from governor.domain.model import Category, Role, Severity
 from governor.domain.ports import IdentityProvider
 from governor.services import events
 from governor.services.ids import new_id
@@ -51,20 +52,55 @@ class SigninConfig:
     provider_name: str = "your identity provider"  # what the sign-in button calls it
 
 
-def _grant(identity: Identity, config: SigninConfig) -> GroupGrant:
+@dataclass(frozen=True)
+class _Granted:
+    """A grant with its teams found: their ids (for the token) and names (for people)."""
+
+    role: Role
+    team_ids: tuple[str, ...] | None
+    team_names: tuple[str, ...] | None
+
+    @property
+    def scope(self) -> str:
+        return " org-wide" if self.team_names is None else f" for {', '.join(self.team_names)}"
+
+
+def _granted(session: Session, grant: GroupGrant) -> _Granted | None:
+    """The grant's teams (named by id or name) as the governor has them; None when it names
+    teams and the governor has none of them."""
+    if grant.teams is None:
+        return _Granted(grant.role, None, None)
+    found = {}
+    for ref in grant.teams:
+        row = session.get(TeamRow, ref) or team_queries.team_named(session, ref)
+        if row is not None:
+            found[row.id] = row.name
+    if not found:
+        return None
+    ids = tuple(sorted(found))
+    return _Granted(grant.role, ids, tuple(found[i] for i in ids))
+
+
+def _grant(session: Session, identity: Identity, config: SigninConfig) -> _Granted:
     grant = grant_of(identity.groups, config.group_map)
     if grant is None:
         raise Forbidden(
             f"{identity.said} is in none of the groups the governor maps to a role: ask an "
             "administrator to add you to one"
         )
-    return grant
+    granted = _granted(session, grant)
+    if granted is None:
+        raise Forbidden(
+            f"the teams {identity.said}'s groups grant ({', '.join(grant.teams or ())}) are "
+            "none the governor has: ask an administrator to create them or fix the group map"
+        )
+    return granted
 
 
 def _mint(
     session: Session,
     identity: Identity,
-    grant: GroupGrant,
+    grant: _Granted,
     now: datetime,
     lifetime_s: float,
     how: str,
@@ -78,7 +114,7 @@ def _mint(
     )
     row = session.scalars(select(TokenRow).where(TokenRow.token_hash == tokens.digest(token))).one()
     row.subject, row.email = identity.subject, identity.email
-    row.teams = None if grant.teams is None else list(grant.teams)
+    row.team_ids = None if grant.team_ids is None else list(grant.team_ids)
     events.record(
         session,
         now,
@@ -86,15 +122,11 @@ def _mint(
         Category.OPERATOR,
         f"token:{row.id}",
         f"{identity.said} signed in ({how}) as {grant.role.value}"
-        f"{_scope(grant.teams)}: token {row.id} until {row.expires_at:%Y-%m-%d %H:%M} UTC.",
+        f"{grant.scope}: token {row.id} until {row.expires_at:%Y-%m-%d %H:%M} UTC.",
         budget_id=None,
         evidence={"by": tokens.holder(session, row.id).evidence, "groups": list(identity.groups)},
     )
     return token, row
-
-
-def _scope(teams: tuple[str, ...] | None) -> str:
-    return " org-wide" if teams is None else f" for {', '.join(teams)}"
 
 
 def open_page_session(
@@ -102,7 +134,7 @@ def open_page_session(
 ) -> str:
     """A person signed in on the dashboard: the id of the token their page session acts with.
     Forbidden when no group of theirs is mapped."""
-    grant = _grant(vouched.identity, config)
+    grant = _grant(session, vouched.identity, config)
     _, row = _mint(session, vouched.identity, grant, now, config.session_s, "dashboard")
     if vouched.refresh_token is not None:
         session.add(
@@ -144,8 +176,8 @@ def finish_device(
     vouched = provider.poll_device(device_code)
     if vouched is None:
         return DeviceOutcome(status="pending")
-    grant = _grant(vouched.identity, config)
     with unit_of_work() as session:
+        grant = _grant(session, vouched.identity, config)
         token, row = _mint(
             session, vouched.identity, grant, now, config.cli_token_s, "command line"
         )
@@ -156,7 +188,7 @@ def finish_device(
         token=token,
         token_id=token_id,
         role=grant.role,
-        teams=grant.teams,
+        teams=grant.team_names,
         person=vouched.identity.said,
         expires_at=expires_at,
     )
@@ -232,22 +264,26 @@ def _renew(
     if grant is None:
         _end(session, signin_id, now, "no group of theirs is mapped to a role any more")
         return
+    granted = _granted(session, grant)
+    if granted is None:
+        _end(session, signin_id, now, "none of the teams their groups grant exists any more")
+        return
     token = session.get(TokenRow, row.token_id)
     assert token is not None  # a sign-in's token is never deleted
-    teams = None if grant.teams is None else list(grant.teams)
-    if (token.role, token.teams) != (grant.role, teams):
+    teams = None if granted.team_ids is None else list(granted.team_ids)
+    if (token.role, token.team_ids) != (granted.role, teams):
         events.record(
             session,
             now,
             Severity.WARNING,
             Category.OPERATOR,
             f"token:{token.id}",
-            f"{vouched.identity.said} is now {grant.role.value}{_scope(grant.teams)} (their "
+            f"{vouched.identity.said} is now {granted.role.value}{granted.scope} (their "
             "groups changed at the identity provider).",
             budget_id=None,
             evidence={"groups": list(vouched.identity.groups), "was": token.role.value},
         )
-        token.role, token.teams = grant.role, teams
+        token.role, token.team_ids = granted.role, teams
     token.email = vouched.identity.email
     row.refresh_token = vouched.refresh_token or row.refresh_token
     row.checked_at, row.claimed_at = now, None

@@ -56,11 +56,11 @@ class Principal:
     expires_at: datetime | None = None
     label: str | None = None
     bootstrap: bool = False  # adopted from GOVERNOR_OPERATOR_TOKEN
-    # a person signed in through the identity provider: who they are there, and the teams
-    # their groups grant (None: org-wide)
+    # a person signed in through the identity provider: who they are there, and the ids of
+    # the teams their groups grant (None: org-wide)
     subject: str | None = None
     email: str | None = None
-    teams: tuple[str, ...] | None = None
+    team_ids: tuple[str, ...] | None = None
 
     @property
     def said(self) -> str:
@@ -87,14 +87,15 @@ class Principal:
             said.update(
                 subject=self.subject,
                 email=self.email,
-                teams=None if self.teams is None else list(self.teams),
+                teams=None if self.team_ids is None else list(self.team_ids),
             )
         return said
 
     @property
     def teams(self) -> TeamScope:
-        """The teams this caller may see: every token is org-wide."""
-        return EVERY_TEAM
+        """The teams this caller may see: a person's, those their groups grant; every other
+        token is org-wide."""
+        return EVERY_TEAM if self.team_ids is None else TeamScope(frozenset(self.team_ids))
 
     def expired(self, now: datetime) -> bool:
         return self.expires_at is not None and self.expires_at <= now
@@ -235,7 +236,7 @@ def _of(row: TokenRow) -> Principal:
         bootstrap=row.bootstrap,
         subject=row.subject,
         email=row.email,
-        teams=None if row.teams is None else tuple(row.teams),
+        team_ids=None if row.team_ids is None else tuple(row.team_ids),
     )
 
 
