@@ -53,6 +53,12 @@ class OidcProvider:
     ) -> None:
         self._issuer = issuer.rstrip("/")
         self._group_claim = group_claim
+        self._credentials = {
+            "client_id": client_id,
+            "client_secret": client_secret,
+            "scope": " ".join(scopes),
+            "timeout": timeout_s,
+        }
         self._client = _Client(
             framework=None,
             client_id=client_id,
@@ -69,6 +75,10 @@ class OidcProvider:
     def _metadata(self) -> Mapping[str, Any]:
         with self._lock:
             return _asking(self._client.load_server_metadata)
+
+    def _oauth(self) -> OAuth2Client:
+        """authlib's OAuth 2.0 client, for the grants its OpenID client does not make."""
+        return OAuth2Client(**self._credentials)
 
     def start(self, redirect_uri: str) -> Authorization:
         self._metadata()
@@ -88,7 +98,7 @@ class OidcProvider:
         metadata = self._metadata()
 
         def ask() -> Any:
-            with self._client._get_oauth_client(**metadata) as client:
+            with self._oauth() as client:
                 return client.refresh_token(metadata["token_endpoint"], refresh_token=refresh_token)
 
         vouched = self._vouched(_asking(ask), None, subject)
@@ -103,7 +113,7 @@ class OidcProvider:
             raise Invalid(f"the identity provider at {self._issuer} offers no device sign-in")
 
         def ask() -> Any:
-            with self._client._get_oauth_client(**metadata) as client:
+            with self._oauth() as client:
                 auth = client.client_auth(client.token_endpoint_auth_method)
                 answer = client.request(
                     "POST",
@@ -112,6 +122,11 @@ class OidcProvider:
                     auth=auth,
                     withhold_token=True,
                 )
+                if 400 <= answer.status_code < 500:
+                    raise Invalid(
+                        f"the identity provider refused a device sign-in ({answer.status_code}: "
+                        f"{answer.text[:200]}): is the device grant allowed for this client?"
+                    )
                 answer.raise_for_status()
                 return answer.json()
 
@@ -132,7 +147,7 @@ class OidcProvider:
         metadata = self._metadata()
 
         def ask() -> Any:
-            with self._client._get_oauth_client(**metadata) as client:
+            with self._oauth() as client:
                 return client.fetch_token(
                     metadata["token_endpoint"],
                     grant_type=DEVICE_CODE_GRANT_TYPE,
