@@ -60,7 +60,7 @@ class Principal:
     # the teams their groups grant (None: org-wide)
     subject: str | None = None
     email: str | None = None
-    team_ids: tuple[str, ...] | None = None
+    team_ids: frozenset[str] | None = None
 
     @property
     def said(self) -> str:
@@ -87,7 +87,7 @@ class Principal:
             said.update(
                 subject=self.subject,
                 email=self.email,
-                teams=None if self.team_ids is None else list(self.team_ids),
+                teams=None if self.team_ids is None else sorted(self.team_ids),
             )
         return said
 
@@ -95,7 +95,7 @@ class Principal:
     def teams(self) -> TeamScope:
         """The teams this caller may see: a person's, those their groups grant; every other
         token is org-wide."""
-        return EVERY_TEAM if self.team_ids is None else TeamScope(frozenset(self.team_ids))
+        return EVERY_TEAM if self.team_ids is None else TeamScope(self.team_ids)
 
     def expired(self, now: datetime) -> bool:
         return self.expires_at is not None and self.expires_at <= now
@@ -236,7 +236,7 @@ def _of(row: TokenRow) -> Principal:
         bootstrap=row.bootstrap,
         subject=row.subject,
         email=row.email,
-        team_ids=None if row.team_ids is None else tuple(row.team_ids),
+        team_ids=None if row.team_ids is None else frozenset(row.team_ids),
     )
 
 
