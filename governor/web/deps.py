@@ -73,9 +73,11 @@ def _page_session(request: Request, kit: WebKit, context: Context, now: Now) -> 
         ) from None
     with context.unit_of_work() as session:
         role = logins.role_of(session, token_id, now)
+        person = None if role is None else logins.person_of(session, token_id)
     if role is None:
         return None
-    return PageSession(session_id, token_id, expires_at, role, kit.keys.csrf(session_id))
+    csrf = kit.keys.csrf(session_id)
+    return PageSession(session_id, token_id, expires_at, role, csrf, person)
 
 
 SignedIn = Annotated[PageSession | None, Depends(_page_session)]

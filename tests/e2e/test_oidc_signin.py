@@ -121,6 +121,7 @@ def test_groups_map_to_roles_and_teams_and_the_person_is_recorded(
         answer = sign_in(alice, server, "alice")
         assert answer.status_code == 200 and "Signed in as alice@example.com" in answer.text
         assert signed_in(alice)
+        assert 'data-field="person">alice@example.com<' in alice.get("/status").text
         tokens_page = alice.get("/status/tokens")  # for operators only
         assert tokens_page.status_code == 200
         # she revokes a token from the page: the event names her

@@ -32,6 +32,7 @@ class PageSession:
     expires_at: datetime
     role: Role
     csrf: str
+    person: str | None = None  # who signed in through the identity provider
 
     @property
     def can_decide(self) -> bool:
