@@ -57,8 +57,14 @@ $(FOCUS_VALIDATOR): requirements/focus-validator.txt
 	$(FOCUS_VENV)/bin/python -m pip install --quiet -r requirements/focus-validator.txt
 	touch $(FOCUS_VALIDATOR)
 
+# The OpenID Connect provider the sign-in tests run (oidc-provider, under Node.js), from its lock.
+OIDC_PROVIDER := tests/oidc_provider
+$(OIDC_PROVIDER)/node_modules/.installed: $(OIDC_PROVIDER)/package-lock.json | test-prerequisites
+	npm ci --prefix $(OIDC_PROVIDER) --no-audit --no-fund
+	touch $@
+
 # Two workers even on two cores: most end-to-end tests wait on servers they started.
-test: test-prerequisites lint $(FOCUS_VALIDATOR)
+test: test-prerequisites lint $(FOCUS_VALIDATOR) $(OIDC_PROVIDER)/node_modules/.installed
 	$(BIN)/pytest -n 2 --dist loadfile
 
 $(LOCK_TOOL):

@@ -32,7 +32,7 @@ from governor.db.file_lock import sqlite_scheduler_lock
 from governor.domain.health import HealthRule
 from governor.domain.model import Severity
 from governor.domain.policy import Watch
-from governor.domain.ports import AnyProvider, Clock, ProviderError, SystemClock
+from governor.domain.ports import AnyProvider, Clock, IdentityProvider, ProviderError, SystemClock
 from governor.domain.telemetry import TelemetrySource
 from governor.fakes.cloud import BillingFakeProvider, FakeProvider
 from governor.fakes.nvml import FakeNvml
@@ -50,9 +50,10 @@ from governor.services.replica.leadership import Lease
 from governor.services.replica.write_watch import WriteWatch
 from governor.services.security import shared_secrets, tokens
 from governor.services.security.auth_limits import AuthLimits, Network, trusted_networks
+from governor.services.security.signins import SigninConfig
 from governor.services.security.tokens import TokenCache
 from governor.services.security.write_limits import WriteKind, WriteLimiter
-from governor.settings import Settings
+from governor.settings import Settings, group_grant
 
 ProviderFactory = Callable[[Settings, Clock], AnyProvider | None]  # None: not configured
 
@@ -440,6 +441,45 @@ def build_context(settings: Settings, clock: Clock | None = None) -> ServiceCont
         tokens=TokenCache(check_s=settings.enforce_interval_s),
         telemetry=telemetry_source(settings.fake_nvml, clock),
         notifier=notifier,
+        identity=build_identity(settings),
+        signin=signin_config(settings),
+    )
+
+
+def build_identity(settings: Settings) -> IdentityProvider | None:
+    """The OpenID Connect provider people sign in through, if one is configured."""
+    if settings.oidc_issuer is None:
+        return None
+    try:
+        from governor.adapters.identity.oidc import OidcProvider
+    except ImportError as exc:
+        raise SystemExit(
+            f"GOVERNOR_OIDC_ISSUER is set but authlib is not installed ({exc}): install the "
+            "oidc extra (pip install 'gpu-governor[oidc]')"
+        ) from None
+    assert settings.oidc_client_id is not None  # checked with the settings
+    secret = settings.oidc_client_secret
+    return OidcProvider(
+        settings.oidc_issuer,
+        settings.oidc_client_id,
+        None if secret is None else secret.get_secret_value(),
+        settings.oidc_scopes.split(),
+        settings.oidc_group_claim,
+        timeout_s=settings.oidc_timeout_s,
+    )
+
+
+def signin_config(settings: Settings) -> SigninConfig | None:
+    """The group map and lifetimes of sign-in through the identity provider, if configured."""
+    if settings.oidc_issuer is None:
+        return None
+    return SigninConfig(
+        group_map={g: group_grant(g, raw) for g, raw in settings.oidc_group_roles.items()},
+        recheck_s=settings.oidc_recheck_s,
+        session_s=settings.oidc_session_s,
+        cli_token_s=settings.oidc_cli_token_s,
+        public_url=settings.public_url,
+        provider_name=settings.oidc_provider_name,
     )
 
 

@@ -12,6 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from governor.domain.health import HealthRule
+from governor.domain.identity import GroupGrant
+from governor.domain.model import Role
 from governor.provider_settings import ProviderSettings, json_setting
 
 DEFAULT_DATABASE_URL = "sqlite:///governor.db"
@@ -124,6 +126,53 @@ class Settings(ProviderSettings, BaseSettings):
         None,
         description="Signs the dashboard's session cookies; unset: made once and kept in the "
         "database, so every replica shares it.",
+    )
+    oidc_issuer: str | None = Field(
+        None,
+        description="The OpenID Connect issuer people sign in through "
+        "(https://login.example.com/realms/lab); unset: sign-in by pasted token only.",
+    )
+    oidc_client_id: str | None = Field(None, description="The governor's client id there.")
+    oidc_client_secret: SecretStr | None = Field(
+        None, description="The client's secret (a confidential client)."
+    )
+    oidc_scopes: str = Field(
+        "openid email profile groups",
+        description="The scopes asked for, space-separated; openid among them.",
+    )
+    oidc_group_claim: str = Field(
+        "groups", min_length=1, description="The claim (ID token or userinfo) naming the groups."
+    )
+    oidc_group_roles: Annotated[dict[str, dict[str, Any]], NoDecode] = Field(
+        default_factory=dict,
+        description='What each group grants, as JSON: {"ml-platform-admins": {"role": '
+        '"operator"}, "team-a": {"role": "operator", "teams": ["team-a"]}}; a person in no '
+        "mapped group may not sign in.",
+    )
+    oidc_provider_name: str = Field(
+        "your identity provider",
+        min_length=1,
+        max_length=60,
+        description="What the sign-in button calls the provider (Keycloak, Okta, Google, ...).",
+    )
+    oidc_recheck_s: float = Field(
+        900.0,
+        gt=0,
+        le=900,
+        description="How often a dashboard session is checked again with the provider (at "
+        "most 15 minutes): a person removed from their groups loses access then.",
+    )
+    oidc_session_s: float = Field(
+        43200.0, gt=0, le=43200, description="How long a dashboard session lasts (at most 12 h)."
+    )
+    oidc_cli_token_s: float = Field(
+        3600.0,
+        gt=0,
+        le=3600,
+        description="How long a token minted by 'governor login' lasts (at most an hour).",
+    )
+    oidc_timeout_s: float = Field(
+        10.0, gt=0, le=60, description="Seconds one call to the identity provider may take."
     )
     fake_hourly_rate_usd: Decimal = Field(
         Decimal("2.00"), ge=0, description="The rate the fake provider bills its simulated pods at."
@@ -300,6 +349,35 @@ class Settings(ProviderSettings, BaseSettings):
                 raise ValueError(f"not a health rule: {raw!r} ({exc!r})") from None
         return rules
 
+    @field_validator("oidc_group_roles", mode="before")
+    @classmethod
+    def _group_roles_json(cls, value: Any) -> Any:
+        return json_setting(value, {}, "a JSON object of groups")
+
+    @field_validator("oidc_group_roles")
+    @classmethod
+    def _group_roles_valid(cls, groups: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for group, raw in groups.items():
+            group_grant(group, raw)
+        return groups
+
+    @model_validator(mode="after")
+    def _oidc_complete(self) -> Settings:
+        if self.oidc_issuer is None:
+            return self
+        if not self.oidc_issuer.startswith(("https://", "http://")):
+            raise ValueError(f"GOVERNOR_OIDC_ISSUER must be an address, not {self.oidc_issuer!r}")
+        if not self.oidc_client_id:
+            raise ValueError("GOVERNOR_OIDC_ISSUER is set: set GOVERNOR_OIDC_CLIENT_ID too")
+        if "openid" not in self.oidc_scopes.split():
+            raise ValueError("GOVERNOR_OIDC_SCOPES must include openid")
+        if not self.oidc_group_roles:
+            raise ValueError(
+                "GOVERNOR_OIDC_ISSUER is set: set GOVERNOR_OIDC_GROUP_ROLES too (no group "
+                "mapped, nobody could sign in)"
+            )
+        return self
+
     @field_validator("database_url")
     @classmethod
     def _driver(cls, url: str) -> str:
@@ -328,6 +406,21 @@ class Settings(ProviderSettings, BaseSettings):
     @property
     def embedded(self) -> bool:
         return self.database_url.startswith("sqlite")
+
+
+def group_grant(group: str, raw: Any) -> GroupGrant:
+    """One group's entry of GOVERNOR_OIDC_GROUP_ROLES: {"role": ..., "teams": [...]}."""
+    if not isinstance(raw, dict) or set(raw) - {"role", "teams"} or "role" not in raw:
+        raise ValueError(f'group {group!r}: give {{"role": ..., "teams": [...]}}, not {raw!r}')
+    teams = raw.get("teams")
+    if teams is not None and not (
+        isinstance(teams, list) and all(isinstance(t, str) and t for t in teams)
+    ):
+        raise ValueError(f"group {group!r}: teams is a list of team names, not {teams!r}")
+    try:
+        return GroupGrant(Role(raw["role"]), None if teams is None else tuple(teams))
+    except ValueError as exc:
+        raise ValueError(f"group {group!r}: {exc}") from None
 
 
 def load_settings(**overrides: Any) -> Settings:

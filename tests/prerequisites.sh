@@ -25,6 +25,8 @@ PROGRAMS=(
   "cp coreutils"
   "git git"                          # bench/compare.py's worktrees
   "make make"                        # the Makefile's targets, read by a dry run
+  "node nodejs"                      # the OpenID Connect provider the sign-in tests run
+  "npm npm"                          # ... installed from its lock (make test runs npm ci)
   "runuser util-linux"               # a private PostgreSQL run as its own user under root
   "pg_config postgresql"             # where PostgreSQL's server programs are
   "initdb postgresql"                # a private PostgreSQL cluster, stopped and restarted

@@ -14,6 +14,7 @@ from governor.api.routes import (
     pods,
     report,
     runs,
+    signin,
     status,
     teams,
     telemetry,
@@ -44,5 +45,6 @@ def routers() -> tuple[APIRouter, ...]:
             report,
             teams,
             costs,
+            signin,
         )
     )

@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from governor.domain.model import Role
 from governor.domain.paging import DEFAULT_LIMIT, MAX_CURSOR_CHARS, MAX_LIMIT, PageRequest
 from governor.services.context import DatabaseRefused, ServiceContext, Session
-from governor.services.security import logins, scopes
+from governor.services.security import logins, scopes, signins
 from governor.services.security.page_sessions import COOKIE, Keys
 from governor.services.security.tokens import Principal
 from governor.services.security.write_limits import WriteKind
@@ -177,6 +177,7 @@ async def _signed_in(request: Request) -> Principal | None:
     _, token_id, _ = found
 
     def look_up() -> Principal | None:
+        signins.keep_checked(context.unit_of_work, context.identity, context.signin, token_id, now)
         with context.read_only() as session:
             return logins.page_caller(session, token_id, now)
 

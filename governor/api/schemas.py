@@ -55,6 +55,7 @@ from governor.services.security.safe_input import (
     json_limits,
     line,
 )
+from governor.services.security.signin_model import DeviceOutcome, DeviceSignin
 from governor.services.stopping.stop_order_model import StopOrder
 from governor.services.view.team_report import TeamReport
 
@@ -504,3 +505,11 @@ class ReleaseIn(Strict):
 
 PlanCheckOut = api_model(PlanCheck)
 AdmittedPlanOut = api_model(AdmittedPlan, described=True)
+
+
+DeviceSigninOut = api_model(DeviceSignin)
+DeviceOutcomeOut = api_model(DeviceOutcome)
+
+
+class DeviceTokenIn(Strict):
+    device_code: Annotated[str, line(2000, min_length=1)]

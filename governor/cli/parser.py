@@ -13,6 +13,7 @@ from governor.cli import (
     demo,
     events,
     extensions,
+    login,
     plan,
     pods,
     providers,
@@ -46,4 +47,5 @@ def build_parser() -> argparse.ArgumentParser:
     events.add_command(commands)
     report.add_command(commands)
     costs.add_commands(commands)
+    login.add_command(commands)
     return parser

@@ -434,6 +434,10 @@ class TokenRow(Base):
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # adopted from GOVERNOR_OPERATOR_TOKEN: the only one of its kind once rotated
     bootstrap: Mapped[bool] = mapped_column(default=False, server_default=false())
+    # a person's, minted at their sign-in through the identity provider: who they are there
+    # (the teams their groups grant are the token's teams, as for any token)
+    subject: Mapped[str | None] = mapped_column(String(255))
+    email: Mapped[str | None] = mapped_column(String(320))
 
     # every replica's token cache asks for the tokens revoked lately, once an interval
     __table_args__ = (Index("ix_tokens_revoked_at", "revoked_at"),)
@@ -447,6 +451,21 @@ class TokenTeamRow(Base):
 
     token_id: Mapped[str] = mapped_column(ForeignKey("tokens.id"), primary_key=True)
     team_id: Mapped[str] = mapped_column(ForeignKey("teams.id"), primary_key=True)
+
+
+class SigninRow(Base):
+    """A dashboard session opened through the identity provider: the token it acts with, and
+    the refresh token the governor asks the provider again with (at least every re-check
+    interval; a person the provider no longer vouches for loses the token)."""
+
+    __tablename__ = "signins"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    token_id: Mapped[str] = mapped_column(ForeignKey("tokens.id"), unique=True)
+    refresh_token: Mapped[str] = mapped_column(Text)
+    checked_at: Mapped[datetime] = mapped_column(UTCDateTime)  # the provider's latest word
+    claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # a re-check under way
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
 class LeaseRow(Base):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, exists, or_, select, true
+from sqlalchemy import ColumnElement, and_, delete, exists, or_, select, true
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from governor.db.tables import (
@@ -95,3 +95,9 @@ def teams_of_tokens(session: Session, token_ids: Sequence[str]) -> dict[str, tup
 def scope_token(session: Session, token_id: str, teams: Collection[str]) -> None:
     """Scope a new token to these teams."""
     session.add_all(TokenTeamRow(token_id=token_id, team_id=t) for t in sorted(teams))
+
+
+def rescope_token(session: Session, token_id: str, teams: Collection[str] | None) -> None:
+    """Scope a token to these teams from now on (None: every team)."""
+    session.execute(delete(TokenTeamRow).where(TokenTeamRow.token_id == token_id))
+    scope_token(session, token_id, teams or ())

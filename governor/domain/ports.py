@@ -9,6 +9,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
+from governor.domain.identity import Authorization, DeviceCode, Vouched
 from governor.domain.model import PodState
 from governor.domain.text import visible
 
@@ -279,3 +280,30 @@ class ListsPods(Protocol):
 
 
 AnyProvider = StopsPreserving | TerminateOnly
+
+
+class IdentityProvider(Protocol):
+    """An OpenID Connect provider: signs people in (in a browser, or on a device through a
+    code they confirm in one) and vouches for them again on refresh. Each call raises
+    `Unauthenticated` when the provider refuses (a bad code, a revoked grant, a person it no
+    longer knows), `Unavailable` when it cannot be reached or answers out of turn."""
+
+    def start(self, redirect_uri: str) -> Authorization:
+        """Where to send a browser to sign in (authorization code flow with PKCE)."""
+        ...
+
+    def finish(self, authorization: Authorization, redirect_uri: str, code: str) -> Vouched:
+        """The person a browser came back for, with `code`, its ID token checked."""
+        ...
+
+    def refresh(self, refresh_token: str, subject: str) -> Vouched:
+        """The same person vouched for again, their groups as they are now."""
+        ...
+
+    def start_device(self) -> DeviceCode:
+        """A device sign-in (RFC 8628); Invalid when the provider offers none."""
+        ...
+
+    def poll_device(self, device_code: str) -> Vouched | None:
+        """The person who confirmed the device's code; None while they have not yet."""
+        ...

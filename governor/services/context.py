@@ -19,7 +19,7 @@ from governor.domain.errors import Invalid
 from governor.domain.health import HealthRule
 from governor.domain.model import OomForesight
 from governor.domain.policy import Watch
-from governor.domain.ports import AnyProvider, Clock
+from governor.domain.ports import AnyProvider, Clock, IdentityProvider
 from governor.domain.telemetry import TelemetrySource
 from governor.services.notifications import Notifier
 from governor.services.replica.health import TickLog
@@ -27,6 +27,7 @@ from governor.services.replica.leadership import Lease
 from governor.services.replica.write_watch import WriteWatch
 from governor.services.security import callers
 from governor.services.security.auth_limits import AuthLimits, Network, client_address
+from governor.services.security.signins import SigninConfig
 from governor.services.security.tokens import Principal, TokenCache
 from governor.services.security.write_limits import WriteLimiter
 
@@ -153,6 +154,8 @@ class ServiceContext:
     tokens: TokenCache = field(default_factory=TokenCache)  # who each bearer token is, cached
     auth_limits: AuthLimits = field(default_factory=AuthLimits)  # token lookups, per source
     write_limits: WriteLimiter = field(default_factory=WriteLimiter)  # per token and kind
+    identity: IdentityProvider | None = None  # the OpenID Connect provider people sign in at
+    signin: SigninConfig | None = None  # its group map and lifetimes (None: not configured)
 
     def unit_of_work(self) -> AbstractContextManager[Session]:
         """One unit of work: committed once at its end, or rolled back."""

@@ -13,8 +13,9 @@ from fastapi import Depends, Request
 from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException
 
+from governor.domain.errors import Unavailable
 from governor.services.context import ServiceContext, Session
-from governor.services.security import logins
+from governor.services.security import logins, signins
 from governor.services.security.page_sessions import COOKIE, Keys, PageSession
 
 MAX_FORM_BYTES = 4096
@@ -64,11 +65,19 @@ def _page_session(request: Request, kit: WebKit, context: Context, now: Now) -> 
     if found is None:
         return None
     session_id, token_id, expires_at = found
+    try:  # a session opened through the identity provider, checked with it again when due
+        signins.keep_checked(context.unit_of_work, context.identity, context.signin, token_id, now)
+    except Unavailable as exc:
+        raise HTTPException(
+            503, f"{exc.message}: your session is kept; try again shortly"
+        ) from None
     with context.unit_of_work() as session:
         role = logins.role_of(session, token_id, now)
+        person = None if role is None else logins.person_of(session, token_id)
     if role is None:
         return None
-    return PageSession(session_id, token_id, expires_at, role, kit.keys.csrf(session_id))
+    csrf = kit.keys.csrf(session_id)
+    return PageSession(session_id, token_id, expires_at, role, csrf, person)
 
 
 SignedIn = Annotated[PageSession | None, Depends(_page_session)]

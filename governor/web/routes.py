@@ -10,6 +10,7 @@ sees and acts on those teams' budgets alone: another team's is not found.
 from __future__ import annotations
 
 import math
+from datetime import timedelta
 from html import escape
 from pathlib import Path
 from typing import Any, Literal
@@ -19,13 +20,14 @@ from fastapi.responses import FileResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from governor.domain.errors import Conflict, Forbidden, NotFound, Unauthenticated, Unavailable
+from governor.domain.identity import Authorization
 from governor.domain.paging import WHOLE
 from governor.render import report_html
 from governor.services.fleet import resumes
 from governor.services.money import extensions
-from governor.services.security import logins, scopes, tokens
+from governor.services.security import logins, scopes, signins, tokens
 from governor.services.security.auth_limits import TooManyAttempts
-from governor.services.security.page_sessions import COOKIE
+from governor.services.security.page_sessions import COOKIE, PENDING_COOKIE, PENDING_LIFETIME
 from governor.services.view import pages, status, token_list
 from governor.web.deps import Context, Form, Now, SignedIn, Tx, WebKit
 
@@ -89,12 +91,101 @@ ENDED = (
 )
 
 
+def _login_page(
+    kit: WebKit, request: Request, ctx: Context, error: str | None, code: int = 200
+) -> Response:
+    ended = ENDED if error is None and request.query_params.get("ended") is not None else None
+    provider = None if ctx.signin is None else ctx.signin.provider_name
+    context = {"error": error, "ended": ended, "provider": provider}
+    return _render(kit, request, "login.html", context, code)
+
+
 @router.get("/login")
-def login_form(request: Request, kit: WebKit, page: SignedIn) -> Response:
+def login_form(request: Request, kit: WebKit, page: SignedIn, ctx: Context) -> Response:
     if page is not None:
         return _to("/status")
-    ended = request.query_params.get("ended") is not None
-    return _render(kit, request, "login.html", {"error": None, "ended": ENDED if ended else None})
+    return _login_page(kit, request, ctx, None)
+
+
+def _callback_uri(request: Request, ctx: Context) -> str:
+    """Where the identity provider sends the browser back to: under the public address when
+    one is set (behind a proxy), else as this request reached the server."""
+    assert ctx.signin is not None
+    if ctx.signin.public_url:
+        return f"{ctx.signin.public_url}/login/oidc/callback"
+    return str(request.url_for("oidc_callback"))
+
+
+@router.get("/login/oidc")
+def oidc_start(request: Request, kit: WebKit, ctx: Context, now: Now) -> Response:
+    """Off to the identity provider (authorization code flow with PKCE); what its return is
+    checked against rides in a signed cookie for ten minutes."""
+    if ctx.identity is None:
+        return _said("Not found", "Sign-in through an identity provider is not configured.", 404)
+    try:
+        started = ctx.identity.start(_callback_uri(request, ctx))
+    except Unavailable as exc:
+        return _login_page(kit, request, ctx, f"{exc.message}. Try again shortly.", 503)
+    response = RedirectResponse(started.url, 303, headers={"Cache-Control": "no-store"})
+    pending = kit.keys.issue_pending(started.state, started.code_verifier, started.nonce, now)
+    # Lax: the provider's redirect back is a navigation from another site
+    response.set_cookie(
+        PENDING_COOKIE,
+        pending,
+        max_age=int(PENDING_LIFETIME.total_seconds()),
+        httponly=True,
+        samesite="lax",
+        secure=request.url.scheme == "https",
+        path="/login/oidc",
+    )
+    return response
+
+
+@router.get("/login/oidc/callback", name="oidc_callback")
+def oidc_callback(request: Request, kit: WebKit, ctx: Context, tx: Tx, now: Now) -> Response:
+    """Back from the identity provider: the code exchanged (with the PKCE verifier), the ID
+    token checked, the person's groups mapped to a role; then a page session, as a pasted
+    token opens one."""
+    if ctx.identity is None or ctx.signin is None:
+        return _said("Not found", "Sign-in through an identity provider is not configured.", 404)
+    query = request.query_params
+    pending = kit.keys.read_pending(request.cookies.get(PENDING_COOKIE), now)
+    if query.get("error"):
+        said = query.get("error_description") or query["error"]
+        return _login_page(kit, request, ctx, f"The identity provider refused: {said}.", 401)
+    if pending is None or not query.get("code") or query.get("state") != pending[0]:
+        return _login_page(
+            kit, request, ctx, "That sign-in had expired or was not started here: try again.", 400
+        )
+    state, verifier, nonce = pending
+    try:
+        vouched = ctx.identity.finish(
+            Authorization("", state, verifier, nonce), _callback_uri(request, ctx), query["code"]
+        )
+        with tx() as session:
+            token_id = signins.open_page_session(session, vouched, ctx.signin, now)
+    except Unauthenticated as exc:
+        return _login_page(kit, request, ctx, f"{exc.message}.", 401)
+    except Forbidden as exc:
+        return _login_page(kit, request, ctx, f"{exc.message}.", 403)
+    except Unavailable as exc:
+        return _login_page(kit, request, ctx, f"{exc.message}. Try again shortly.", 503)
+    lifetime = timedelta(seconds=ctx.signin.session_s)
+    value, max_age = kit.keys.issue(token_id, now, lifetime)
+    # A page, not a redirect: after a navigation that began at another site the browser
+    # withholds a SameSite=Strict cookie from redirects; a page's own link sends it.
+    response = _said("Signed in", f"Signed in as {vouched.identity.said}.", refresh="/status")
+    response.set_cookie(
+        COOKIE,
+        value,
+        max_age=max_age,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/",
+    )
+    response.delete_cookie(PENDING_COOKIE, path="/login/oidc", httponly=True, samesite="lax")
+    return response
 
 
 @router.post("/login")
@@ -106,7 +197,7 @@ async def login(request: Request, kit: WebKit, form: Form, ctx: Context, now: No
     token = form.get("token", "").strip()
 
     def again(code: int, message: str) -> Response:
-        return _render(kit, request, "login.html", {"error": message, "ended": None}, code)
+        return _login_page(kit, request, ctx, message, code)
 
     try:
         found = logins.sign_in(await ctx.caller(token, peer, forwarded_for, run_in_threadpool))
@@ -135,11 +226,13 @@ async def login(request: Request, kit: WebKit, form: Form, ctx: Context, now: No
 
 
 @router.post("/logout")
-def logout(page: SignedIn, kit: WebKit, form: Form, now: Now) -> Response:
+def logout(page: SignedIn, kit: WebKit, form: Form, tx: Tx, now: Now) -> Response:
     if page is not None:
         if not kit.keys.csrf_ok(page, form.get("csrf")):
             return _refused("The form had expired; reload the page and try again.")
         kit.keys.end(page, now)
+        with tx() as session:
+            signins.sign_out(session, page.token_id, now)
     response = _to("/login")
     response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
     return response
@@ -347,10 +440,18 @@ def _refused(message: str) -> Response:
     return _said("Refused", message, 403)
 
 
-def _said(title: str, message: str, code: int = 200, *, token: str | None = None) -> Response:
+def _said(
+    title: str,
+    message: str,
+    code: int = 200,
+    *,
+    token: str | None = None,
+    refresh: str | None = None,
+) -> Response:
     shown = f"<pre>{escape(token)}</pre>" if token else ""
+    onward = f'<meta http-equiv=refresh content="0;url={escape(refresh)}">' if refresh else ""
     body = (
-        f"<!doctype html><meta charset=utf-8><title>{escape(title)}</title>"
+        f"<!doctype html><meta charset=utf-8>{onward}<title>{escape(title)}</title>"
         f"<p>{escape(message)}</p>{shown}<p><a href=/status>Back to the dashboard</a></p>"
     )
     return Response(body, status_code=code, media_type="text/html", headers=HEADERS)

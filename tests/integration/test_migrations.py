@@ -33,6 +33,7 @@ TABLES = {
     "plan_checks",
     "leases",
     "secrets",
+    "signins",
 }
 
 

@@ -42,6 +42,13 @@ def role_of(session: Session, token_id: str, now: datetime) -> Role | None:
     return None if row.expires_at is not None and row.expires_at <= now else row.role
 
 
+def person_of(session: Session, token_id: str) -> str | None:
+    """Who a token signed in through the identity provider is for (their e-mail, else their
+    subject); None for any other token."""
+    row = session.get(TokenRow, token_id)
+    return None if row is None else row.email or row.subject
+
+
 def page_caller(session: Session, token_id: str, now: datetime) -> Principal | None:
     """Who a page session calls as, where the page's cookie also opens an API route: its
     token, while still in force for the page."""

@@ -20,6 +20,9 @@ from governor.domain.model import Role
 
 COOKIE = "governor_session"
 LIFETIME = timedelta(hours=12)
+# a sign-in through the identity provider under way: its state, PKCE verifier and nonce
+PENDING_COOKIE = "governor_signin"
+PENDING_LIFETIME = timedelta(minutes=10)
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,7 @@ class PageSession:
     expires_at: datetime
     role: Role
     csrf: str
+    person: str | None = None  # who signed in through the identity provider
 
     @property
     def can_decide(self) -> bool:
@@ -52,11 +56,14 @@ class Keys:
     def _mac(self, text: str) -> str:
         return hmac.new(self._secret, text.encode(), hashlib.sha256).hexdigest()
 
-    def issue(self, token_id: str, now: datetime) -> tuple[str, int]:
+    def issue(
+        self, token_id: str, now: datetime, lifetime: timedelta = LIFETIME
+    ) -> tuple[str, int]:
         """A new cookie value for the token, and its lifetime in seconds."""
-        expires = int((now + LIFETIME).timestamp())
+        lifetime = min(lifetime, LIFETIME)
+        expires = int((now + lifetime).timestamp())
         body = f"{secrets.token_urlsafe(18)}.{token_id}.{expires}"
-        return f"{body}.{self._mac('cookie:' + body)}", int(LIFETIME.total_seconds())
+        return f"{body}.{self._mac('cookie:' + body)}", int(lifetime.total_seconds())
 
     def read(self, cookie: str | None, now: datetime) -> tuple[str, str, datetime] | None:
         """(session id, token id, expiry) of a genuine, unexpired, not ended cookie."""
@@ -73,6 +80,25 @@ class Keys:
             if session_id in self._ended:
                 return None
         return session_id, token_id, expires_at
+
+    def issue_pending(self, state: str, code_verifier: str, nonce: str, now: datetime) -> str:
+        """A cookie for a sign-in sent to the identity provider: what its return is checked
+        against (signed, so the browser cannot change it; it holds nothing that signs in)."""
+        expires = int((now + PENDING_LIFETIME).timestamp())
+        body = f"{state}.{code_verifier}.{nonce}.{expires}"
+        return f"{body}.{self._mac('pending:' + body)}"
+
+    def read_pending(self, cookie: str | None, now: datetime) -> tuple[str, str, str] | None:
+        """(state, code verifier, nonce) of a genuine, unexpired sign-in cookie."""
+        if not cookie or cookie.count(".") != 4:
+            return None
+        state, verifier, nonce, expires, mac = cookie.split(".")
+        body = f"{state}.{verifier}.{nonce}.{expires}"
+        if not hmac.compare_digest(mac, self._mac("pending:" + body)) or not expires.isdigit():
+            return None
+        if datetime.fromtimestamp(int(expires), tz=now.tzinfo) <= now:
+            return None
+        return state, verifier, nonce
 
     def csrf(self, session_id: str) -> str:
         return self._mac("csrf:" + session_id)

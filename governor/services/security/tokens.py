@@ -58,6 +58,9 @@ class Principal:
     expires_at: datetime | None = None
     label: str | None = None
     bootstrap: bool = False  # adopted from GOVERNOR_OPERATOR_TOKEN
+    # a person signed in through the identity provider: who they are there
+    subject: str | None = None
+    email: str | None = None
     # the teams an operator, approver or viewer token is for; None: every team (org-wide).
     # A job's or agent's token is bound to its run or pod instead and is never scoped here.
     team_ids: frozenset[str] | None = None
@@ -77,8 +80,10 @@ class Principal:
 
     @property
     def said(self) -> str:
-        """Who acted, as an event's reader wants it: the token's label (what people call it)
-        and its id (what `governor token revoke` takes)."""
+        """Who acted, as an event's reader wants it: the person, or the token's label (what
+        people call it), and its id (what `governor token revoke` takes)."""
+        if self.subject is not None:
+            return f"{self.email or self.subject} ({self.role.value}, signed in; {self.token_id})"
         if self.bootstrap:
             return f"the bootstrap {self.role.value} token ({self.token_id})"
         if self.label:
@@ -88,13 +93,20 @@ class Principal:
     @property
     def evidence(self) -> dict[str, object]:
         """Who acted, for an event's evidence (`by`)."""
-        return {
+        said: dict[str, object] = {
             "token_id": self.token_id,
             "role": self.role.value,
             "label": self.label,
             "bootstrap": self.bootstrap,
             "teams": None if self.team_ids is None else sorted(self.team_ids),
         }
+        if self.subject is not None:
+            said.update(
+                subject=self.subject,
+                email=self.email,
+                teams=None if self.team_ids is None else sorted(self.team_ids),
+            )
+        return said
 
     def expired(self, now: datetime) -> bool:
         return self.expires_at is not None and self.expires_at <= now
@@ -244,6 +256,8 @@ def _of(session: Session, row: TokenRow) -> Principal:
         expires_at=row.expires_at,
         label=row.label,
         bootstrap=row.bootstrap,
+        subject=row.subject,
+        email=row.email,
         team_ids=None if bound else team_scope.token_teams(session, row.id),
     )
 

@@ -1,0 +1,1 @@
+"""Identity providers: OpenID Connect, through authlib (the `oidc` extra)."""
