@@ -229,7 +229,9 @@ class GcpProvider:
             for zone, disk in self._aggregated(http, "disks")
         }
         return [
-            _listed(f"{zone}/{instance.get('name')}", instance, self._description(http, instance, disks))
+            _listed(
+                f"{zone}/{instance.get('name')}", instance, self._description(http, instance, disks)
+            )
             for zone, instance in self._aggregated(http, "instances")
         ]
 

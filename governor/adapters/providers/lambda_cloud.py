@@ -301,9 +301,9 @@ def _error_code(response: httpx.Response) -> str | None:
 def _listed(instance: dict[str, Any], description: PodDescription) -> Listed:
     """An instance as listed: its `name`, its `tags` (key/value entries), and its GPUs as its
     instance type says (`gpu_description`, `specs.gpus`)."""
-    name, kind = instance.get("name"), instance.get("instance_type")
-    kind = kind if isinstance(kind, dict) else {}
-    specs = kind.get("specs") if isinstance(kind.get("specs"), dict) else {}
+    name, said = instance.get("name"), instance.get("instance_type")
+    kind: dict[str, Any] = said if isinstance(said, dict) else {}
+    specs: dict[str, Any] = kind["specs"] if isinstance(kind.get("specs"), dict) else {}
     gpu, gpus = kind.get("gpu_description"), specs.get("gpus")
     tags = instance.get("tags")
     return Listed(

@@ -57,6 +57,7 @@ from governor.services.view.dashboard_model import (
     StopInfo,
     StopMark,
     Threshold,
+    UngovernedLine,
 )
 
 CHART_POINTS = 240  # the most points of a spend series; older detail is thinned, never the end
@@ -109,7 +110,35 @@ def dashboard(session: Session, config: GovernorConfig, now: datetime) -> Dashbo
         if lease.live(now) and lease.holder and lease.since
         else None
     )
-    return Dashboard(now, budgets, latest, leader)
+    ungoverned = ungoverned_lines(session)
+    rate = sum((u.hourly_rate for u in ungoverned if u.hourly_rate is not None), ZERO)
+    return Dashboard(now, budgets, latest, leader, ungoverned, rate)
+
+
+def ungoverned_lines(session: Session) -> tuple[UngovernedLine, ...]:
+    """The billing pods under no budget the account sweep keeps, the longest seen first."""
+    return tuple(
+        UngovernedLine(
+            provider=row.provider,
+            provider_ref=row.provider_ref,
+            name=row.name,
+            labels=dict(row.labels),
+            gpu_type=row.gpu_type,
+            gpu_count=row.gpu_count,
+            hourly_rate=row.hourly_rate_usd,
+            reason=row.reason,
+            launch_id=row.launch_id,
+            first_seen_at=row.first_seen_at,
+            last_seen_at=row.last_seen_at,
+            stop_after_s=row.stop_after_s,
+            stop_due_at=None
+            if row.stop_after_s is None
+            else row.first_seen_at + timedelta(seconds=row.stop_after_s),
+            stop_sent_at=row.stop_sent_at,
+            stop_detail=row.stop_detail,
+        )
+        for row in repo.ungoverned_pods(session)
+    )
 
 
 def event_lines(
