@@ -37,7 +37,7 @@ def test_rules_are_read_and_reach_the_services(
 
 def test_a_malformed_rule_stops_the_start_saying_which(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GOVERNOR_SWEEP_RULES", '[{"provider": "aws", "name": "*"}]')
-    with pytest.raises(ValidationError, match="not a sweep rule.*exactly one of adopt"):
+    with pytest.raises(ValidationError, match=r"not a sweep rule.*exactly one of adopt"):
         load_settings()
     monkeypatch.setenv("GOVERNOR_SWEEP_RULES", "{not json")
     with pytest.raises(ValidationError, match="JSON list of sweep rules"):
