@@ -91,6 +91,19 @@ def test_a_billing_pod_under_no_budget_is_told_shown_and_counted_within_an_inter
     assert gov.cloud.state.pods["stray-1"].stop_calls == 0  # no rule: never stopped
 
 
+def test_many_pods_found_at_once_are_told_in_one_event_and_each_shown(gov: Governor) -> None:
+    for i in range(sweep.TOLD_ONE_BY_ONE + 2):
+        gov.cloud.launch(f"stray-{i:02d}")
+    interval(gov)
+    (told,) = criticals(gov, "fake:")
+    assert told.startswith("Ungoverned pods: 12 pods of fake bill under no budget")
+    assert "$43.20/h together" in told and "stray-00" in told and "and 2 more" in told
+    assert len(read_dashboard(gov).ungoverned) == 12
+    gov.cloud.launch("stray-late")
+    interval(gov)
+    assert len(criticals(gov, "fake:")) == 2 and criticals(gov, "fake:stray-late") != []
+
+
 def test_a_pod_that_stops_billing_is_no_longer_ungoverned(gov: Governor) -> None:
     gov.cloud.launch("stray-1")
     interval(gov)

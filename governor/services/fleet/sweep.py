@@ -21,6 +21,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from decimal import Decimal
 
 from sqlalchemy.orm import Session
 
@@ -43,6 +44,11 @@ from governor.services.context import ServiceContext
 from governor.services.fleet import pods
 
 log = logging.getLogger("governor.sweep")
+# More pods than this found ungoverned in one account in one pass are told in one event
+# (naming TOLD_BY_NAME of them, each in its evidence up to TOLD_IN_EVIDENCE): one notice
+TOLD_ONE_BY_ONE = 10
+TOLD_BY_NAME = 10
+TOLD_IN_EVIDENCE = 200
 
 
 @dataclass
@@ -149,31 +155,48 @@ def keep(
     whose stop rule's grace is over and whose stop was not sent yet."""
     rows = {row.provider_ref: row for row in repo.ungoverned_pods(session, provider)}
     due: list[str] = []
-    for verdict in ungoverned:
-        pod = verdict.pod
-        row = rows.pop(pod.ref, None)
-        rate = pod.description.hourly_rate_usd
-        if row is None or row.reason != verdict.reason:
-            _tell(session, provider, verdict, now)
-        if row is None:
-            row = UngovernedPodRow(
-                provider=provider, provider_ref=pod.ref, first_seen_at=now, labels={}
-            )
-            session.add(row)
-        row.name, row.labels, row.reason = pod.name, dict(pod.labels), verdict.reason
-        row.gpu_type, row.gpu_count, row.hourly_rate_usd = pod.gpu_type, pod.gpu_count, rate
-        row.launch_id, row.last_seen_at = verdict.launch_id, now
-        row.stop_after_s = verdict.stop_after_s
-        if row.stop_sent_at is None and stop_due(row.first_seen_at, row.stop_after_s, now):
-            refused = _cannot_stop(pod)
-            if refused is None:
-                due.append(pod.ref)
-            elif row.stop_detail != refused:
-                row.stop_detail = refused
-                _tell_not_stopped(session, provider, pod, refused, now)
+    told = [v for v in ungoverned if (row := rows.get(v.pod.ref)) is None or row.reason != v.reason]
+    with session.no_autoflush:  # written once at the end, not before each event's lookup
+        if len(told) > TOLD_ONE_BY_ONE:
+            _tell_many(session, provider, told, now)
+        else:
+            for verdict in told:
+                _tell(session, provider, verdict, now)
+        for verdict in ungoverned:
+            _keep_one(session, provider, verdict, rows.pop(verdict.pod.ref, None), due, now)
     for gone in rows.values():
         session.delete(gone)
     return due
+
+
+def _keep_one(
+    session: Session,
+    provider: str,
+    verdict: Verdict,
+    row: UngovernedPodRow | None,
+    due: list[str],
+    now: datetime,
+) -> None:
+    """One ungoverned pod kept (`row`: as kept before, None when new); its ref added to `due`
+    when its rule's stop is due."""
+    pod = verdict.pod
+    rate = pod.description.hourly_rate_usd
+    if row is None:
+        row = UngovernedPodRow(
+            provider=provider, provider_ref=pod.ref, first_seen_at=now, labels={}
+        )
+        session.add(row)
+    row.name, row.labels, row.reason = pod.name, dict(pod.labels), verdict.reason
+    row.gpu_type, row.gpu_count, row.hourly_rate_usd = pod.gpu_type, pod.gpu_count, rate
+    row.launch_id, row.last_seen_at = verdict.launch_id, now
+    row.stop_after_s = verdict.stop_after_s
+    if row.stop_sent_at is None and stop_due(row.first_seen_at, row.stop_after_s, now):
+        refused = _cannot_stop(pod)
+        if refused is None:
+            due.append(pod.ref)
+        elif row.stop_detail != refused:
+            row.stop_detail = refused
+            _tell_not_stopped(session, provider, pod, refused, now)
 
 
 def _cannot_stop(pod: Listed) -> str | None:
@@ -216,6 +239,36 @@ def _tell(session: Session, provider: str, verdict: Verdict, now: datetime) -> N
             "hourly_rate_usd": None if rate is None else format_usd(rate),
             "reason": verdict.reason,
             "stop_after_s": verdict.stop_after_s,
+        },
+    )
+
+
+def _tell_many(session: Session, provider: str, told: Sequence[Verdict], now: datetime) -> None:
+    """Many pods of one account found ungoverned in one pass, told in one critical event
+    (one notice, not a flood of them), naming the first TOLD_BY_NAME."""
+    rates = [v.pod.description.hourly_rate_usd for v in told]
+    known = sum((r for r in rates if r is not None), Decimal(0))
+    named = ", ".join(v.pod.ref for v in told[:TOLD_BY_NAME])
+    more = len(told) - TOLD_BY_NAME
+    events.record(
+        session,
+        now,
+        Severity.CRITICAL,
+        Category.GOVERNOR,
+        f"{provider}:"[:100],
+        f"Ungoverned pods: {len(told)} pods of {provider} bill under no budget, so no ceiling "
+        f"stops them, {dollars_per_hour(known)} together where their rate is said: {named}"
+        + (f" and {more} more" if more > 0 else "")
+        + ". /status lists each with why; register them under a budget, or stop them.",
+        budget_id=None,
+        evidence={
+            "provider": provider,
+            "count": len(told),
+            "hourly_rate_usd": format_usd(known),
+            "pods": [
+                {"provider_ref": v.pod.ref, "name": v.pod.name, "reason": v.reason}
+                for v in told[:TOLD_IN_EVIDENCE]
+            ],
         },
     )
 
