@@ -21,8 +21,10 @@ from governor.domain.launch_labels import BUDGET_LABEL, LAUNCH_LABEL
 from governor.domain.model import PodState, Severity
 from governor.domain.sweep import SweepRule
 from governor.services.fleet import budgets, sweep
+from governor.services.notifications import Notifier, Subscription, route_events
 from governor.services.view import metrics
 from tests.integration.conftest import OPERATOR, Governor, ok, read_dashboard
+from tests.unit.services.test_notifications import FakeSink
 
 LOST = "its container disk is erased when it stops, and no volume is attached"
 
@@ -89,6 +91,18 @@ def test_a_billing_pod_under_no_budget_is_told_shown_and_counted_within_an_inter
     interval(gov)
     assert len(criticals(gov, "fake:stray-1")) == 1  # once per pod, not every pass
     assert gov.cloud.state.pods["stray-1"].stop_calls == 0  # no rule: never stopped
+
+
+def test_an_ungoverned_pod_is_a_notice_through_the_webhooks_once(gov: Governor) -> None:
+    sink = FakeSink()
+    notifier = Notifier([Subscription(sink, Severity.CRITICAL)])
+    route_events(gov.ctx.sessions, notifier)
+    gov.cloud.launch("stray-1")
+    interval(gov)
+    interval(gov)
+    notifier.start()
+    notifier.stop()
+    assert [n.message[:40] for n in sink.attempts] == ["Ungoverned pod: fake:stray-1 bills at $3"]
 
 
 def test_many_pods_found_at_once_are_told_in_one_event_and_each_shown(gov: Governor) -> None:
