@@ -80,6 +80,17 @@ def sweep_all(ctx: ServiceContext) -> Swept:
             continue
         sweep_account(ctx, name, provider, listed, swept)
     swept.unlisted = tuple(unlisted)
+    if swept.registered or swept.ungoverned or swept.stops_sent or unlisted:
+        log.info(
+            "account sweep: %d account(s), %d pod(s) listed, %d registered, %d ungoverned, "
+            "%d stop(s) sent%s",
+            swept.accounts,
+            swept.listed,
+            swept.registered,
+            swept.ungoverned,
+            swept.stops_sent,
+            f"; not listed: {', '.join(unlisted)}" if unlisted else "",
+        )
     return swept
 
 
