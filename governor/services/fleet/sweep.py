@@ -153,6 +153,8 @@ def _register(ctx: ServiceContext, name: str, verdict: Verdict, now: datetime) -
                 budget_id=row.budget_id,
                 evidence={"labels": dict(pod.labels), "name": pod.name, "by": how},
             )
+    except NotLeader:
+        raise
     except GovernorError as exc:
         return f"its registration was refused: {exc}"
     return None
