@@ -14,6 +14,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from governor.domain.health import HealthRule
 from governor.domain.identity import GroupGrant
 from governor.domain.model import Role
+from governor.domain.sweep import SweepRule
 from governor.provider_settings import ProviderSettings, json_setting
 
 DEFAULT_DATABASE_URL = "sqlite:///governor.db"
@@ -284,6 +285,13 @@ class Settings(ProviderSettings, BaseSettings):
         description="Where warning and critical events are sent: a JSON list of "
         '{"url", "kind": "json"|"slack", "min_severity": "warning"|"critical"}.',
     )
+    sweep_rules: Annotated[list[dict[str, Any]], NoDecode] = Field(
+        default_factory=list,
+        description="What the account sweep does with a billing pod no budget governs, per "
+        'provider account: a JSON list of {"provider", "name": glob, "label": key, "value": '
+        'glob, and "adopt": budget name or id, or "stop_after_s": grace}; the first rule '
+        "that matches a pod decides. Without one, the pod is reported, never stopped.",
+    )
     webhook_max_attempts: int = Field(
         5, ge=1, le=20, description="Attempts per event and webhook before giving up."
     )
@@ -377,6 +385,21 @@ class Settings(ProviderSettings, BaseSettings):
                 "mapped, nobody could sign in)"
             )
         return self
+
+    @field_validator("sweep_rules", mode="before")
+    @classmethod
+    def _sweep_rules_json(cls, value: Any) -> Any:
+        return json_setting(value, [], "a JSON list of sweep rules")
+
+    @field_validator("sweep_rules")
+    @classmethod
+    def _sweep_rules_valid(cls, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for raw in rules:
+            try:
+                SweepRule.of(raw)
+            except ValueError as exc:
+                raise ValueError(f"not a sweep rule: {raw!r} ({exc})") from None
+        return rules
 
     @field_validator("database_url")
     @classmethod

@@ -39,6 +39,7 @@ from governor.db.tables import (
     RunRow,
     StopOrderRow,
     TokenRow,
+    UngovernedPodRow,
 )
 from governor.db.team_scope import budgets_in, tokens_in
 from governor.db.types import UTCDateTime
@@ -262,6 +263,34 @@ def pods_not_gone(session: Session) -> Sequence[PodRow]:
     return session.scalars(
         select(PodRow).where(PodRow.state != PodState.GONE).order_by(PodRow.created_at)
     ).all()
+
+
+def provider_refs(session: Session, provider: str) -> set[str]:
+    """The refs of every pod of `provider` registered here, in any state."""
+    return set(session.scalars(select(PodRow.provider_ref).where(PodRow.provider == provider)))
+
+
+def budget_keys(session: Session) -> dict[str, str]:
+    """Every budget's id, by its id and, for an open budget, by its name (open budgets'
+    names are unique)."""
+    keys: dict[str, str] = {}
+    for budget_id, name, state in session.execute(
+        select(BudgetRow.id, BudgetRow.name, BudgetRow.state)
+    ):
+        keys[budget_id] = budget_id
+        if state is BudgetState.OPEN:
+            keys.setdefault(name, budget_id)
+    return keys
+
+
+def ungoverned_pods(session: Session, provider: str | None = None) -> Sequence[UngovernedPodRow]:
+    """The ungoverned pods the sweep keeps (of one provider), the longest seen first."""
+    query = select(UngovernedPodRow).order_by(
+        UngovernedPodRow.first_seen_at, UngovernedPodRow.provider, UngovernedPodRow.provider_ref
+    )
+    if provider is not None:
+        query = query.where(UngovernedPodRow.provider == provider)
+    return session.scalars(query).all()
 
 
 def pods_to_reconcile(

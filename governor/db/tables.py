@@ -387,6 +387,29 @@ class StopTimeRow(Base):
     __table_args__ = (Index("ix_stop_times_provider_region", "provider", "region", "id"),)
 
 
+class UngovernedPodRow(Base):
+    """A billing pod a provider account lists that no budget governs, as the account sweep
+    last saw it (`services/fleet/sweep.py`); deleted once it is governed, stops billing or
+    is no longer listed."""
+
+    __tablename__ = "ungoverned_pods"
+
+    provider: Mapped[str] = mapped_column(String(40), primary_key=True)
+    provider_ref: Mapped[str] = mapped_column(String(200), primary_key=True)
+    name: Mapped[str | None] = mapped_column(String(200))
+    labels: Mapped[dict[str, str]] = mapped_column(JSON)
+    gpu_type: Mapped[str | None] = mapped_column(String(100))
+    gpu_count: Mapped[int | None]
+    hourly_rate_usd: Mapped[Decimal | None] = mapped_column(MicroUSD)
+    reason: Mapped[str] = mapped_column(Text)  # why no budget governs it
+    launch_id: Mapped[str | None] = mapped_column(String(200))  # its launch label's value
+    first_seen_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    stop_after_s: Mapped[float | None]  # the grace of the stop rule that matches it
+    stop_sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # the rule's stop sent
+    stop_detail: Mapped[str | None] = mapped_column(Text)  # what the provider answered
+
+
 class EventRow(Base):
     __tablename__ = "events"
 

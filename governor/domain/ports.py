@@ -266,10 +266,41 @@ class ReportsWindowedBilling(Protocol):
 
 @dataclass(frozen=True)
 class Listed:
-    """One pod an account can see, as `ListsPods` reports it."""
+    """One pod an account can see, as `ListsPods` reports it: what the provider's listing
+    says of it besides its description. `name` is what the account calls it (None: the
+    provider names no pod); `labels` its labels or tags as the provider keeps them (empty
+    where the provider has none: the name is then all a rule can match); `gpu_type` and
+    `gpu_count` its accelerators as the provider spells them (None: not said)."""
 
     ref: str
     description: PodDescription
+    name: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    gpu_type: str | None = None
+    gpu_count: int | None = None
+
+    @property
+    def billing(self) -> bool:
+        """Its compute costs money now: running or starting (an undocumented state counts)."""
+        return self.description.state.bills_compute
+
+
+NAME_LABELS_MAX = 16  # the most `key=value` pairs read from one name
+
+
+def labels_in_name(name: str | None) -> dict[str, str]:
+    """The labels written in a pod's name, for a provider that keeps no labels of its own
+    (RunPod, Vast.ai): `key=value` pairs separated by commas or spaces
+    (`governor-budget=llama-lora,team=nlp`); a part without `=` is no label, and a name with
+    none gives none."""
+    if not name:
+        return {}
+    found: dict[str, str] = {}
+    for part in name.replace(",", " ").split()[:NAME_LABELS_MAX]:
+        key, equals, value = part.partition("=")
+        if equals and key and value:
+            found[key] = value
+    return found
 
 
 @runtime_checkable

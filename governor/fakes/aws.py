@@ -43,7 +43,7 @@ import hmac
 import re
 import uuid
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -123,6 +123,7 @@ class CloudInstance:
     stops_at: str | None = None  # when `stopping` becomes `stopped`
     starts_at: str | None = None  # when `pending` becomes `running`
     earlier_runs: list[list[str]] = field(default_factory=list)  # [from, until] before a start
+    tags: dict[str, str] = field(default_factory=dict)
 
     def bill_usd(self, now: datetime) -> Decimal:
         """The hourly rate for every second it ran, by the cloud's own clock."""
@@ -188,6 +189,11 @@ class CloudInstance:
             "instanceLifecycle": self.lifecycle,
             "spotInstanceRequestId": self.spot_request(),
             "blockDeviceMapping": devices,
+            **(
+                {"tagSet": [{"key": k, "value": v} for k, v in self.tags.items()]}
+                if self.tags
+                else {}
+            ),
         }
 
 
@@ -258,6 +264,7 @@ class FakeEc2(FakeCloud):
         root_device_type: str = "ebs",
         volumes: dict[str, int] | None = None,
         kept: Sequence[str] = (),
+        tags: Mapping[str, str] | None = None,
     ) -> None:
         """A running instance; an EBS-backed one gets a 100 GiB root volume by default, a
         Spot one (`lifecycle` "spot") a Spot request of `spot_type`; `kept` are those of its
@@ -278,6 +285,7 @@ class FakeEc2(FakeCloud):
                     spot_type=spot_type,
                     root_device_type=root_device_type,
                     kept=list(kept),
+                    tags=dict(tags or {}),
                 )
             self.save()
 

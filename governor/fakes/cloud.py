@@ -7,6 +7,7 @@ retryable way (asking to wait `retry_after_s`, if set). A pod runs in the region
 names for it, or in none the cloud says. A stopped pod can be resumed: it
 runs and bills again from then on, unless the cloud has no capacity for it (the next
 `resume_refusals` resumes are refused, as a cloud whose GPUs were taken refuses). A pod
+rented in the account from elsewhere (`launch`) is listed with its name, labels and GPUs. A pod
 named in `losing` is one whose stop loses its workspace (a container disk and no volume): it
 is described so, with the reason given, and its stop loses it. It has no way to terminate
 anything, as no preserving provider does. BillingFakeProvider also says
@@ -52,6 +53,11 @@ class FakePod:
     # a state word the simulated cloud answers instead of its own, none it documents: the
     # pod is then in an unknown state (`Seen`) and stop and resume send nothing
     undocumented_state: str | None = None
+    # what the account's listing says of it besides its state: its name, labels and GPUs
+    name: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    gpu_type: str | None = None
+    gpu_count: int | None = None
 
     def seen(self, now: datetime) -> Seen:
         if self.undocumented_state is not None:
@@ -158,10 +164,45 @@ class FakeProvider:
     def region_of(self, ref: str) -> str | None:
         return self.regions.get(ref)
 
+    def launch(
+        self,
+        ref: str,
+        *,
+        name: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        gpu_type: str | None = None,
+        gpu_count: int | None = None,
+        hourly_rate_usd: Decimal | None = None,
+    ) -> None:
+        """A pod rented in the account from elsewhere (a console, another tool): running and
+        billing from now, listed with its name, labels and GPUs."""
+        with self._lock:
+            rate = self.hourly_rate_usd if hourly_rate_usd is None else hourly_rate_usd
+            self._state.pods[ref] = FakePod(
+                ref,
+                str(rate),
+                self.clock.now().isoformat(),
+                name=name,
+                labels=dict(labels or {}),
+                gpu_type=gpu_type,
+                gpu_count=gpu_count,
+            )
+            self._save()
+
     def pods(self) -> list[Listed]:
         with self._lock:
-            refs = list(self._state.pods)
-        return [Listed(ref, self.describe(ref)) for ref in refs]
+            found = list(self._state.pods.values())
+        return [
+            Listed(
+                pod.ref,
+                self.describe(pod.ref),
+                name=pod.name,
+                labels=dict(pod.labels),
+                gpu_type=pod.gpu_type,
+                gpu_count=pod.gpu_count,
+            )
+            for pod in found
+        ]
 
     def stop(self, ref: str) -> CallResult:
         with self._lock:

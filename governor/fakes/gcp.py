@@ -112,6 +112,7 @@ class CloudInstance:
     spot: bool = False
     accelerators: dict[str, int] = field(default_factory=dict)
     local_ssds: int = 0
+    labels: dict[str, str] = field(default_factory=dict)
     stopped_at: str | None = None  # when it is (or will be) TERMINATED
     earlier_runs: list[list[str]] = field(default_factory=list)  # [from, until] before a start
 
@@ -225,9 +226,10 @@ class FakeGcp(FakeCloud):
         disks: Sequence[tuple[str, int]] = (("pd-balanced", 100),),
         accelerators: Mapping[str, int] | None = None,
         local_ssds: int = 0,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         """A running VM "zone/name" with persistent `disks` (type, GB), the first one its
-        boot disk, and `local_ssds` 375 GB local SSDs."""
+        boot disk, `local_ssds` 375 GB local SSDs and `labels`."""
         zone, _, name = ref.partition("/")
         with self.lock:
             if ref not in self.state.instances:
@@ -244,6 +246,7 @@ class FakeGcp(FakeCloud):
                     spot=spot,
                     accelerators=dict(accelerators or {}),
                     local_ssds=local_ssds,
+                    labels=dict(labels or {}),
                 )
             self.save()
 
@@ -483,6 +486,7 @@ class FakeGcp(FakeCloud):
             },
             "disks": disks,
             "guestAccelerators": accelerators,
+            **({"labels": dict(instance.labels)} if instance.labels else {}),
             "lastStartTimestamp": instance.started_at,
             **({"lastStopTimestamp": instance.stopped_at} if status == "TERMINATED" else {}),
             "selfLink": f"{zone_url}/instances/{instance.name}",

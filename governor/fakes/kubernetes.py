@@ -243,15 +243,24 @@ class FakeKubernetes(FakeCloud):
         self.version = int(self.saved.get("version", 0))  # the last resourceVersion given
         self.forbidden: set[str] = set()  # resources the token may not list (jobs, ...)
 
-    def add_pod(self, ref: str, hourly_rate_usd: str, spec: dict[str, Any] | None = None) -> None:
+    def add_pod(
+        self,
+        ref: str,
+        hourly_rate_usd: str,
+        spec: dict[str, Any] | None = None,
+        labels: dict[str, str] | None = None,
+    ) -> None:
         """A running workload for `ref` ("namespace/kind/name"); `spec` is merged into the
-        default one (the volumes a test needs, replicas, a retention policy)."""
+        default one (the volumes a test needs, replicas, a retention policy); `labels` are
+        its own (metadata.labels)."""
         namespace, kind, name = ref.split("/")
         with self.lock:
             if ref not in self.workloads:
                 self.version += 1
                 obj = manifest(namespace, kind, name, self.version)
                 obj["spec"] = merge_patch(obj["spec"], spec or {})
+                if labels:
+                    obj["metadata"]["labels"] = dict(labels)
                 self.workloads[ref] = Workload(kind, obj, hourly_rate_usd)
                 self.workloads[ref].settle(self.clock(), self.stop_delay_s)
             self.save()

@@ -69,6 +69,8 @@ class CloudInstance:
     file_system_names: list[str] = field(default_factory=list)
     file_system_mounts: list[dict[str, str]] = field(default_factory=list)
     terminated_at: str | None = None  # when terminating becomes terminated, once asked
+    name: str | None = None  # the instance's name (its id where none was given)
+    tags: dict[str, str] = field(default_factory=dict)
 
     def bill_usd(self, now: datetime) -> Decimal:
         """price_cents_per_hour for every second until terminated, by the cloud's clock."""
@@ -83,7 +85,7 @@ class CloudInstance:
     def api(self) -> dict[str, Any]:
         instance: dict[str, Any] = {
             "id": self.id,
-            "name": self.id,
+            "name": self.name or self.id,
             "status": self.status,
             "ssh_key_names": ["governor"],
             "file_system_names": list(self.file_system_names),
@@ -98,6 +100,7 @@ class CloudInstance:
             "hostname": f"{self.id}.fake",
             "jupyter_token": f"jupyter-token-{self.id}",  # a secret of its own
             "is_reserved": False,
+            "tags": [{"key": key, "value": value} for key, value in self.tags.items()],
             "actions": {
                 action: {"available": self.status in ("booting", "active", "unhealthy")}
                 for action in ("migrate", "rebuild", "restart", "cold_reboot", "terminate")
@@ -150,11 +153,20 @@ class FakeLambda(FakeCloud):
         filesystems: dict[str, str | None] | None = None,
         status: str = "active",
         bytes_used: int = 40 * 2**30,
+        name: str | None = None,
+        tags: dict[str, str] | None = None,
     ) -> CloudInstance:
         """An instance billing from now, with `filesystems` ({name: mount point, None for
         Lambda's default}) attached; a filesystem not yet in the cloud is created."""
         with self.lock:
-            instance = CloudInstance(ref, price_cents_per_hour, now().isoformat(), status=status)
+            instance = CloudInstance(
+                ref,
+                price_cents_per_hour,
+                now().isoformat(),
+                status=status,
+                name=name,
+                tags=dict(tags or {}),
+            )
             for name, mount_point in (filesystems or {}).items():
                 fs = self.state.filesystems.setdefault(
                     name,

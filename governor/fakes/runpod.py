@@ -96,6 +96,7 @@ class CloudPod:
     pod_type: str = ON_DEMAND
     bid_per_gpu: float | None = None  # what its last podBidResume bid
     network_volume_id: str | None = None  # the network volume its workspace is on
+    name: str = ""  # what the account calls it (the pod's id where none was given)
     earlier_runs: list[list[str]] = field(default_factory=list)  # [from, until] before a resume
 
     def bill_usd(self, now: datetime, since: datetime | None = None) -> Decimal:
@@ -138,6 +139,7 @@ class CloudPod:
             "containerDiskInGb": self.container_disk_in_gb,
             "gpuCount": self.gpu_count,
             "podType": self.pod_type,
+            "name": self.name or self.id,
         }
         return {name: value for name, value in fields.items() if name in selected}
 
@@ -153,7 +155,7 @@ class CloudPod:
         began = self.earlier_runs[0][0] if self.earlier_runs else self.started_at
         pod: dict[str, Any] = {
             "id": self.id,
-            "name": self.id,
+            "name": self.name or self.id,
             "status": REST_STATUS.get(self.desired_status, self.desired_status),
             "actions": ["stop", "restart", "terminate"] if running else ["start", "terminate"],
             "image": "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404",
@@ -209,10 +211,10 @@ class FakeRunPod(FakeCloud):
         super().__init__(state_file, api_key)
         self.state = CloudState.restore(self.saved)
 
-    def add_pod(self, ref: str, hourly_rate_usd: str) -> None:
+    def add_pod(self, ref: str, hourly_rate_usd: str, *, name: str = "") -> None:
         with self.lock:
             if ref not in self.state.pods:
-                self.state.pods[ref] = CloudPod(ref, hourly_rate_usd, now().isoformat())
+                self.state.pods[ref] = CloudPod(ref, hourly_rate_usd, now().isoformat(), name=name)
             self.save()
 
     def add_network_volume(

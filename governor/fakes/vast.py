@@ -58,6 +58,9 @@ class CloudInstance:
     intended_status: str = "running"
     stops_at: str | None = None  # when the GPU is let go, once a stop was asked
     destroyed_at: str | None = None
+    label: str | None = None  # the one free-text label Vast keeps per instance (label_instance)
+    gpu_name: str = "RTX 4090"
+    num_gpus: int = 1
     resumed_at: str | None = None  # when the GPU was had again, after a stop
     earlier_runs: list[list[str]] = field(default_factory=list)  # [from, until] with the GPU
 
@@ -78,6 +81,9 @@ class CloudInstance:
             "dph_total": float(total),
             "storage_total_cost": float(self.storage_total_cost),
             "disk_space": self.disk_space,
+            "label": self.label,
+            "gpu_name": self.gpu_name,
+            "num_gpus": self.num_gpus,
             "start_date": datetime.fromisoformat(self.started_at).timestamp(),
         }
 
@@ -156,13 +162,14 @@ class FakeVast(FakeCloud):
         started_at: datetime | None = None,
         storage_total_cost: str = DISK_USD_PER_HOUR,
         disk_space: float = DISK_GB,
+        label: str | None = None,
     ) -> None:
         """A running instance whose GPU bills `hourly_rate_usd` (its dph_base)."""
         with self.lock:
             if ref not in self.state.instances:
                 started = (started_at or self.clock()).isoformat()
                 self.state.instances[ref] = CloudInstance(
-                    ref, hourly_rate_usd, started, storage_total_cost, disk_space
+                    ref, hourly_rate_usd, started, storage_total_cost, disk_space, label=label
                 )
             self.save()
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from governor.services import event_retention
 from governor.services.context import ServiceContext
-from governor.services.fleet import resumes
+from governor.services.fleet import resumes, sweep
 from governor.services.money import billing, metering
 from governor.services.monitoring import metric_history, telemetry
 from governor.services.stopping import enforcement, provider_states, stops
@@ -64,6 +64,12 @@ def reconcile_billing(ctx: ServiceContext) -> None:
     billing.reconcile_all(ctx)
 
 
+def sweep_accounts(ctx: ServiceContext) -> None:
+    """List every provider account: register the pods labelled for a budget, and report (and,
+    by an operator's rule, adopt or stop) every billing pod no budget governs."""
+    sweep.sweep_all(ctx)
+
+
 @dataclass(frozen=True)
 class Periodic:
     """A task and the name of the setting that says how often it runs."""
@@ -84,6 +90,7 @@ TASKS: dict[str, Periodic] = {
     "fold": Periodic(fold_telemetry, "fold_interval_s"),
     "event_fold": Periodic(fold_events, "event_fold_interval_s"),
     "billing": Periodic(reconcile_billing, "billing_interval_s"),
+    "sweep": Periodic(sweep_accounts, "billing_interval_s"),
 }
 
 

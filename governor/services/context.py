@@ -20,6 +20,7 @@ from governor.domain.health import HealthRule
 from governor.domain.model import OomForesight
 from governor.domain.policy import Watch
 from governor.domain.ports import AnyProvider, Clock, IdentityProvider
+from governor.domain.sweep import SweepRule
 from governor.domain.telemetry import TelemetrySource
 from governor.services.notifications import Notifier
 from governor.services.replica.health import TickLog
@@ -86,6 +87,7 @@ class GovernorConfig:
     exported_run_metrics: tuple[str, ...] = ()  # the run metrics /metrics exports, by name
     require_plan: bool = False  # what a budget declared without saying requires
     report_timeline_events: int = 200  # a report's timeline: the latest so many events
+    sweep_rules: tuple[SweepRule, ...] = ()  # what the account sweep does with ungoverned pods
     pace: PassPace = field(default_factory=PassPace, compare=False)  # how long passes take
 
     def watch_for(self, overrides: dict[str, float | str] | None) -> Watch:

@@ -1,7 +1,8 @@
 """Requests to Vast.ai checked against the endpoints Vast's own SDK calls, as extracted into
 tests/specs/vast/vastai.json: each request's method and path one of theirs, its query
-parameters and body keys ones the SDK sends there, a body value the SDK sends; and every
-instance status in an answer one the SDK names."""
+parameters and body keys ones the SDK sends there, a body value the SDK sends; every
+instance status in an answer one the SDK names, and the fields a listing reads (label, GPUs)
+ones its instance table names."""
 
 from __future__ import annotations
 
@@ -65,14 +66,31 @@ def request_errors(method: str, path: str, query: dict[str, list[str]], body: An
     return errors
 
 
+# What a listing reads of an instance besides its state and money: each a field the SDK's
+# instance table names (`label`: its one free-text label, read as its name)
+LISTING_FIELDS = {"label": (str, type(None)), "gpu_name": (str,), "num_gpus": (int,)}
+
+
 def answer_errors(answer: Any) -> list[str]:
-    """An instance status in `answer` (one instance, or a page of them) the SDK does not name."""
+    """An instance status in `answer` (one instance, or a page of them) the SDK does not name;
+    a field the listing reads that the SDK's instance table does not name, or of a type it
+    does not have."""
     instances = answer.get("instances") if isinstance(answer, dict) else None
     listed = instances if isinstance(instances, list) else [instances]
-    return [
+    named = set(definitions()["instance_fields"]["names"])
+    errors = [
         f"{field}={instance[field]!r}, a status the SDK does not name"
         for instance in listed
         if isinstance(instance, dict)
         for field in STATUS_FIELDS
         if field in instance and instance[field] not in statuses()
     ]
+    for instance in listed:
+        for field, types in LISTING_FIELDS.items():
+            if not isinstance(instance, dict) or field not in instance:
+                continue
+            if field not in named:
+                errors.append(f"{field}: a field the SDK's instance table does not name")
+            elif not isinstance(instance[field], types) or isinstance(instance[field], bool):
+                errors.append(f"{field}={instance[field]!r}: not a {types[0].__name__}")
+    return errors

@@ -45,6 +45,11 @@ class Harness(ABC):
         """A fake of the provider's cloud accepting `secret`, with `running` in it."""
 
     @abstractmethod
+    def labelled(self, cloud: FakeCloud, labels: dict[str, str]) -> str:
+        """A running pod added to the fake carrying `labels` the provider's own way (its
+        labels or tags, or, for a provider without any, written in its name); its ref."""
+
+    @abstractmethod
     def adapter(self, cloud: Served[FakeCloud], secret: str, client: httpx.Client) -> AnyProvider:
         """The real adapter, configured to reach the fake at `cloud.url` with `secret` over
         `client` (made by `cloud`, which times out the requests the fake holds)."""

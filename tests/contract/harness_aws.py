@@ -46,6 +46,11 @@ class AwsHarness(BillingHarness):
         fake.add_instance(self.running, "3.06", instance_type="p3.2xlarge")  # EBS only
         return fake
 
+    def labelled(self, cloud: FakeCloud, labels: dict[str, str]) -> str:
+        assert isinstance(cloud, FakeEc2)
+        cloud.add_instance("i-0abc0000000000777", "3.06", instance_type="p3.2xlarge", tags=labels)
+        return "i-0abc0000000000777"
+
     def adapter(self, cloud: Served[FakeCloud], secret: str, client: httpx.Client) -> Ec2Provider:
         """boto3 brings its own HTTP client: only the suite's timeout is taken from `client`,
         and `cloud` shortens it for the requests the fake holds, as for `client`."""

@@ -43,6 +43,12 @@ class GcpHarness(BillingHarness):
         fake.add_pod(self.running, RATE, machine_type=MACHINE_TYPE)
         return fake
 
+    def labelled(self, cloud: FakeCloud, labels: dict[str, str]) -> str:
+        assert isinstance(cloud, FakeGcp)
+        ref = self.running.rpartition("/")[0] + "/labelled-vm"
+        cloud.add_pod(ref, RATE, machine_type=MACHINE_TYPE, labels=labels)
+        return ref
+
     def adapter(self, cloud: Served[FakeCloud], secret: str, client: httpx.Client) -> GcpProvider:
         return GcpProvider(
             client,

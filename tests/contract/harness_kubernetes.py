@@ -28,6 +28,12 @@ class KubernetesHarness(Harness):
         fake.add_pod(self.running, "2.50")
         return fake
 
+    def labelled(self, cloud: FakeCloud, labels: dict[str, str]) -> str:
+        assert isinstance(cloud, FakeKubernetes)
+        ref = self.running.rpartition("/")[0] + "/labelled"
+        cloud.add_pod(ref, "2.50", labels=labels)
+        return ref
+
     def adapter(
         self, cloud: Served[FakeCloud], secret: str, client: httpx.Client
     ) -> KubernetesProvider:

@@ -28,6 +28,11 @@ class LambdaHarness(Harness):
         fake.add_pod(self.running, "0.44")
         return fake
 
+    def labelled(self, cloud: FakeCloud, labels: dict[str, str]) -> str:
+        assert isinstance(cloud, FakeLambda)
+        cloud.add_instance("labelled", 44, filesystems={"ckpts": None}, name="lab", tags=labels)
+        return "labelled"
+
     def adapter(
         self, cloud: Served[FakeCloud], secret: str, client: httpx.Client
     ) -> LambdaProvider:

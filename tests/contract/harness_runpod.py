@@ -25,6 +25,12 @@ class RunPodHarness(Harness):
         fake.add_pod(self.running, "0.44")
         return fake
 
+    def labelled(self, cloud: FakeCloud, labels: dict[str, str]) -> str:
+        """RunPod keeps a name per pod and no labels: the labels are written in its name."""
+        assert isinstance(cloud, FakeRunPod)
+        cloud.add_pod("labelled", "0.44", name=",".join(f"{k}={v}" for k, v in labels.items()))
+        return "labelled"
+
     def adapter(
         self, cloud: Served[FakeCloud], secret: str, client: httpx.Client
     ) -> RunPodProvider:

@@ -32,6 +32,12 @@ class VastHarness(Harness):
         fake.add_pod(self.running, "0.44")
         return fake
 
+    def labelled(self, cloud: FakeCloud, labels: dict[str, str]) -> str:
+        """Vast keeps one free-text label per instance: the labels are written in it."""
+        assert isinstance(cloud, FakeVast)
+        cloud.add_pod("777", "0.44", label=",".join(f"{k}={v}" for k, v in labels.items()))
+        return "777"
+
     def adapter(self, cloud: Served[FakeCloud], secret: str, client: httpx.Client) -> VastProvider:
         return VastProvider(client, secret, cloud.url, stop_latency_s=0.0)
 

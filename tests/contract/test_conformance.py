@@ -214,5 +214,15 @@ def test_an_answer_of_the_vast_fake_with_a_status_the_sdk_does_not_name_is_caugh
     assert errors and "actual_status='hibernating'" in errors[0]
 
 
+def test_a_vast_listing_field_of_the_wrong_type_is_caught(tmp_path: Path) -> None:
+    with govern(VAST, tmp_path) as governed:
+        governed.adapter.describe(VAST.running)
+        read = governed.exchanges[-1]
+    assert {"label", "gpu_name", "num_gpus"} <= set(read.answer["instances"])
+    instance = {**read.answer["instances"], "num_gpus": "two", "gpu_name": None}
+    errors = conformance_vast.off_spec([replace(read, answer={"instances": instance})])
+    assert len(errors) == 2 and "gpu_name=None" in errors[0] and "num_gpus='two'" in errors[1]
+
+
 def _answered(exchange: Exchange, **fields: Any) -> Exchange:
     return replace(exchange, answer={**exchange.answer, **fields})

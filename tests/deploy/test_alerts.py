@@ -169,7 +169,7 @@ def _expect(alert: str, at: str, *fired: dict[str, str]) -> dict[str, Any]:
 # What the issue asks an operator to be paged for, each as a scene promtool plays minute by
 # minute: the budget past 90% (an open one: a closed budget stays quiet), the ceiling less
 # than an hour away at the current burn, a lost heartbeat, a failing stop, webhooks giving up,
-# and no leader (also when no replica exports anything at all).
+# pods billing under no budget, and no leader (also when no replica exports anything at all).
 SCENES: list[dict[str, Any]] = [
     {
         "input_series": [
@@ -240,6 +240,17 @@ SCENES: list[dict[str, Any]] = [
         "alert_rule_test": [
             _expect("GovernorNoLeader", "1m"),
             _expect("GovernorNoLeader", "2m", {}),
+        ],
+    },
+    {
+        "input_series": [
+            _series("governor_ungoverned_pods", {"instance": "g1:8000"}, "0 0 2 2 0"),
+            _series("governor_ungoverned_pods", {"instance": "g2:8000"}, "0x4"),
+        ],
+        "alert_rule_test": [
+            _expect("GovernorUngovernedPods", "1m"),
+            _expect("GovernorUngovernedPods", "2m", {}),
+            _expect("GovernorUngovernedPods", "4m"),
         ],
     },
     {

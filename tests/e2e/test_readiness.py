@@ -37,10 +37,13 @@ def test_an_idle_server_stays_ready_across_its_slowest_passes(start_server: Serv
     assert body["checks"] == {"database": "ok", "schema": "ok", "writes": "ok"}
     assert body["leading"] is True and body["scheduler"] == "on"
     passes = body["leader"]["passes"]
-    assert set(passes) == {"enforce", "stops", "accrue", "sample", "fold", "event_fold", "billing"}
+    assert set(passes) == {
+        *("enforce", "stops", "accrue", "sample", "fold", "event_fold", "billing", "sweep")
+    }
     assert {p["state"] for p in passes.values()} == {"ok"}
-    assert passes["billing"]["every_s"] == BILLING_S
-    assert passes["billing"]["last_finished"] is not None
+    for slowest in ("billing", "sweep"):  # the account sweep runs at the billing interval
+        assert passes[slowest]["every_s"] == BILLING_S
+        assert passes[slowest]["last_finished"] is not None
 
 
 def test_a_second_process_on_one_sqlite_file_serves_but_leaves_the_passes_to_the_first(

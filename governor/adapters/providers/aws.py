@@ -201,10 +201,7 @@ class Ec2Provider:
         sizes = self._volume_sizes([v for i in instances for v in _volume_ids(i)])
         one_time = self._one_time_spot(instances)
         stores = self._instance_stores(instances)
-        return [
-            Listed(i["InstanceId"], self._description(i, sizes, one_time, stores))
-            for i in instances
-        ]
+        return [_listed(i, self._description(i, sizes, one_time, stores)) for i in instances]
 
     def _description(
         self,
@@ -517,3 +514,17 @@ def _started(state: str) -> CallResult | None:
     if state in ("shutting-down", "terminated"):
         return CallResult(CallOutcome.PERMANENT, f"aws instance is {state}: it cannot start")
     return None
+
+
+NAME_TAG = "Name"  # the tag EC2's console shows as an instance's name
+
+
+def _listed(instance: dict[str, Any], description: PodDescription) -> Listed:
+    """An instance as listed: its tags (the `Name` tag its name). DescribeInstances names
+    the instance type, not its GPUs, so the listing says none."""
+    tags = {
+        str(t["Key"]): str(t.get("Value", ""))
+        for t in instance.get("Tags") or []
+        if isinstance(t, dict) and "Key" in t
+    }
+    return Listed(str(instance["InstanceId"]), description, name=tags.get(NAME_TAG), labels=tags)

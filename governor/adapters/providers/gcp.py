@@ -229,7 +229,9 @@ class GcpProvider:
             for zone, disk in self._aggregated(http, "disks")
         }
         return [
-            Listed(f"{zone}/{instance.get('name')}", self._description(http, instance, disks))
+            _listed(
+                f"{zone}/{instance.get('name')}", instance, self._description(http, instance, disks)
+            )
             for zone, instance in self._aggregated(http, "instances")
         ]
 
@@ -488,3 +490,20 @@ def _last_segment(url: Any) -> str:
 def _from_projects(url: str) -> str:
     """A resource URL from "projects/" on, to be read through the configured endpoint."""
     return url[url.index("projects/") :]
+
+
+def _listed(ref: str, instance: dict[str, Any], description: PodDescription) -> Listed:
+    """A VM as listed: its `name`, its `labels`, and its GPUs from `guestAccelerators` (the
+    first accelerator type's name, every accelerator counted)."""
+    labels = instance.get("labels")
+    accelerators = [a for a in instance.get("guestAccelerators") or [] if isinstance(a, dict)]
+    counts = [a.get("acceleratorCount") for a in accelerators]
+    name = instance.get("name")
+    return Listed(
+        ref,
+        description,
+        name=name if isinstance(name, str) else None,
+        labels={str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {},
+        gpu_type=_last_segment(accelerators[0].get("acceleratorType")) if accelerators else None,
+        gpu_count=sum(c for c in counts if isinstance(c, int)) if accelerators else None,
+    )

@@ -246,7 +246,7 @@ class KubernetesProvider:
                 raise _malformed(f"a {resource} list without items: {answer!r:.200}")
             for item in items:
                 seen = _listed(kind, item)
-                listed.append(Listed(seen.workload.ref, _description(seen)))
+                listed.append(_listing(seen))
         if len(forbidden) == len(API):
             raise forbidden[0]
         return listed
@@ -488,3 +488,41 @@ def _count(section: dict[str, Any], key: str, default: int = 0) -> int:
 
 def _malformed(what: str) -> ProviderError:
     return ProviderError(f"kubernetes answered a malformed object ({what})", retryable=True)
+
+
+GPU_RESOURCE = "nvidia.com/gpu"  # the extended resource NVIDIA's device plugin advertises
+
+
+def _listing(seen: _Seen) -> Listed:
+    """A workload as listed: its `metadata.name` and `metadata.labels`, and the GPUs one of
+    its pods asks for (the `nvidia.com/gpu` limits of its pod template's containers); the
+    API names no GPU model."""
+    metadata = seen.obj.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    labels, name = metadata.get("labels"), metadata.get("name")
+    spec = seen.obj.get("spec")
+    template = spec.get("template") if isinstance(spec, dict) else None
+    pod_spec = template.get("spec") if isinstance(template, dict) else None
+    containers = pod_spec.get("containers") if isinstance(pod_spec, dict) else None
+    gpus = [
+        _whole(((c.get("resources") or {}).get("limits") or {}).get(GPU_RESOURCE))
+        for c in (containers if isinstance(containers, list) else [])
+        if isinstance(c, dict)
+    ]
+    asked = [g for g in gpus if g is not None]
+    return Listed(
+        seen.workload.ref,
+        _description(seen),
+        name=name if isinstance(name, str) else None,
+        labels={str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {},
+        gpu_count=sum(asked) if asked else None,
+    )
+
+
+def _whole(value: Any) -> int | None:
+    """A whole-number resource quantity (GPUs are asked for in whole numbers)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None

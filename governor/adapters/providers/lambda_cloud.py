@@ -129,7 +129,7 @@ class LambdaProvider:
             raise self._http.error("answered a malformed instance list", True)
         needed = any(_filesystem_names(instance) for instance in instances)
         filesystems = self._filesystems() if needed else {}
-        return [Listed(str(i.get("id")), self._description(i, filesystems)) for i in instances]
+        return [_listed(i, self._description(i, filesystems)) for i in instances]
 
     def _description(
         self, instance: dict[str, Any], filesystems: dict[str, dict[str, Any]]
@@ -296,3 +296,25 @@ def _error_code(response: httpx.Response) -> str | None:
     error = body.get("error") if isinstance(body, dict) else None
     code = error.get("code") if isinstance(error, dict) else None
     return code if isinstance(code, str) else None
+
+
+def _listed(instance: dict[str, Any], description: PodDescription) -> Listed:
+    """An instance as listed: its `name`, its `tags` (key/value entries), and its GPUs as its
+    instance type says (`gpu_description`, `specs.gpus`)."""
+    name, said = instance.get("name"), instance.get("instance_type")
+    kind: dict[str, Any] = said if isinstance(said, dict) else {}
+    specs: dict[str, Any] = kind["specs"] if isinstance(kind.get("specs"), dict) else {}
+    gpu, gpus = kind.get("gpu_description"), specs.get("gpus")
+    tags = instance.get("tags")
+    return Listed(
+        str(instance.get("id")),
+        description,
+        name=name if isinstance(name, str) and name else None,
+        labels={
+            str(t["key"]): str(t["value"])
+            for t in (tags if isinstance(tags, list) else [])
+            if isinstance(t, dict) and "key" in t and "value" in t
+        },
+        gpu_type=gpu if isinstance(gpu, str) and gpu else None,
+        gpu_count=gpus if isinstance(gpus, int) and not isinstance(gpus, bool) else None,
+    )

@@ -45,6 +45,7 @@ from governor.domain.ports import (
     ProviderError,
     Seen,
     Storage,
+    labels_in_name,
 )
 
 DEFAULT_URL = "https://api.runpod.io/graphql"
@@ -61,7 +62,8 @@ STANDARD_BEYOND_USD_PER_GB_MONTH = Decimal("0.05")
 HIGH_PERFORMANCE_USD_PER_GB_MONTH = Decimal("0.14")
 
 PODS_QUERY = (
-    "query Pods { myself { pods { id desiredStatus costPerHr volumeInGb containerDiskInGb } } }"
+    "query Pods { myself { pods { id name desiredStatus costPerHr volumeInGb containerDiskInGb "
+    "gpuCount } } }"
 )
 POD_QUERY = (
     "query Pod($podId: String!) { pod(input: {podId: $podId}) "
@@ -134,7 +136,7 @@ class RunPodProvider:
         pods = myself.get("pods") if isinstance(myself, dict) else None
         if not isinstance(pods, list):
             raise self._http.error(f"answered no pods: {myself!r:.200}", True)
-        return [Listed(str(p.get("id")), self._description(p)) for p in pods]
+        return [_listed(p, self._description(p)) for p in pods]
 
     def _description(self, pod: dict[str, Any]) -> PodDescription:
         try:
@@ -333,3 +335,19 @@ def _ends(record: dict[str, Any]) -> datetime:
     if ends.tzinfo is None:
         raise ValueError(f"a billing record's endTime without its offset: {ends}")
     return ends
+
+
+def _listed(pod: dict[str, Any], description: PodDescription) -> Listed:
+    """A pod as listed: RunPod keeps a `name` per pod and no labels or tags, so the labels
+    are those written in its name (`labels_in_name`); its GPUs are its `gpuCount` (the
+    model is its machine's, a nested read the vendored definitions give no type for)."""
+    name = pod.get("name")
+    gpus = pod.get("gpuCount")
+    named = name if isinstance(name, str) and name else None
+    return Listed(
+        str(pod.get("id")),
+        description,
+        name=named,
+        labels=labels_in_name(named),
+        gpu_count=gpus if isinstance(gpus, int) and not isinstance(gpus, bool) else None,
+    )

@@ -36,6 +36,7 @@ from governor.domain.ports import (
     ProviderError,
     Seen,
     Storage,
+    labels_in_name,
     spelled,
 )
 
@@ -152,7 +153,7 @@ class VastProvider:
         """Every instance of the account, stopped ones included (their disk still bills)."""
         params = {"limit": str(INSTANCES_PAGE)}
         instances = self._paged("/api/v1/instances/", params, "instances")
-        return [Listed(str(i.get("id")), self._description(i)) for i in instances]
+        return [_listed(i, self._description(i)) for i in instances]
 
     def _description(self, instance: dict[str, Any]) -> PodDescription:
         try:
@@ -383,3 +384,20 @@ def _json_or_none(response: httpx.Response) -> Any:
         return response.json()
     except ValueError:
         return None
+
+
+def _listed(instance: dict[str, Any], description: PodDescription) -> Listed:
+    """An instance as listed: Vast keeps one free-text `label` per instance and no tags, so
+    the label is its name, and the labels are those written in it (`labels_in_name`)."""
+    label = instance.get("label")
+    name = label if isinstance(label, str) and label else None
+    gpus = instance.get("num_gpus")
+    gpu = instance.get("gpu_name")
+    return Listed(
+        str(instance.get("id")),
+        description,
+        name=name,
+        labels=labels_in_name(name),
+        gpu_type=gpu if isinstance(gpu, str) and gpu else None,
+        gpu_count=gpus if isinstance(gpus, int) and not isinstance(gpus, bool) else None,
+    )

@@ -272,6 +272,32 @@ class LeaderLine:
 
 
 @dataclass(frozen=True)
+class UngovernedLine:
+    """A billing pod a provider account lists that no budget governs, as the account sweep
+    last saw it."""
+
+    provider: str
+    provider_ref: str
+    name: str | None
+    labels: dict[str, str]
+    gpu_type: str | None
+    gpu_count: int | None
+    hourly_rate: Decimal | None = field(
+        metadata={"api": "hourly_rate_usd", "doc": "its compute rate; null: not said"}
+    )
+    reason: str = field(metadata={"doc": "why no budget governs it"})
+    launch_id: str | None = field(metadata={"doc": "the launch its label names, if any"})
+    first_seen_at: datetime
+    last_seen_at: datetime
+    stop_after_s: float | None = field(
+        metadata={"doc": "the grace of the sweep rule that stops it; null: no rule stops it"}
+    )
+    stop_due_at: datetime | None = field(metadata={"doc": "when its rule's stop is due"})
+    stop_sent_at: datetime | None
+    stop_detail: str | None = field(metadata={"doc": "what the provider said of the stop"})
+
+
+@dataclass(frozen=True)
 class Dashboard:
     """Everything the status page shows; GET /v1/status is its JSON, field for field."""
 
@@ -283,3 +309,12 @@ class Dashboard:
     # period's spend to date and forecast against its ceiling
     teams: tuple[Team, ...] = ()
     team_id: str | None = None  # the team asked for (`?team=`); none: the organisation
+    # billing pods under no budget, the longest seen first: shown above everything else
+    ungoverned: tuple[UngovernedLine, ...] = ()
+    ungoverned_rate: Decimal = field(
+        default=Decimal(0),
+        metadata={
+            "api": "ungoverned_usd_per_hour",
+            "doc": "what the ungoverned pods cost an hour, those with a rate added up",
+        },
+    )

@@ -87,7 +87,24 @@ def collect(
         _stop_orders_failing(session, books),
         _events(session, books),
         *_gpus(session, [p for b in books for p in b.pods], now),
+        *_ungoverned(session),
     ]
+
+
+def _ungoverned(session: Session) -> list[Family]:
+    """The billing pods under no budget the account sweep found: how many, and what they
+    cost an hour (those whose rate the provider says)."""
+    count = _gauge(
+        "governor_ungoverned_pods", "Billing pods a provider account lists that no budget governs."
+    )
+    rate = _gauge(
+        "governor_ungoverned_usd_per_hour",
+        "What the ungoverned pods cost an hour, those whose rate the provider says.",
+    )
+    rows = repo.ungoverned_pods(session)
+    count.add((), len(rows))
+    rate.add((), float(sum((r.hourly_rate_usd or Decimal(0) for r in rows), Decimal(0))))
+    return [count, rate]
 
 
 def this_replica(

@@ -60,6 +60,7 @@ from governor.services.view.dashboard_model import (
     StopInfo,
     StopMark,
     Threshold,
+    UngovernedLine,
 )
 
 CHART_POINTS = 240  # the most points of a spend series; older detail is thinned, never the end
@@ -128,7 +129,36 @@ def dashboard(
         if lease.live(now) and lease.holder and lease.since
         else None
     )
-    return Dashboard(now, budgets, latest, leader, shown, None if team is None else shown[0].id)
+    ungoverned = ungoverned_lines(session) if team is None and scope.team_ids is None else ()
+    rate = sum((u.hourly_rate for u in ungoverned if u.hourly_rate is not None), ZERO)
+    team_id = None if team is None else shown[0].id
+    return Dashboard(now, budgets, latest, leader, shown, team_id, ungoverned, rate)
+
+
+def ungoverned_lines(session: Session) -> tuple[UngovernedLine, ...]:
+    """The billing pods under no budget the account sweep keeps, the longest seen first."""
+    return tuple(
+        UngovernedLine(
+            provider=row.provider,
+            provider_ref=row.provider_ref,
+            name=row.name,
+            labels=dict(row.labels),
+            gpu_type=row.gpu_type,
+            gpu_count=row.gpu_count,
+            hourly_rate=row.hourly_rate_usd,
+            reason=row.reason,
+            launch_id=row.launch_id,
+            first_seen_at=row.first_seen_at,
+            last_seen_at=row.last_seen_at,
+            stop_after_s=row.stop_after_s,
+            stop_due_at=None
+            if row.stop_after_s is None
+            else row.first_seen_at + timedelta(seconds=row.stop_after_s),
+            stop_sent_at=row.stop_sent_at,
+            stop_detail=row.stop_detail,
+        )
+        for row in repo.ungoverned_pods(session)
+    )
 
 
 def event_lines(

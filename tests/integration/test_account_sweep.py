@@ -1,0 +1,240 @@
+"""The account sweep, in one billing interval of a fake cloud on the injected clock: a billing
+pod under no budget is told once as a critical event, shown at the top of /status (and in
+GET /v1/status) and counted on /metrics; a pod carrying a budget's label is registered under
+it with the registration rules (a non-preservable one refused with a critical event; a
+budget that requires a plan refuses it); an operator's rule adopts a pod into a budget, or
+stops one (the preserving stop, never a terminate) after its grace and never before. Without
+the lease nothing is listed."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from fastapi.testclient import TestClient
+
+from governor.db import repository as repo
+from governor.domain.errors import NotLeader
+from governor.domain.launch_labels import BUDGET_LABEL, LAUNCH_LABEL
+from governor.domain.model import PodState, Severity
+from governor.domain.sweep import SweepRule
+from governor.services.fleet import budgets, sweep
+from governor.services.notifications import Notifier, Subscription, route_events
+from governor.services.view import metrics
+from tests.integration.conftest import OPERATOR, Governor, ok, read_dashboard
+from tests.unit.services.test_notifications import FakeSink
+
+LOST = "its container disk is erased when it stops, and no volume is attached"
+
+
+def ruled(gov: Governor, *rules: SweepRule) -> Governor:
+    """The same governor with these sweep rules configured."""
+    config = replace(gov.ctx.config, sweep_rules=rules)
+    return replace(gov, ctx=replace(gov.ctx, config=config))
+
+
+def interval(gov: Governor) -> None:
+    """One billing interval passes, and every periodic task runs once."""
+    gov.tick(gov.ctx.config.billing_interval_s)
+
+
+def criticals(gov: Governor, about: str) -> list[str]:
+    with gov.session() as s:
+        return [
+            e.message
+            for e in repo.events(s)
+            if e.severity is Severity.CRITICAL and about in e.subject
+        ]
+
+
+def scrape(gov: Governor) -> dict[str, float]:
+    with gov.session() as s:
+        families = metrics.collect(s, gov.ctx.config, gov.clock.now(), gov.ctx.replica, True)
+    return {f.name: f.samples[0][1] for f in families if f.name.startswith("governor_ungoverned")}
+
+
+def pod_of(gov: Governor, ref: str) -> tuple[str, PodState] | None:
+    with gov.session() as s:
+        row = repo.pod_by_ref(s, "fake", ref)
+        return None if row is None else (row.budget_id, row.state)
+
+
+def test_a_billing_pod_under_no_budget_is_told_shown_and_counted_within_an_interval(
+    gov: Governor, client: TestClient
+) -> None:
+    gov.budget()
+    gov.cloud.launch("stray-1", name="notebook", gpu_type="H100", gpu_count=2)
+    assert scrape(gov) == {"governor_ungoverned_pods": 0, "governor_ungoverned_usd_per_hour": 0}
+    interval(gov)
+
+    told = criticals(gov, "fake:stray-1")
+    assert len(told) == 1 and "Ungoverned pod" in told[0] and "$3.60/h" in told[0]
+    dash = read_dashboard(gov)
+    (line,) = dash.ungoverned
+    assert (line.provider, line.provider_ref, line.name) == ("fake", "stray-1", "notebook")
+    assert (line.gpu_type, line.gpu_count, line.hourly_rate) == ("H100", 2, Decimal("3.60"))
+    assert line.stop_due_at is None and dash.ungoverned_rate == Decimal("3.60")
+    assert scrape(gov) == {"governor_ungoverned_pods": 1, "governor_ungoverned_usd_per_hour": 3.6}
+
+    body = ok(client.get("/v1/status"))
+    assert body["ungoverned_usd_per_hour"] == "3.60"
+    assert body["ungoverned"][0]["provider_ref"] == "stray-1"
+    assert body["ungoverned"][0]["hourly_rate_usd"] == "3.60"
+    signed_in = client.post("/login", data={"token": OPERATOR}, follow_redirects=False)
+    assert signed_in.status_code == 303, signed_in.text[:200]
+    page = client.get("/status").text
+    assert 'data-section="ungoverned"' in page and page.index("stray-1") < page.index("pilot")
+
+    interval(gov)
+    interval(gov)
+    assert len(criticals(gov, "fake:stray-1")) == 1  # once per pod, not every pass
+    assert gov.cloud.state.pods["stray-1"].stop_calls == 0  # no rule: never stopped
+
+
+def test_an_ungoverned_pod_is_a_notice_through_the_webhooks_once(gov: Governor) -> None:
+    sink = FakeSink()
+    notifier = Notifier([Subscription(sink, Severity.CRITICAL)])
+    route_events(gov.ctx.sessions, notifier)
+    gov.cloud.launch("stray-1")
+    interval(gov)
+    interval(gov)
+    notifier.start()
+    notifier.stop()
+    assert [n.message[:40] for n in sink.attempts] == ["Ungoverned pod: fake:stray-1 bills at $3"]
+
+
+def test_many_pods_found_at_once_are_told_in_one_event_and_each_shown(gov: Governor) -> None:
+    for i in range(sweep.TOLD_ONE_BY_ONE + 2):
+        gov.cloud.launch(f"stray-{i:02d}")
+    interval(gov)
+    (told,) = criticals(gov, "fake:")
+    assert told.startswith("Ungoverned pods: 12 pods of fake bill under no budget")
+    assert "$43.20/h together" in told and "stray-00" in told and "and 2 more" in told
+    assert len(read_dashboard(gov).ungoverned) == 12
+    gov.cloud.launch("stray-late")
+    interval(gov)
+    assert len(criticals(gov, "fake:")) == 2 and criticals(gov, "fake:stray-late") != []
+
+
+def test_a_pod_that_stops_billing_is_no_longer_ungoverned(gov: Governor) -> None:
+    gov.cloud.launch("stray-1")
+    interval(gov)
+    assert len(read_dashboard(gov).ungoverned) == 1
+    gov.cloud.stop("stray-1")  # stopped from the console
+    interval(gov)
+    assert read_dashboard(gov).ungoverned == ()
+    assert scrape(gov)["governor_ungoverned_pods"] == 0
+
+
+def test_a_labelled_pod_appearing_is_registered_under_its_budget(gov: Governor) -> None:
+    by_name, by_id = gov.budget(), gov.budget()
+    gov.cloud.launch("lab-1", labels={BUDGET_LABEL: "pilot", LAUNCH_LABEL: "launch-1"})
+    gov.cloud.launch("lab-2", labels={BUDGET_LABEL: by_id}, gpu_type="A100", gpu_count=8)
+    interval(gov)
+    assert pod_of(gov, "lab-1") == (by_name, PodState.RUNNING)
+    assert pod_of(gov, "lab-2") == (by_id, PodState.RUNNING)
+    with gov.session() as s:
+        row = repo.pod_by_ref(s, "fake", "lab-2")
+        assert row is not None and (row.gpu_type, row.gpu_count) == ("A100", 8)
+    assert read_dashboard(gov).ungoverned == ()
+    assert criticals(gov, "fake:lab") == []
+
+
+def test_a_labelled_pod_naming_no_budget_is_ungoverned(gov: Governor) -> None:
+    gov.budget()
+    gov.cloud.launch("lab-1", labels={BUDGET_LABEL: "no-such-budget"})
+    interval(gov)
+    assert pod_of(gov, "lab-1") is None
+    (line,) = read_dashboard(gov).ungoverned
+    assert "names no budget" in line.reason
+
+
+def test_a_labelled_non_preservable_pod_is_refused_with_a_critical_event(gov: Governor) -> None:
+    gov.budget()
+    gov.cloud.launch("lab-1", labels={BUDGET_LABEL: "pilot"})
+    gov.cloud.losing["lab-1"] = LOST
+    interval(gov)
+    assert pod_of(gov, "lab-1") is None
+    (told,) = criticals(gov, "fake:lab-1")
+    assert "registration was refused" in told and LOST in told
+    (line,) = read_dashboard(gov).ungoverned
+    assert LOST in line.reason
+    interval(gov)
+    assert len(criticals(gov, "fake:lab-1")) == 1
+
+
+def test_a_plan_requiring_budgets_labelled_pod_without_a_plan_is_ungoverned(
+    gov: Governor,
+) -> None:
+    with gov.session() as s:
+        declared = budgets.Declaration("strict", Decimal(100), require_plan=True)
+        budgets.declare(s, declared, gov.clock.now())
+    gov.cloud.launch("lab-1", labels={BUDGET_LABEL: "strict", LAUNCH_LABEL: "launch-9"})
+    interval(gov)
+    assert pod_of(gov, "lab-1") is None
+    (line,) = read_dashboard(gov).ungoverned
+    assert "requires a plan" in line.reason and line.launch_id == "launch-9"
+
+
+def test_an_adoption_rule_puts_a_labelled_pod_under_its_budget(gov: Governor) -> None:
+    budget = gov.budget()
+    adopting = ruled(
+        gov,
+        SweepRule("other-cloud", label="team", adopt="pilot"),  # another account's rule
+        SweepRule("fake", label="team", value="nl*", adopt="pilot"),
+    )
+    adopting.cloud.launch("nlp-1", labels={"team": "nlp"})
+    adopting.cloud.launch("cv-1", labels={"team": "vision"})
+    interval(adopting)
+    assert pod_of(adopting, "nlp-1") == (budget, PodState.RUNNING)
+    assert pod_of(adopting, "cv-1") is None
+    assert [u.provider_ref for u in read_dashboard(adopting).ungoverned] == ["cv-1"]
+
+
+def test_a_stop_rule_stops_preserving_after_its_grace_and_not_before(gov: Governor) -> None:
+    grace = 3600.0
+    stopping = ruled(gov, SweepRule("fake", name="scratch-*", stop_after_s=grace))
+    stopping.cloud.launch("p-1", name="scratch-a")
+    stopping.cloud.launch("p-2", name="keep-me")
+    stopping.tick()
+    (due, _) = sorted(read_dashboard(stopping).ungoverned, key=lambda u: u.provider_ref)
+    assert due.stop_due_at == stopping.clock.now() + timedelta(seconds=grace)
+    stopping.tick(grace - 1)
+    assert stopping.cloud.state.pods["p-1"].stop_calls == 0  # not a second early
+    stopping.tick(1)
+    assert stopping.cloud.state.pods["p-1"].stop_calls == 1
+    with stopping.session() as s:
+        told = [e for e in repo.events(s) if "stopped by its sweep rule" in e.message]
+    assert len(told) == 1 and "keeping its workspace: stopping" in told[0].message
+    stopping.tick(60)  # the fake cloud stops it: no longer billing, no longer ungoverned
+    assert stopping.cloud.state.pods["p-1"].state(stopping.clock.now()) is PodState.STOPPED
+    assert stopping.cloud.state.pods["p-1"].stop_calls == 1  # sent once
+    assert stopping.cloud.state.pods["p-2"].stop_calls == 0  # no rule matches it
+    assert [u.provider_ref for u in read_dashboard(stopping).ungoverned] == ["p-2"]
+
+
+def test_a_stop_rule_never_stops_a_pod_whose_stop_would_lose_its_workspace(
+    gov: Governor,
+) -> None:
+    stopping = ruled(gov, SweepRule("fake", name="*", stop_after_s=0))
+    stopping.cloud.launch("p-1")
+    stopping.cloud.losing["p-1"] = LOST
+    stopping.tick()
+    stopping.tick(600)
+    assert stopping.cloud.state.pods["p-1"].stop_calls == 0
+    told = criticals(stopping, "fake:p-1")
+    assert len(told) == 2
+    assert any("not stopped" in message and LOST in message for message in told)
+
+
+def test_without_the_lease_nothing_is_listed(gov: Governor) -> None:
+    gov.cloud.launch("stray-1")
+    gov.ctx.lease.release()
+    listed: list[str] = []
+    real = gov.cloud.pods
+    gov.cloud.pods = lambda: listed.append("asked") or real()  # type: ignore[method-assign]
+    with pytest.raises(NotLeader):
+        sweep.sweep_all(gov.ctx)
+    assert listed == []
