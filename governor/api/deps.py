@@ -190,6 +190,15 @@ Operator = Annotated[Principal, Depends(Access(Role.OPERATOR))]
 OrgOperator = Annotated[Principal, Depends(Access(Role.OPERATOR, org="making a team"))]
 # who may decide an extension request: an operator, or an approver (who decides nothing else)
 Decider = Annotated[Principal, Depends(Access(Role.OPERATOR, Role.APPROVER))]
+# a team's ceiling is the organisation's word: declared by an org-wide operator, raised by an
+# org-wide operator or approver
+CeilingSetter = Annotated[
+    Principal, Depends(Access(Role.OPERATOR, org="declaring a team's ceiling"))
+]
+CeilingDecider = Annotated[
+    Principal,
+    Depends(Access(Role.OPERATOR, Role.APPROVER, org="deciding a team's ceiling extension")),
+]
 Viewer = Annotated[Principal, Depends(Access(*READERS))]
 # a viewer, or a browser signed in to the dashboard (the report a page links to)
 PageViewer = Annotated[Principal, Depends(Access(*READERS, page=True))]

@@ -4,7 +4,7 @@ The account sweep keeps each one it finds, with when it was first and last seen,
 budget governs it, and the preserving stop a rule sent for it.
 
 Revision ID: f8b2d4a6c0e3
-Revises: e6a2c8f4b1d7
+Revises: fbc5d7e9f3c6
 Create Date: 2026-12-05 19:00:00.000000
 """
 
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "f8b2d4a6c0e3"
-down_revision: str | None = "e6a2c8f4b1d7"
+down_revision: str | None = "fbc5d7e9f3c6"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

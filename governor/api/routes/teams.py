@@ -1,6 +1,15 @@
 from __future__ import annotations
 
-from governor.api.deps import Now, OrgOperator, Paging, Tx, Viewer
+from governor.api.deps import (
+    CeilingDecider,
+    CeilingSetter,
+    Now,
+    Operator,
+    OrgOperator,
+    Paging,
+    Tx,
+    Viewer,
+)
 from governor.api.error_responses import errors
 from governor.api.route import api_router
 from governor.api.schemas import (
@@ -53,7 +62,9 @@ def get_team(team_id: str, caller: Viewer, tx: Tx, now: Now) -> Team:
 
 
 @router.post("/{team_id}/ceiling", response_model=TeamOut, responses=errors(409))
-def declare_ceiling(team_id: str, body: TeamCeilingIn, caller: Operator, tx: Tx, now: Now) -> Team:
+def declare_ceiling(
+    team_id: str, body: TeamCeilingIn, caller: CeilingSetter, tx: Tx, now: Now
+) -> Team:
     """Declare the team's ceiling per period, in writing, once: afterwards only an approved
     extension raises it, for one period (409 if it is declared already)."""
     declaration = CeilingDeclaration(body.ceiling_usd, body.period, body.period_days, body.reason)
@@ -73,7 +84,7 @@ def request_extension(
     team_id: str, body: ExtensionIn, caller: Operator, tx: Tx, now: Now
 ) -> TeamExtension:
     """Ask to raise the team's ceiling for its current period; nothing changes until an
-    operator decides."""
+    org-wide operator or approver decides."""
     with tx() as session:
         return team_model.request_extension(
             session, team_id, body.amount_usd, body.reason, now, scope=caller.teams, by=caller
@@ -88,7 +99,7 @@ def request_extension(
 def approve_extension(
     team_id: str,
     extension_id: str,
-    caller: Operator,
+    caller: CeilingDecider,
     tx: Tx,
     now: Now,
     body: DecisionIn | None = None,
@@ -109,7 +120,7 @@ def approve_extension(
 def deny_extension(
     team_id: str,
     extension_id: str,
-    caller: Operator,
+    caller: CeilingDecider,
     tx: Tx,
     now: Now,
     body: DecisionIn | None = None,

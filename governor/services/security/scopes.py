@@ -1,5 +1,5 @@
-"""What a caller scoped to some teams may reach through a path: another team's budget, pod,
-run, extension, plan or token answers 404, as one that does not exist does, so a team learns
+"""What a caller scoped to some teams may reach through a path: another team (itself), or its
+budget, pod, run, extension, plan or token, answers 404, as one that does not exist does, so a team learns
 nothing of another's. An org-wide caller, and a job's or agent's token (bound to its own run
 or pod instead), is never asked about here: it costs them nothing.
 """
@@ -23,7 +23,7 @@ _OWNED = (
     ("plan_id", "plan"),
 )
 # every path parameter a team-scoped caller is checked against
-SCOPED = frozenset({name for name, _ in _OWNED} | {"token_id", "node"})
+SCOPED = frozenset({name for name, _ in _OWNED} | {"team_id", "token_id", "node"})
 
 
 def require_seen(session: Session, caller: Principal, params: Mapping[str, str]) -> None:
@@ -33,6 +33,9 @@ def require_seen(session: Session, caller: Principal, params: Mapping[str, str])
     scope = caller.teams
     if scope.team_ids is None:
         return
+    team_id = params.get("team_id")
+    if team_id is not None and not scope.sees(team_id):
+        raise NotFound(f"no team {team_id!r}")
     for name, kind in _OWNED:
         key = params.get(name)
         if key is None:
