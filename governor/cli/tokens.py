@@ -75,7 +75,7 @@ def _rotate_bootstrap(_args: argparse.Namespace) -> int:
 def add_commands(commands: Commands) -> None:
     tokens = group(commands, "token", "create, list and revoke tokens")
     token = verb(tokens, "create", "create a token; prints it once", token_create)
-    token.add_argument("--role", required=True, choices=["operator", "viewer", "agent"])
+    token.add_argument("--role", required=True, choices=["operator", "viewer", "agent", "gate"])
     whom = token.add_mutually_exclusive_group()
     whom.add_argument("--pod", metavar="POD", help="an agent token for this pod (name or id)")
     whom.add_argument("--node", help="a node agent's token for this machine")

@@ -10,6 +10,7 @@ from governor.services.context import ServiceContext
 from governor.services.fleet import resumes
 from governor.services.money import billing, metering
 from governor.services.monitoring import metric_history, telemetry
+from governor.services.plans import launches
 from governor.services.stopping import enforcement, provider_states, stops
 
 
@@ -64,6 +65,12 @@ def reconcile_billing(ctx: ServiceContext) -> None:
     billing.reconcile_all(ctx)
 
 
+def expire_launches(ctx: ServiceContext) -> None:
+    """Release the reservations of accepted launches whose pod did not register in time."""
+    with ctx.unit_of_work() as session:
+        launches.expire(session, ctx.clock.now())
+
+
 @dataclass(frozen=True)
 class Periodic:
     """A task and the name of the setting that says how often it runs."""
@@ -84,6 +91,7 @@ TASKS: dict[str, Periodic] = {
     "fold": Periodic(fold_telemetry, "fold_interval_s"),
     "event_fold": Periodic(fold_events, "event_fold_interval_s"),
     "billing": Periodic(reconcile_billing, "billing_interval_s"),
+    "launches": Periodic(expire_launches),
 }
 
 
