@@ -734,8 +734,15 @@ def get_launch(session: Session, launch_id: str, *, lock: bool = False) -> Launc
     return row
 
 
-def launch_by_key(session: Session, request_key: str) -> LaunchRow | None:
-    return session.scalars(select(LaunchRow).where(LaunchRow.request_key == request_key)).first()
+def launch_by_key(session: Session, request_key: str, now: datetime) -> LaunchRow | None:
+    """The launch of this request whose reservation is still held, if any."""
+    return session.scalars(
+        select(LaunchRow).where(
+            LaunchRow.request_key == request_key,
+            LaunchRow.released_at.is_(None),
+            LaunchRow.expires_at > now,
+        )
+    ).first()
 
 
 def launch_by_claim(session: Session, claim_hash: str) -> LaunchRow | None:

@@ -537,8 +537,9 @@ class LaunchRow(Base):
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     budget_id: Mapped[str] = mapped_column(ForeignKey("budgets.id"), index=True)
     tool: Mapped[str] = mapped_column(String(40))  # skypilot, dstack
-    # what the tool sends that names this launch again (dstack's repeated call): one launch each
-    request_key: Mapped[str | None] = mapped_column(String(64), unique=True)
+    # what the tool sends that names this launch again (dstack's repeated call): a repeat
+    # finds the launch while its reservation is held
+    request_key: Mapped[str | None] = mapped_column(String(64), index=True)
     name: Mapped[str | None] = mapped_column(String(200))
     user: Mapped[str | None] = mapped_column(String(200))
     project: Mapped[str | None] = mapped_column(String(200))

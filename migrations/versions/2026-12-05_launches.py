@@ -14,7 +14,6 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-
 revision: str = "f7a1c3e5b9d2"
 down_revision: str | None = "e6a2c8f4b1d7"
 branch_labels: str | Sequence[str] | None = None
@@ -52,10 +51,10 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(["run_id"], ["runs.id"], name=op.f("fk_launches_run_id_runs")),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_launches")),
         sa.UniqueConstraint("claim_hash", name=op.f("uq_launches_claim_hash")),
-        sa.UniqueConstraint("request_key", name=op.f("uq_launches_request_key")),
     )
     with op.batch_alter_table("launches", schema=None) as batch_op:
         batch_op.create_index(batch_op.f("ix_launches_budget_id"), ["budget_id"], unique=False)
+        batch_op.create_index(batch_op.f("ix_launches_request_key"), ["request_key"], unique=False)
         batch_op.create_index(
             "ix_launches_released_at_budget_id", ["released_at", "budget_id"], unique=False
         )
@@ -74,5 +73,6 @@ def downgrade() -> None:
         batch_op.drop_column("launch_id")
     with op.batch_alter_table("launches", schema=None) as batch_op:
         batch_op.drop_index("ix_launches_released_at_budget_id")
+        batch_op.drop_index(batch_op.f("ix_launches_request_key"))
         batch_op.drop_index(batch_op.f("ix_launches_budget_id"))
     op.drop_table("launches")

@@ -118,7 +118,8 @@ def test_skypilot_launch_accepted_labelled_reserved_and_claimed_once(
     assert beat.status_code == 200, beat.text
 
     # the gate token opens the gates alone, and never shows in the access log
-    assert_error(gated.client(token).get("/v1/budgets"), 403)
+    with gated.client(token) as gate_token:
+        assert_error(gate_token.get("/v1/budgets"), 403)
     assert token not in gated.output()
     assert "/v1/gates/***/skypilot" in gated.output()
 
@@ -126,7 +127,7 @@ def test_skypilot_launch_accepted_labelled_reserved_and_claimed_once(
 def test_skypilot_refuses_unaffordable_unplanned_and_unknown_launches(
     gated: GovernorServer, operator: httpx.Client
 ) -> None:
-    token, gate = gate_url(operator, gated)
+    _, gate = gate_url(operator, gated)
     budget = declare_budget(operator, "100")
     two_clouds = [
         labelled(budget, accelerators={"A100": 8}, infra="gcp"),
@@ -135,8 +136,9 @@ def test_skypilot_refuses_unaffordable_unplanned_and_unknown_launches(
     refused = tools.skypilot(f"{gate}/skypilot", resources=two_clouds, num_nodes=2)
     assert not refused["accepted"]
     # priced at its dearest candidate, for the server's default 24 hours
-    assert "8 x H100 at $4.00/h per GPU (rate card aws:h100) x 2 nodes x 24 h = $1,536.00" in (
-        refused["error"]
+    assert (
+        "8 x H100 at $4.00/h per GPU (rate card aws:h100) x 2 nodes x 24 h = $1,536.00"
+        in (refused["error"])
     )
     assert reserved(operator, budget["id"]) == 0
 
@@ -147,9 +149,7 @@ def test_skypilot_refuses_unaffordable_unplanned_and_unknown_launches(
         ),
         201,
     )
-    unplanned = tools.skypilot(
-        f"{gate}/skypilot", resources=[labelled(planned, **H100_SPOT)]
-    )
+    unplanned = tools.skypilot(f"{gate}/skypilot", resources=[labelled(planned, **H100_SPOT)])
     assert not unplanned["accepted"]
     assert "requires an admitted plan and has none" in unplanned["error"]
 
@@ -221,3 +221,52 @@ def test_the_client_claims_its_run_from_its_environment(
     assert os.environ["GOVERNOR_RUN_ID"] == governor.run_id  # for the job's other processes
     with pytest.raises(GovernorError, match="already used"):
         claim(gated.url, answer["envs"]["GOVERNOR_CLAIM"])
+
+
+def test_dstack_run_accepted_once_clamped_and_refused_with_reasons(
+    gated: GovernorServer, operator: httpx.Client
+) -> None:
+    _, gate = gate_url(operator, gated)
+    budget = declare_budget(operator, "500")
+    run = {
+        "type": "task",
+        "commands": ["python train.py"],
+        "nodes": 2,
+        "resources": {"gpu": "H100:8"},
+        "spot_policy": "spot",
+        "backends": ["aws"],
+        "max_duration": "5h",
+        "tags": {"governor-budget": budget["name"]},
+    }
+    # plan time, then apply time, with the same spec: reserved once
+    answer = tools.dstack(f"{gate}/dstack", run, times=2)
+    assert answer["accepted"], answer
+    assert answer["tags"]["governor-budget"] == budget["id"]
+    assert answer["tags"]["governor-launch"].startswith("lch_")
+    assert answer["env"]["GOVERNOR_CLAIM"].startswith("gov_claim_")
+    assert answer["max_duration"] == 5 * 3600  # as asked: kept
+    assert Decimal(str(answer["max_price"])) == Decimal(16)  # 8 x $2.00 an instance-hour
+    # 8 x $2.00 x 2 nodes x 5 h
+    assert reserved(operator, budget["id"]) == Decimal(160)
+
+    unbounded = {**run, "max_duration": None, "nodes": 1, "resources": {"gpu": "H100:1"}}
+    clamped = tools.dstack(f"{gate}/dstack", unbounded, times=1)
+    assert clamped["max_duration"] == 24 * 3600  # the hours it was priced for
+    assert reserved(operator, budget["id"]) == Decimal(160 + 48)
+
+    dear = {**run, "spot_policy": "on-demand", "max_duration": "2d"}
+    refused = tools.dstack(f"{gate}/dstack", dear, times=1)
+    assert not refused["accepted"]
+    assert "8 x H100 at $4.00/h per GPU (rate card aws:h100) x 2 nodes x 48 h" in refused["error"]
+    assert "more than budget" in refused["error"]
+
+    planned = ok(
+        operator.post(
+            "/v1/budgets", json={"name": "dstack-plan", "ceiling_usd": "900", "require_plan": True}
+        ),
+        201,
+    )
+    unplanned = tools.dstack(
+        f"{gate}/dstack", {**run, "tags": {"governor-budget": planned["name"]}}, times=1
+    )
+    assert "requires an admitted plan" in unplanned["error"]

@@ -6,7 +6,7 @@ dstack asks twice, with the same spec, when a plan is shown and when it is appli
 call reserves and the second finds that reservation again (the request's key is its user,
 project and spec), so a launch is never reserved twice. An accepted run gets the budget's
 labels as tags, the claim in its environment, and `max_duration` where the request set none
-(the hours it was priced for, which dstack then enforces itself).
+and `max_price` (the hours and instance price it was priced at, which dstack then enforces).
 """
 
 from __future__ import annotations
@@ -87,10 +87,11 @@ def launch_request(request: DstackRequest) -> LaunchRequest:
 
 
 def accepted(
-    request: DstackRequest, tags: dict[str, str], env: Env, hours: Decimal
+    request: DstackRequest, tags: dict[str, str], env: Env, hours: Decimal, per_node: Decimal
 ) -> dict[str, Any]:
-    """The answer that accepts: the run with the tags, the claim in its environment and a
-    maximum duration where it had none."""
+    """The answer that accepts: the run with the tags, the claim in its environment, and
+    where it had none a maximum duration (the hours it was priced for) and a maximum price
+    per instance-hour (what it was priced at: dstack then takes no dearer offer)."""
     conf = request.configuration
     conf["tags"] = {**(conf.get("tags") or {}), **tags}
     environment = conf.get("env") or {}
@@ -99,6 +100,8 @@ def accepted(
     conf["env"] = {URL_ENV: env.url, **environment, CLAIM_ENV: env.claim}
     if conf.get("max_duration") in (None, "off") and conf.get("type") != "service":
         conf["max_duration"] = max(60, int(hours * 3600))
+    if conf.get("max_price") is None and per_node > 0:
+        conf["max_price"] = float(per_node)
     return {"spec": request.spec, "error": None}
 
 

@@ -67,8 +67,10 @@ async def dstack_run(token: str, request: Request, ctx: Context) -> dict[str, An
     assert answer.launch is not None and answer.claim is not None
     tags = {BUDGET_LABEL: _budget_label(answer), LAUNCH_LABEL: answer.launch.id}
     env = Env(str(request.base_url).rstrip("/"), answer.claim)
-    hours = launch.max_hours or _hours(answer.decision.figures)
-    return dstack.accepted(call, tags, env, hours)
+    figures = answer.decision.figures
+    hours = launch.max_hours or Decimal(str(figures["hours"]))
+    per_node = Decimal(str(figures["per_hour_usd"])) / launch.nodes
+    return dstack.accepted(call, tags, env, hours, per_node)
 
 
 @router.post("/v1/gates/{token}/dstack/apply_policies/on_fleet_apply")
@@ -120,10 +122,6 @@ async def _judge(
 def _budget_label(answer: launches.GateAnswer) -> str:
     assert answer.budget_id is not None
     return answer.budget_id
-
-
-def _hours(figures: dict[str, object]) -> Decimal:
-    return Decimal(str(figures["hours"]))
 
 
 async def _json(request: Request) -> Any:

@@ -72,9 +72,13 @@ def judge(
 ) -> GateAnswer:
     """The gate's answer to a launch; with `reserve`, an accepted one is reserved, with its
     claim secret (made from `claim_key`, the server's, and the launch's id). A repeated
-    request (the same `request_key`) finds its launch, and its claim, again instead of
-    reserving twice."""
-    found = None if not reserve or request_key is None else repo.launch_by_key(session, request_key)
+    request (the same `request_key`) finds its launch, and its claim, again while its
+    reservation is held, instead of reserving twice."""
+    found = (
+        None
+        if not reserve or request_key is None
+        else repo.launch_by_key(session, request_key, now)
+    )
     if found is not None:
         return GateAnswer(_again(found), found.budget_id, found, claim_secret(claim_key, found.id))
     budget = _budget(session, config, request)

@@ -43,3 +43,20 @@ def run(python: Path, script: str, *args: str, env: dict[str, str] | None = None
 def skypilot(policy_url: str, **request: Any) -> dict[str, Any]:
     """SkyPilot's RestfulAdminPolicy judging a task at `policy_url` (skypilot_launch.py)."""
     return run(SKYPILOT_PYTHON, "skypilot_launch.py", policy_url, json.dumps(request))
+
+
+def dstack(
+    plugin_uri: str, configuration: dict[str, Any], *, user: str = "bob", times: int = 2
+) -> dict[str, Any]:
+    """dstack's rest_plugin applying a run of `configuration` (dstack_apply.py), `times` times
+    (plan, then apply)."""
+    env = {"DSTACK_PLUGIN_SERVICE_URI": plugin_uri, "PATH": "/usr/bin:/bin", "HOME": str(HERE)}
+    return run(
+        DSTACK_PYTHON,
+        "dstack_apply.py",
+        user,
+        "main",
+        json.dumps(configuration),
+        str(times),
+        env=env,
+    )
