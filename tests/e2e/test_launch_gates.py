@@ -215,9 +215,9 @@ def test_the_client_claims_its_run_from_its_environment(
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("GOVERNOR_URL", answer["envs"]["GOVERNOR_URL"])
     monkeypatch.setenv("GOVERNOR_CLAIM", answer["envs"]["GOVERNOR_CLAIM"])
-    governor = Governor.from_env()
-    assert governor.run_id.startswith("run_")
-    assert not governor.heartbeat(1).should_stop
+    with Governor.from_env() as governor:
+        assert governor.run_id.startswith("run_")
+        assert not governor.heartbeat(1).should_stop
     assert os.environ["GOVERNOR_RUN_ID"] == governor.run_id  # for the job's other processes
     with pytest.raises(GovernorError, match="already used"):
         claim(gated.url, answer["envs"]["GOVERNOR_CLAIM"])
