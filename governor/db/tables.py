@@ -554,7 +554,8 @@ class LaunchRow(Base):
     claim_hash: Mapped[str] = mapped_column(String(64), unique=True)
     claim_expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
     claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.id"))  # the run its claim made
+    # the run its claim made (no foreign key: runs lead to pods, and pods to launches)
+    run_id: Mapped[str | None] = mapped_column(String(32))
 
     # the reservations still held, for every budget's figures and the expiry pass
     __table_args__ = (Index("ix_launches_released_at_budget_id", "released_at", "budget_id"),)

@@ -48,7 +48,6 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(
             ["plan_id"], ["plan_checks.id"], name=op.f("fk_launches_plan_id_plan_checks")
         ),
-        sa.ForeignKeyConstraint(["run_id"], ["runs.id"], name=op.f("fk_launches_run_id_runs")),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_launches")),
         sa.UniqueConstraint("claim_hash", name=op.f("uq_launches_claim_hash")),
     )
