@@ -77,6 +77,12 @@ def test_skypilot_launch_accepted_labelled_reserved_and_claimed_once(
     assert launch["figures"]["arithmetic"].startswith("8 x H100 at $2.00/h per GPU")
     assert launch["figures"]["arithmetic"].endswith("= $160.00")
 
+    # a recovery relaunch labelled with the accepted launch passes through, reserving nothing
+    relabelled = {**H100_SPOT, "labels": answer["labels"]}
+    again = tools.skypilot(f"{gate}/skypilot", resources=[relabelled])
+    assert again["accepted"] and "GOVERNOR_CLAIM" not in again["envs"]
+    assert reserved(operator, budget["id"]) == Decimal(160)
+
     # the next launch is judged against what is left: $500 - $160
     refused = tools.skypilot(
         f"{gate}/skypilot",
@@ -135,6 +141,8 @@ def test_skypilot_refuses_unaffordable_unplanned_and_unknown_launches(
     ]
     refused = tools.skypilot(f"{gate}/skypilot", resources=two_clouds, num_nodes=2)
     assert not refused["accepted"]
+    forged = [{**r, "labels": {**r["labels"], "governor-launch": "lch_forged"}} for r in two_clouds]
+    assert not tools.skypilot(f"{gate}/skypilot", resources=forged, num_nodes=2)["accepted"]
     # priced at its dearest candidate, for the server's default 24 hours
     assert (
         "8 x H100 at $4.00/h per GPU (rate card aws:h100) x 2 nodes x 24 h = $1,536.00"

@@ -4,8 +4,8 @@ same way. HTTP 400 refuses, its body shown to the user.
 
 Launches (`launch`, `jobs.launch`, `serve.up`, `serve.update`) are judged and, accepted,
 reserved and labelled; `validate` and `optimize` are judged only, so a refusal comes early; any
-other request (an `exec` on a running cluster, a controller, a relaunch of a launch already
-labelled) passes through unchanged.
+other request (an `exec` on a running cluster, a controller) passes through unchanged, and so
+does a launch labelled with a launch the governor accepted (a managed job's recovery).
 """
 
 from __future__ import annotations
@@ -37,8 +37,14 @@ class SkyRequest:
 
     @property
     def gated(self) -> bool:
-        labels = _labels(self.task)
-        return self.request_name in RESERVING | CHECKING and LAUNCH_LABEL not in labels
+        return self.request_name in RESERVING | CHECKING
+
+    @property
+    def launch_label(self) -> str | None:
+        """The launch a relaunch says it is (a managed job's recovery): passed through only
+        if the governor accepted that launch."""
+        value = _labels(self.task).get(LAUNCH_LABEL)
+        return None if value is None else str(value)
 
     @property
     def reserves(self) -> bool:

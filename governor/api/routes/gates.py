@@ -40,7 +40,7 @@ async def skypilot_policy(token: str, request: Request, ctx: Context) -> Respons
     claim; refused, HTTP 400 with the reasons."""
     await gate_caller(request, token)
     sky = skypilot.read(await request.body())
-    if not sky.gated:
+    if not sky.gated or (sky.launch_label and await _accepted(ctx, sky.launch_label)):
         return _json_text(skypilot.unchanged(sky))
     launch = skypilot.launch_request(sky)
     answer = await _judge(ctx, launch, reserve=sky.reserves, key=None)
@@ -117,6 +117,14 @@ async def _judge(
             )
 
     return await run_in_threadpool(judge)
+
+
+async def _accepted(ctx: ServiceContext, launch_id: str) -> bool:
+    def known() -> bool:
+        with ctx.read_only() as session:
+            return launches.accepted(session, launch_id)
+
+    return await run_in_threadpool(known)
 
 
 def _budget_label(answer: launches.GateAnswer) -> str:

@@ -266,6 +266,15 @@ def _named(request: LaunchRequest) -> str:
     return (f" {request.name!r}" if request.name else "") + who
 
 
+def accepted(session: Session, launch_id: str) -> bool:
+    """Whether a gate accepted a launch of this id (a relaunch's label names it)."""
+    try:
+        repo.get_launch(session, launch_id)
+    except NotFound:
+        return False
+    return True
+
+
 def tie(session: Session, pod: PodRow, launch_id: str, now: datetime) -> None:
     """`pod` registered as `launch_id`'s: tied to it, and its reservation released (the meter
     takes over). Conflict when the launch is another budget's."""
