@@ -43,7 +43,7 @@ async def skypilot_policy(token: str, request: Request, ctx: Context) -> Respons
     if not sky.gated or (sky.launch_label and await _accepted(ctx, sky.launch_label)):
         return _json_text(skypilot.unchanged(sky))
     launch = skypilot.launch_request(sky)
-    answer = await _judge(ctx, launch, reserve=sky.reserves, key=None)
+    answer = await _judge(request, ctx, launch, reserve=sky.reserves, key=None)
     if not answer.decision.accepted:
         return Response(answer.decision.message, 400, media_type="text/plain")
     if answer.launch is None or answer.claim is None:  # judged only: the task as it came
@@ -61,7 +61,7 @@ async def dstack_run(token: str, request: Request, ctx: Context) -> dict[str, An
     await gate_caller(request, token)
     call = dstack.read(await _json(request))
     launch = dstack.launch_request(call)
-    answer = await _judge(ctx, launch, reserve=True, key=call.key)
+    answer = await _judge(request, ctx, launch, reserve=True, key=call.key)
     if not answer.decision.accepted:
         return dstack.refused(call, answer.decision.message)
     assert answer.launch is not None and answer.claim is not None
@@ -99,9 +99,14 @@ def get_launch(launch_id: str, _: Operator, tx: Tx) -> Launch:
 
 
 async def _judge(
-    ctx: ServiceContext, launch: LaunchRequest, *, reserve: bool, key: str | None
+    request: Request,
+    ctx: ServiceContext,
+    launch: LaunchRequest,
+    *,
+    reserve: bool,
+    key: str | None,
 ) -> launches.GateAnswer:
-    claim_key = await run_in_threadpool(shared_secret, ctx.sessions, CLAIM_KEY)
+    claim_key = await _claim_key(request, ctx)
     now = ctx.clock.now()
 
     def judge() -> launches.GateAnswer:
@@ -117,6 +122,15 @@ async def _judge(
             )
 
     return await run_in_threadpool(judge)
+
+
+async def _claim_key(request: Request, ctx: ServiceContext) -> bytes:
+    """The shared secret claims are made from: read once, then kept with the app."""
+    key: bytes | None = getattr(request.app.state, "claim_key", None)
+    if key is None:
+        key = await run_in_threadpool(shared_secret, ctx.sessions, CLAIM_KEY)
+        request.app.state.claim_key = key
+    return key
 
 
 async def _accepted(ctx: ServiceContext, launch_id: str) -> bool:
