@@ -32,7 +32,10 @@ CLAIM_KEY = "launch-claims"  # the shared secret each launch's claim is made fro
 @router.post(
     "/v1/gates/{token}/skypilot",
     response_class=Response,
-    responses={400: {"description": "the launch is refused: the reasons, as SkyPilot shows them"}},
+    responses={
+        **errors(401, 403, 413, 429, 503),
+        400: {"description": "the launch is refused: the reasons, as SkyPilot shows them"},
+    },
 )
 async def skypilot_policy(token: str, request: Request, ctx: Context) -> Response:
     """SkyPilot's REST admin policy (`admin_policy: <this URL>` in the API server's config):
@@ -53,7 +56,10 @@ async def skypilot_policy(token: str, request: Request, ctx: Context) -> Respons
     return _json_text(skypilot.accepted(sky, labels, env))
 
 
-@router.post("/v1/gates/{token}/dstack/apply_policies/on_run_apply")
+GATE_ERRORS = errors(401, 403, 413, 429, 503)  # the token in the path, the body, the database
+
+
+@router.post("/v1/gates/{token}/dstack/apply_policies/on_run_apply", responses=GATE_ERRORS)
 async def dstack_run(token: str, request: Request, ctx: Context) -> dict[str, Any]:
     """dstack's REST plugin for runs (`DSTACK_PLUGIN_SERVICE_URI=<this URL without
     /apply_policies/...>`): HTTP 200 with the spec, mutated where accepted, and `error` with
@@ -73,9 +79,9 @@ async def dstack_run(token: str, request: Request, ctx: Context) -> dict[str, An
     return dstack.accepted(call, tags, env, hours, per_node)
 
 
-@router.post("/v1/gates/{token}/dstack/apply_policies/on_fleet_apply")
-@router.post("/v1/gates/{token}/dstack/apply_policies/on_volume_apply")
-@router.post("/v1/gates/{token}/dstack/apply_policies/on_gateway_apply")
+@router.post("/v1/gates/{token}/dstack/apply_policies/on_fleet_apply", responses=GATE_ERRORS)
+@router.post("/v1/gates/{token}/dstack/apply_policies/on_volume_apply", responses=GATE_ERRORS)
+@router.post("/v1/gates/{token}/dstack/apply_policies/on_gateway_apply", responses=GATE_ERRORS)
 async def dstack_other(token: str, request: Request) -> dict[str, Any]:
     """dstack's fleets, volumes and gateways: passed through unchanged (they run no job; a
     fleet's instances bill only once a run is placed on them, and that run is gated)."""

@@ -66,7 +66,7 @@ def create(budget_id: str, body: RunIn, _: Operator, ctx: Context, tx: Tx, now: 
     "/v1/runs/claim",
     status_code=201,
     response_model=RunCreated,
-    responses=errors(404, 409),
+    responses=errors(404, 409, 429),
 )
 async def claim(body: ClaimIn, request: Request, ctx: Context, tx: Tx, now: Now) -> CreatedRun:
     """A launched job exchanges its one-time claim secret (GOVERNOR_CLAIM, put in its
