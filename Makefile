@@ -13,7 +13,11 @@ PIP_TOOLS := pip-tools==7.7.0
 # Where `make serve` and `make demo` listen: `make demo PORT=8001` beside a running `make serve`.
 PORT ?= 8000
 
-.PHONY: serve demo test lint test-prerequisites lock
+# The launchers the launch gates are tested with, each in a virtualenv of its own.
+SKYPILOT := .venv-skypilot/.installed
+DSTACK := .venv-dstack/.installed
+
+.PHONY: serve demo test lint test-prerequisites launchers lock
 
 $(VENV):
 	$(PYTHON) -m venv $(VENV)
@@ -63,8 +67,20 @@ $(OIDC_PROVIDER)/node_modules/.installed: $(OIDC_PROVIDER)/package-lock.json | t
 	npm ci --prefix $(OIDC_PROVIDER) --no-audit --no-fund
 	touch $@
 
+$(SKYPILOT): requirements/skypilot.txt
+	$(PYTHON) -m venv .venv-skypilot
+	.venv-skypilot/bin/python -m pip install --quiet --no-deps -r requirements/skypilot.txt
+	touch $(SKYPILOT)
+
+$(DSTACK): requirements/dstack.txt
+	$(PYTHON) -m venv .venv-dstack
+	.venv-dstack/bin/python -m pip install --quiet --no-deps -r requirements/dstack.txt
+	touch $(DSTACK)
+
+launchers: $(SKYPILOT) $(DSTACK)
+
 # Two workers even on two cores: most end-to-end tests wait on servers they started.
-test: test-prerequisites lint $(FOCUS_VALIDATOR) $(OIDC_PROVIDER)/node_modules/.installed
+test: test-prerequisites launchers lint $(FOCUS_VALIDATOR) $(OIDC_PROVIDER)/node_modules/.installed
 	$(BIN)/pytest -n 2 --dist loadfile
 
 $(LOCK_TOOL):

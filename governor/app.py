@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from governor import __version__
-from governor.api import routers
+from governor.api import log_redaction, routers
 from governor.api.body_limit import BodyLimit
 from governor.api.clean_url import CleanUrl
 from governor.api.errors import install as install_error_handlers
@@ -34,6 +34,7 @@ def create_app(settings: Settings, context: ServiceContext | None = None) -> Fas
                 "run 'governor migrate'"
             )
         app.state.context = ctx
+        log_redaction.install()  # after the server configured its logging
         app.state.web_keys = Keys(session_secret(ctx, settings))
         if ctx.notifier is not None:
             ctx.notifier.start()

@@ -33,6 +33,7 @@ from governor.domain.health import HealthRule
 from governor.domain.model import Severity
 from governor.domain.policy import Watch
 from governor.domain.ports import AnyProvider, Clock, IdentityProvider, ProviderError, SystemClock
+from governor.domain.rate_card import RateCard
 from governor.domain.sweep import SweepRule
 from governor.domain.telemetry import TelemetrySource
 from governor.fakes.cloud import BillingFakeProvider, FakeProvider
@@ -425,6 +426,11 @@ def build_context(settings: Settings, clock: Clock | None = None) -> ServiceCont
             require_plan=settings.require_plan,
             report_timeline_events=settings.report_timeline_events,
             sweep_rules=tuple(SweepRule.of(r) for r in settings.sweep_rules),
+            rate_card=RateCard.of(settings.rate_card),
+            gate_default_budgets=dict(settings.gate_default_budgets),
+            gate_default_max_hours=settings.gate_default_max_hours,
+            launch_reservation_ttl_s=settings.launch_reservation_ttl_s,
+            claim_ttl_s=settings.claim_ttl_s,
             health_rules=tuple(HealthRule.of(r) for r in settings.health_rules),
             exported_run_metrics=tuple(settings.exported_run_metrics),
             failover_s=0.0 if settings.embedded else settings.lease_s + settings.probe_s,

@@ -14,6 +14,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from governor.domain.health import HealthRule
 from governor.domain.identity import GroupGrant
 from governor.domain.model import Role
+from governor.domain.rate_card import RateCard
 from governor.domain.sweep import SweepRule
 from governor.provider_settings import ProviderSettings, json_setting
 
@@ -91,6 +92,38 @@ class Settings(ProviderSettings, BaseSettings):
         False,
         description="Budgets declared without saying otherwise admit pods only under a plan "
         "whose preflight verdict is not no_go.",
+    )
+    rate_card: Annotated[dict[str, Any], NoDecode] = Field(
+        default_factory=dict,
+        description="What the launch gates price GPUs at, beyond the rates registered pods "
+        'report: a JSON object of "provider:accelerator", "provider:accelerator:spot", either '
+        'optionally followed by "@region", to USD per GPU-hour; the most specific key wins.',
+    )
+    gate_default_budgets: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict,
+        description="The budget (its name or id) a gated launch without a governor-budget label "
+        'goes to: a JSON object of "user:NAME" or "project:NAME" to a budget; the user\'s wins.',
+    )
+    gate_default_max_hours: Decimal = Field(
+        Decimal(24),
+        gt=0,
+        le=100_000,
+        description="The hours a gated launch is priced for when neither an admitted plan nor "
+        "the request (dstack's max_duration) bounds it.",
+    )
+    launch_reservation_ttl_s: float = Field(
+        3600.0,
+        gt=0,
+        le=30 * 86400,
+        description="How long an accepted launch's reservation waits for its pod to register "
+        "before it is released.",
+    )
+    claim_ttl_s: float = Field(
+        86400.0,
+        gt=0,
+        le=30 * 86400,
+        description="How long an accepted launch's one-time claim secret (GOVERNOR_CLAIM) may be "
+        "exchanged for its run's id and job token.",
     )
     auth_failures_per_minute: int = Field(
         30,
@@ -322,6 +355,26 @@ class Settings(ProviderSettings, BaseSettings):
     @classmethod
     def _webhooks_json(cls, value: Any) -> Any:
         return json_setting(value, [], "a JSON list of webhooks")
+
+    @field_validator("rate_card", "gate_default_budgets", mode="before")
+    @classmethod
+    def _json_object(cls, value: Any) -> Any:
+        return json_setting(value, {}, "a JSON object")
+
+    @field_validator("rate_card")
+    @classmethod
+    def _rate_card_valid(cls, raw: dict[str, Any]) -> dict[str, Any]:
+        RateCard.of(raw)  # ValueError, naming the key, for a bad key or rate
+        return raw
+
+    @field_validator("gate_default_budgets")
+    @classmethod
+    def _default_budgets_valid(cls, raw: dict[str, str]) -> dict[str, str]:
+        for key in raw:
+            kind, _, name = key.partition(":")
+            if kind not in ("user", "project") or not name:
+                raise ValueError(f"{key!r}: want user:NAME or project:NAME")
+        return raw
 
     @field_validator("exported_run_metrics", mode="before")
     @classmethod

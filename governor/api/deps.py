@@ -224,3 +224,11 @@ EventWriter = Annotated[Principal, _writer(WriteKind.EVENT, _JOB_OF_RUN)]
 ExtensionWriter = Annotated[
     Principal, _writer(WriteKind.EXTENSION, Access(Role.OPERATOR, Role.JOB, own="budget_id"))
 ]
+
+
+async def gate_caller(request: Request, token: str) -> Principal:
+    """The caller of a launch gate, from the gate token in the URL's path (the launchers send
+    no Authorization header); counted by the failed-authentication limits like a bearer."""
+    caller = await _authenticate(request, token)
+    caller.require(Role.GATE)
+    return caller

@@ -39,6 +39,7 @@ from governor.services.jobs import checkins
 from governor.services.money.extension_model import Extension
 from governor.services.monitoring.agent_reports import NodeAccepted, PodAccepted
 from governor.services.monitoring.metric_point_model import MetricPoint
+from governor.services.plans.launch_model import Launch
 from governor.services.plans.plan_check_model import AdmittedPlan, PlanCheck
 from governor.services.runs.run_model import CreatedRun, Run, RunDirective
 from governor.services.security import token_model
@@ -245,6 +246,11 @@ class PodIn(Strict):
     plan_id: Annotated[str, line(32)] | None = Field(
         None, description="the checked plan it runs under: its verdict admits the pod or not"
     )
+    launch: Annotated[str, line(32)] | None = Field(
+        None,
+        description="the launch a gate accepted that it came from (its governor-launch label): "
+        "the pod is tied to it and the launch's reservation is released",
+    )
 
 
 class StopIn(Strict):
@@ -256,6 +262,7 @@ class ResumeIn(Strict):
 
 
 StopOrderOut = api_model(StopOrder)
+LaunchOut = api_model(Launch)
 PodOut = api_model(Pod)
 
 
@@ -302,6 +309,14 @@ class RunIn(Strict):
     heartbeat_timeout_s: Seconds = 120.0
     checkpoint_grace_s: Annotated[float, Field(ge=0, le=86_400), BeforeValidator(_finite)] = 300.0
     policy: PolicyIn | None = None
+
+
+class ClaimIn(Strict):
+    claim: Annotated[str, line(200, min_length=1)] = Field(
+        description="the launch's one-time claim secret (GOVERNOR_CLAIM in the job's environment)"
+    )
+    name: Name | None = Field(None, description="the run's name; the launch's or pod's if unset")
+    total_steps: Steps | None = None
 
 
 class AcknowledgeIn(Strict):
@@ -389,8 +404,9 @@ EventOut = api_model(Event)
 
 class TokenIn(Strict):
     role: Role = Field(
-        description="operator, approver, viewer, or agent (with pod_id, or node for a node "
-        "agent); job tokens come with their run"
+        description="operator, approver, viewer, gate (a launcher's policy calls, carried in the "
+        "gate's URL), or agent (with pod_id, or node for a node agent); job tokens come with "
+        "their run"
     )
     label: Annotated[str, line(200)] | None = Field(None, description="who or what it is for")
     pod_id: Annotated[str, line(32)] | None = None

@@ -64,6 +64,7 @@ def show_budget(b: dict[str, Any]) -> str:
             ("= committed", f"{usd(b['committed_usd'])} (stops at the effective ceiling)"),
             ("remaining", usd(b["remaining_usd"])),
             ("held for plans", f"{usd(b['held_for_plans_usd'])} (not committed)"),
+            ("launch reservations", f"{usd(b['reserved_for_launches_usd'])} (not committed)"),
             ("burn rate", per_hour(b["burn_rate_usd_per_hour"])),
             ("exhausted at", b["projected_exhaustion_at"]),
             ("closed at", b["closed_at"]),

@@ -103,7 +103,9 @@ def _rotate_bootstrap(_args: argparse.Namespace) -> int:
 def add_commands(commands: Commands) -> None:
     tokens = group(commands, "token", "create, list and revoke tokens")
     token = verb(tokens, "create", "create a token; prints it once", token_create)
-    token.add_argument("--role", required=True, choices=["operator", "approver", "viewer", "agent"])
+    token.add_argument(
+        "--role", required=True, choices=["operator", "approver", "viewer", "agent", "gate"]
+    )
     token.add_argument(
         "--teams",
         metavar="TEAM,...",

@@ -44,8 +44,16 @@ FIRST_BACKOFF_S = 0.5
 MAX_METRICS = 64
 JOB_TOKEN = "GOVERNOR_JOB_TOKEN"  # where from_env reads the run's job token
 FORMER_JOB_TOKEN = "GOVERNOR_TOKEN"  # its former name, still read
+CLAIM = "GOVERNOR_CLAIM"  # a launched job's one-time claim secret, exchanged for the two above
+CLAIM_WAIT_S = 600.0  # how long a claim waits for its pod to be registered
+CLAIM_RETRY_S = 5.0
 # The prefixes of the governor's other tokens: none of them is a job's (gov_job_...).
-OTHER_ROLES = {"gov_op_": "an operator", "gov_view_": "a viewer", "gov_agent_": "an agent"}
+OTHER_ROLES = {
+    "gov_op_": "an operator",
+    "gov_view_": "a viewer",
+    "gov_agent_": "an agent",
+    "gov_gate_": "a gate",
+}
 MAX_METRICS_BYTES = 16 * 1024
 METRICS_DROPPED = (
     f"Heartbeat metrics over the governor's limits ({MAX_METRICS} names, "
@@ -178,10 +186,16 @@ class Governor:
     @classmethod
     def from_env(cls, **options: Any) -> Governor:
         """Built from GOVERNOR_URL, GOVERNOR_RUN_ID and GOVERNOR_JOB_TOKEN; `options` as
-        __init__. GOVERNOR_TOKEN, the job token's former name, is still read (with a warning
-        in the log) when GOVERNOR_JOB_TOKEN is not set."""
+        __init__. A job a launch gate accepted has GOVERNOR_CLAIM instead of the run's id
+        and token: they are claimed with it, once (`claim`), and set in the environment for
+        the job's other processes. GOVERNOR_TOKEN, the job token's former name, is still read
+        (with a warning in the log) when GOVERNOR_JOB_TOKEN is not set."""
         names = ("GOVERNOR_URL", "GOVERNOR_RUN_ID", JOB_TOKEN)
         values = [os.environ.get(name, "") for name in names]
+        if values[0] and not values[1] and os.environ.get(CLAIM):
+            run_id, token = claim(values[0], os.environ[CLAIM], **_claim_options(options))
+            os.environ["GOVERNOR_RUN_ID"], os.environ[JOB_TOKEN] = run_id, token
+            return cls(values[0], run_id, token, **options)
         if not values[2] and os.environ.get(FORMER_JOB_TOKEN):
             logger.warning(
                 "governor: %s is deprecated for the job's token: set %s instead",
@@ -355,6 +369,45 @@ class Governor:
                 budget=self.directive.budget,
             )
         return self.directive
+
+
+def claim(
+    url: str,
+    secret: str,
+    *,
+    wait_s: float = CLAIM_WAIT_S,
+    timeout_s: float = 10.0,
+    transport: httpx.BaseTransport | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[str, str]:
+    """The run's id and job token, for a launch's one-time claim secret (GOVERNOR_CLAIM):
+    asked again while its pod is not registered yet (or the governor does not answer), for
+    at most `wait_s`. GovernorError when the claim is refused (used already, expired,
+    unknown) or the wait is over."""
+    deadline = clock() + wait_s
+    with httpx.Client(base_url=url, timeout=timeout_s, transport=transport) as http:
+        while True:
+            try:
+                response = http.post("/v1/runs/claim", json={"claim": secret})
+                said = _said(response)
+                if response.status_code == 201:
+                    created = response.json()
+                    return str(created["id"]), str(created["token"])
+                retry = response.status_code == 409 and "not registered yet" in said
+                retry = retry or response.status_code == 429 or response.status_code >= 500
+            except httpx.TransportError as exc:
+                said, retry = f"{type(exc).__name__}: {exc}", True
+            if not retry:
+                raise GovernorError(f"the claim (GOVERNOR_CLAIM) was refused: {said}")
+            if clock() >= deadline:
+                raise GovernorError(f"the claim (GOVERNOR_CLAIM) was not answered in time: {said}")
+            sleep(min(CLAIM_RETRY_S, max(0.0, deadline - clock())))
+
+
+def _claim_options(options: dict[str, Any]) -> dict[str, Any]:
+    names = ("timeout_s", "transport", "clock", "sleep")
+    return {name: options[name] for name in names if name in options}
 
 
 def _refuse_other_roles(token: str) -> None:

@@ -31,6 +31,7 @@ from governor.db.tables import (
     EventRow,
     ExtensionRow,
     GpuPeakRow,
+    LaunchRow,
     LedgerEntryRow,
     MeasuredFloorRow,
     PlanCheckRow,
@@ -52,6 +53,7 @@ from governor.domain.model import (
     ExtensionState,
     Phase,
     PodState,
+    RateSource,
     Role,
     RunStatus,
     Severity,
@@ -764,3 +766,84 @@ def plan_checks_page(session: Session, budget_id: str, request: PageRequest) -> 
     """A page of a budget's preflight verdicts, oldest first."""
     query = select(PlanCheckRow).where(PlanCheckRow.budget_id == budget_id)
     return PLAN_CHECKS.page(session, query, request)
+
+
+# --- launches ----------------------------------------------------------------------------
+
+
+def get_launch(session: Session, launch_id: str, *, lock: bool = False) -> LaunchRow:
+    query = select(LaunchRow).where(LaunchRow.id == launch_id)
+    if lock:
+        query = query.with_for_update()
+    row = session.scalars(query).one_or_none()
+    if row is None:
+        raise NotFound(f"no launch {launch_id!r}")
+    return row
+
+
+def launch_by_key(session: Session, request_key: str, now: datetime) -> LaunchRow | None:
+    """The launch of this request whose reservation is still held, if any."""
+    return session.scalars(
+        select(LaunchRow).where(
+            LaunchRow.request_key == request_key,
+            LaunchRow.released_at.is_(None),
+            LaunchRow.expires_at > now,
+        )
+    ).first()
+
+
+def launch_by_claim(session: Session, claim_hash: str) -> LaunchRow | None:
+    return session.scalars(
+        select(LaunchRow).where(LaunchRow.claim_hash == claim_hash).with_for_update()
+    ).one_or_none()
+
+
+def reserved_for_launches(
+    session: Session, budget_ids: Sequence[str], now: datetime
+) -> dict[str, Decimal]:
+    """What the launches not yet released, nor expired, hold back, by budget (one read)."""
+    held = {budget_id: ZERO for budget_id in budget_ids}
+    if not budget_ids:
+        return held
+    rows = session.execute(
+        select(LaunchRow.budget_id, LaunchRow.reserved_usd).where(
+            LaunchRow.released_at.is_(None),
+            LaunchRow.expires_at > now,
+            one_of(LaunchRow.budget_id, "budget_ids"),
+        ),
+        {"budget_ids": list(budget_ids)},
+    )
+    for budget_id, reserved in rows:
+        held[budget_id] += reserved
+    return held
+
+
+def launches_expired(session: Session, now: datetime) -> Sequence[LaunchRow]:
+    """The launches whose reservation is still held past its expiry, locked for release."""
+    return session.scalars(
+        select(LaunchRow)
+        .where(LaunchRow.released_at.is_(None), LaunchRow.expires_at <= now)
+        .with_for_update(skip_locked=True)
+    ).all()
+
+
+def pod_of_launch(session: Session, launch_id: str) -> PodRow | None:
+    """The first pod registered with this launch."""
+    return session.scalars(
+        select(PodRow).where(PodRow.launch_id == launch_id).order_by(PodRow.created_at)
+    ).first()
+
+
+def provider_gpu_rate(session: Session, provider: str, gpu_type: str) -> PodRow | None:
+    """The latest pod of `provider` with GPUs of `gpu_type` whose rate its provider reported."""
+    return session.scalars(
+        select(PodRow)
+        .where(
+            PodRow.provider == provider,
+            func.lower(PodRow.gpu_type) == gpu_type.lower(),
+            PodRow.rate_source == RateSource.PROVIDER,
+            PodRow.gpu_count > 0,
+        )
+        .order_by(PodRow.created_at.desc())
+        .limit(1)
+    ).first()

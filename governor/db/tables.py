@@ -188,6 +188,8 @@ class PodRow(Base):
     local: Mapped[bool] = mapped_column(default=False, server_default=false())
     node: Mapped[str | None] = mapped_column(String(253), index=True)  # the machine it runs on
     plan_id: Mapped[str | None] = mapped_column(ForeignKey("plan_checks.id"))  # its binding plan
+    # the launch a gate accepted that it came from (its reservation released when it registered)
+    launch_id: Mapped[str | None] = mapped_column(ForeignKey("launches.id"), index=True)
     # its GPUs seen not to match what it was registered with (warned once)
     hardware_warned: Mapped[bool] = mapped_column(default=False, server_default=false())
     # no stop call works for it (a terminate-only provider, a one-time Spot instance): it is
@@ -632,3 +634,37 @@ class PlanCheckRow(Base):
     # the configuration its runs' measured floors are kept under (domain.preflight.measured
     # FloorKey); None: the plan names no model.id, and nothing is kept
     floor_key: Mapped[dict[str, Any] | None] = mapped_column(OptionalJSON)
+
+
+class LaunchRow(Base):
+    """A launch a gate accepted: its reservation (its priced maximum, held back from what the
+    next plan or launch may be admitted for until its pod registers, it is withdrawn, or it
+    expires) and its run's one-time claim secret, kept hashed."""
+
+    __tablename__ = "launches"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    budget_id: Mapped[str] = mapped_column(ForeignKey("budgets.id"), index=True)
+    tool: Mapped[str] = mapped_column(String(40))  # skypilot, dstack
+    # what the tool sends that names this launch again (dstack's repeated call): a repeat
+    # finds the launch while its reservation is held
+    request_key: Mapped[str | None] = mapped_column(String(64), index=True)
+    name: Mapped[str | None] = mapped_column(String(200))
+    user: Mapped[str | None] = mapped_column(String(200))
+    project: Mapped[str | None] = mapped_column(String(200))
+    plan_id: Mapped[str | None] = mapped_column(ForeignKey("plan_checks.id"))  # it runs under
+    price_usd: Mapped[Decimal] = mapped_column(MicroUSD)  # its priced maximum
+    reserved_usd: Mapped[Decimal] = mapped_column(MicroUSD)  # 0 where its plan holds it
+    figures: Mapped[dict[str, Any]] = mapped_column(JSON)  # the arithmetic and figures used
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)  # released then without a pod
+    released_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    release_reason: Mapped[str | None] = mapped_column(String(40))
+    claim_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    claim_expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # the run its claim made (no foreign key: runs lead to pods, and pods to launches)
+    run_id: Mapped[str | None] = mapped_column(String(32))
+
+    # the reservations still held, for every budget's figures and the expiry pass
+    __table_args__ = (Index("ix_launches_released_at_budget_id", "released_at", "budget_id"),)

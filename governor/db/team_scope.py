@@ -12,6 +12,7 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 from governor.db.tables import (
     BudgetRow,
     ExtensionRow,
+    LaunchRow,
     PlanCheckRow,
     PodRow,
     RunRow,
@@ -55,12 +56,13 @@ _BUDGET_OF: dict[str, tuple[InstrumentedAttribute[str], InstrumentedAttribute[st
     "run": (RunRow.id, RunRow.budget_id),
     "extension": (ExtensionRow.id, ExtensionRow.budget_id),
     "plan": (PlanCheckRow.id, PlanCheckRow.budget_id),
+    "launch": (LaunchRow.id, LaunchRow.budget_id),
 }
 
 
 def team_of(session: Session, kind: str, key: str) -> str | None:
-    """The team a budget, pod, run, extension or plan belongs to (its budget's); None: there is no
-    such object (its route answers 404 itself)."""
+    """The team a budget, pod, run, extension, plan or launch belongs to (its budget's); None:
+    there is no such object (its route answers 404 itself)."""
     key_column, budget_id = _BUDGET_OF[kind]
     query = select(BudgetRow.team_id).where(BudgetRow.id == budget_id, key_column == key)
     return session.scalar(query)

@@ -141,6 +141,7 @@ class Role(StrEnum):
     VIEWER = "viewer"
     JOB = "job"
     AGENT = "agent"
+    GATE = "gate"  # a launcher's policy calls (SkyPilot, dstack): the gate routes alone
 
 
 class RateSource(StrEnum):

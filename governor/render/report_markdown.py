@@ -47,6 +47,7 @@ def _summary(r: Report) -> str:
         ("= Committed (stops at the effective ceiling)", dollars(budget.committed)),
         ("Remaining", dollars(budget.remaining)),
         ("Held for plans (not committed)", dollars(budget.held_for_plans)),
+        ("Reserved for launches (not committed)", dollars(budget.reserved_for_launches)),
         ("Burn rate", dollars_per_hour(budget.burn_rate_per_hour)),
     ]
     return "\n".join(

@@ -10,6 +10,7 @@ from governor.services.context import ServiceContext
 from governor.services.fleet import resumes, sweep
 from governor.services.money import billing, metering
 from governor.services.monitoring import metric_history, telemetry
+from governor.services.plans import launches
 from governor.services.stopping import enforcement, provider_states, stops
 
 
@@ -70,6 +71,12 @@ def sweep_accounts(ctx: ServiceContext) -> None:
     sweep.sweep_all(ctx)
 
 
+def expire_launches(ctx: ServiceContext) -> None:
+    """Release the reservations of accepted launches whose pod did not register in time."""
+    with ctx.unit_of_work() as session:
+        launches.expire(session, ctx.clock.now())
+
+
 @dataclass(frozen=True)
 class Periodic:
     """A task and the name of the setting that says how often it runs."""
@@ -91,6 +98,7 @@ TASKS: dict[str, Periodic] = {
     "event_fold": Periodic(fold_events, "event_fold_interval_s"),
     "billing": Periodic(reconcile_billing, "billing_interval_s"),
     "sweep": Periodic(sweep_accounts, "billing_interval_s"),
+    "launches": Periodic(expire_launches),
 }
 
 

@@ -7,6 +7,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
@@ -20,6 +21,7 @@ from governor.domain.health import HealthRule
 from governor.domain.model import OomForesight
 from governor.domain.policy import Watch
 from governor.domain.ports import AnyProvider, Clock, IdentityProvider
+from governor.domain.rate_card import RateCard
 from governor.domain.sweep import SweepRule
 from governor.domain.telemetry import TelemetrySource
 from governor.services.notifications import Notifier
@@ -88,6 +90,14 @@ class GovernorConfig:
     require_plan: bool = False  # what a budget declared without saying requires
     report_timeline_events: int = 200  # a report's timeline: the latest so many events
     sweep_rules: tuple[SweepRule, ...] = ()  # what the account sweep does with ungoverned pods
+    # the launch gates: rates a launch is priced at, the budget a launch without a label goes
+    # to (by "user:NAME" or "project:NAME"), the hours one with no plan nor a declared maximum
+    # is priced for, how long its reservation waits for its pod and its claim for its job
+    rate_card: RateCard = field(default_factory=RateCard, compare=False)
+    gate_default_budgets: Mapping[str, str] = field(default_factory=dict, compare=False)
+    gate_default_max_hours: Decimal = Decimal(24)
+    launch_reservation_ttl_s: float = 3600.0
+    claim_ttl_s: float = 86400.0
     pace: PassPace = field(default_factory=PassPace, compare=False)  # how long passes take
 
     def watch_for(self, overrides: dict[str, float | str] | None) -> Watch:

@@ -110,3 +110,17 @@ def test_footprint_worst_input_benchmark() -> None:
     for name in readers:
         (read,) = measures[name]
         assert 0 < read["rss_mib"] <= read["peak_mib"] and read["response_mib"] > 0, read
+
+
+@pytest.mark.parametrize("db", DATABASES)
+def test_gate_benchmark(db: str) -> None:
+    [record] = run_script("gate.py", db, "--quick")
+    assert (record["bench"], record["db"], record["pods"], record["budgets"]) == (
+        "gate",
+        db,
+        100,
+        10,
+    )
+    for name in ("gate", "healthz"):
+        assert 0 < record[f"{name}_p50_ms"] <= record[f"{name}_p99_ms"], record
+    assert record["p50_ratio"] > 0 and isinstance(record["goal_met"], bool)

@@ -94,6 +94,8 @@ def served_scene(url: str, auth_limits: AuthLimits | None = None) -> Iterator[Sc
                     "plan_id": plan["id"],
                     "token_id": _token(client, role="viewer", label="spare")["id"],
                     "node": "node-a",
+                    "launch_id": "lch_none",
+                    "token": GARBAGE,  # a gate's path carries its token: each caller's own
                 },
                 tokens={
                     "operator": OPERATOR,
@@ -108,6 +110,7 @@ def served_scene(url: str, auth_limits: AuthLimits | None = None) -> Iterator[Sc
                         "token"
                     ],
                     "agent of another node": _token(client, role="agent", node="node-b")["token"],
+                    "gate": _token(client, role="gate")["token"],
                 },
             )
     finally:

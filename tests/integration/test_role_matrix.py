@@ -19,7 +19,8 @@ from tests.integration.api_scene import served_scene
 # Who may call each route (docs/api.md): "open" needs no token; "anyone" needs none either and
 # answers what the route itself says (sign-in); "viewer" reads (operator or
 # viewer); "operator" only; "job" the operator or a job for its own run or budget; "agent" the
-# operator or an agent for its own pod or node.
+# operator or an agent for its own pod or node; "gate" a gate token alone, carried in the path
+# (`{token}`: each caller's own); "claim" no token, the claim in the body being the credential.
 WHO = {
     ("GET", "/healthz"): "open",
     ("GET", "/readyz"): "open",
@@ -70,6 +71,14 @@ WHO = {
     ("POST", "/v1/tokens"): "operator",
     ("GET", "/v1/tokens"): "operator",
     ("POST", "/v1/tokens/{token_id}/revoke"): "operator",
+    ("POST", "/v1/gates/{token}/skypilot"): "gate",
+    ("POST", "/v1/gates/{token}/dstack/apply_policies/on_run_apply"): "gate",
+    ("POST", "/v1/gates/{token}/dstack/apply_policies/on_fleet_apply"): "gate",
+    ("POST", "/v1/gates/{token}/dstack/apply_policies/on_volume_apply"): "gate",
+    ("POST", "/v1/gates/{token}/dstack/apply_policies/on_gateway_apply"): "gate",
+    ("GET", "/v1/launches/{launch_id}"): "operator",
+    ("DELETE", "/v1/launches/{launch_id}"): "operator",
+    ("POST", "/v1/runs/claim"): "claim",
 }
 
 CALLERS = (
@@ -79,6 +88,7 @@ CALLERS = (
     "job of another run",
     "agent of another pod",
     "agent of another node",
+    "gate",
 )
 
 
@@ -88,6 +98,8 @@ def expected(rule: str, caller: str, operation: dict[str, Any]) -> int:
         return 422 if "requestBody" in operation else 404
     if rule == "open" or (rule == "viewer" and caller == "viewer"):
         return 200
+    if rule == "claim" or (rule == "gate" and caller == "gate"):
+        return 422  # past who is calling: the malformed body is refused
     return 401 if caller in ("no token", "garbage token") else 403
 
 
@@ -109,10 +121,10 @@ def test_no_caller_gets_past_a_route_it_may_not_use(database_url: str) -> None:
     wrong: list[str] = []
     with served_scene(database_url) as scene, TestClient(scene.app) as client:
         for (method, path), operation in _routes().items():
-            url = path.format(**scene.params)
             body = {"content": b'{"not json', "headers": {"Content-Type": "application/json"}}
             for caller in CALLERS:
                 token = scene.tokens[caller]
+                url = path.format(**{**scene.params, "token": token or "none"})
                 auth = {} if token is None else {"Authorization": f"Bearer {token}"}
                 request: dict[str, Any] = body if "requestBody" in operation else {"headers": {}}
                 response = client.request(

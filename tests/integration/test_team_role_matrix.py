@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -21,6 +23,7 @@ from fastapi.testclient import TestClient
 
 from governor.app import create_app
 from governor.db import schema
+from governor.db.tables import LaunchRow
 from governor.services.security import tokens
 from governor.services.security.auth_limits import AuthLimits
 from governor.settings import load_settings
@@ -44,6 +47,16 @@ WHO = {
     ("POST", "/v1/teams/{team_id}/extensions/{extension_id}/approve"): "org decide",
     ("POST", "/v1/teams/{team_id}/extensions/{extension_id}/deny"): "org decide",
     ("GET", "/v1/costs"): "read a list",
+    # the launch gates: a gate token in the path alone (each caller's own token is put there)
+    ("POST", "/v1/gates/{token}/skypilot"): "gate",
+    ("POST", "/v1/gates/{token}/dstack/apply_policies/on_run_apply"): "gate",
+    ("POST", "/v1/gates/{token}/dstack/apply_policies/on_fleet_apply"): "gate",
+    ("POST", "/v1/gates/{token}/dstack/apply_policies/on_volume_apply"): "gate",
+    ("POST", "/v1/gates/{token}/dstack/apply_policies/on_gateway_apply"): "gate",
+    ("GET", "/v1/launches/{launch_id}"): "operate",
+    ("DELETE", "/v1/launches/{launch_id}"): "operate",
+    # the claim in the body is the credential: past who is calling, a malformed body's 422
+    ("POST", "/v1/runs/claim"): "open",
     # sign-in from the command line: no token asked for; here, with no identity provider,
     # starting one is 404 for everyone, and polling one answers a malformed body's 422 first
     ("POST", "/v1/signin/device"): "no identity provider",
@@ -110,6 +123,7 @@ job of the run     +   403 403 +   403 403 404 403 403 +   403 403 403 403 403 4
 job of the budget  +   403 403 +   403 403 404 403 403 +   403 403 403 403 403 401
 agent of the pod   +   403 403 +   403 403 404 403 403 403 403 +   403 403 403 401
 agent of the node  +   403 403 403 403 403 403 403 403 403 403 403 403 +   403 401
+gate               403 403 403 403 403 403 403 403 403 403 403 403 403 403 403 401
 """
 
 
@@ -160,6 +174,27 @@ def _team_pilot(client: TestClient, team: str) -> dict[str, str]:
     return {**made, **tokens_of}
 
 
+def _launch(gov: Any, budget_id: str) -> str:
+    """An accepted launch of the budget's, as a gate would have reserved it."""
+    now = gov.clock.now()
+    with gov.session() as session:
+        session.add(
+            LaunchRow(
+                id="lch_alpha",
+                budget_id=budget_id,
+                tool="skypilot",
+                price_usd=Decimal("10"),
+                reserved_usd=Decimal("10"),
+                figures={},
+                created_at=now,
+                expires_at=now + timedelta(hours=1),
+                claim_hash="0" * 64,
+                claim_expires_at=now + timedelta(hours=1),
+            )
+        )
+    return "lch_alpha"
+
+
 def _token(client: TestClient, **body: Any) -> str:
     token: str = _made(client.post("/v1/tokens", json=body))["token"]
     return token
@@ -186,6 +221,7 @@ def _scene(url: str) -> Iterator[tuple[TestClient, dict[str, str], dict[str, str
             )["id"]
             plan = _made(client.post(f"/v1/budgets/{budget}/plans", json=variant()))["id"]
             spare = _made(client.post("/v1/tokens", json={"role": "viewer", "teams": ["alpha"]}))
+            launch = _launch(gov, budget)
             params = {
                 "team_id": alpha["team"],
                 "budget_id": budget,
@@ -195,6 +231,7 @@ def _scene(url: str) -> Iterator[tuple[TestClient, dict[str, str], dict[str, str
                 "plan_id": plan,
                 "token_id": spare["id"],
                 "node": "node-alpha",
+                "launch_id": launch,
             }
             callers: dict[str, str | None] = {
                 "org operator": OPERATOR,
@@ -229,10 +266,10 @@ def test_every_caller_gets_what_the_table_says_on_every_route(database_url: str)
     with _scene(database_url) as (client, params, callers):
         assert set(callers) == set(CALLERS)
         for (method, path), operation in _routes().items():
-            url = path.format(**params)
             row = dict(zip(CALLERS, EXPECTED[WHO[(method, path)]], strict=True))
             for caller in CALLERS:
                 token = callers[caller]
+                url = path.format(**{**params, "token": token or "none"})
                 headers = {"Authorization": "" if token is None else f"Bearer {token}"}
                 if "requestBody" in operation:
                     headers["Content-Type"] = "application/json"

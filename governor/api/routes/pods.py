@@ -32,7 +32,9 @@ def register(budget_id: str, body: PodIn, caller: Operator, ctx: Context, tx: Tx
     whose stop would lose its workspace is refused (422, saying what would be lost) unless
     `acknowledge_loss` says why that is acceptable; the acknowledgement is recorded with
     who gave it."""
-    registration = pods.Registration(**body.model_dump())
+    fields = body.model_dump()
+    launch_id = fields.pop("launch")
+    registration = pods.Registration(**fields, launch_id=launch_id)
     with tx() as session:
         return pod_model.register(session, ctx, budget_id, registration, now, by=caller)
 

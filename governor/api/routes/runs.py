@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Query
+from fastapi import Query, Request
+from starlette.concurrency import run_in_threadpool
 
 from governor.api.deps import (
     Context,
@@ -17,6 +18,7 @@ from governor.api.error_responses import errors
 from governor.api.route import api_router
 from governor.api.schemas import (
     AcknowledgeIn,
+    ClaimIn,
     EventOut,
     MetricPointOut,
     RunCreated,
@@ -25,6 +27,7 @@ from governor.api.schemas import (
     RunOut,
     page_of,
 )
+from governor.domain.errors import NotFound
 from governor.domain.health import HealthRule
 from governor.domain.model import RunStatus
 from governor.domain.paging import Page
@@ -35,6 +38,7 @@ from governor.services.monitoring.metric_point_model import MetricPoint
 from governor.services.runs import job_events, lifecycle, run_model
 from governor.services.runs.run_model import CreatedRun, Run
 from governor.services.security import scopes
+from governor.services.security.auth_limits import client_address
 from governor.services.security.safe_input import QueryName, QueryTime
 
 router = api_router(tags=["runs"])
@@ -60,6 +64,34 @@ def create(
     with tx() as session:
         scopes.require_seen(session, caller, {"pod_id": body.pod_id})  # another team's: 404
         return run_model.create(session, ctx.config, budget_id, spec, now)
+
+
+@router.post(
+    "/v1/runs/claim",
+    status_code=201,
+    response_model=RunCreated,
+    responses=errors(404, 409, 429),
+)
+async def claim(body: ClaimIn, request: Request, ctx: Context, tx: Tx, now: Now) -> CreatedRun:
+    """A launched job exchanges its one-time claim secret (GOVERNOR_CLAIM, put in its
+    environment when a gate accepted its launch) for its run's id and job token: the run is
+    made on the pod registered with its launch. 409 while no pod of the launch is registered
+    (retry), and for a claim already used or expired. An unknown claim counts as a failed
+    authentication."""
+
+    def exchange() -> CreatedRun:
+        with tx() as session:
+            return run_model.claim(
+                session, ctx.config, body.claim, now, name=body.name, total_steps=body.total_steps
+            )
+
+    try:
+        return await run_in_threadpool(exchange)
+    except NotFound:
+        peer = request.client.host if request.client else None
+        forwarded = request.headers.get("x-forwarded-for")
+        ctx.auth_limits.failed(client_address(peer, forwarded, ctx.config.trusted_proxies))
+        raise
 
 
 @router.get("/v1/runs", response_model=page_of(RunOut))

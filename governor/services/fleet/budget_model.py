@@ -17,8 +17,9 @@ from governor.domain.teams import EVERY_TEAM, TeamScope
 from governor.services.context import GovernorConfig
 from governor.services.fleet import budgets
 from governor.services.money.book import Book
-from governor.services.plans import admission
+from governor.services.plans import admission, launches
 from governor.services.plans.admission import HELD_FOR_PLANS_DOC
+from governor.services.plans.launches import RESERVED_FOR_LAUNCHES_DOC
 from governor.services.security.tokens import Principal
 
 
@@ -37,6 +38,7 @@ class Budget:
     storage_tail: Decimal = field(metadata={"doc": STORAGE_TAIL_DOC})
     committed: Decimal = field(metadata={"doc": COMMITTED_DOC})
     held_for_plans: Decimal = field(metadata={"doc": HELD_FOR_PLANS_DOC})
+    reserved_for_launches: Decimal = field(metadata={"doc": RESERVED_FOR_LAUNCHES_DOC})
     remaining: Decimal
     burn_rate_per_hour: Decimal
     projected_exhaustion_at: datetime | None
@@ -48,8 +50,9 @@ class Budget:
     closed_at: datetime | None
 
 
-def budget(book: Book, held_for_plans: Decimal) -> Budget:
-    """The budget of `book`, with what its admitted plans hold back (`held_for_plans`)."""
+def budget(book: Book, held_for_plans: Decimal, reserved_for_launches: Decimal) -> Budget:
+    """The budget of `book`, with what its admitted plans hold back (`held_for_plans`) and
+    what its accepted launches reserve (`reserved_for_launches`)."""
     row, f = book.budget, book.figures
     return Budget(
         id=row.id,
@@ -65,6 +68,7 @@ def budget(book: Book, held_for_plans: Decimal) -> Budget:
         storage_tail=f.storage_tail,
         committed=f.committed,
         held_for_plans=held_for_plans,
+        reserved_for_launches=reserved_for_launches,
         remaining=f.remaining,
         burn_rate_per_hour=f.burn_per_hour,
         projected_exhaustion_at=f.projected_exhaustion_at,
@@ -83,9 +87,16 @@ def get(session: Session, config: GovernorConfig, budget_id: str, now: datetime)
 
 
 def with_plans(session: Session, books: Sequence[Book]) -> list[Budget]:
-    """The budgets of these books, with what their admitted plans hold back (one read)."""
+    """The budgets of these books, with what their admitted plans hold back and their
+    accepted launches reserve (a read each)."""
     held = admission.held_for_plans(session, books)
-    return [budget(b, held[b.budget.id]) for b in books]
+    now = books[0].now if books else None
+    launched = (
+        launches.reserved_for_launches(session, [b.budget.id for b in books], now)
+        if now is not None
+        else {}
+    )
+    return [budget(b, held[b.budget.id], launched[b.budget.id]) for b in books]
 
 
 def page(

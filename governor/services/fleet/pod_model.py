@@ -124,6 +124,7 @@ class Pod:
         }
     )
     plan_id: str | None
+    launch_id: str | None = field(metadata={"doc": "the accepted launch it came from, if any"})
     billed: Decimal | None = field(
         metadata={"doc": "what the provider has billed since the pod was registered, when it says"}
     )
@@ -180,6 +181,7 @@ def pod(session: Session, row: PodRow, book: Book, order: StopOrderRow | None) -
         persistent_mount=row.persistent_mount,
         acknowledged_loss=acknowledged_loss(row),
         plan_id=row.plan_id,
+        launch_id=row.launch_id,
         billed=bill.billed,
         billed_through=bill.through,
         billing_drift=row.billing_drift,

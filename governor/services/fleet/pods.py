@@ -31,7 +31,7 @@ from governor.services.context import ServiceContext
 from governor.services.ids import new_id
 from governor.services.money import billing, team_money
 from governor.services.money.book import open_book
-from governor.services.plans import admission
+from governor.services.plans import admission, launches
 from governor.services.security.tokens import Principal
 from governor.services.stopping import provider_states, stop_times
 from governor.services.stopping.enforcement import enforce
@@ -57,6 +57,7 @@ class Registration:
     acknowledge_loss: str | None = None  # why it may register though a stop loses its workspace
     plan_id: str | None = None  # the admitted plan it runs under
     name: str | None = None  # what people call it within its budget; None: the provider's ref
+    launch_id: str | None = None  # the accepted launch it came from: its reservation released
 
 
 def register(
@@ -89,7 +90,10 @@ def register(
         )
     team_money.refuse_if_held(session, budget.team_id, "new pod", now)
     ceiling = open_book(session, budget.id, now, ctx.config).figures.effective_ceiling
-    plan = admission.bind(session, budget, reg.plan_id, ceiling)
+    plan_id = reg.plan_id
+    if plan_id is None and reg.launch_id is not None:  # a launch's pod runs under its plan
+        plan_id = launches.plan_of(session, reg.launch_id)
+    plan = admission.bind(session, budget, plan_id, ceiling)
     if repo.pod_by_ref(session, reg.provider, reg.provider_ref) is not None:
         raise Conflict(f"{reg.provider} pod {reg.provider_ref!r} is already registered")
     name = reg.provider_ref if reg.name is None else reg.name
@@ -155,6 +159,8 @@ def register(
     session.add(pod)
     session.flush()
     provider_states.note(session, pod, described.provider_state, described.state_known, now)
+    if reg.launch_id is not None:
+        launches.tie(session, pod, reg.launch_id, now)
     if billed is not None:
         billing.book_billed(session, pod.id, billed, now)
     declared_differs = reg.hourly_rate_usd is not None and reg.hourly_rate_usd != rate

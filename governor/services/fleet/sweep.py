@@ -128,13 +128,17 @@ def sweep_account(
 
 
 def _register(ctx: ServiceContext, name: str, verdict: Verdict, now: datetime) -> str | None:
-    """Register the pod under its verdict's budget; None when it is, else why not. The pod's
-    launch label (`verdict.launch_id`) is kept on its ungoverned row until registration can
-    name the launch."""
+    """Register the pod under its verdict's budget (and, where its label names the launch a gate
+    accepted, as that launch's: under its plan, its reservation released); None when it is,
+    else why not."""
     assert verdict.budget_id is not None
     pod = verdict.pod
     reg = pods.Registration(
-        provider=name, provider_ref=pod.ref, gpu_type=pod.gpu_type, gpu_count=pod.gpu_count
+        provider=name,
+        provider_ref=pod.ref,
+        gpu_type=pod.gpu_type,
+        gpu_count=pod.gpu_count,
+        launch_id=verdict.launch_id,
     )
     if not ctx.leading():  # registering asks the provider about the pod
         raise NotLeader(f"the lease ran out before registering {name}:{pod.ref}")

@@ -4,8 +4,9 @@ and hold pods and runs to it.
 The money a plan may cost starts from the budget's `remaining` figure, effective ceiling
 minus committed spend, so what is already spent, what stopping the running pods will
 cost, their storage tail and the budget's own reserve are all out of it. What the budget's
-other admitted plans may still cost (their worst case less what their pods have spent) is
-reserved against it too, so two arms are not both judged against the same money; a
+other admitted plans may still cost (their worst case less what their pods have spent), and
+what the launches a gate accepted reserve until their pods register, are reserved against it
+too, so two arms are not both judged against the same money; a
 reservation never enters committed spend. The admission rules then keep back a further
 preflight reserve (10% of what is left, at least $20).
 
@@ -77,6 +78,7 @@ def check(
     the per-GPU peak of the plan's GPU model it is."""
     book = open_book(session, budget_id, now, config)
     reserved = sum((r.held for r in reservations(session, book, plan.job_id)), ZERO)
+    reserved += repo.reserved_for_launches(session, [budget_id], now)[budget_id]
     kept = floors.of_model(session, plan)
     admission = admit(plan, now.date(), book.figures.remaining, reserved=reserved, floors=kept)
     if pod_id is not None:

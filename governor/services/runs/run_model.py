@@ -16,7 +16,7 @@ from governor.domain.model import Action, Phase, Reason, RunStatus
 from governor.domain.paging import Page, PageRequest
 from governor.domain.teams import EVERY_TEAM, TeamScope
 from governor.services.context import GovernorConfig
-from governor.services.runs import acknowledgements, lifecycle
+from governor.services.runs import acknowledgements, claims, lifecycle
 from governor.services.security.tokens import Principal
 
 
@@ -143,6 +143,20 @@ def create(
 ) -> CreatedRun:
     """Start the run (lifecycle.create): it, with its job's token, shown once."""
     row, token = lifecycle.create(session, config, budget_id, spec, now)
+    return CreatedRun(**vars(run(session, row)), token=token)
+
+
+def claim(
+    session: Session,
+    config: GovernorConfig,
+    secret: str,
+    now: datetime,
+    *,
+    name: str | None,
+    total_steps: int | None,
+) -> CreatedRun:
+    """A launched job's claim exchanged for its run (claims.claim): it, with its job token."""
+    row, token = claims.claim(session, config, secret, now, name=name, total_steps=total_steps)
     return CreatedRun(**vars(run(session, row)), token=token)
 
 

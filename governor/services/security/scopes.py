@@ -1,7 +1,7 @@
-"""What a caller scoped to some teams may reach through a path: another team (itself), or its
-budget, pod, run, extension, plan or token, answers 404, as one that does not exist does, so a team learns
-nothing of another's. An org-wide caller, and a job's or agent's token (bound to its own run
-or pod instead), is never asked about here: it costs them nothing.
+"""What a caller scoped to some teams may reach through a path: another team, or its budget,
+pod, run, extension, plan, launch or token, answers 404, as one that does not exist does, so a team
+learns nothing of another's. An org-wide caller, and a job's or agent's token (bound to its
+own run or pod instead), is never asked about here: it costs them nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ _OWNED = (
     ("run_id", "run"),
     ("extension_id", "extension"),
     ("plan_id", "plan"),
+    ("launch_id", "launch"),
 )
 # every path parameter a team-scoped caller is checked against
 SCOPED = frozenset({name for name, _ in _OWNED} | {"team_id", "token_id", "node"})

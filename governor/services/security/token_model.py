@@ -20,7 +20,7 @@ from governor.services.security import scopes, tokens
 from governor.services.security.tokens import Principal
 
 # the roles whose tokens may be scoped to teams (a job's and an agent's are bound instead)
-SCOPED_ROLES = (Role.OPERATOR, Role.APPROVER, Role.VIEWER)
+SCOPED_ROLES = (Role.OPERATOR, Role.APPROVER, Role.VIEWER, Role.GATE)
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ PREFIX = {
     Role.VIEWER: "gov_view_",
     Role.JOB: "gov_job_",
     Role.AGENT: "gov_agent_",
+    Role.GATE: "gov_gate_",
 }
 
 

@@ -28,6 +28,7 @@ from governor.services.fleet.loss_model import AcknowledgedLoss
 from governor.services.fleet.pod_model import PodStopLatency
 from governor.services.fleet.team_model import Team
 from governor.services.plans.admission import HELD_FOR_PLANS_DOC
+from governor.services.plans.launches import RESERVED_FOR_LAUNCHES_DOC
 from governor.services.plans.plan_check_model import FORMERLY_RESERVED_DOC, HELD_DOC
 
 BURN = {"api": "burn_rate_usd_per_hour"}  # what the API calls a burn rate
@@ -226,6 +227,7 @@ class BudgetStatus:
     storage_tail: Decimal = field(metadata={"doc": STORAGE_TAIL_DOC})
     committed: Decimal = field(metadata={"doc": COMMITTED_DOC})
     held_for_plans: Decimal = field(metadata={"doc": HELD_FOR_PLANS_DOC})
+    reserved_for_launches: Decimal = field(metadata={"doc": RESERVED_FOR_LAUNCHES_DOC})
     remaining: Decimal
     burn_per_hour: Decimal = field(metadata=BURN)
     projected_exhaustion_at: datetime | None

@@ -40,7 +40,7 @@ from governor.services.fleet.pod_model import stop_latency
 from governor.services.money.book import Book, heard_from, meter, open_books
 from governor.services.monitoring import metric_history
 from governor.services.monitoring.minutes import MINUTE, RAW
-from governor.services.plans import admission
+from governor.services.plans import admission, launches
 from governor.services.replica import leadership
 from governor.services.view import danger
 from governor.services.view.dashboard_model import (
@@ -219,6 +219,7 @@ def budget_status(session: Session, book: Book) -> BudgetStatus:
         storage_tail=f.storage_tail,
         committed=f.committed,
         held_for_plans=sum((p.held for p in plans), ZERO),
+        reserved_for_launches=launches.reserved_for_launches(session, [row.id], book.now)[row.id],
         remaining=f.remaining,
         burn_per_hour=f.burn_per_hour,
         projected_exhaustion_at=f.projected_exhaustion_at,

@@ -135,6 +135,7 @@ def budget_out(**changes: Any) -> dict[str, Any]:
         "storage_tail_usd": "5.50",
         "committed_usd": "430.00",  # spent + shutdown + storage tail + reserve
         "held_for_plans_usd": "100.00",
+        "reserved_for_launches_usd": "0.00",
         "remaining_usd": "620.00",
         "burn_rate_usd_per_hour": "3.6",
         "projected_exhaustion_at": "2026-05-01T12:00:00+00:00",

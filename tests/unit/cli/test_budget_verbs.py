@@ -31,6 +31,7 @@ spent                $412.50
 = committed          $430.00 (stops at the effective ceiling)
 remaining            $620.00
 held for plans       $100.00 (not committed)
+launch reservations  $0.00 (not committed)
 burn rate            $3.60/h
 exhausted at         2026-05-01T12:00:00+00:00
 closed at            -
