@@ -17,6 +17,7 @@ from governor.domain.preflight.plan import (
     Checkpointing,
     CrossEntropy,
     Dequantize,
+    KbitMatmul,
     KernelFormat,
     NoSyncGrads,
     OptimizerStates,
@@ -44,6 +45,8 @@ CCE_BYTES = 0.6  # per logit: 1,164 MB measured for 2.097e9 logits, forward and 
 FUSED_LOSSES = (CrossEntropy.LIGER_FLCE, CrossEntropy.CCE)  # never hold the whole logits
 SOFTCAP_BYTES = 2  # per logit: the BF16 tanh output a softcapped head saves for backward
 DEQUANTIZED_BYTES = 2  # per param: the BF16 working copy of a quantized weight
+KEPT_INPUT_BYTES = 2  # per value: the BF16 input a k-bit matmul keeps for backward
+MLP_WIDTH = 4  # the MLP's inner width in hidden sizes where the plan does not give it
 KERNEL_BYTES = {  # per weight and layout, scales included
     KernelFormat.FP8: 1.0,  # E4M3/E5M2, one FP32 scale per tensor
     KernelFormat.MXFP8: 1 + 1 / 32,  # E4M3, one 8-bit E8M0 scale per 32 values
@@ -273,6 +276,13 @@ def _weights(plan: Plan, weights: Held, place: Placement) -> Component:
 def _dequantized(plan: Plan, weights: Held, place: Placement) -> Component:
     declared = plan.memory.transient(DEQUANTIZED)
     match plan.training.dequantize:
+        case Dequantize.NONE if kbit_matmul(plan):
+            largest, what = largest_quantized(plan)
+            basis = (
+                f"each k-bit matmul dequantizes its weight to a BF16 copy, freed after it: "
+                f"2 bytes x the largest quantized matrix, {what}"
+            )
+            return Component(DEQUANTIZED, declared, DEQUANTIZED_BYTES * largest / GIB, basis)
         case Dequantize.NONE:
             return Component(DEQUANTIZED, declared, 0.0, "the recipe trains on the weights as held")
         case Dequantize.EXPERTS:
@@ -387,10 +397,70 @@ def _activations(plan: Plan) -> Component:
     else:
         floor = layers * (LAYER_BYTES * sbh + scores)
         basis = f"{layers} layers x (34·s·b·h{scores_note}), no checkpointing"
+    if kbit_matmul(plan) and t.kbit_matmul is KbitMatmul.DEQUANTIZE_KEEP_INPUT:
+        kept, kept_basis = _kept_inputs(plan)
+        floor, basis = floor + kept, basis + kept_basis
     basis += f", s·b = {tokens} tokens ({t.padding})"
     if t.activation_dtype is Precision.FP32:
         floor, basis = 2 * floor, basis + ", fp32 activations: x 2"
     return Component("activations", plan.memory.activations, floor / GIB, basis)
+
+
+def kbit_matmul(plan: Plan) -> bool:
+    """The plan holds quantized weights and says how their matmuls run."""
+    quantized = plan.memory.weights_breakdown.quantized_params > 0
+    return quantized and plan.training.kbit_matmul is not KbitMatmul.NONE
+
+
+def _mlp_width(plan: Plan) -> tuple[int, str]:
+    m = plan.model
+    if m.intermediate_size is not None:
+        return m.intermediate_size, f"intermediate {m.intermediate_size}"
+    return MLP_WIDTH * m.hidden_size, f"intermediate {MLP_WIDTH} x hidden (not given)"
+
+
+def head_quantized(plan: Plan) -> bool:
+    """The output head is among the quantized weights unless the unquantized params have room
+    for both the embedding and an untied head (vocab x hidden each)."""
+    m = plan.model
+    return plan.memory.weights_breakdown.unquantized_params < 2 * m.vocab_size * m.hidden_size
+
+
+def largest_quantized(plan: Plan) -> tuple[float, str]:
+    """The largest single quantized matrix: the head where it is quantized, else the larger of
+    an MLP projection (hidden x intermediate) and the fused q, k, v projection (3 x hidden²)."""
+    m = plan.model
+    width, width_basis = _mlp_width(plan)
+    largest = float(max(m.hidden_size * width, 3 * m.hidden_size * m.hidden_size))
+    what = f"{count(largest)} params ({width_basis})"
+    head = float(m.vocab_size * m.hidden_size)
+    if head_quantized(plan) and head > largest:
+        largest, what = head, f"the {m.vocab_size} x {m.hidden_size} head"
+    return largest, what
+
+
+def _kept_inputs(plan: Plan) -> tuple[float, str]:
+    """The inputs a k-bit matmul keeps for backward where a frozen 16-bit one keeps none:
+    per layer the attention's input (h), the MLP's input (h, shared by its projections), the
+    MLP's down-projection input (the intermediate width) and, with eager attention, the
+    output projection's input (h; fused attention kernels keep their output anyway); the
+    head's input once where the head is quantized. 2 bytes per value, for every layer
+    without checkpointing, for the one recomputed layer with it."""
+    t, m = plan.training, plan.model
+    width, width_basis = _mlp_width(plan)
+    per_token = 2 * m.hidden_size + width
+    if t.attention_impl is Attention.EAGER:
+        per_token += m.hidden_size
+    layers = 1 if t.grad_checkpointing is Checkpointing.FULL else m.num_layers
+    values = layers * per_token * t.tokens
+    head = " + the head's input" if head_quantized(plan) else ""
+    if head:
+        values += m.hidden_size * t.tokens
+    basis = (
+        f" + k-bit matmul inputs kept for backward: 2 bytes x {layers} layer(s) x "
+        f"{per_token} values per token ({width_basis}){head}"
+    )
+    return KEPT_INPUT_BYTES * values, basis
 
 
 def _logit_count(plan: Plan) -> tuple[int, str]:

@@ -58,6 +58,14 @@ class Dequantize(StrEnum):
     ALL = "all"  # every quantized tensor
 
 
+class KbitMatmul(StrEnum):
+    """How a frozen k-bit weight enters its matmul during training."""
+
+    NONE = "none"  # not modeled: the weights' bytes as held, nothing transient
+    DEQUANTIZE = "dequantize"  # dequantized to a BF16 copy for each matmul, then freed
+    DEQUANTIZE_KEEP_INPUT = "dequantize_keep_input"  # and the matmul's input kept for backward
+
+
 class KernelFormat(StrEnum):
     """The low-precision format the training GEMMs consume."""
 
@@ -180,6 +188,7 @@ class Model:
     final_logit_softcapping: float | None = None  # the output head's tanh cap, if any
     id: str | None = None  # e.g. a hub repository; with it, measured floors are kept and cited
     revision: str | None = None  # the checkpoint's revision (a commit or tag)
+    intermediate_size: int | None = None  # the MLP's inner width; None: 4 x hidden_size
 
 
 @dataclass(frozen=True)
@@ -213,6 +222,7 @@ class Training:
     padding: Padding = Padding.MAX_LENGTH
     longest_sample: int | None = None  # tokens in the data's longest sample
     kbit_prep_fp32: bool = False  # k-bit preparation casts unquantized params to fp32
+    kbit_matmul: KbitMatmul = KbitMatmul.NONE  # what a frozen k-bit weight's matmul holds
 
     @property
     def eight_bit_optimizer(self) -> bool:

@@ -32,6 +32,7 @@ from governor.domain.preflight.plan import (
     ExpertStorage,
     GpuGroup,
     Hardware,
+    KbitMatmul,
     KernelFormat,
     MemoryModel,
     Model,
@@ -202,6 +203,9 @@ class PlanModelIn(Strict):
         None, description="the model's name (e.g. a hub repository): its measured floors are kept"
     )
     revision: Label | None = Field(None, description="the checkpoint's revision (commit or tag)")
+    intermediate_size: Count | None = Field(
+        None, description="the MLP's inner width (e.g. 11008); unset: 4 x hidden_size"
+    )
 
     @model_validator(mode="after")
     def _experts_within_total(self) -> PlanModelIn:
@@ -285,6 +289,11 @@ class PlanTrainingIn(Strict):
     )
     kbit_prep_fp32: bool = Field(
         False, description="k-bit preparation casts the unquantized params to fp32"
+    )
+    kbit_matmul: KbitMatmul = Field(
+        KbitMatmul.NONE,
+        description="none, dequantize (a BF16 copy per matmul) or dequantize_keep_input "
+        "(and its input kept for backward, as bitsandbytes before July 2024)",
     )
 
 

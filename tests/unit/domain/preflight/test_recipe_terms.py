@@ -126,3 +126,48 @@ def test_what_each_metric_sees_of_the_modeled_peak() -> None:
     assert memory.predicted_gib("allocated") == pytest.approx(
         memory.modeled_gib - outside - used["fragmentation_margin"]
     )
+
+
+def floor_of(name: str, changes: dict[str, Any]) -> float:
+    plan = PlanIn.model_validate(variant(changes)).to_plan()
+    return next(c.floor_gib for c in model_memory(plan, 140.4).components if c.name == name)
+
+
+VOCAB = EXAMPLE["model"]["vocab_size"]
+
+
+def test_a_k_bit_matmul_dequantizes_its_largest_weight_to_a_bf16_copy() -> None:
+    assert term("dequantized_copy") == 0
+    # 2B unquantized params leave no room for an untied head beside the embedding: the
+    # vocab x hidden head is quantized, and the largest matrix
+    assert term("dequantized_copy", kbit_matmul="dequantize") == pytest.approx(2 * VOCAB * H / GIB)
+    untied = {
+        "training.kbit_matmul": "dequantize",
+        "model.intermediate_size": 21504,
+        "memory_per_gpu_gib.weights_breakdown.unquantized_params": 3e9,
+        "memory_per_gpu_gib.weights_breakdown.quantized_params": 24e9,
+    }
+    assert floor_of("dequantized_copy", untied) == pytest.approx(2 * H * 21504 / GIB)
+    nothing_quantized = {
+        "training.kbit_matmul": "dequantize",
+        "memory_per_gpu_gib.weights_breakdown.unquantized_params": 27e9,
+        "memory_per_gpu_gib.weights_breakdown.quantized_params": 0,
+    }
+    assert floor_of("dequantized_copy", nothing_quantized) == 0
+
+
+def test_a_k_bit_matmul_that_keeps_its_input_adds_the_frozen_layers_inputs() -> None:
+    base = term("activations")
+    assert term("activations", kbit_matmul="dequantize") == pytest.approx(base)
+    # full checkpointing: the one recomputed layer's attention and MLP inputs (h each) and
+    # its down-projection input (4 x hidden where the width is not given), and the head's
+    kept = term("activations", kbit_matmul="dequantize_keep_input") - base
+    assert kept == pytest.approx(2 * ((2 * H + 4 * H) + H) * S / GIB)
+    every_layer = {
+        "training.kbit_matmul": "dequantize_keep_input",
+        "training.grad_checkpointing": "none",
+        "model.intermediate_size": 21504,
+    }
+    unchecked = floor_of("activations", {**every_layer, "training.kbit_matmul": "none"})
+    kept = floor_of("activations", every_layer) - unchecked
+    assert kept == pytest.approx(2 * (L * (2 * H + 21504) + H) * S / GIB)
