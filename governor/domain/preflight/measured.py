@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from datetime import date
 
 from governor.domain.preflight.gpus import same_model
-from governor.domain.preflight.plan import Plan
+from governor.domain.preflight.plan import KbitMatmul, Plan
 
 
 @dataclass(frozen=True)
@@ -86,11 +86,21 @@ class Measured:
         }
 
 
+# Fields added after floors were first keyed: left out of the digest at their defaults, so a
+# plan that does not set them keys the floors recorded before they existed.
+LATER_DEFAULTS: dict[str, object] = {"intermediate_size": None, "kbit_matmul": KbitMatmul.NONE}
+
+
 def recipe_digest(plan: Plan) -> str:
     """A stable digest of what changes memory besides the hardware: the model's shapes (not
     its id and revision, which the key holds) and every training field."""
     model = {k: v for k, v in asdict(plan.model).items() if k not in ("id", "revision")}
-    text = json.dumps({"model": model, "training": asdict(plan.training)}, sort_keys=True)
+    sections = {"model": model, "training": asdict(plan.training)}
+    for fields in sections.values():
+        for name, default in LATER_DEFAULTS.items():
+            if name in fields and fields[name] == default:
+                del fields[name]
+    text = json.dumps(sections, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -170,3 +170,13 @@ def test_the_recipe_digest_follows_what_changes_memory() -> None:
     assert recipe_digest(plan({**H100, "hardware.gpu_type": "H200"})) == base
     assert recipe_digest(plan({**H100, "memory_per_gpu_gib.activations": 9.0})) == base
     assert recipe_digest(plan({**H100, "model.revision": "other"})) == base
+
+
+def test_fields_added_later_leave_the_recipe_digest_alone_at_their_defaults() -> None:
+    """Floors recorded before `intermediate_size` and `kbit_matmul` existed still key the
+    plans that do not set them; setting either is another recipe."""
+    plan = PlanIn.model_validate(variant()).to_plan()
+    assert recipe_digest(plan) == "9fe4cbe53590a5f0"  # the digest before the fields
+    for changes in ({"training.kbit_matmul": "dequantize"}, {"model.intermediate_size": 21504}):
+        other = PlanIn.model_validate(variant(changes)).to_plan()
+        assert recipe_digest(other) != recipe_digest(plan)
