@@ -398,8 +398,8 @@ def _activations(plan: Plan) -> Component:
         floor = layers * (LAYER_BYTES * sbh + scores)
         basis = f"{layers} layers x (34·s·b·h{scores_note}), no checkpointing"
     if kbit_matmul(plan) and t.kbit_matmul is KbitMatmul.DEQUANTIZE_KEEP_INPUT:
-        kept, kept_basis = _kept_inputs(plan)
-        floor, basis = floor + kept, basis + kept_basis
+        inputs, inputs_basis = _kept_inputs(plan)
+        floor, basis = floor + inputs, basis + inputs_basis
     basis += f", s·b = {tokens} tokens ({t.padding})"
     if t.activation_dtype is Precision.FP32:
         floor, basis = 2 * floor, basis + ", fp32 activations: x 2"
@@ -439,7 +439,7 @@ def largest_quantized(plan: Plan) -> tuple[float, str]:
     return largest, what
 
 
-def _kept_inputs(plan: Plan) -> tuple[float, str]:
+def _kept_inputs(plan: Plan) -> tuple[int, str]:
     """The inputs a k-bit matmul keeps for backward where a frozen 16-bit one keeps none:
     per layer the attention's input (h), the MLP's input (h, shared by its projections), the
     MLP's down-projection input (the intermediate width) and, with eager attention, the
