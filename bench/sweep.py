@@ -111,9 +111,9 @@ def measure(kind: str, count: int, ungoverned: int) -> None:
                 "pass": name,
                 "listed": count,
                 "ungoverned": 0 if name == "baseline" else ungoverned,
-                "seconds": round(seconds, 4),
+                "seconds": round(seconds, 6),
                 "ratio": round(seconds / baseline_s, 3) if baseline_s else None,
-                "added_s": round(seconds - baseline_s, 4),
+                "added_s": round(seconds - baseline_s, 6),
                 "goal_added_s": GOAL_S,
             }
         )

@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 if TYPE_CHECKING:
@@ -88,23 +89,10 @@ class Api:
         params: dict[str, Any] | None = None,
     ) -> Any:
         """The response's JSON (its text for a non-JSON answer); OperatorError otherwise."""
-        import httpx
-
         if self._client is None:
             self._client = self._connect()
-        try:
+        with self._talking():
             response = self._client.request(method, path, json=body, params=given(**(params or {})))
-        except httpx.ConnectError as exc:
-            raise OperatorError(
-                f"the server is not reachable at {self.url} ({exc}); start it with "
-                "'governor serve', or point GOVERNOR_URL (or --url) at it"
-            ) from None
-        except httpx.TimeoutException:
-            raise OperatorError(
-                f"the server at {self.url} did not answer within {TIMEOUT_S:g} s"
-            ) from None
-        except httpx.HTTPError as exc:
-            raise OperatorError(f"talking to {self.url} failed: {exc}") from None
         if response.is_success:
             is_json = response.headers.get("content-type", "").startswith("application/json")
             return response.json() if is_json else response.text
@@ -120,20 +108,26 @@ class Api:
         """Write a GET's body to `sink` as it arrives, telling `progress` the bytes so far
         after each chunk; the bytes written. Its failures as `call`'s; no time limit on the
         body as a whole, only on each read."""
-        import httpx
-
         if self._client is None:
             self._client = self._connect()
         written = 0
+        with self._talking(), self._client.stream("GET", path, params=given(**params)) as response:
+            if not response.is_success:
+                response.read()
+                raise OperatorError(_refusal(response))
+            for chunk in response.iter_bytes(chunk_size=1 << 16):
+                sink.write(chunk)
+                written += len(chunk)
+                progress(written)
+        return written
+
+    @contextmanager
+    def _talking(self) -> Iterator[None]:
+        """The transport's failures, said as what to do about them (OperatorError)."""
+        import httpx
+
         try:
-            with self._client.stream("GET", path, params=given(**params)) as response:
-                if not response.is_success:
-                    response.read()
-                    raise OperatorError(_refusal(response))
-                for chunk in response.iter_bytes(chunk_size=1 << 16):
-                    sink.write(chunk)
-                    written += len(chunk)
-                    progress(written)
+            yield
         except httpx.ConnectError as exc:
             raise OperatorError(
                 f"the server is not reachable at {self.url} ({exc}); start it with "
@@ -145,7 +139,6 @@ class Api:
             ) from None
         except httpx.HTTPError as exc:
             raise OperatorError(f"talking to {self.url} failed: {exc}") from None
-        return written
 
     def items(self, path: str, params: dict[str, Any] | None = None) -> list[Any]:
         """Every item of a list, page after page."""

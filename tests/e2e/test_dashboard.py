@@ -341,6 +341,7 @@ def test_an_operator_sees_the_chart_and_approves_an_extension_from_the_page(
         "role": "operator",
         "label": "on-call pilot-operator",
         "bootstrap": False,
+        "teams": None,  # an org-wide token
     }
     shoot(page, tmp_path, "dashboard-approved.png")
 
@@ -580,7 +581,7 @@ def test_an_operator_lists_tokens_and_revokes_one_which_is_refused_at_once(
     refused = wallboard.request.post(
         f"/status/tokens/{me['id']}/revoke", form={"csrf": viewer_csrf or ""}, max_redirects=0
     )
-    assert refused.status == 403 and "viewer" in refused.text(), refused.text()
+    assert refused.status == 403 and "Only an operator" in refused.text(), refused.text()
 
     page = new_page(browser, server)
     page.clock.install()
@@ -743,7 +744,10 @@ def test_get_v1_status_needs_a_viewer_token_and_has_the_dashboards_shape(
     with server.client(viewer_token(operator)) as viewer:
         body = ok(viewer.get("/v1/status"))
 
-    assert set(body) == {"at", "budgets", "events", "leader"}
+    assert set(body) == {
+        *("at", "budgets", "events", "leader", "teams", "team_id"),
+        *("ungoverned", "ungoverned_usd_per_hour"),
+    }
     assert set(body["leader"]) == {"replica", "term", "since"}  # the one server leads
     assert body["leader"]["term"] >= 1
     [b] = [b for b in body["budgets"] if b["id"] == budget["id"]]

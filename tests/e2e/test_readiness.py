@@ -38,7 +38,8 @@ def test_an_idle_server_stays_ready_across_its_slowest_passes(start_server: Serv
     assert body["leading"] is True and body["scheduler"] == "on"
     passes = body["leader"]["passes"]
     assert set(passes) == {
-        *("enforce", "stops", "accrue", "sample", "fold", "event_fold", "billing", "sweep")
+        *("enforce", "stops", "accrue", "sample", "fold", "event_fold", "billing", "sweep"),
+        "launches",  # accepted launches' reservations released when their time is up
     }
     assert {p["state"] for p in passes.values()} == {"ok"}
     for slowest in ("billing", "sweep"):  # the account sweep runs at the billing interval

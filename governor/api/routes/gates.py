@@ -35,7 +35,10 @@ CLAIM_KEY = "launch-claims"  # the shared secret each launch's claim is made fro
     response_class=Response,
     responses={
         **errors(401, 403, 413, 429, 503),
-        400: {"description": "the launch is refused: the reasons, as SkyPilot shows them"},
+        400: {
+            "description": "the launch is refused: the reasons, as SkyPilot shows them",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        },
     },
 )
 async def skypilot_policy(token: str, request: Request, ctx: Context) -> Response:

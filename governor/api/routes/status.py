@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from governor.api.deps import Context, Now, Tx, Viewer
+from governor.api.error_responses import errors
 from governor.api.read_models import api_model
 from governor.api.route import api_router
 from governor.services.security.safe_input import QueryName
@@ -14,7 +15,7 @@ router = api_router(tags=["status"])
 StatusOut = api_model(Dashboard)
 
 
-@router.get("/v1/status")
+@router.get("/v1/status", responses=errors(404))
 def get_status(
     caller: Viewer, ctx: Context, tx: Tx, now: Now, team: QueryName | None = None
 ) -> StatusOut:  # type: ignore[valid-type]

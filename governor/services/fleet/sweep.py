@@ -42,6 +42,7 @@ from governor.domain.sweep import Fate, Verdict, judge, stop_due
 from governor.services import events
 from governor.services.context import ServiceContext
 from governor.services.fleet import pods
+from governor.services.plans import launches
 
 log = logging.getLogger("governor.sweep")
 # More pods than this found ungoverned in one account in one pass are told in one event
@@ -133,27 +134,35 @@ def _register(ctx: ServiceContext, name: str, verdict: Verdict, now: datetime) -
     else why not."""
     assert verdict.budget_id is not None
     pod = verdict.pod
-    reg = pods.Registration(
-        provider=name,
-        provider_ref=pod.ref,
-        gpu_type=pod.gpu_type,
-        gpu_count=pod.gpu_count,
-        launch_id=verdict.launch_id,
-    )
     if not ctx.leading():  # registering asks the provider about the pod
         raise NotLeader(f"the lease ran out before registering {name}:{pod.ref}")
     try:
         with ctx.unit_of_work() as session:
+            launch_id = launches.of_budget(session, verdict.launch_id, verdict.budget_id)
+            reg = pods.Registration(
+                provider=name,
+                provider_ref=pod.ref,
+                gpu_type=pod.gpu_type,
+                gpu_count=pod.gpu_count,
+                launch_id=launch_id,
+            )
             row = pods.register(session, ctx, verdict.budget_id, reg, now)
             how = "its budget label" if verdict.fate is Fate.REGISTER else "an adoption rule"
+            unknown = verdict.launch_id is not None and launch_id is None
             events.record(
                 session,
                 now,
-                Severity.INFO,
+                Severity.WARNING if unknown else Severity.INFO,
                 Category.GOVERNOR,
                 f"pod:{row.id}",
                 f"The account sweep found {name}:{pod.ref} billing and registered it under "
-                f"this budget, by {how}.",
+                f"this budget, by {how}"
+                + (
+                    f"; its launch label {verdict.launch_id!r} names no launch of this budget's, "
+                    "so it is tied to none."
+                    if unknown
+                    else "."
+                ),
                 budget_id=row.budget_id,
                 evidence={"labels": dict(pod.labels), "name": pod.name, "by": how},
             )

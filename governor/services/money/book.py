@@ -145,6 +145,10 @@ class LiveOrder(Record):
     confirmed_at: datetime | None
     last_error: str | None
     alerted_at: datetime | None
+    refusals: int
+    refused_request_at: datetime | None
+    retried_at: datetime | None
+    longest_retry_s: float
 
 
 # What the functions below read, from either shape: the row (ORM object) or its live record.

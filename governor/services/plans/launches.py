@@ -302,6 +302,15 @@ def accepted(session: Session, launch_id: str) -> bool:
     return True
 
 
+def of_budget(session: Session, launch_id: str | None, budget_id: str) -> str | None:
+    """`launch_id` where it names a launch of this budget's; None otherwise (a label naming no
+    launch, or another budget's, ties the pod to nothing)."""
+    if launch_id is None:
+        return None
+    launch = session.get(LaunchRow, launch_id)
+    return launch_id if launch is not None and launch.budget_id == budget_id else None
+
+
 def plan_of(session: Session, launch_id: str) -> str | None:
     """The admitted plan a launch was accepted under (None: none)."""
     return repo.get_launch(session, launch_id).plan_id

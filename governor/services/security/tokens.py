@@ -102,11 +102,7 @@ class Principal:
             "teams": None if self.team_ids is None else sorted(self.team_ids),
         }
         if self.subject is not None:
-            said.update(
-                subject=self.subject,
-                email=self.email,
-                teams=None if self.team_ids is None else sorted(self.team_ids),
-            )
+            said.update(subject=self.subject, email=self.email)
         return said
 
     def expired(self, now: datetime) -> bool:
