@@ -17,11 +17,14 @@ from fastapi.testclient import TestClient
 
 from governor.db import repository as repo
 from governor.domain.errors import NotLeader
+from governor.domain.launch_gate import Candidate, LaunchRequest
 from governor.domain.launch_labels import BUDGET_LABEL, LAUNCH_LABEL
 from governor.domain.model import PodState, Severity
+from governor.domain.rate_card import RateCard
 from governor.domain.sweep import SweepRule
 from governor.services.fleet import budgets, sweep
 from governor.services.notifications import Notifier, Subscription, route_events
+from governor.services.plans import launches
 from governor.services.view import metrics
 from tests.integration.conftest import OPERATOR, Governor, ok, read_dashboard
 from tests.unit.services.test_notifications import FakeSink
@@ -238,3 +241,39 @@ def test_without_the_lease_nothing_is_listed(gov: Governor) -> None:
     with pytest.raises(NotLeader):
         sweep.sweep_all(gov.ctx)
     assert listed == []
+
+
+def test_a_launched_pod_appearing_is_registered_as_its_launch_and_its_job_claims_once(
+    gov: Governor, client: TestClient
+) -> None:
+    """The whole path of a gated launch: the gate accepts and reserves it; its pod appears in
+    the account carrying the labels the gate gave it and is registered under the budget as
+    that launch's (the reservation released, the meter takes over); the job's claim works
+    once."""
+    config = replace(gov.ctx.config, rate_card=RateCard.of({"fake:H100": "2.00"}))
+    budget = gov.budget(ceiling="500")
+    request = LaunchRequest("skypilot", (Candidate("fake", "H100", 2),), budget_ref=budget)
+    with gov.session() as s:
+        answer = launches.judge(
+            s, config, request, gov.clock.now(), reserve=True, claim_key=b"k" * 32
+        )
+        assert answer.launch is not None and answer.claim is not None
+        launch_id, secret = answer.launch.id, answer.claim
+        assert repo.reserved_for_launches(s, [budget], gov.clock.now())[budget] > 0
+    early = client.post("/v1/runs/claim", json={"claim": secret})
+    assert early.status_code == 409 and "not registered yet" in early.json()["error"]["message"]
+
+    labels = {BUDGET_LABEL: budget, LAUNCH_LABEL: launch_id}
+    gov.cloud.launch("sky-1", labels=labels, gpu_type="H100", gpu_count=2)
+    interval(gov)
+    assert pod_of(gov, "sky-1") == (budget, PodState.RUNNING)
+    with gov.session() as s:
+        pod = repo.pod_by_ref(s, "fake", "sky-1")
+        assert pod is not None and pod.launch_id == launch_id
+        assert repo.reserved_for_launches(s, [budget], gov.clock.now())[budget] == 0
+
+    run = client.post("/v1/runs/claim", json={"claim": secret, "total_steps": 10})
+    assert run.status_code == 201, run.text
+    assert run.json()["pod_id"] == pod.id and run.json()["token"]
+    again = client.post("/v1/runs/claim", json={"claim": secret})
+    assert again.status_code == 409 and "already used" in again.json()["error"]["message"]
