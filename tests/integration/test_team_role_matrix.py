@@ -1,7 +1,8 @@
 """The role matrix across two teams, on SQLite and PostgreSQL: every route in the OpenAPI
-document, called by every kind of caller (org-wide and team-scoped operators, approvers and
-viewers, and the job and agent tokens of two teams), gets what the table below says: let
-through, refused for its role (403), or not found because the object is another team's (404).
+document, called by every kind of caller (org-wide and team-scoped operators, approvers,
+viewers and gate tokens, and the job and agent tokens of two teams), gets what the table below
+says: let through, refused for its role (403), or not found because the object is another
+team's (404). A gate token is put in its gate's path, each caller's own there.
 
 Every path parameter names team alpha's object; "beta" callers are scoped to the other team.
 A route that takes a body is sent malformed JSON, so a caller let through learns 422 (the
@@ -106,24 +107,25 @@ CALLERS = (
     "beta operator", "beta approver", "beta viewer",
     "alpha job", "beta job", "alpha pod agent", "beta pod agent",
     "alpha node agent", "beta node agent", "no token",
+    "org gate", "alpha gate", "beta gate",
 )  # fmt: skip
 TABLE = """
-                   org         alpha       beta        job     pod     node    none
-                   op  ap  vw  op  ap  vw  op  ap  vw  a   b   a   b   a   b
-open               +   +   +   +   +   +   +   +   +   +   +   +   +   +   +   +
-no identity provider 404 404 404 404 404 404 404 404 404 404 404 404 404 404 404 404
-read               +   +   +   +   +   +   404 404 404 403 403 403 403 403 403 401
-read a list        +   +   +   +   +   +   +   +   +   403 403 403 403 403 403 401
-operate            +   403 403 +   403 403 404 403 403 403 403 403 403 403 403 401
-operate on a list  +   403 403 +   403 403 +   403 403 403 403 403 403 403 403 401
-org operator       +   403 403 403 403 403 403 403 403 403 403 403 403 403 403 401
-org decide         +   +   403 403 403 403 403 403 403 403 403 403 403 403 403 401
-decide             +   +   403 +   +   403 404 404 403 403 403 403 403 403 403 401
-job of the run     +   403 403 +   403 403 404 403 403 +   403 403 403 403 403 401
-job of the budget  +   403 403 +   403 403 404 403 403 +   403 403 403 403 403 401
-agent of the pod   +   403 403 +   403 403 404 403 403 403 403 +   403 403 403 401
-agent of the node  +   403 403 403 403 403 403 403 403 403 403 403 403 +   403 401
-gate               403 403 403 403 403 403 403 403 403 403 403 403 403 403 403 401
+                   org         alpha       beta        job     pod     node    none  gate
+                   op  ap  vw  op  ap  vw  op  ap  vw  a   b   a   b   a   b   o   a   b
+open               +   +   +   +   +   +   +   +   +   +   +   +   +   +   +   +   +   +   +
+no identity provider 404 404 404 404 404 404 404 404 404 404 404 404 404 404 404 404 404 404 404
+read               +   +   +   +   +   +   404 404 404 403 403 403 403 403 403 401   403 403 403
+read a list        +   +   +   +   +   +   +   +   +   403 403 403 403 403 403 401   403 403 403
+operate            +   403 403 +   403 403 404 403 403 403 403 403 403 403 403 401   403 403 403
+operate on a list  +   403 403 +   403 403 +   403 403 403 403 403 403 403 403 401   403 403 403
+org operator       +   403 403 403 403 403 403 403 403 403 403 403 403 403 403 401   403 403 403
+org decide         +   +   403 403 403 403 403 403 403 403 403 403 403 403 403 401   403 403 403
+decide             +   +   403 +   +   403 404 404 403 403 403 403 403 403 403 401   403 403 403
+job of the run     +   403 403 +   403 403 404 403 403 +   403 403 403 403 403 401   403 403 403
+job of the budget  +   403 403 +   403 403 404 403 403 +   403 403 403 403 403 401   403 403 403
+agent of the pod   +   403 403 +   403 403 404 403 403 403 403 +   403 403 403 401   403 403 403
+agent of the node  +   403 403 403 403 403 403 403 403 403 403 403 403 +   403 401   403 403 403
+gate               403 403 403 403 403 403 403 403 403 403 403 403 403 403 403 401   +   +   +
 """
 
 
@@ -169,7 +171,7 @@ def _team_pilot(client: TestClient, team: str) -> dict[str, str]:
         f"{team} pod agent": _token(client, role="agent", pod_id=pod),
         f"{team} node agent": _token(client, role="agent", node=f"node-{team}"),
     }
-    for role in ("operator", "approver", "viewer"):
+    for role in ("operator", "approver", "viewer", "gate"):
         tokens_of[f"{team} {role}"] = _token(client, role=role, teams=[team])
     return {**made, **tokens_of}
 
@@ -237,6 +239,7 @@ def _scene(url: str) -> Iterator[tuple[TestClient, dict[str, str], dict[str, str
                 "org operator": OPERATOR,
                 "org approver": _token(client, role="approver"),
                 "org viewer": _token(client, role="viewer"),
+                "org gate": _token(client, role="gate"),
                 "no token": None,
             }
             for team in (alpha, beta):
