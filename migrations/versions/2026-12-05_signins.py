@@ -32,7 +32,9 @@ def upgrade() -> None:
         sa.Column("checked_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("claimed_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(["token_id"], ["tokens.id"], name=op.f("fk_signins_token_id_tokens")),
+        sa.ForeignKeyConstraint(
+            ["token_id"], ["tokens.id"], name=op.f("fk_signins_token_id_tokens")
+        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_signins")),
         sa.UniqueConstraint("token_id", name=op.f("uq_signins_token_id")),
     )

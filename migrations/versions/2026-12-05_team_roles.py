@@ -28,7 +28,9 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(
             ["token_id"], ["tokens.id"], name=op.f("fk_token_teams_token_id_tokens")
         ),
-        sa.ForeignKeyConstraint(["team_id"], ["teams.id"], name=op.f("fk_token_teams_team_id_teams")),
+        sa.ForeignKeyConstraint(
+            ["team_id"], ["teams.id"], name=op.f("fk_token_teams_team_id_teams")
+        ),
         sa.PrimaryKeyConstraint("token_id", "team_id", name=op.f("pk_token_teams")),
     )
     # a plain ALTER TABLE, on SQLite too: rebuilding `teams` would break the budgets' references
