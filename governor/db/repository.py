@@ -140,10 +140,9 @@ def pods_by_budget(session: Session, *where: ColumnElement[bool]) -> Sequence[tu
     return [(budget_id, pods) for budget_id, pods in session.execute(query)]
 
 
-def budget_ids(session: Session, scope: TeamScope = EVERY_TEAM) -> Sequence[str]:
-    """Every budget's id (of the scope's teams), oldest first."""
-    query = select(BudgetRow.id).where(budgets_in(scope, BudgetRow.id))
-    return session.scalars(BUDGETS.ordered(query)).all()
+def budget_ids(session: Session) -> Sequence[str]:
+    """Every budget's id, oldest first."""
+    return session.scalars(BUDGETS.ordered(select(BudgetRow.id))).all()
 
 
 def budgets_page(
@@ -577,12 +576,10 @@ def events(
     subject: str | None = None,
     since: datetime | None = None,
     limit: int = 100,
-    scope: TeamScope = EVERY_TEAM,
 ) -> Sequence[EventRow]:
     """The latest events, newest first: `severity` is that one alone, `min_severity` it or
-    worse; for a team's scope, its budgets' alone."""
+    worse."""
     filters = _events(budget_id, severity, min_severity, category, subject, since)
-    filters = filters.where(budgets_in(scope, EventRow.budget_id))
     return session.scalars(EVENTS.ordered(filters).limit(limit)).all()
 
 

@@ -90,9 +90,8 @@ def register(
         )
     team_money.refuse_if_held(session, budget.team_id, "new pod", now)
     ceiling = open_book(session, budget.id, now, ctx.config).figures.effective_ceiling
-    plan_id = reg.plan_id
-    if plan_id is None and reg.launch_id is not None:  # a launch's pod runs under its plan
-        plan_id = launches.plan_of(session, reg.launch_id)
+    launch = None if reg.launch_id is None else launches.of_pod(session, reg.launch_id, budget.id)
+    plan_id = reg.plan_id if reg.plan_id is not None or launch is None else launch.plan_id
     plan = admission.bind(session, budget, plan_id, ceiling)
     if repo.pod_by_ref(session, reg.provider, reg.provider_ref) is not None:
         raise Conflict(f"{reg.provider} pod {reg.provider_ref!r} is already registered")
@@ -159,8 +158,8 @@ def register(
     session.add(pod)
     session.flush()
     provider_states.note(session, pod, described.provider_state, described.state_known, now)
-    if reg.launch_id is not None:
-        launches.tie(session, pod, reg.launch_id, now)
+    if launch is not None:
+        launches.tie(session, pod, launch, now)
     if billed is not None:
         billing.book_billed(session, pod.id, billed, now)
     declared_differs = reg.hourly_rate_usd is not None and reg.hourly_rate_usd != rate

@@ -311,17 +311,18 @@ def of_budget(session: Session, launch_id: str | None, budget_id: str) -> str | 
     return launch_id if launch is not None and launch.budget_id == budget_id else None
 
 
-def plan_of(session: Session, launch_id: str) -> str | None:
-    """The admitted plan a launch was accepted under (None: none)."""
-    return repo.get_launch(session, launch_id).plan_id
-
-
-def tie(session: Session, pod: PodRow, launch_id: str, now: datetime) -> None:
-    """`pod` registered as `launch_id`'s: tied to it, and its reservation released (the meter
-    takes over). Conflict when the launch is another budget's."""
+def of_pod(session: Session, launch_id: str, budget_id: str) -> LaunchRow:
+    """The launch a pod registering under `budget_id` names, locked until it is tied to it:
+    NotFound when there is none, Conflict when it is another budget's."""
     launch = repo.get_launch(session, launch_id, lock=True)
-    if launch.budget_id != pod.budget_id:
-        raise Conflict(f"launch {launch.id} is budget {launch.budget_id}'s, not {pod.budget_id}'s")
+    if launch.budget_id != budget_id:
+        raise Conflict(f"launch {launch.id} is budget {launch.budget_id}'s, not {budget_id}'s")
+    return launch
+
+
+def tie(session: Session, pod: PodRow, launch: LaunchRow, now: datetime) -> None:
+    """`pod` registered as `launch`'s (`of_pod`): tied to it, and its reservation released
+    (the meter takes over)."""
     pod.launch_id = launch.id
     if launch.released_at is None:
         _release(session, launch, POD_APPEARED, now, f"its pod {pod.id} registered")
