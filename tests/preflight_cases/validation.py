@@ -183,5 +183,8 @@ def breakdown(judged: Judged) -> str:
 
 
 if __name__ == "__main__":  # python -m tests.preflight_cases.validation: the table, case by case
-    for case in CASES:
-        print(breakdown(judge(case)))
+    every = [judge(case) for case in CASES]
+    for judged in every:
+        print(breakdown(judged))
+    print()
+    print("\n".join(summary_lines(every)))
