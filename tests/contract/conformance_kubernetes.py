@@ -36,6 +36,7 @@ VERSION = "1.37.0"  # the Kubernetes release whose schemas are held to (the clie
 MODULES = ("batch_v1_api", "apps_v1_api")
 STATUS = "V1Status"  # what every refusal is, by Kubernetes' API conventions
 CRDS = SPECS / "kubernetes" / "crds"
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's, where built: 4x faster
 CUSTOM = "custom_objects_api"  # the client's operations on any custom resource
 # Those the adapter may call on a namespaced custom resource, and what each answers: the
 # object, its list, or (the scale subresource) a Scale; a subresource op only where the
@@ -69,7 +70,7 @@ def definitions() -> dict[str, Definition]:
     """The vendored definitions by plural (jobsets, rayjobs, pytorchjobs)."""
     found = {}
     for path in sorted(CRDS.glob("*.yaml")):
-        crd = yaml.safe_load(path.read_text())
+        crd = yaml.load(path.read_text(), Loader=LOADER)
         spec = crd["spec"]
         version = next(v for v in spec["versions"] if v.get("storage"))
         names = spec["names"]

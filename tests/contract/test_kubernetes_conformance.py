@@ -33,7 +33,7 @@ from governor.adapters.providers.kubernetes import (
 )
 from governor.domain.model import PodState
 from governor.domain.ports import CallOutcome, ProviderError, Resumes, StopsPreserving
-from governor.fakes.kubernetes import FakeKubernetes
+from governor.fakes.kubernetes import FakeKubernetes, merge_patch
 from tests.contract import conformance_kubernetes
 from tests.contract.conformance import SPECS, Exchange
 from tests.contract.conftest import govern
@@ -317,6 +317,7 @@ def test_a_custom_workload_is_stopped_described_listed_and_resumed_as_its_defini
         adapter = governed.adapter
         assert isinstance(adapter, StopsPreserving) and isinstance(adapter, Resumes)
         assert adapter.describe(ref).state is PodState.RUNNING
+        before = copy.deepcopy(fake.workloads[ref].spec)
         listed = {pod.ref: pod for pod in adapter.pods()}
         assert listed[ref].description.state is PodState.RUNNING
         assert listed[ref].gpu_count == 1 and listed[ref].billing
@@ -325,17 +326,15 @@ def test_a_custom_workload_is_stopped_described_listed_and_resumed_as_its_defini
         assert KUBERNETES.stopped(fake, ref) and not KUBERNETES.billing(fake, ref)
         assert adapter.describe(ref).state is PodState.STOPPED
         assert adapter.stop(ref).outcome is CallOutcome.DONE
-        volumes = _pod_volumes(fake.workloads[ref].manifest)  # the claim is kept
-        assert {"name": "workspace", "persistentVolumeClaim": {"claimName": "ddp-workspace"}} in (
-            volumes
-        ) or ref != "ml/pytorchjob/ddp"
+        suspend = API[ref.split("/")[1]].suspend
+        assert suspend is not None
+        suspended = _at(suspend, True)["spec"]
+        assert fake.workloads[ref].spec == merge_patch(before, suspended)  # its claims kept
         assert adapter.resume(ref).outcome is CallOutcome.DONE
         assert KUBERNETES.billing(fake, ref)
         assert adapter.describe(ref).state is PodState.RUNNING
         exchanges = governed.exchanges
     patches = [e for e in exchanges if e.method == "PATCH"]
-    suspend = API[ref.split("/")[1]].suspend
-    assert suspend is not None
     assert [e.path for e in patches] == [CUSTOM[ref]] * 2
     assert [e.body for e in patches] == [_at(suspend, True), _at(suspend, False)]
     assert conformance_kubernetes.off_spec(exchanges) == []
@@ -347,19 +346,6 @@ def _at(path: tuple[str, ...], value: bool) -> dict[str, Any]:
     for key in reversed(path):
         body = {key: body}
     return dict(body)
-
-
-def _pod_volumes(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    spec = obj["spec"]
-    return (
-        [
-            volume
-            for each in spec["pytorchReplicaSpecs"].values()
-            for volume in each["template"]["spec"].get("volumes", [])
-        ]
-        if "pytorchReplicaSpecs" in spec
-        else []
-    )
 
 
 def test_a_pytorchjob_suspended_at_spec_suspend_is_caught_and_runs_on(
