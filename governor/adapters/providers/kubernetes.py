@@ -12,8 +12,9 @@ resume scales it back to that count, and refuses one the governor did not stop. 
 (of one workload, or of each kind across the namespaces the token may list) and JSON
 merge-patch PATCH are sent; nothing is ever deleted. Volumes that die with their pods
 (generic ephemeral volumes, claims a StatefulSet deletes when scaled down) make the adapter
-refuse to stop rather than lose them. The API server accepts a resume even where no node
-has room for the pods: they wait, Pending, for one.
+refuse to stop rather than lose them, and so does a RayJob KubeRay would not suspend (one
+without `shutdownAfterJobFinishes`, or on a shared cluster). The API server accepts a
+resume even where no node has room for the pods: they wait, Pending, for one.
 
 Kubernetes has no prices: the rate is declared at registration, and stopping saves money
 only where the node goes with the pods (a cluster autoscaler, per-pod billing).

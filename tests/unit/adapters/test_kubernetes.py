@@ -6,7 +6,8 @@ not stop, or a finished Job, is refused); a workload whose volumes die with its 
 refused; every answer the API
 server can give is classified (NotFound, Conflict, 429 with Retry-After or only
 `retryAfterSeconds`, 5xx, timeouts, bodies that are not JSON, a refused token); listing
-shows every kind RBAC lets the token list. Whatever happens, nothing is deleted and the token
+shows every kind RBAC lets the token list. (JobSets, RayJobs and PyTorchJobs:
+test_kubernetes_training.py.) Whatever happens, nothing is deleted and the token
 never appears in an error or a log line.
 """
 
