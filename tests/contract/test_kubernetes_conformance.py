@@ -32,7 +32,14 @@ from governor.adapters.providers.kubernetes import (
     KubernetesProvider,
 )
 from governor.domain.model import PodState
-from governor.domain.ports import CallOutcome, ProviderError, Resumes, StopsPreserving
+from governor.domain.ports import (
+    CallOutcome,
+    ListsPods,
+    PodDescription,
+    ProviderError,
+    Resumes,
+    StopsPreserving,
+)
 from governor.fakes.kubernetes import FakeKubernetes, merge_patch
 from tests.contract import conformance_kubernetes
 from tests.contract.conformance import SPECS, Exchange
@@ -379,6 +386,7 @@ def test_an_answer_of_the_fake_outside_a_custom_definition_is_caught(
     with govern(KUBERNETES, tmp_path) as governed:
         governed.fake.add_pod(ref, "4.00")
         adapter = governed.adapter
+        assert isinstance(adapter, StopsPreserving) and isinstance(adapter, ListsPods)
         adapter.describe(ref)
         adapter.pods()
         exchanges = governed.exchanges
@@ -395,3 +403,93 @@ def test_an_answer_of_the_fake_outside_a_custom_definition_is_caught(
     for exchange, says in off:
         errors = conformance_kubernetes.off_spec([exchange])
         assert any(says in error for error in errors), (says, errors)
+
+
+def _described(obj: dict[str, Any], ref: str) -> PodDescription:
+    transport = httpx.MockTransport(lambda _: httpx.Response(200, json=obj))
+    credentials = BearerToken(httpx.Client(transport=transport), "token", "https://k8s")
+    return KubernetesProvider(credentials).describe(ref)
+
+
+def _custom(
+    tmp_path: Path, ref: str, spec: dict[str, Any], status: dict[str, Any]
+) -> dict[str, Any]:
+    """A workload of the fake's, its spec changed and its status `status`, checked against
+    its definition first."""
+    fake = FakeKubernetes(tmp_path / "kubernetes.json", "token")
+    fake.add_pod(ref, "1")
+    obj = fake.workloads[ref].obj(fake.clock())
+    obj["spec"] = merge_patch(obj["spec"], spec)
+    obj["status"] = status
+    plural = CUSTOM[ref].split("/")[-2]
+    assert conformance_kubernetes.schema_errors(obj, f"crd:{plural}") == []
+    return obj
+
+
+# KubeRay's JobDeploymentStatus (rayjob_types.go), with spec.suspend and
+# spec.shutdownAfterJobFinishes, and the state each amounts to (rayjob_controller.go: only
+# Initializing and Running go on to Suspending, New and Retrying through Initializing; a
+# finished RayJob's cluster is deleted only with shutdownAfterJobFinishes).
+RAY = [
+    ("", False, True, PodState.RUNNING),
+    ("", True, True, PodState.STOPPING),
+    ("Initializing", True, True, PodState.STOPPING),
+    ("Running", False, True, PodState.RUNNING),
+    ("Running", True, True, PodState.STOPPING),
+    ("Retrying", True, True, PodState.STOPPING),
+    ("Suspending", False, True, PodState.STOPPING),
+    ("Suspended", True, True, PodState.STOPPED),
+    ("Complete", False, True, PodState.STOPPED),
+    ("Failed", False, True, PodState.STOPPED),
+    ("Complete", False, False, PodState.RUNNING),
+    ("Waiting", True, True, PodState.RUNNING),
+    ("ValidationFailed", True, False, PodState.RUNNING),
+]
+
+
+@pytest.mark.parametrize(("deployment", "suspend", "shutdown", "state"), RAY)
+def test_each_rayjob_deployment_status_is_read_as_kuberay_defines_it(
+    tmp_path: Path, deployment: str, suspend: bool, shutdown: bool, state: PodState
+) -> None:
+    spec = {"suspend": suspend, "shutdownAfterJobFinishes": shutdown}
+    status = {"jobDeploymentStatus": deployment} if deployment else {}
+    described = _described(_custom(tmp_path, "ml/rayjob/tune", spec, status), "ml/rayjob/tune")
+    assert described.state is state
+    assert described.provider_state == (deployment or None) and described.state_known
+
+
+def test_a_rayjob_status_kuberay_does_not_define_runs_and_is_unknown(tmp_path: Path) -> None:
+    obj = _custom(tmp_path, "ml/rayjob/tune", {}, {"jobDeploymentStatus": "Hibernating"})
+    described = _described(obj, "ml/rayjob/tune")
+    assert described.state is PodState.RUNNING and not described.state_known
+    assert described.provider_state == "Hibernating"
+
+
+# The condition types each controller writes (JobSetConditionType; the training operator's
+# JobConditionType), one not defined, and what each at "True" means with no active pod.
+CONDITIONS = {
+    "ml/jobset/sweep": (("Completed", "Failed"), ("Suspended", "StartupPolicyCompleted")),
+    "ml/pytorchjob/ddp": (("Succeeded", "Failed"), ("Created", "Running", "Restarting")),
+}
+
+
+@pytest.mark.parametrize("ref", list(CONDITIONS))
+@pytest.mark.parametrize("status", ["True", "False", "Unknown"])
+def test_each_condition_of_a_jobset_or_pytorchjob_is_read_as_its_controller_writes_it(
+    tmp_path: Path, ref: str, status: str
+) -> None:
+    finishing, others = CONDITIONS[ref]
+    for kind in (*finishing, *others, "Hibernated"):
+        condition = {
+            "type": kind,
+            "status": status,
+            "reason": "Reason",
+            "message": "said",
+            "lastTransitionTime": "2026-12-05T00:00:00Z",
+        }
+        obj = _custom(tmp_path, ref, {}, {"conditions": [condition]})
+        finished = kind in finishing and status == "True"
+        assert _described(obj, ref).state is (PodState.STOPPED if finished else PodState.RUNNING), (
+            kind,
+            status,
+        )
