@@ -11,6 +11,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from governor.adapters.providers.kubernetes import API
+
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = sorted((ROOT / "deploy" / "kubernetes").glob("*.yaml"))
 KUBERNETES_VERSION = "1.33.0"
@@ -175,3 +177,23 @@ def test_the_readability_rule_refuses_a_root_only_secret() -> None:
     grouped = {"securityContext": {"runAsUser": 10001, "fsGroup": 10001}}
     assert _secret_readable(grouped, {"secret": {"defaultMode": 0o440}})
     assert _secret_readable(pod, {"secret": {}})  # 0644
+
+
+def test_the_cluster_role_grants_what_the_adapter_calls_on_each_kind() -> None:
+    """get, list and patch on every kind a ref may name (a scaled kind's scale subresource
+    patched too), read from the adapter's own table: a kind added there without its rule
+    fails here. Nothing more: no delete, no create."""
+    granted = {
+        (group, resource, verb)
+        for rule in _one("ClusterRole")["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    needed = set()
+    for kind in API.values():
+        group = kind.version.rpartition("/")[0]
+        needed |= {(group, kind.resource, verb) for verb in ("get", "list", "patch")}
+        if kind.suspend is None:
+            needed.add((group, f"{kind.resource}/scale", "patch"))
+    assert granted == needed
