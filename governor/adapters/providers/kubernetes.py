@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import httpx
 
 from governor.adapters.providers._http import ProviderHttp
+from governor.domain.kube_workloads import GPU_RESOURCE
 from governor.domain.model import PodState
 from governor.domain.ports import (
     CallOutcome,
@@ -488,9 +489,6 @@ def _count(section: dict[str, Any], key: str, default: int = 0) -> int:
 
 def _malformed(what: str) -> ProviderError:
     return ProviderError(f"kubernetes answered a malformed object ({what})", retryable=True)
-
-
-GPU_RESOURCE = "nvidia.com/gpu"  # the extended resource NVIDIA's device plugin advertises
 
 
 def _listing(seen: _Seen) -> Listed:
