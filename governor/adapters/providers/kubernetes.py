@@ -361,6 +361,12 @@ class KubernetesProvider:
                 raise NoSuchWorkload(workload) from None
             raise
 
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        """One call to this API server on these credentials, for another adapter of the same
+        cluster (Kueue's objects): decoded JSON, or ProviderError (a StatusError where the
+        server explained)."""
+        return self._request(method, path, **kwargs)
+
     def _request(self, method: str, path: str, **kwargs: Any) -> Any:
         """One API call; refused with 401, it is sent once more on credentials read afresh
         (a refused call changed nothing), where reading them again may give new ones."""
