@@ -81,6 +81,7 @@ class Workload:
     checks: tuple[Mapping[str, Any], ...]  # status.admissionChecks as read
     conditions: Mapping[str, bool]  # condition type -> status is "True"
     max_seconds: int | None  # spec.maximumExecutionTimeSeconds
+    active: bool = True  # spec.active: False once deactivated (a Rejected check)
 
     def state(self, check: str) -> CheckState | None:
         for entry in self.checks:
@@ -208,6 +209,7 @@ def read_workload(obj: dict[str, Any]) -> Workload:
         checks=checks,
         conditions=conditions,
         max_seconds=seconds if isinstance(seconds, int) and seconds > 0 else None,
+        active=spec.get("active") is not False,
     )
 
 

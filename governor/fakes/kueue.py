@@ -8,7 +8,8 @@ Workload's quota in its ClusterQueue (condition QuotaReserved, `status.admission
 each of the queue's admission checks `Pending`; once every check is `Ready` the Workload is
 admitted (condition Admitted) and its owner Job unsuspended; a check set to `Retry` on an
 admitted Workload evicts it (Evicted, reason AdmissionCheck: its owner suspended, its quota
-released, its checks back to Pending); `Rejected` deactivates it (`spec.active: false`).
+released, its checks back to Pending); `Rejected` deactivates it (`spec.active: false`), and a
+patch of `spec.active: true` on the Workload activates it again (its checks back to Pending).
 
 A `metadata.resourceVersion` in a patch is a precondition (409 Conflict when stale). Every
 object after a patch is checked by `validate` (a test passes one made from Kueue's CRD
@@ -276,11 +277,39 @@ class FakeKueue(FakeKubernetes):
             return Reply(200, copy.deepcopy(obj))
         if request.method == "PATCH" and status is not None:
             return self._patch_status(resource, key, obj, request)
+        if request.method == "PATCH" and resource == "workloads":
+            return self._patch_active(key, obj, request)
         return self._405(request)
 
-    def _patch_status(
-        self, resource: str, key: str, obj: dict[str, Any], request: FakeRequest
-    ) -> Reply:
+    def _patch_active(self, key: str, obj: dict[str, Any], request: FakeRequest) -> Reply:
+        """A patch of a Workload's spec: `active` alone here (activated again, Kueue queues
+        it: its checks back to Pending)."""
+        refused = self._precondition("workloads", obj, request)
+        if refused is not None:
+            return refused
+        spec = request.body.get("spec") if isinstance(request.body, dict) else None
+        if not isinstance(spec, dict) or set(spec) != {"active"}:
+            return self.error(422, "this server changes a Workload's spec.active alone")
+        changed = copy.deepcopy(obj)
+        changed["spec"]["active"] = spec["active"]
+        problem = self.validate("Workload", changed) if self.validate else None
+        if problem is not None:
+            return self.error(
+                422, f'Workload.{GROUP} "{obj["metadata"]["name"]}" is invalid: {problem}'
+            )
+        if spec["active"] is True and obj["spec"].get("active") is False:
+            for check in changed.get("status", {}).get("admissionChecks", []):
+                check.update(state="Pending", message="Reset to Pending after reactivation")
+        self._bump(changed)
+        self.objects["workloads"][key] = changed
+        self.save()
+        return Reply(200, copy.deepcopy(changed))
+
+    def _precondition(
+        self, resource: str, obj: dict[str, Any], request: FakeRequest
+    ) -> Reply | None:
+        """Why a patch is refused before it is applied (its media type, its body, a stale
+        resourceVersion); None when it may be applied."""
         content_type = request.headers.get("content-type", "")
         if not content_type.startswith("application/merge-patch+json"):
             return self.error(
@@ -302,6 +331,16 @@ class FakeKueue(FakeKubernetes):
                 "try again",
                 {"name": metadata["name"], "group": GROUP, "kind": resource},
             )
+        return None
+
+    def _patch_status(
+        self, resource: str, key: str, obj: dict[str, Any], request: FakeRequest
+    ) -> Reply:
+        refused = self._precondition(resource, obj, request)
+        if refused is not None:
+            return refused
+        patch = request.body
+        metadata = obj["metadata"]
         # the status subresource changes the status alone
         changed = copy.deepcopy(obj)
         changed["status"] = merge_patch(

@@ -204,6 +204,7 @@ def test_the_kueue_admission_check_is_the_controllers_and_its_role_lets_it_answe
         (kueue, "clusterqueues", "list"),
         (kueue, "workloads/status", "patch"),
         (kueue, "admissionchecks/status", "patch"),
+        (kueue, "workloads", "patch"),
         ("jobset.x-k8s.io", "jobsets", "get"),
         ("ray.io", "rayjobs", "get"),
         ("kubeflow.org", "pytorchjobs", "get"),

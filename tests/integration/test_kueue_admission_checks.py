@@ -22,18 +22,19 @@ from governor.adapters.providers.kueue import KueueProvider
 from governor.db import repository as repo
 from governor.db.tables import LaunchRow
 from governor.domain.errors import NotLeader
-from governor.domain.model import Action, PodState
+from governor.domain.model import Action, PodState, Requester
 from governor.domain.ports import SystemClock
 from governor.domain.rate_card import RateCard
 from governor.fakes.http_cloud import running
 from governor.fakes.kueue import FakeKueue
 from governor.scheduler import runner, tasks
-from governor.services.fleet import kueue_checks
+from governor.services.fleet import kueue_checks, resumes
+from governor.services.money import extensions
 from governor.services.replica.leadership import Lease
 from tests.clock import FrozenClock
 from tests.contract import kueue_schemas
 from tests.fake_clouds import TIMEOUT_S
-from tests.integration.conftest import Governor, make_governor
+from tests.integration.conftest import BY, Governor, make_governor
 
 CONTROLLER = "gpu-governor.io/budget"
 H100 = "NVIDIA-H100-80GB-HBM3"
@@ -223,6 +224,32 @@ def test_an_exhausted_budgets_workload_is_evicted_only_after_its_checkpoint_dire
     cluster.tick(5)
     with gov.session() as s:
         assert repo.get_pod(s, pod_id).state is PodState.STOPPED
+
+    # Kueue queues it again: the governor stopped it, so it is refused until resumed
+    cluster.fake.reserve_quota(key, "gpu-queue", "h100")
+    cluster.tick(5)
+    assert cluster.fake.check_state(key, "budget") == "Rejected"
+    assert f"governor pod resume {pod_id}" in cluster.message(key)
+    assert cluster.fake.workload(key)["spec"]["active"] is False
+
+    # an extension, then an operator's resume: activated again, admitted as its pod
+    with gov.session() as s:
+        ext = extensions.request(
+            s, budget, Decimal(500), "finish", Requester.OPERATOR, gov.clock.now()
+        )
+    with gov.session() as s:
+        extensions.decide(s, gov.ctx.config, ext.id, True, None, gov.clock.now(), by=BY)
+    resumes.resume(gov.ctx, pod_id, "extension approved", by=BY)
+    assert cluster.fake.workload(key)["spec"]["active"] is True
+    cluster.fake.reserve_quota(key, "gpu-queue", "h100")
+    cluster.tick(5)
+    assert cluster.fake.check_state(key, "budget") == "Ready"
+    assert pod_id in cluster.message(key)
+    assert cluster.fake.condition(key, "Admitted")
+    uid = cluster.fake.workload(key)["metadata"]["uid"]
+    with gov.session() as s:
+        assert repo.launch_by_key(s, uid, gov.clock.now()) is None  # nothing reserved again
+        assert len(repo.pods_of(s, budget)) == 1
 
 
 def test_a_replica_that_does_not_lead_sends_nothing(cluster: Cluster) -> None:

@@ -9,7 +9,8 @@ is stopped the way Kueue evicts: the governor's admission check on its Workload 
 `Retry`. Kueue then evicts it (its pods are deleted, its PersistentVolumeClaims kept), gives
 its quota back and queues it again, where the check is the governor's to answer anew. It is
 running while admitted, stopping while evicted and still admitted, stopped once its quota is
-released or it finished. Only GET and JSON merge-patch PATCH of status subresources are sent.
+released or it finished. Its resume activates a Workload deactivated while it was stopped
+(`spec.active: true`). Only GET and JSON merge-patch PATCH are sent; nothing is deleted.
 """
 
 from __future__ import annotations
@@ -44,9 +45,9 @@ REF_FORM = (
 
 
 class KueueProvider:
-    """Implements KueueApi and StopsPreserving over a cluster's API server (`cluster`'s
-    credentials, which must be allowed to get, list and patch the status of workloads and
-    admissionchecks, list resourceflavors, and get the owners' kinds)."""
+    """Implements KueueApi, StopsPreserving and Resumes over a cluster's API server (`cluster`'s
+    credentials, which must be allowed to get, list and patch workloads, patch the status of
+    workloads and admissionchecks, list resourceflavors, and get the owners' kinds)."""
 
     def __init__(
         self,
@@ -139,6 +140,34 @@ class KueueProvider:
         return CallResult(
             CallOutcome.PENDING, f"{workload}: check set to Retry; Kueue evicts its pods"
         )
+
+    # Resumes -------------------------------------------------------------------------------
+
+    def resume(self, ref: str) -> CallResult:
+        """A Workload the governor stopped runs again: deactivated (its check Rejected while
+        it was stopped), it is activated again (`spec.active: true`), and Kueue queues it;
+        the governor's check admits it as its resumed pod."""
+        try:
+            workload = self._workload_of(ref)
+            if workload is None:
+                return CallResult(CallOutcome.PERMANENT, f"kueue: no Workload is owned by {ref}")
+            if workload.admitted and not workload.evicted:
+                return CallResult(CallOutcome.DONE, "already running")
+            if workload.active:
+                return CallResult(CallOutcome.DONE, f"{workload} is queued; Kueue admits it")
+            path = f"{BASE}/namespaces/{workload.namespace}/workloads/{workload.name}"
+            patch = {
+                "metadata": {"resourceVersion": workload.resource_version},
+                "spec": {"active": True},
+            }
+            self._cluster.request("PATCH", path, json=patch, headers=MERGE_PATCH)
+        except StatusError as exc:
+            if exc.status == 409:
+                return CallResult(CallOutcome.RETRYABLE, f"kueue: {ref} changed while resumed")
+            return CallResult.failed(exc)
+        except ProviderError as exc:
+            return CallResult.failed(exc)
+        return CallResult(CallOutcome.DONE, f"{workload} activated again; Kueue queues it")
 
     # ---------------------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from governor.db import repository as repo
 from governor.domain import kueue
 from governor.domain.errors import GovernorError, Invalid, NotLeader
 from governor.domain.kueue import CheckState, KueueApi
-from governor.domain.model import Category, Severity
+from governor.domain.model import Category, PodState, Severity
 from governor.domain.ports import ProviderError
 from governor.services import events
 from governor.services.context import ServiceContext
@@ -94,7 +94,7 @@ def answer(
         if pending and workload.quota_reserved and not workload.admitted:
             if models is None:
                 models = kueue.flavor_models(api.resource_flavors())
-            _judge(ctx, api, workload, pending, models, answered)
+            _judge(ctx, provider, api, workload, pending, models, answered)
         elif (
             workload.admitted
             and not workload.evicted
@@ -119,6 +119,7 @@ def _patched(call: Callable[[], None], answered: Answered) -> bool:
 
 def _judge(
     ctx: ServiceContext,
+    provider: str,
     api: KueueApi,
     workload: kueue.Workload,
     pending: list[str],
@@ -128,6 +129,10 @@ def _judge(
     if not workload.gpus:
         message = "governor: launch accepted: it asks for no GPU, nothing to price."
         _answer(ctx, api, workload, pending, CheckState.READY, message, answered)
+        return
+    held = _held(ctx, provider, workload)
+    if held is not None:
+        _answer(ctx, api, workload, pending, *held, answered)
         return
     labels, annotations = (
         api.owner_metadata(workload.namespace, workload.owner) if workload.owner else ({}, {})
@@ -161,6 +166,32 @@ def _judge(
         )
     state = CheckState.READY if decision.accepted else CheckState.REJECTED
     _answer(ctx, api, workload, pending, state, message, answered)
+
+
+def _held(
+    ctx: ServiceContext, provider: str, workload: kueue.Workload
+) -> tuple[CheckState, str] | None:
+    """The answer to a Workload queued again whose owner is a pod of the governor's (Kueue
+    queues an evicted Workload again): stopped by the governor, it is Rejected until an
+    operator resumes the pod; resumed, it is Ready (its pod is metered again: nothing more is
+    reserved). None when its owner is no pod of the governor's."""
+    ref = None if workload.owner is None else workload.owner.ref(workload.namespace)
+    if ref is None:
+        return None
+    with ctx.read_only() as session:
+        pod = repo.pod_by_ref(session, provider, ref)
+        if pod is None or pod.state is PodState.GONE:
+            return None
+        if pod.state in (PodState.STOPPING, PodState.STOPPED):
+            return CheckState.REJECTED, (
+                f"governor: launch refused: the governor stopped {ref} (pod {pod.id} of budget "
+                f"{pod.budget_id}, {pod.state.value}); it runs again only when an operator "
+                f"resumes it (governor pod resume {pod.id}), once its budget is open."
+            )
+        return CheckState.READY, (
+            f"governor: launch accepted: {ref} is pod {pod.id} of budget {pod.budget_id}, "
+            f"{pod.state.value}: metered as it runs."
+        )
 
 
 def _answer(
