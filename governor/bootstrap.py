@@ -318,6 +318,7 @@ HOW_TO_CONFIGURE = {
     "gpu-governor[kubernetes], run inside the cluster, or set GOVERNOR_KUBERNETES_URL and "
     "GOVERNOR_KUBERNETES_TOKEN, and restart",
     "local": "set GOVERNOR_LOCAL_STOP_COMMAND or GOVERNOR_LOCAL_STOP_SIGNAL and restart",
+    "kueue": "configure the kubernetes provider, set GOVERNOR_KUEUE_ENABLED=true, and restart",
 }
 
 

@@ -265,3 +265,24 @@ def test_a_replica_that_does_not_lead_sends_nothing(cluster: Cluster) -> None:
         kueue_checks.answer_all(following)
     assert len(cluster.fake.calls()) == sent
     assert cluster.fake.check_state(key, "budget") == "Pending"
+
+
+def test_two_workloads_never_spend_the_same_money_and_one_without_gpus_is_ready(
+    cluster: Cluster,
+) -> None:
+    cluster.gov.budget("200")
+    first = cluster.submit("first", gpus=2, hours=10)  # $160 each
+    second = cluster.submit("second", gpus=2, hours=10)
+    key = cluster.fake.add_workload(
+        "ml/job/cpu",
+        "gpu-queue",
+        [{"name": "main", "count": 1, "template": {"spec": {"containers": [{"name": "c"}]}}}],
+    )
+    cluster.fake.reserve_quota(key, "gpu-queue", "h100")
+    cluster.tick()
+
+    assert cluster.fake.check_state(first, "budget") == "Ready"
+    assert cluster.fake.check_state(second, "budget") == "Rejected"
+    assert "$160.00 reserved for launches = $40.00" in cluster.message(second)
+    assert cluster.fake.check_state(key, "budget") == "Ready"
+    assert "no GPU" in cluster.message(key)

@@ -47,6 +47,7 @@ class Answered:
     rejected: int = 0
     registered: int = 0
     conflicts: int = 0  # patches refused because Kueue changed the object first (next pass)
+    failed: int = 0  # Workloads a call about failed (the next pass tries again)
 
 
 def answer_all(ctx: ServiceContext) -> Answered:
@@ -91,16 +92,20 @@ def answer(
         if not mine or workload.finished:
             continue
         pending = [c for c in mine if workload.state(c) is CheckState.PENDING]
-        if pending and workload.quota_reserved and not workload.admitted:
-            if models is None:
-                models = kueue.flavor_models(api.resource_flavors())
-            _judge(ctx, provider, api, workload, pending, models, answered)
-        elif (
-            workload.admitted
-            and not workload.evicted
-            and all(workload.state(c) is CheckState.READY for c in mine)
-        ):
-            _register(ctx, provider, workload, answered)
+        try:
+            if pending and workload.quota_reserved and not workload.admitted:
+                if models is None:
+                    models = kueue.flavor_models(api.resource_flavors())
+                _judge(ctx, provider, api, workload, pending, models, answered)
+            elif (
+                workload.admitted
+                and not workload.evicted
+                and all(workload.state(c) is CheckState.READY for c in mine)
+            ):
+                _register(ctx, provider, workload, answered)
+        except ProviderError as exc:  # this one waits for the next pass; the others go on
+            answered.failed += 1
+            log.warning("could not answer Kueue's %s this pass: %s", workload, exc)
     return answered
 
 
