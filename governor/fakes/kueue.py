@@ -207,6 +207,9 @@ class FakeKueue(FakeKubernetes):
                     at,
                 ),
             )
+            if any(c["type"] == "Evicted" for c in status.get("conditions", [])):
+                # as Kueue's reservation does: an earlier eviction is over
+                self._set_condition(obj, _condition("Evicted", False, "QuotaReserved", "", at))
             self._bump(obj)
             self._put("workloads", key, obj)
 

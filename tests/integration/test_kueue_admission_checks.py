@@ -250,6 +250,7 @@ def test_an_exhausted_budgets_workload_is_evicted_only_after_its_checkpoint_dire
     with gov.session() as s:
         assert repo.launch_by_key(s, uid, gov.clock.now()) is None  # nothing reserved again
         assert len(repo.pods_of(s, budget)) == 1
+    assert cluster.kueue.describe("ml/job/train").state is PodState.RUNNING
 
 
 def test_a_replica_that_does_not_lead_sends_nothing(cluster: Cluster) -> None:
