@@ -789,6 +789,15 @@ def launch_by_key(session: Session, request_key: str, now: datetime) -> LaunchRo
     ).first()
 
 
+def latest_launch_by_key(session: Session, request_key: str) -> LaunchRow | None:
+    """The latest launch of this request, its reservation held or released."""
+    return session.scalars(
+        select(LaunchRow)
+        .where(LaunchRow.request_key == request_key)
+        .order_by(LaunchRow.created_at.desc(), LaunchRow.id.desc())
+    ).first()
+
+
 def launch_by_claim(session: Session, claim_hash: str) -> LaunchRow | None:
     return session.scalars(
         select(LaunchRow).where(LaunchRow.claim_hash == claim_hash).with_for_update()

@@ -98,6 +98,10 @@ class GovernorConfig:
     gate_default_max_hours: Decimal = Decimal(24)
     launch_reservation_ttl_s: float = 3600.0
     claim_ttl_s: float = 86400.0
+    # the Kueue admission check controller: the controllerName of the checks it answers, and
+    # how often it answers them (and keeps them Active)
+    kueue_controller_name: str = "gpu-governor.io/budget"
+    kueue_interval_s: float = 10.0
     pace: PassPace = field(default_factory=PassPace, compare=False)  # how long passes take
 
     def watch_for(self, overrides: dict[str, float | str] | None) -> Watch:

@@ -36,6 +36,7 @@ from typing import Any, Protocol
 import httpx
 
 from governor.adapters.providers._http import ProviderHttp
+from governor.domain.kube_workloads import GPU_RESOURCE
 from governor.domain.model import PodState
 from governor.domain.ports import (
     CallOutcome,
@@ -421,6 +422,12 @@ class KubernetesProvider:
                 raise NoSuchWorkload(workload) from None
             raise
 
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        """One call to this API server on these credentials, for another adapter of the same
+        cluster (Kueue's objects): decoded JSON, or ProviderError (a StatusError where the
+        server explained)."""
+        return self._request(method, path, **kwargs)
+
     def _request(self, method: str, path: str, **kwargs: Any) -> Any:
         """One API call; refused with 401, it is sent once more on credentials read afresh
         (a refused call changed nothing), where reading them again may give new ones."""
@@ -682,9 +689,6 @@ def _count(section: dict[str, Any], key: str, default: int = 0) -> int:
 
 def _malformed(what: str) -> ProviderError:
     return ProviderError(f"kubernetes answered a malformed object ({what})", retryable=True)
-
-
-GPU_RESOURCE = "nvidia.com/gpu"  # the extended resource NVIDIA's device plugin advertises
 
 
 def _listing(seen: _Seen) -> Listed:

@@ -27,7 +27,7 @@ from governor.services.security.shared_secrets import shared_secret
 from governor.services.security.tokens import Principal
 
 router = api_router(tags=["gates"])
-CLAIM_KEY = "launch-claims"  # the shared secret each launch's claim is made from
+CLAIM_KEY = launches.CLAIM_KEY
 
 
 @router.post(

@@ -36,6 +36,7 @@ from governor.services.plans.document import read_plan
 from governor.services.security.tokens import Principal, digest
 
 CLAIM_PREFIX = "gov_claim_"
+CLAIM_KEY = "launch-claims"  # the shared secret each launch's claim is made from
 # why a reservation ended
 POD_APPEARED = "pod-appeared"
 WITHDRAWN = "withdrawn"
