@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from governor.fakes.http_cloud import FakeRequest, Reply
-from governor.fakes.kubernetes import DEFAULT_TOKEN, FakeKubernetes, _timestamp, merge_patch
+from governor.fakes.kubernetes import DEFAULT_TOKEN, FakeKubernetes, merge_patch
+from governor.fakes.kubernetes_kinds import timestamp
 
 GROUP = "kueue.x-k8s.io"
 VERSION = "v1beta2"
@@ -56,7 +57,7 @@ def _condition(kind: str, status: bool, reason: str, message: str, at: datetime)
         "status": "True" if status else "False",
         "reason": reason,
         "message": message,
-        "lastTransitionTime": _timestamp(at),
+        "lastTransitionTime": timestamp(at),
     }
 
 
@@ -91,7 +92,7 @@ class FakeKueue(FakeKubernetes):
             "uid": str(uuid.uuid4()),
             "resourceVersion": str(self.version),
             "generation": 1,
-            "creationTimestamp": _timestamp(self.clock()),
+            "creationTimestamp": timestamp(self.clock()),
         }
         if namespace is not None:
             metadata["namespace"] = namespace
@@ -193,7 +194,7 @@ class FakeKueue(FakeKubernetes):
                     "name": c["name"],
                     "state": "Pending",
                     "message": "",
-                    "lastTransitionTime": _timestamp(at),
+                    "lastTransitionTime": timestamp(at),
                 }
                 for c in checks["admissionChecks"]
             ]
