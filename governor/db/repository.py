@@ -824,6 +824,25 @@ def launches_expired(session: Session, now: datetime) -> Sequence[LaunchRow]:
     ).all()
 
 
+def launches_waiting(session: Session, launch_ids: Collection[str]) -> dict[str, str]:
+    """Of these launches, those no pod is registered with yet: each one's budget, by its id."""
+    if not launch_ids:
+        return {}
+    tied = select(PodRow.id).where(PodRow.launch_id == LaunchRow.id).exists()
+    rows = session.execute(
+        select(LaunchRow.id, LaunchRow.budget_id).where(one_of(LaunchRow.id, "launch_ids"), ~tied),
+        {"launch_ids": sorted(launch_ids)},
+    )
+    return {launch_id: budget_id for launch_id, budget_id in rows}
+
+
+def budgets_adopting_labelled_pods(session: Session) -> frozenset[str]:
+    """The budgets whose label alone registers a pod under them."""
+    return frozenset(
+        session.scalars(select(BudgetRow.id).where(BudgetRow.adopt_labelled_pods.is_(True)))
+    )
+
+
 def pod_of_launch(session: Session, launch_id: str) -> PodRow | None:
     """The first pod registered with this launch."""
     return session.scalars(

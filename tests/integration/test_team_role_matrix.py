@@ -66,6 +66,7 @@ WHO = {
     ("GET", "/v1/budgets"): "read a list",
     ("GET", "/v1/budgets/{budget_id}"): "read",
     ("POST", "/v1/budgets/{budget_id}/close"): "operate",
+    ("POST", "/v1/budgets/{budget_id}/adoption"): "operate",
     ("POST", "/v1/budgets/{budget_id}/pods"): "operate",
     ("GET", "/v1/pods"): "read a list",
     ("GET", "/v1/pods/{pod_id}"): "read",

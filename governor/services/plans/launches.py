@@ -302,21 +302,20 @@ def accepted(session: Session, launch_id: str) -> bool:
     return True
 
 
-def of_budget(session: Session, launch_id: str | None, budget_id: str) -> str | None:
-    """`launch_id` where it names a launch of this budget's; None otherwise (a label naming no
-    launch, or another budget's, ties the pod to nothing)."""
-    if launch_id is None:
-        return None
-    launch = session.get(LaunchRow, launch_id)
-    return launch_id if launch is not None and launch.budget_id == budget_id else None
-
-
 def of_pod(session: Session, launch_id: str, budget_id: str) -> LaunchRow:
     """The launch a pod registering under `budget_id` names, locked until it is tied to it:
-    NotFound when there is none, Conflict when it is another budget's."""
+    NotFound when there is none of this budget's (another budget's, perhaps another team's, is
+    told as one that does not exist), Conflict when a pod registered with it already (a launch
+    is won by its first pod: a copy of its label wins nothing)."""
     launch = repo.get_launch(session, launch_id, lock=True)
     if launch.budget_id != budget_id:
-        raise Conflict(f"launch {launch.id} is budget {launch.budget_id}'s, not {budget_id}'s")
+        raise NotFound(f"no launch {launch_id!r}")
+    tied = repo.pod_of_launch(session, launch.id)
+    if tied is not None:
+        raise Conflict(
+            f"launch {launch.id} already has its pod ({tied.id}): a launch registers one pod; "
+            "register this one without it"
+        )
     return launch
 
 
