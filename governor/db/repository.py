@@ -179,6 +179,28 @@ def get_pod(session: Session, pod_id: str) -> PodRow:
     return row
 
 
+_OfBudget = TypeVar("_OfBudget", PodRow, PlanCheckRow, LaunchRow)
+
+
+def get_of_budget(
+    session: Session,
+    model: type[_OfBudget],
+    key: str,
+    what: str,
+    budget_id: str,
+    *,
+    lock: bool = False,
+) -> _OfBudget:
+    """The pod, plan or launch `key` names where it is this budget's; NotFound otherwise, worded
+    as for one that does not exist (`_get`, `scopes.require_seen`) whether there is none or it
+    is another budget's, perhaps another team's: an id in a request confirms nothing of what
+    is not the caller's."""
+    row = session.get(model, key, with_for_update=lock or None)
+    if row is None or row.budget_id != budget_id:
+        raise NotFound(f"no {what} {key!r}")
+    return row
+
+
 def get_run(session: Session, run_id: str) -> RunRow:
     row: RunRow = _get(session, RunRow, run_id, "run")
     return row

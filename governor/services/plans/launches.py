@@ -307,9 +307,7 @@ def of_pod(session: Session, launch_id: str, budget_id: str) -> LaunchRow:
     NotFound when there is none of this budget's (another budget's, perhaps another team's, is
     told as one that does not exist), Conflict when a pod registered with it already (a launch
     is won by its first pod: a copy of its label wins nothing)."""
-    launch = repo.get_launch(session, launch_id, lock=True)
-    if launch.budget_id != budget_id:
-        raise NotFound(f"no launch {launch_id!r}")
+    launch = repo.get_of_budget(session, LaunchRow, launch_id, "launch", budget_id, lock=True)
     tied = repo.pod_of_launch(session, launch.id)
     if tied is not None:
         raise Conflict(
