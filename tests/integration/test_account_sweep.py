@@ -353,3 +353,30 @@ def test_a_launched_pod_appearing_is_registered_as_its_launch_and_its_job_claims
     assert run.json()["pod_id"] == pod.id and run.json()["token"]
     again = client.post("/v1/runs/claim", json={"claim": secret})
     assert again.status_code == 409 and "already used" in again.json()["error"]["message"]
+
+
+def test_an_expired_claim_is_answered_as_one_no_launch_has(
+    gov: Governor, client: TestClient
+) -> None:
+    """A claim past its time and a secret no launch ever had get the same 404, word for word:
+    a secret tried learns nothing of whether it once was one."""
+    config = replace(gov.ctx.config, rate_card=RateCard.of({"fake:H100": "2.00"}))
+    budget = gov.budget(ceiling="500")
+    request = LaunchRequest("skypilot", (Candidate("fake", "H100", 1),), budget_ref=budget)
+    with gov.session() as s:
+        answer = launches.judge(
+            s, config, request, gov.clock.now(), reserve=True, claim_key=b"k" * 32
+        )
+        assert answer.launch is not None and answer.claim is not None
+        launch_id, secret = answer.launch.id, answer.claim
+    labels = {BUDGET_LABEL: budget, LAUNCH_LABEL: launch_id}
+    gov.cloud.launch("sky-1", labels=labels, gpu_type="H100", gpu_count=1)
+    interval(gov)
+    assert pod_of(gov, "sky-1") == (budget, PodState.RUNNING)
+    gov.clock.advance(gov.ctx.config.claim_ttl_s)
+
+    expired = client.post("/v1/runs/claim", json={"claim": secret})
+    unknown = client.post("/v1/runs/claim", json={"claim": launches.CLAIM_PREFIX + "x" * 43})
+    assert expired.status_code == unknown.status_code == 404
+    assert expired.content == unknown.content
+    assert "or its claim expired" in expired.json()["error"]["message"]

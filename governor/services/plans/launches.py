@@ -359,18 +359,18 @@ def _release(session: Session, launch: LaunchRow, reason: str, now: datetime, wh
 
 
 def claim_of(session: Session, claim: str, now: datetime) -> LaunchRow:
-    """The launch a claim secret is for, locked, if it may still be claimed; Conflict saying
-    why not (unknown, claimed already, expired)."""
+    """The launch a claim secret is for, locked, if it may still be claimed: NotFound for a
+    secret no launch has or whose claim expired, worded alike (a guessed secret learns nothing
+    of whether it once was one); Conflict for one claimed already."""
     launch = repo.launch_by_claim(session, digest(claim))
-    if launch is None:
-        raise NotFound("no launch has this claim secret: check GOVERNOR_CLAIM")
+    if launch is None or launch.claim_expires_at <= now:
+        raise NotFound(
+            "no launch has this claim secret, or its claim expired: check GOVERNOR_CLAIM (a "
+            "claim works once, within GOVERNOR_CLAIM_TTL_S of its launch's acceptance)"
+        )
     if launch.claimed_at is not None:
         raise Conflict(
             f"launch {launch.id}'s claim was already used (run {launch.run_id}): a claim works "
             "once; the run's id and job token went to the first claimant"
-        )
-    if launch.claim_expires_at <= now:
-        raise Conflict(
-            f"launch {launch.id}'s claim expired at {launch.claim_expires_at:%Y-%m-%dT%H:%M:%SZ}"
         )
     return launch
