@@ -145,17 +145,21 @@ def _register(ctx: ServiceContext, name: str, verdict: Verdict, now: datetime) -
         raise NotLeader(f"the lease ran out before registering {name}:{pod.ref}")
     try:
         with ctx.unit_of_work() as session:
-            launch_id = verdict.launch
             reg = pods.Registration(
                 provider=name,
                 provider_ref=pod.ref,
                 gpu_type=pod.gpu_type,
                 gpu_count=pod.gpu_count,
-                launch_id=launch_id,
+                launch_id=verdict.launch,
             )
             row = pods.register(session, ctx, verdict.budget_id, reg, now)
-            how = "its budget label" if verdict.fate is Fate.REGISTER else "an adoption rule"
-            unknown = verdict.launch_id is not None and launch_id is None
+            if verdict.fate is Fate.ADOPT:
+                how = "an adoption rule"
+            elif verdict.launch is not None:
+                how = "its launch label"
+            else:
+                how = "its budget label, the budget adopting labelled pods"
+            unknown = verdict.launch_id is not None and verdict.launch is None
             events.record(
                 session,
                 now,

@@ -18,6 +18,7 @@ from decimal import Decimal
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
+from governor.db import team_scope
 from governor.db import teams as team_queries
 from governor.db.tables import BudgetRow, LaunchRow, PlanCheckRow, PodRow
 from governor.domain.errors import Conflict, NotFound
@@ -293,13 +294,11 @@ def _named(request: LaunchRequest) -> str:
     return (f" {request.name!r}" if request.name else "") + who
 
 
-def accepted(session: Session, launch_id: str) -> bool:
-    """Whether a gate accepted a launch of this id (a relaunch's label names it)."""
-    try:
-        repo.get_launch(session, launch_id)
-    except NotFound:
-        return False
-    return True
+def accepted(session: Session, launch_id: str, scope: TeamScope = EVERY_TEAM) -> bool:
+    """Whether a gate accepted a launch of this id for a budget of the scope's teams (a
+    relaunch's label names it): another team's launch is as unknown as one never made."""
+    team = team_scope.team_of(session, "launch", launch_id)
+    return team is not None and scope.sees(team)
 
 
 def of_pod(session: Session, launch_id: str, budget_id: str) -> LaunchRow:
