@@ -149,6 +149,9 @@ class BudgetRow(Base):
     closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # pods (and their runs) only under an admitted plan
     require_plan: Mapped[bool] = mapped_column(default=False, server_default=false())
+    # the account sweep registers a pod by this budget's label alone (no launch of its named);
+    # the database's default, so that rows written for an older schema never name the column
+    adopt_labelled_pods: Mapped[bool] = mapped_column(server_default=false())
 
     # a name names one budget among those not closed: a closed budget's name may be used again
     __table_args__ = (

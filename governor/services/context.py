@@ -196,9 +196,14 @@ class ServiceContext:
             cache=self.tokens,
             limits=self.auth_limits,
             sessions=self.sessions,
-            address=lambda: client_address(peer, forwarded_for, self.config.trusted_proxies),
+            address=lambda: self.address_of(peer, forwarded_for),
             in_thread=in_thread,
         )
+
+    def address_of(self, peer: str | None, forwarded_for: str | None) -> str:
+        """Who is asking, over a connection from `peer` (or, from a trusted proxy, whom it
+        forwards): what the limits of `auth_limits` count by."""
+        return client_address(peer, forwarded_for, self.config.trusted_proxies)
 
     def leading(self) -> bool:
         """May this replica act on the world now: does it hold an unexpired lease?"""

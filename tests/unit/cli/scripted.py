@@ -126,6 +126,7 @@ def budget_out(**changes: Any) -> dict[str, Any]:
         "name": "pilot",
         "state": "open",
         "require_plan": False,
+        "adopt_labelled_pods": False,
         "ceiling_usd": "1000.00",
         "approved_extensions_usd": "50.00",
         "effective_ceiling_usd": "1050.00",
