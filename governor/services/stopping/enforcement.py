@@ -312,10 +312,15 @@ def _record(
 
 
 def enforce_all(ctx: ServiceContext) -> None:
-    """Let the policy look at every budget with a pod that bills, and record what it decides:
-    in batches of budgets, each a transaction of its own."""
+    """Clear the hold of a team whose next period has started; then let the policy look at
+    every budget with a pod that bills, and record what it decides: in batches of budgets,
+    each a transaction of its own."""
     with ctx.read_only() as session:
         billing = repo.billing_budgets(session)
+        holds_over = team_money.holds_over(session, ctx.clock.now())
+    if holds_over:  # a held team's next period has started: its hold clears now
+        with ctx.unit_of_work() as session:
+            team_money.clear_past_holds(session, ctx.clock.now())
     for batch in batches(billing, ctx.pods_per_transaction):
         with ctx.unit_of_work() as session:
             repo.lock_budgets(session, batch)  # the clock is read once we hold them
