@@ -1,9 +1,9 @@
 """The lock files (`make lock`) pin what pyproject.toml declares, within its ranges.
 
 requirements/runtime.txt is what `make serve` and the container image install (the image's
-extras: aws, gcp, kubernetes, focus and oidc); requirements/dev.txt what `make test` installs (the dev extra
-and every extra it names). Each pins one version of every package, no CUDA build of PyTorch,
-and no machine's index, wheel folder or file path.
+extras: aws, gcp, kubernetes, focus and oidc); requirements/dev.txt what `make test` installs
+(the dev extra and every extra it names). Each pins one version of every package, no CUDA
+build of PyTorch, and no machine's index, wheel folder or file path.
 """
 
 from __future__ import annotations
