@@ -56,6 +56,9 @@ CATEGORY_OF = {
     Reason.CANARY_OVER: Category.TELEMETRY,
     Reason.OOM_FORESEEN: Category.TELEMETRY,
 }
+# the run's flag a checkpoint asked for by these rules sets (by default, `checkpoint_asked`):
+# the budget's and its team's pre-stop checkpoints are each asked once
+CHECKPOINT_FLAG = {"team_pre_stop_checkpoint": "team_checkpoint_asked"}
 RUN_ALERT_FLAG = {
     Reason.FORECAST: "forecast_warned",
     Reason.IDLE_HANG: "idle_alerted",
@@ -262,7 +265,8 @@ def _may_retell(run: LiveRun) -> bool:
 
 
 def _ask_checkpoint(session: Session, book: LiveBook, run: LiveRun, finding: Finding) -> None:
-    setattr(run, RUN_ALERT_FLAG.get(finding.reason, "checkpoint_asked"), True)
+    flag = CHECKPOINT_FLAG.get(finding.rule) or RUN_ALERT_FLAG.get(finding.reason)
+    setattr(run, flag or "checkpoint_asked", True)
     if _may_retell(run):
         run.directive = Action.CHECKPOINT
         run.directive_reason = finding.reason
