@@ -56,6 +56,7 @@ def show_budget(b: dict[str, Any]) -> str:
         [
             ("id", b["id"]),
             ("name", b["name"]),
+            ("team", b["team_id"]),
             ("state", b["state"]),
             ("requires a plan", "yes" if b["require_plan"] else "no"),
             ("labelled pods", "adopted" if b["adopt_labelled_pods"] else "not adopted"),
@@ -85,6 +86,7 @@ def budget_declare(api: Api, a: argparse.Namespace) -> Shown:
         note=a.note,
         require_plan=a.require_plan,
         adopt_labelled_pods=a.adopt_labelled_pods or None,
+        team=a.team,
     )
     return api.call("POST", "/v1/budgets", body=body), show_budget
 
@@ -127,6 +129,11 @@ def add_commands(commands: Commands) -> None:
         "--thresholds", type=_thresholds, metavar="PCTS", help="alert thresholds, e.g. 50,80,90"
     )
     declare.add_argument("--note", help="what the budget covers")
+    declare.add_argument(
+        "--team",
+        help="the team it belongs to, by name or id (default: the default team); its ceiling "
+        "must fit in what the team has left this period",
+    )
     declare.add_argument(
         "--require-plan",
         action=argparse.BooleanOptionalAction,

@@ -268,6 +268,9 @@ class RunRow(Base):
     directive_reason: Mapped[Reason | None] = mapped_column(_enum(Reason))
     directive_message: Mapped[str | None] = mapped_column(Text)
     checkpoint_asked: Mapped[bool] = mapped_column(default=False)
+    # its team's pre-stop checkpoint was asked for: a flag of its own, so the budget's and the
+    # team's each ask once
+    team_checkpoint_asked: Mapped[bool] = mapped_column(default=False, server_default=false())
     forecast_warned: Mapped[bool] = mapped_column(default=False)
     idle_alerted: Mapped[bool] = mapped_column(default=False, server_default=false())
     stall_alerted: Mapped[bool] = mapped_column(default=False, server_default=false())
@@ -302,6 +305,8 @@ class RunPhaseRow(Base):
 
 class LedgerEntryRow(Base):
     __tablename__ = "ledger_entries"
+    # the cost export and a team's period read the entries by the hour they start, in order
+    __table_args__ = (Index("ix_ledger_entries_period_start_id", "period_start", "id"),)
 
     id: Mapped[int] = mapped_column(Int64, primary_key=True, autoincrement=True)
     budget_id: Mapped[str] = mapped_column(ForeignKey("budgets.id"), index=True)

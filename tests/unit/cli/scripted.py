@@ -124,6 +124,7 @@ def budget_out(**changes: Any) -> dict[str, Any]:
     return {
         "id": BUDGET_ID,
         "name": "pilot",
+        "team_id": "team_default",
         "state": "open",
         "require_plan": False,
         "adopt_labelled_pods": False,

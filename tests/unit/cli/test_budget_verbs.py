@@ -20,6 +20,7 @@ from tests.unit.cli.scripted import (
 SHOWN = f"""\
 id                   {BUDGET_ID}
 name                 pilot
+team                 team_default
 state                open
 requires a plan      no
 labelled pods        not adopted
@@ -68,6 +69,13 @@ def test_declare_leaves_what_was_not_given_to_the_server(governor: Governor) -> 
     governor.answer("POST", "/v1/budgets", budget_out(), status=201)
     ran = governor.run("budget", "declare", "pilot", "--ceiling", "1000")
     assert body(ran.last) == {"name": "pilot", "ceiling_usd": "1000"}
+
+
+def test_declare_names_the_team_the_budget_belongs_to(governor: Governor) -> None:
+    governor.answer("POST", "/v1/budgets", budget_out(team_id="team_0000000000000001"), status=201)
+    ran = governor.run("budget", "declare", "pilot", "--ceiling", "1000", "--team", "vision")
+    assert body(ran.last) == {"name": "pilot", "ceiling_usd": "1000", "team": "vision"}
+    assert "team                 team_0000000000000001" in ran.out
 
 
 def test_declare_can_say_no_plan_is_needed_whatever_the_servers_default(
