@@ -5,7 +5,7 @@ pod is registered under the budget only where the budget opted in; every budget 
 has not.
 
 Revision ID: b3c5d7e9f1a2
-Revises: f7a1c3e5b9d2
+Revises: a2b4c6d8e0f1
 Create Date: 2026-12-05 22:00:00.000000
 """
 
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "b3c5d7e9f1a2"
-down_revision: str | None = "f7a1c3e5b9d2"
+down_revision: str | None = "a2b4c6d8e0f1"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
