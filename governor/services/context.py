@@ -98,6 +98,10 @@ class GovernorConfig:
     gate_default_max_hours: Decimal = Decimal(24)
     launch_reservation_ttl_s: float = 3600.0
     claim_ttl_s: float = 86400.0
+    # the Kubernetes admission webhook: what it answers when it cannot decide, and how long
+    # it may take to decide
+    webhook_on_error: str = "deny"
+    webhook_decide_s: float = 5.0
     pace: PassPace = field(default_factory=PassPace, compare=False)  # how long passes take
 
     def watch_for(self, overrides: dict[str, float | str] | None) -> Watch:
