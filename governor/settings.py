@@ -133,24 +133,28 @@ class Settings(ProviderSettings, BaseSettings):
         "(beside the API, same address); it carries the admission route alone. Off when unset.",
     )
     webhook_cert_file: Path | None = Field(
-        None, description="The webhook's TLS certificate (PEM, with its chain)."
+        None, description="The admission webhook's TLS certificate (PEM, with its chain)."
     )
-    webhook_key_file: Path | None = Field(None, description="The webhook certificate's key (PEM).")
+    webhook_key_file: Path | None = Field(
+        None, description="The admission webhook certificate's key (PEM)."
+    )
     webhook_client_ca_file: Path | None = Field(
         None,
-        description="When set, the webhook requires a client certificate signed by this CA "
+        description="When set, the admission webhook requires a client certificate signed by "
+        "this CA "
         "(PEM): the API server's (its AdmissionConfiguration's kubeconfig names it).",
     )
     webhook_on_error: Literal["deny", "allow"] = Field(
         "deny",
-        description="What the webhook answers when it cannot decide in time (the database "
+        description="What the admission webhook answers when it cannot decide in time (the "
+        "database "
         "unreachable or slow): deny (fail closed) or allow; the message says which.",
     )
     webhook_decide_s: float = Field(
         5.0,
         gt=0,
         le=29,
-        description="How long the webhook may take to decide before it answers per "
+        description="How long the admission webhook may take to decide before it answers per "
         "GOVERNOR_WEBHOOK_ON_ERROR; keep it under the ValidatingWebhookConfiguration's "
         "timeoutSeconds.",
     )
