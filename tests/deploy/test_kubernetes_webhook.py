@@ -9,13 +9,12 @@ import base64
 import copy
 import json
 import os
-import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
-import pytest
 import yaml
 from cryptography import x509
 
@@ -23,6 +22,7 @@ from governor.api.admission import PATH
 from governor.domain.kube_workloads import KINDS
 from governor.settings import Settings
 from tests.deploy.test_kubernetes import KUBERNETES_VERSION, _secret_readable
+from tests.programs import program
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "deploy" / "kubernetes"
@@ -140,23 +140,24 @@ def test_the_webhook_configuration_is_safe_and_points_at_the_governor() -> None:
     assert issuer["metadata"]["namespace"] == certificate["metadata"]["namespace"]
 
 
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
 def test_the_certificate_script_makes_a_certificate_for_the_service_and_sets_the_ca(
     tmp_path: Path,
 ) -> None:
+    openssl = Path(program("openssl"))  # the script runs it from PATH
     calls = tmp_path / "calls.jsonl"
     kubectl = tmp_path / "kubectl"
     kubectl.write_text(
         "#!/bin/sh\n"
-        f'python3 -c \'import json, sys; print(json.dumps({{"args": sys.argv[1:], '
+        f'{sys.executable} -c \'import json, sys; print(json.dumps({{"args": sys.argv[1:], '
         f'"stdin": "" if sys.stdin.isatty() else sys.stdin.read()}}))\' "$@" >>{calls}\n'
         'case "$*" in *--dry-run=client*) echo "kind: Secret";; esac\n'
     )
     kubectl.chmod(0o755)
     out = tmp_path / "out"
-    env = {**os.environ, "KUBECTL": str(kubectl), "OUT": str(out), "DAYS": "2"}
+    path = f"{openssl.parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, "PATH": path, "KUBECTL": str(kubectl), "OUT": str(out), "DAYS": "2"}
     result = subprocess.run(
-        ["sh", str(FOLDER / "webhook-certs.sh")],
+        [program("bash"), str(FOLDER / "webhook-certs.sh")],
         env=env,
         stdin=subprocess.DEVNULL,
         capture_output=True,
