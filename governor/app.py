@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from governor import __version__
-from governor.api import log_redaction, routers
+from governor.api import admission, log_redaction, routers
 from governor.api.body_limit import BodyLimit
 from governor.api.clean_url import CleanUrl
 from governor.api.errors import install as install_error_handlers
@@ -63,4 +63,22 @@ def create_app(settings: Settings, context: ServiceContext | None = None) -> Fas
     for router in routers():
         app.include_router(router)
     app.include_router(build_web_router())
+    return app
+
+
+def create_admission_app(settings: Settings, context: ServiceContext) -> FastAPI:
+    """The Kubernetes admission webhook's app, for its own TLS port: its one route and nothing
+    else (no API, no pages, no docs), on the API's context (the API's app owns its life)."""
+    app = FastAPI(
+        title="gpu-governor admission webhook",
+        version=__version__,
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.context = context
+    install_error_handlers(app)
+    app.add_middleware(BodyLimit, max_bytes=max(settings.max_body_bytes, admission.MAX_BODY_BYTES))
+    app.add_middleware(CleanUrl)
+    app.include_router(admission.router)
     return app

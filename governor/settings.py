@@ -125,6 +125,39 @@ class Settings(ProviderSettings, BaseSettings):
         description="How long an accepted launch's one-time claim secret (GOVERNOR_CLAIM) may be "
         "exchanged for its run's id and job token.",
     )
+    webhook_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="Serve the Kubernetes validating admission webhook over TLS on this port "
+        "(beside the API, same address); it carries the admission route alone. Off when unset.",
+    )
+    webhook_cert_file: Path | None = Field(
+        None, description="The admission webhook's TLS certificate (PEM, with its chain)."
+    )
+    webhook_key_file: Path | None = Field(
+        None, description="The admission webhook certificate's key (PEM)."
+    )
+    webhook_client_ca_file: Path | None = Field(
+        None,
+        description="When set, the admission webhook requires a client certificate signed by "
+        "this CA "
+        "(PEM): the API server's (its AdmissionConfiguration's kubeconfig names it).",
+    )
+    webhook_on_error: Literal["deny", "allow"] = Field(
+        "deny",
+        description="What the admission webhook answers when it cannot decide in time (the "
+        "database "
+        "unreachable or slow): deny (fail closed) or allow; the message says which.",
+    )
+    webhook_decide_s: float = Field(
+        5.0,
+        gt=0,
+        le=29,
+        description="How long the admission webhook may take to decide before it answers per "
+        "GOVERNOR_WEBHOOK_ON_ERROR; keep it under the ValidatingWebhookConfiguration's "
+        "timeoutSeconds.",
+    )
     auth_failures_per_minute: int = Field(
         30,
         ge=1,
@@ -461,6 +494,17 @@ class Settings(ProviderSettings, BaseSettings):
             if url.startswith(prefix):
                 return "postgresql+psycopg://" + url[len(prefix) :]
         return url
+
+    @model_validator(mode="after")
+    def _webhook_complete(self) -> Settings:
+        if self.webhook_port is None:
+            return self
+        if self.webhook_cert_file is None or self.webhook_key_file is None:
+            raise ValueError(
+                "GOVERNOR_WEBHOOK_PORT is set: set GOVERNOR_WEBHOOK_CERT_FILE and "
+                "GOVERNOR_WEBHOOK_KEY_FILE too (the webhook is served over TLS only)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _probe_within_lease(self) -> Settings:

@@ -23,6 +23,7 @@ PROGRAMS=(
   "systemd-analyze systemd"          # the systemd unit, read by systemd's own parser
   "install coreutils"                # the unit's install steps, run against a scratch root
   "cp coreutils"
+  "openssl openssl"                  # deploy/kubernetes/webhook-certs.sh's certificates
   "git git"                          # bench/compare.py's worktrees
   "make make"                        # the Makefile's targets, read by a dry run
   "node nodejs"                      # the OpenID Connect provider the sign-in tests run

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import os
+import ssl
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from governor import __version__
 from governor.cli.output import refused
 from governor.cli.verbs import Commands
-from governor.settings import load_settings
+from governor.settings import Settings, load_settings
 
 if TYPE_CHECKING:
+    import uvicorn
     from sqlalchemy.exc import OperationalError
 
     from governor.services.context import ServiceContext
@@ -40,7 +43,7 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
     from sqlalchemy.exc import OperationalError
 
-    from governor.app import create_app
+    from governor.app import create_admission_app, create_app
     from governor.bootstrap import (
         DatabaseBehind,
         bootstrap_operator,
@@ -51,6 +54,10 @@ def _serve(args: argparse.Namespace) -> int:
     from governor.db.schema import MigrationsMissing
 
     settings = load_settings()
+    try:
+        tls = _webhook_tls(settings)
+    except (OSError, ssl.SSLError) as exc:
+        return refused(f"the webhook's certificate, key or client CA cannot be loaded: {exc}")
     try:
         prepare_database(settings)
     except (DatabaseBehind, MigrationsMissing) as exc:
@@ -72,22 +79,77 @@ def _serve(args: argparse.Namespace) -> int:
         )
     print(f"API docs at {url}/docs; metering every {settings.enforce_interval_s:g} s.")
     print(f"GPU telemetry: {_describe_gpus(ctx)}")
+    if settings.webhook_port is not None:
+        clients = "required" if settings.webhook_client_ca_file else "not required"
+        print(
+            f"Kubernetes admission webhook at https://{args.host}:{settings.webhook_port}"
+            f"/validate (client certificates {clients})."
+        )
     hint = command_line_hint(sys.executable, os.environ.get("PATH", ""))
     if hint:
         print(hint)
     sys.stdout.flush()
     app = create_app(settings, ctx)
     _prepare_interpreter()
-    uvicorn.run(
-        app,
-        host=args.host,
-        port=args.port,
-        log_level=settings.log_level,
-        access_log=settings.access_log,
-        workers=1,
-    )
+    if settings.webhook_port is None:
+        uvicorn.run(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level=settings.log_level,
+            access_log=settings.access_log,
+            workers=1,
+        )
+    else:
+        api = uvicorn.Config(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level=settings.log_level,
+            access_log=settings.access_log,
+        )
+        webhook = uvicorn.Config(
+            create_admission_app(settings, ctx),
+            host=args.host,
+            port=settings.webhook_port,
+            log_level=settings.log_level,
+            access_log=settings.access_log,
+            lifespan="off",
+            **tls,
+        )
+        asyncio.run(_together(uvicorn.Server(api), uvicorn.Server(webhook)))
     close_context(ctx)
     return 0
+
+
+def _webhook_tls(settings: Settings) -> dict[str, Any]:
+    """The webhook server's TLS options, loaded once here so a bad file is refused before
+    anything starts: its certificate and key, and the CA a client certificate must be signed
+    by (then required) where one is set."""
+    if settings.webhook_port is None:
+        return {}
+    assert settings.webhook_cert_file is not None and settings.webhook_key_file is not None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(settings.webhook_cert_file, settings.webhook_key_file)
+    options: dict[str, Any] = {
+        "ssl_certfile": str(settings.webhook_cert_file),
+        "ssl_keyfile": str(settings.webhook_key_file),
+    }
+    if settings.webhook_client_ca_file is not None:
+        context.load_verify_locations(settings.webhook_client_ca_file)
+        options["ssl_ca_certs"] = str(settings.webhook_client_ca_file)
+        options["ssl_cert_reqs"] = ssl.CERT_REQUIRED
+    return options
+
+
+async def _together(*servers: uvicorn.Server) -> None:
+    """The servers on one event loop, all serving until one of them ends (a signal, or a
+    port it could not bind): then all end."""
+    tasks = [asyncio.create_task(s.serve()) for s in servers]
+    await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    for server in servers:
+        server.should_exit = True
+    await asyncio.gather(*tasks)
 
 
 # How long a thread that computes may keep the interpreter from one that waits for it (CPython:

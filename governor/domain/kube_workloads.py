@@ -1,6 +1,7 @@
 """Kubernetes workloads read as the launch gate reads a launch: their pods in groups of alike
-pods (a Job's parallel pods, a JobSet's replicated jobs, a RayJob's head and workers, a
-PyTorchJob's master and workers, a Deployment's replicas, a Kueue Workload's pod sets), each
+pods (a Job's parallel pods, a JobSet's replicated jobs, a RayJob's or RayCluster's head and
+workers, a PyTorchJob's master and workers, a Deployment's, ReplicaSet's or StatefulSet's
+replicas, a Kueue Workload's pod sets), each
 group's GPUs per pod and GPU model read from its pod template.
 
 GPUs per pod are the `nvidia.com/gpu` its containers ask for (limits, else requests), by
@@ -207,11 +208,14 @@ def _jobset(spec: Mapping[str, Any], obj: Mapping[str, Any]) -> tuple[PodGroup, 
 
 
 def _rayjob(spec: Mapping[str, Any], obj: Mapping[str, Any]) -> tuple[PodGroup, ...]:
-    """A RayJob's cluster: one head pod, and each worker group's replicas (its maximum when
-    the cluster autoscales, whichever is more) times its hosts."""
+    """A RayJob's cluster (none when it runs on an existing one: `clusterSelector`)."""
     cluster = _map(spec.get("rayClusterSpec"), "spec.rayClusterSpec")
-    if not cluster:
-        return ()  # it runs on an existing cluster (clusterSelector): no pods of its own
+    return _raycluster(cluster, obj) if cluster else ()
+
+
+def _raycluster(cluster: Mapping[str, Any], obj: Mapping[str, Any]) -> tuple[PodGroup, ...]:
+    """One head pod, and each worker group's replicas (its maximum when the cluster
+    autoscales, whichever is more) times its hosts."""
     autoscales = cluster.get("enableInTreeAutoscaling") is True
     head = _map(cluster.get("headGroupSpec"), "rayClusterSpec.headGroupSpec")
     groups = [PodGroup("head", 1, _template(head, "headGroupSpec.template"))]
@@ -245,9 +249,11 @@ _READERS: dict[tuple[str, str], _Reader] = {
     ("", "Pod"): _pod,
     ("apps", "Deployment"): _replicated,
     ("apps", "StatefulSet"): _replicated,
+    ("apps", "ReplicaSet"): _replicated,
     ("batch", "Job"): _job,
     ("jobset.x-k8s.io", "JobSet"): _jobset,
     ("ray.io", "RayJob"): _rayjob,
+    ("ray.io", "RayCluster"): _raycluster,
     ("kubeflow.org", "PyTorchJob"): _pytorchjob,
 }
 KINDS = frozenset(Kind(g, k) for g, k in _READERS)

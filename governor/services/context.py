@@ -102,6 +102,10 @@ class GovernorConfig:
     # how often it answers them (and keeps them Active)
     kueue_controller_name: str = "gpu-governor.io/budget"
     kueue_interval_s: float = 10.0
+    # the Kubernetes admission webhook: what it answers when it cannot decide, and how long
+    # it may take to decide
+    webhook_on_error: str = "deny"
+    webhook_decide_s: float = 5.0
     pace: PassPace = field(default_factory=PassPace, compare=False)  # how long passes take
 
     def watch_for(self, overrides: dict[str, float | str] | None) -> Watch:

@@ -8,11 +8,13 @@ and this table does not (or the other way round) fails the test until it is clas
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from fastapi.testclient import TestClient
 
-from governor.app import create_app
+from governor.api import admission
+from governor.app import create_admission_app, create_app
+from governor.services.context import ServiceContext
 from governor.settings import load_settings
 from tests.integration.api_scene import served_scene
 
@@ -115,6 +117,19 @@ def _routes() -> dict[tuple[str, str], dict[str, Any]]:
 
 def test_every_route_in_the_document_has_a_rule() -> None:
     assert set(_routes()) == set(WHO)
+
+
+def test_the_admission_webhook_is_served_apart_from_the_api() -> None:
+    """Its route, authenticated by TLS alone on its own port, is not the API's; and its app
+    serves that route and nothing else (no API, no pages, no OpenAPI document)."""
+    assert not any(path == admission.PATH for _, path in _routes())
+    settings = load_settings(database_url="sqlite://")
+    app = create_admission_app(settings, cast(ServiceContext, None))
+    paths = app.openapi()["paths"]
+    assert {(m.upper(), p) for p, ops in paths.items() for m in ops} == {("POST", admission.PATH)}
+    with TestClient(app) as client:
+        for path in ("/docs", "/openapi.json", "/status", "/v1/budgets", "/healthz"):
+            assert client.get(path).status_code == 404, path
 
 
 def test_no_caller_gets_past_a_route_it_may_not_use(database_url: str) -> None:

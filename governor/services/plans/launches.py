@@ -75,13 +75,15 @@ def judge(
     claim_key: bytes,
     request_key: str | None = None,
     scope: TeamScope = EVERY_TEAM,
+    record: bool = True,
 ) -> GateAnswer:
     """The gate's answer to a launch; with `reserve`, an accepted one is reserved, with its
     claim secret (made from `claim_key`, the server's, and the launch's id). A repeated
     request (the same `request_key`) finds its launch, and its claim, again while its
     reservation is held, instead of reserving twice. A gate token for some teams finds their
     budgets alone (`scope`); the money is the budget's, and its team's where the team has a
-    ceiling and less left."""
+    ceiling and less left. Without `record` (a judge that changes nothing, as an admission
+    webhook is) no event is recorded either."""
     found = (
         None
         if not reserve or request_key is None
@@ -137,7 +139,7 @@ def judge(
         plan_holds=None if plan is None else plan.held,
     )
     decision.figures["hours_from"] = hours_from
-    if decision.warnings:
+    if decision.warnings and record:
         events.record(
             session,
             now,
@@ -150,7 +152,7 @@ def judge(
             evidence={"tool": request.tool, **decision.figures},
         )
     if not decision.accepted or not reserve:
-        if not decision.accepted:
+        if not decision.accepted and record:
             _refused(session, request, budget, decision, now)
         return GateAnswer(decision, budget.id)
     launch = _reserve(session, config, request, budget, decision, plan, now, request_key, claim_key)
