@@ -89,7 +89,7 @@ def test_the_need_is_the_upper_edge_where_the_family_error_binds() -> None:
     on_h200 = fits_of(variant())  # the reference plan: long-context, 60.66 GiB modeled
     assert on_h200.modeled_gib == pytest.approx(60.66, abs=0.01)
     assert on_h200.judged_gib == pytest.approx(60.66 * (1 + POOLED_ERROR), abs=0.01)
-    assert "upper edge, ±16% as long_context plans showed" in on_h200.basis
+    assert "upper edge, ±12% as long_context plans showed" in on_h200.basis
 
 
 @pytest.mark.usefixtures("exact_model")
