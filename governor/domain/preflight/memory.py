@@ -430,12 +430,17 @@ def _gated_mlp(plan: Plan) -> tuple[int, str]:
     checkpointing, for the one recomputed layer with it."""
     t, m = plan.training, plan.model
     width, width_basis = _mlp_width(plan)
-    trained = full_fine_tune(plan)
-    of_width, of_hidden = GATED_KEPT[trained]
-    per_token = of_width * width - of_hidden * m.hidden_size
+    # Adapters on the MLP's projections keep their inputs as trained weights do: a LoRA plan
+    # takes the larger of the two rows (the frozen one wherever I < 4 x h, as in Llama).
+    rows = {
+        trained: of_width * width - of_hidden * m.hidden_size
+        for trained, (of_width, of_hidden) in GATED_KEPT.items()
+    }
+    trained = full_fine_tune(plan) or rows[True] > rows[False]
+    per_token = rows[trained]
     layers = 1 if t.grad_checkpointing is Checkpointing.FULL else m.num_layers
     values = layers * per_token * t.tokens
-    kept = "h + 4·I, trained" if trained else "3·I, frozen"
+    kept = "h + 4·I, the projections keeping their inputs" if trained else "3·I, frozen"
     replaced = "9·h" if trained else "4·h"
     basis = (
         f" + gated MLP: 2 bytes x {layers} layer(s) x ({kept} - the standard MLP's "

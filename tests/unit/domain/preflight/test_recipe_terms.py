@@ -189,3 +189,11 @@ def test_a_gated_mlp_keeps_three_inner_width_tensors_where_the_standard_one_keep
     full = {"training.trainable_params": EXAMPLE["model"]["params_total"]}
     added = floor_of("activations", {**gated, **full}) - floor_of("activations", full)
     assert added == pytest.approx(2 * (4 * width - 8 * H) * S / GIB)
+
+
+def test_a_lora_plan_with_a_wide_gated_mlp_takes_the_trained_row() -> None:
+    """Adapters on the MLP keep its inputs: where I > 4 x h the trained row is the larger."""
+    width = 6 * H
+    base = floor_of("activations", {"model.intermediate_size": width})
+    added = floor_of("activations", {"model.mlp": "gated", "model.intermediate_size": width}) - base
+    assert added == pytest.approx(2 * (4 * width - 8 * H) * S / GIB)
