@@ -10,7 +10,9 @@ ENV PYTHONUNBUFFERED=1 \
 
 # The dependencies first, each at the version the runtime lock pins (`make lock` writes it): the
 # governor's own, the aws extra (EC2 stops are signed by boto3), the gcp extra (google-auth's
-# credentials) and the kubernetes extra (kubeconfigs and the in-cluster service account).
+# credentials), the kubernetes extra (kubeconfigs and the in-cluster service account), the focus
+# extra (the FOCUS export as Parquet, through pyarrow) and the oidc extra (sign-in through an
+# OpenID Connect provider, through authlib).
 COPY requirements/runtime.txt /tmp/runtime.txt
 RUN pip install -r /tmp/runtime.txt && rm /tmp/runtime.txt
 # Then the package alone, from a scratch copy of the source, and drop the copy.

@@ -23,7 +23,8 @@ $(VENV):
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# The governor itself, with the providers' extras the container image has: what `make serve` needs.
+# The governor itself, with the extras the container image has (the providers', the Parquet export's,
+# sign-in's): what `make serve` needs.
 $(RUNTIME): $(RUNTIME_LOCK) pyproject.toml | $(VENV)
 	$(BIN)/python -m pip install --quiet -r $(RUNTIME_LOCK)
 	$(BIN)/python -m pip install --quiet --no-deps -e .
@@ -94,5 +95,6 @@ COMPILE := CUSTOM_COMPILE_COMMAND="make lock" $(LOCK_TOOL)/bin/pip-compile --qui
 	--strip-extras --no-emit-index-url --no-emit-find-links --no-emit-trusted-host \
 	--unsafe-package gpu-governor
 lock: | $(LOCK_TOOL)
-	$(COMPILE) --extra aws --extra gcp --extra kubernetes --output-file $(RUNTIME_LOCK) pyproject.toml
+	$(COMPILE) --extra aws --extra gcp --extra kubernetes --extra focus --extra oidc \
+		--output-file $(RUNTIME_LOCK) pyproject.toml
 	$(COMPILE) --extra dev --constraint $(RUNTIME_LOCK) --output-file $(DEV_LOCK) pyproject.toml

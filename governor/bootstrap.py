@@ -21,6 +21,7 @@ from governor.adapters.providers._http import provider_client
 from governor.adapters.providers.gcp import GcpProvider, StaticToken, TokenSource
 from governor.adapters.providers.gcp_billing import BilledGcpProvider
 from governor.adapters.providers.kubernetes import KubernetesProvider
+from governor.adapters.providers.kueue import KueueProvider
 from governor.adapters.providers.lambda_cloud import LambdaProvider
 from governor.adapters.providers.local import LocalCommandProvider, LocalProvider
 from governor.adapters.providers.runpod import RunPodProvider
@@ -317,13 +318,29 @@ HOW_TO_CONFIGURE = {
     "gpu-governor[kubernetes], run inside the cluster, or set GOVERNOR_KUBERNETES_URL and "
     "GOVERNOR_KUBERNETES_TOKEN, and restart",
     "local": "set GOVERNOR_LOCAL_STOP_COMMAND or GOVERNOR_LOCAL_STOP_SIGNAL and restart",
+    "kueue": "configure the kubernetes provider, set GOVERNOR_KUEUE_ENABLED=true, and restart",
 }
 
 
 def build_providers(settings: Settings, clock: Clock) -> dict[str, AnyProvider]:
-    """Every provider whose credentials are configured ("fake" always is)."""
+    """Every provider whose credentials are configured ("fake" always is); with Kueue
+    enabled, "kueue" on the Kubernetes cluster's credentials."""
     built = {name: make(settings, clock) for name, make in PROVIDERS.items()}
-    return {name: provider for name, provider in built.items() if provider is not None}
+    providers = {name: provider for name, provider in built.items() if provider is not None}
+    if settings.kueue_enabled:
+        cluster = providers.get("kubernetes")
+        if not isinstance(cluster, KubernetesProvider):
+            raise ProviderSetupError(
+                "GOVERNOR_KUEUE_ENABLED needs a Kubernetes cluster: "
+                + HOW_TO_CONFIGURE["kubernetes"]
+            )
+        providers["kueue"] = KueueProvider(
+            cluster,
+            settings.kueue_controller_name,
+            clock,
+            stop_latency_s=settings.kubernetes_stop_latency_s,
+        )
+    return providers
 
 
 class DatabaseBehind(RuntimeError):
@@ -431,6 +448,8 @@ def build_context(settings: Settings, clock: Clock | None = None) -> ServiceCont
             gate_default_max_hours=settings.gate_default_max_hours,
             launch_reservation_ttl_s=settings.launch_reservation_ttl_s,
             claim_ttl_s=settings.claim_ttl_s,
+            kueue_controller_name=settings.kueue_controller_name,
+            kueue_interval_s=settings.kueue_interval_s,
             health_rules=tuple(HealthRule.of(r) for r in settings.health_rules),
             exported_run_metrics=tuple(settings.exported_run_metrics),
             failover_s=0.0 if settings.embedded else settings.lease_s + settings.probe_s,

@@ -184,6 +184,24 @@ class ProviderSettings(BaseModel):
     kubernetes_stop_latency_s: float = Field(
         60.0, ge=0, description="Seconds a workload's pods may run after it is suspended."
     )
+    kueue_enabled: bool = Field(
+        False,
+        description="Answer Kueue's admission checks on the Kubernetes cluster configured above "
+        "(its credentials), and register the Workloads Kueue admits as pods.",
+    )
+    kueue_controller_name: str = Field(
+        "gpu-governor.io/budget",
+        min_length=1,
+        max_length=253,
+        description="The spec.controllerName of the AdmissionChecks the governor answers.",
+    )
+    kueue_interval_s: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="How often the leader keeps its AdmissionChecks Active and answers the "
+        "Workloads waiting on them.",
+    )
 
     local_stop_command: Annotated[list[str] | None, NoDecode] = Field(
         None,

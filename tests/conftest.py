@@ -100,15 +100,8 @@ def exact_model(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """The preflight model's error on its validation set, printed after every run."""
-    from tests.preflight_cases.validation import CASES, Summary, judge
+    from tests.preflight_cases.validation import CASES, judge, summary_lines
 
-    judged = [j for j in (judge(c) for c in CASES) if j.error is not None]
     terminalreporter.section("preflight memory model against published measurements")
-    for part in ("tuning", "held_out"):
-        errors = [j for j in judged if j.case["part"] == part]
-        terminalreporter.line(
-            Summary(part, [j.error for j in errors if j.error is not None]).line()
-        )
-        for family in sorted({j.family for j in errors}):
-            of = [j.error for j in errors if j.family == family and j.error is not None]
-            terminalreporter.line("  " + Summary(family, of).line())
+    for line in summary_lines([judge(c) for c in CASES]):
+        terminalreporter.line(line)

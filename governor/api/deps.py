@@ -106,7 +106,9 @@ class Access:
 
     A caller scoped to some teams reaches only their objects: a path naming another team's
     budget, pod, run, extension or token is 404 (`scopes.require_seen`, one statement, asked
-    of team-scoped callers alone: a job's or agent's token, and an org-wide one, skip it).
+    of team-scoped callers alone: a job's or agent's token, and an org-wide one, skip it). A
+    query filtering by a budget or pod (`?budget_id=`) there is none of, or of another team,
+    is 404 for every caller, worded alike (`scopes.require_filters_seen`).
 
     Every route's Access is also called before the route reads its body (route.py), so that a
     caller without the right token learns 401, 403 or 404 whatever the body: the caller is
@@ -137,6 +139,9 @@ class Access:
         if caller.team_ids is not None and not getattr(request.state, "in_scope", False):
             await _in_scope(request, caller)
             request.state.in_scope = True
+        if not getattr(request.state, "filters_seen", False):
+            await _filters_seen(request, caller)
+            request.state.filters_seen = True
         return caller
 
 
@@ -150,6 +155,22 @@ async def _in_scope(request: Request, caller: Principal) -> None:
     def look_up() -> None:
         with context.read_only() as session:
             scopes.require_seen(session, caller, named)
+
+    await run_in_threadpool(look_up)
+
+
+async def _filters_seen(request: Request, caller: Principal) -> None:
+    """NotFound if a query parameter filters by an object there is none of, or of a team the
+    caller is not scoped to (`scopes.require_filters_seen`): asked only of a request that has
+    such a filter."""
+    named = {k: v for k, v in request.query_params.items() if k in scopes.FILTERS}
+    if not named:
+        return
+    context: ServiceContext = request.app.state.context
+
+    def look_up() -> None:
+        with context.read_only() as session:
+            scopes.require_filters_seen(session, caller, named)
 
     await run_in_threadpool(look_up)
 

@@ -33,6 +33,7 @@ from governor.domain.model import (
 from governor.domain.teams import DEFAULT_TIME_ZONE, PeriodKind, time_zone
 from governor.services.events import Event
 from governor.services.fleet.budget_model import Budget
+from governor.services.fleet.budgets import ADOPT_LABELLED_PODS_DOC
 from governor.services.fleet.pod_model import Pod, ResumedPod
 from governor.services.fleet.team_model import Team, TeamExtension
 from governor.services.jobs import checkins
@@ -127,6 +128,7 @@ class BudgetIn(Strict):
         description="admit pods (and their runs) only under a plan that is not no_go; unset: "
         "the server's GOVERNOR_REQUIRE_PLAN",
     )
+    adopt_labelled_pods: bool = Field(False, description=ADOPT_LABELLED_PODS_DOC)
 
     @model_validator(mode="after")
     def _reserve_below_ceiling(self) -> BudgetIn:
@@ -181,6 +183,11 @@ class TeamCeilingIn(Strict):
         if (self.period is PeriodKind.DAYS) != (self.period_days is not None):
             raise ValueError("period_days is given with period `days`, and only then")
         return self
+
+
+class AdoptionIn(Strict):
+    adopt_labelled_pods: bool = Field(description=ADOPT_LABELLED_PODS_DOC)
+    reason: Text = Field(description="why (recorded with who decided)")
 
 
 class CloseIn(Strict):

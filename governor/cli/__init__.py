@@ -1,5 +1,5 @@
 """The `governor` command: serve, migrate, agent, demo, plan, providers, and the operator verbs
-over HTTP (budget, pod, run, token, ext, events, report)."""
+over HTTP (team, budget, pod, run, token, ext, events, report, costs)."""
 
 from __future__ import annotations
 

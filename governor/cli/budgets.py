@@ -1,4 +1,5 @@
-"""`governor budget`: declare, list, show and close budgets."""
+"""`governor budget`: declare, list, show and close budgets, and say whether a label alone
+registers a pod under one."""
 
 from __future__ import annotations
 
@@ -55,8 +56,10 @@ def show_budget(b: dict[str, Any]) -> str:
         [
             ("id", b["id"]),
             ("name", b["name"]),
+            ("team", b["team_id"]),
             ("state", b["state"]),
             ("requires a plan", "yes" if b["require_plan"] else "no"),
+            ("labelled pods", "adopted" if b["adopt_labelled_pods"] else "not adopted"),
             ("ceiling", usd(b["ceiling_usd"])),
             ("approved extensions", usd(b["approved_extensions_usd"])),
             ("effective ceiling", usd(b["effective_ceiling_usd"])),
@@ -82,6 +85,8 @@ def budget_declare(api: Api, a: argparse.Namespace) -> Shown:
         alert_thresholds=a.thresholds,
         note=a.note,
         require_plan=a.require_plan,
+        adopt_labelled_pods=a.adopt_labelled_pods or None,
+        team=a.team,
     )
     return api.call("POST", "/v1/budgets", body=body), show_budget
 
@@ -92,6 +97,11 @@ def budget_list(api: Api, a: argparse.Namespace) -> Shown:
 
 def budget_show(api: Api, a: argparse.Namespace) -> Shown:
     return api.call("GET", path_of(api, BUDGET, a.budget)), show_budget
+
+
+def budget_adopt(api: Api, a: argparse.Namespace) -> Shown:
+    body = {"adopt_labelled_pods": a.adopt, "reason": a.reason}
+    return api.call("POST", path_of(api, BUDGET, a.budget, "adoption"), body=body), show_budget
 
 
 def budget_close(api: Api, a: argparse.Namespace) -> Shown:
@@ -120,13 +130,38 @@ def add_commands(commands: Commands) -> None:
     )
     declare.add_argument("--note", help="what the budget covers")
     declare.add_argument(
+        "--team",
+        help="the team it belongs to, by name or id (default: the default team); its ceiling "
+        "must fit in what the team has left this period",
+    )
+    declare.add_argument(
         "--require-plan",
         action=argparse.BooleanOptionalAction,
         help="no pod without a checked plan ('governor plan submit', then 'pod add --plan'); "
         "default: the server's GOVERNOR_REQUIRE_PLAN",
     )
+    declare.add_argument(
+        "--adopt-labelled-pods",
+        action="store_true",
+        help="the account sweep registers a pod under it by its governor-budget label alone "
+        "(default: only as one of its launches waiting for a pod)",
+    )
     paging(verb(budgets, "list", "budgets with their figures", budget_list), "oldest first")
     budget_arg(verb(budgets, "show", "one budget with its figures", budget_show))
+    adopting = verb(
+        budgets,
+        "adopt-labelled-pods",
+        "whether a pod's governor-budget label alone registers it under the budget",
+        budget_adopt,
+    )
+    budget_arg(adopting)
+    adopting.add_argument(
+        "--adopt",
+        action=argparse.BooleanOptionalAction,
+        required=True,
+        help="--adopt: its label alone registers a pod; --no-adopt: only its launches' pods",
+    )
+    adopting.add_argument("--reason", required=True, help="why (recorded)")
     closing = verb(
         budgets, "close", "close a budget whose pods have stopped; its runs end", budget_close
     )

@@ -20,6 +20,7 @@ from governor.cli import (
     report,
     runs,
     serve,
+    teams,
     tokens,
 )
 
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_command(commands)
     plan.add_command(commands)
     providers.add_command(commands)
+    teams.add_commands(commands)
     budgets.add_commands(commands)
     pods.add_commands(commands)
     runs.add_commands(commands)

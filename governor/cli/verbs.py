@@ -1,5 +1,6 @@
-"""The operator verbs over HTTP: `budget`, `pod`, `run`, `ext`, `token`, `events` and `report`,
-each registered here with the options every verb takes, and its answer printed here.
+"""The operator verbs over HTTP: `team`, `budget`, `pod`, `run`, `ext`, `token`, `events`,
+`report` and `costs`, each registered here with the options every verb takes, and its answer
+printed here.
 
 Each verb is an API call made with the operator token (GOVERNOR_URL, GOVERNOR_OPERATOR_TOKEN
 or --url, --token). A budget, pod or run is named by its id or by its name (governor.cli.names).

@@ -179,6 +179,28 @@ def get_pod(session: Session, pod_id: str) -> PodRow:
     return row
 
 
+_OfBudget = TypeVar("_OfBudget", PodRow, PlanCheckRow, LaunchRow)
+
+
+def get_of_budget(
+    session: Session,
+    model: type[_OfBudget],
+    key: str,
+    what: str,
+    budget_id: str,
+    *,
+    lock: bool = False,
+) -> _OfBudget:
+    """The pod, plan or launch `key` names where it is this budget's; NotFound otherwise, worded
+    as for one that does not exist (`_get`, `scopes.require_seen`) whether there is none or it
+    is another budget's, perhaps another team's: an id in a request confirms nothing of what
+    is not the caller's."""
+    row = session.get(model, key, with_for_update=lock or None)
+    if row is None or row.budget_id != budget_id:
+        raise NotFound(f"no {what} {key!r}")
+    return row
+
+
 def get_run(session: Session, run_id: str) -> RunRow:
     row: RunRow = _get(session, RunRow, run_id, "run")
     return row
@@ -789,6 +811,15 @@ def launch_by_key(session: Session, request_key: str, now: datetime) -> LaunchRo
     ).first()
 
 
+def latest_launch_by_key(session: Session, request_key: str) -> LaunchRow | None:
+    """The latest launch of this request, its reservation held or released."""
+    return session.scalars(
+        select(LaunchRow)
+        .where(LaunchRow.request_key == request_key)
+        .order_by(LaunchRow.created_at.desc(), LaunchRow.id.desc())
+    ).first()
+
+
 def launch_by_claim(session: Session, claim_hash: str) -> LaunchRow | None:
     return session.scalars(
         select(LaunchRow).where(LaunchRow.claim_hash == claim_hash).with_for_update()
@@ -822,6 +853,25 @@ def launches_expired(session: Session, now: datetime) -> Sequence[LaunchRow]:
         .where(LaunchRow.released_at.is_(None), LaunchRow.expires_at <= now)
         .with_for_update(skip_locked=True)
     ).all()
+
+
+def launches_waiting(session: Session, launch_ids: Collection[str]) -> dict[str, str]:
+    """Of these launches, those no pod is registered with yet: each one's budget, by its id."""
+    if not launch_ids:
+        return {}
+    tied = select(PodRow.id).where(PodRow.launch_id == LaunchRow.id).exists()
+    rows = session.execute(
+        select(LaunchRow.id, LaunchRow.budget_id).where(one_of(LaunchRow.id, "launch_ids"), ~tied),
+        {"launch_ids": sorted(launch_ids)},
+    )
+    return {launch_id: budget_id for launch_id, budget_id in rows}
+
+
+def budgets_adopting_labelled_pods(session: Session) -> frozenset[str]:
+    """The budgets whose label alone registers a pod under them."""
+    return frozenset(
+        session.scalars(select(BudgetRow.id).where(BudgetRow.adopt_labelled_pods.is_(True)))
+    )
 
 
 def pod_of_launch(session: Session, launch_id: str) -> PodRow | None:

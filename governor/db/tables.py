@@ -149,6 +149,9 @@ class BudgetRow(Base):
     closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # pods (and their runs) only under an admitted plan
     require_plan: Mapped[bool] = mapped_column(default=False, server_default=false())
+    # the account sweep registers a pod by this budget's label alone (no launch of its named);
+    # the database's default, so that rows written for an older schema never name the column
+    adopt_labelled_pods: Mapped[bool] = mapped_column(server_default=false())
 
     # a name names one budget among those not closed: a closed budget's name may be used again
     __table_args__ = (
@@ -265,6 +268,9 @@ class RunRow(Base):
     directive_reason: Mapped[Reason | None] = mapped_column(_enum(Reason))
     directive_message: Mapped[str | None] = mapped_column(Text)
     checkpoint_asked: Mapped[bool] = mapped_column(default=False)
+    # its team's pre-stop checkpoint was asked for: a flag of its own, so the budget's and the
+    # team's each ask once
+    team_checkpoint_asked: Mapped[bool] = mapped_column(default=False, server_default=false())
     forecast_warned: Mapped[bool] = mapped_column(default=False)
     idle_alerted: Mapped[bool] = mapped_column(default=False, server_default=false())
     stall_alerted: Mapped[bool] = mapped_column(default=False, server_default=false())
@@ -299,6 +305,8 @@ class RunPhaseRow(Base):
 
 class LedgerEntryRow(Base):
     __tablename__ = "ledger_entries"
+    # the cost export and a team's period read the entries by the hour they start, in order
+    __table_args__ = (Index("ix_ledger_entries_period_start_id", "period_start", "id"),)
 
     id: Mapped[int] = mapped_column(Int64, primary_key=True, autoincrement=True)
     budget_id: Mapped[str] = mapped_column(ForeignKey("budgets.id"), index=True)

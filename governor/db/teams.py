@@ -88,3 +88,10 @@ def with_ceilings(session: Session, team_ids: Collection[str]) -> list[TeamRow]:
     """Those of these teams that have a ceiling, in one statement."""
     query = select(TeamRow).where(TeamRow.id.in_(list(team_ids)), TeamRow.ceiling_usd.is_not(None))
     return list(session.scalars(query))
+
+
+def held_teams(session: Session, *, lock: bool = False) -> list[TeamRow]:
+    """The teams under a hold (of their current period or of one that has ended), in one
+    statement; with `lock`, held for update until the transaction ends."""
+    query = select(TeamRow).where(TeamRow.held_from.is_not(None)).order_by(TeamRow.id)
+    return list(session.scalars(query.with_for_update() if lock else query))

@@ -4,9 +4,10 @@ candidates, nodes and a maximum duration.
 
 A launch may be placed on any of its candidates (the tool chooses later), so it is priced at
 its dearest: each candidate's GPUs at their rate per GPU-hour, times the nodes, times the
-hours it may run. Its price is reserved against the budget like an admitted plan's worst
-case: it must fit what is left once committed spend, the admitted plans and the launches
-already accepted are out of it.
+hours it may run. A launch of several groups of nodes unlike each other (a workload's head and
+its workers) is the sum of its groups, each at its dearest candidate. Its price is reserved
+against the budget like an admitted plan's worst case: it must fit what is left once
+committed spend, the admitted plans and the launches already accepted are out of it.
 """
 
 from __future__ import annotations
@@ -38,6 +39,15 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class Group:
+    """Nodes alike: each on one of the candidates."""
+
+    candidates: tuple[Candidate, ...]
+    nodes: int = 1
+    name: str | None = None
+
+
+@dataclass(frozen=True)
 class LaunchRequest:
     """What a launcher asks for, as the gate reads it."""
 
@@ -49,6 +59,9 @@ class LaunchRequest:
     user: str | None = None
     project: str | None = None
     name: str | None = None  # the task's or run's name, for events
+    # a launch of several groups unlike each other: each priced at its dearest and summed
+    # (then `candidates` holds all of theirs and `nodes` their total, for the record)
+    groups: tuple[Group, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -72,11 +85,42 @@ Rates = Callable[[Candidate], Rate | None]
 
 
 def price(request: LaunchRequest, hours: Decimal, rates: Rates) -> Priced:
-    """The launch's dearest candidate x nodes x hours; candidates without a known rate are
-    listed apart (they leave the price incomplete)."""
+    """The launch's dearest candidate x nodes x hours, summed over its groups where it has
+    several; candidates without a known rate are listed apart (they leave the price
+    incomplete)."""
+    if not request.groups:
+        return _price_one(Group(request.candidates, request.nodes), hours, rates)[0]
+    parts, named = [], []
+    for i, g in enumerate(request.groups, start=1):
+        part, term = _price_one(g, hours, rates)
+        parts.append(part)
+        if term is not None:
+            named.append(f"{g.name or f'group {i}'}: {term}")
+    per_hour = sum((p.per_hour for p in parts), ZERO)
+    total = usd(per_hour * hours)
+    dearest = max(parts, key=lambda p: p.per_hour)
+    arithmetic = (
+        f"({' + '.join(named)}) x {_hours(hours)} h = {dollars(total)}"
+        if named
+        else "no GPU priced: $0.00 reserved"
+    )
+    return Priced(
+        per_hour,
+        hours,
+        total,
+        dearest.candidate,
+        tuple(r for p in parts for r in p.rates),
+        tuple(c for p in parts for c in p.unpriced),
+        arithmetic,
+    )
+
+
+def _price_one(group: Group, hours: Decimal, rates: Rates) -> tuple[Priced, str | None]:
+    """The group at its dearest candidate, and the term that prices it per hour (None when
+    none of its candidates is priced)."""
     priced: list[tuple[Candidate, Rate, Decimal]] = []
     unpriced: list[Candidate] = []
-    for c in request.candidates:
+    for c in group.candidates:
         if c.accelerator is None or c.count == 0:
             continue
         rate = rates(c)
@@ -85,17 +129,14 @@ def price(request: LaunchRequest, hours: Decimal, rates: Rates) -> Priced:
         else:
             priced.append((c, rate, rate.usd_per_gpu_hour * c.count))
     if not priced:
-        return Priced(ZERO, hours, ZERO, None, (), tuple(unpriced), "no GPU priced: $0.00 reserved")
+        none = Priced(ZERO, hours, ZERO, None, (), tuple(unpriced), "no GPU priced: $0.00 reserved")
+        return none, None
     dearest, rate, per_node = max(priced, key=lambda p: p[2])
-    per_hour = per_node * request.nodes
+    per_hour = per_node * group.nodes
+    term = _term(dearest, rate, group.nodes)
     total = usd(per_hour * hours)
-    arithmetic = (
-        f"{dearest.count} x {dearest.accelerator} at {dollars_per_hour(rate.usd_per_gpu_hour)} "
-        f"per GPU "
-        f"({rate.source} {rate.key}) x {request.nodes} node{'s' if request.nodes != 1 else ''}"
-        f" x {_hours(hours)} h = {dollars(total)}"
-    )
-    return Priced(
+    arithmetic = f"{term} x {_hours(hours)} h = {dollars(total)}"
+    priced_one = Priced(
         per_hour,
         hours,
         total,
@@ -103,6 +144,14 @@ def price(request: LaunchRequest, hours: Decimal, rates: Rates) -> Priced:
         tuple((str(c), r) for c, r, _ in priced),
         tuple(unpriced),
         arithmetic,
+    )
+    return priced_one, term
+
+
+def _term(dearest: Candidate, rate: Rate, nodes: int) -> str:
+    return (
+        f"{dearest.count} x {dearest.accelerator} at {dollars_per_hour(rate.usd_per_gpu_hour)} "
+        f"per GPU ({rate.source} {rate.key}) x {nodes} node{'s' if nodes != 1 else ''}"
     )
 
 

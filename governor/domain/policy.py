@@ -72,8 +72,9 @@ class RunView:
     heartbeat_timeout_s: float
     ended_at: datetime | None
     steps_per_s: float | None
-    checkpoint_asked: bool
+    checkpoint_asked: bool  # the budget's pre-stop checkpoint was asked for
     forecast_warned: bool
+    team_checkpoint_asked: bool = False  # its team's pre-stop checkpoint was asked for
     idle_alerted: bool = False
     stall_alerted: bool = False
     headroom_warned: bool = False
@@ -202,7 +203,7 @@ def team_ceiling(s: Situation) -> Finding | None:
 
 def team_pre_stop_checkpoint(s: Situation) -> Finding | None:
     run, t = s.run, s.team
-    if t is None or run is None or not run.status.is_live or run.checkpoint_asked:
+    if t is None or run is None or not run.status.is_live or run.team_checkpoint_asked:
         return None
     if t.ceiling <= 0 or t.committed / t.ceiling < PRE_STOP_FRACTION:
         return None

@@ -3,15 +3,19 @@ governs. Pure: the listing, the refs registered here, the budgets by name and id
 operator's rules in; one verdict per billing pod out.
 
 A pod carrying the budget label (`launch_labels.BUDGET_LABEL`, naming a budget by its name
-or id) is registered under that budget. Any other billing pod is ungoverned, unless the
-first of its account's rules that matches it adopts it into a budget; a rule may instead
-stop it (preserving, never terminating) once it has been ungoverned for the rule's grace.
+or id) is registered under that budget when its launch label names a launch of that budget
+still waiting for its pod (the first such pod listed wins the launch), or when the budget
+adopts labelled pods: anyone who can launch in a shared account can write a label, so a
+label alone spends a budget's money only where its owners said it may. Any other billing pod
+is ungoverned, unless the first of its account's rules that matches it adopts it into a
+budget (the operator's own decision); a rule may instead stop it (preserving, never
+terminating) once it has been ungoverned for the rule's grace.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from fnmatch import fnmatchcase
@@ -96,11 +100,22 @@ class Verdict:
     budget_id: str | None = None  # REGISTER, ADOPT: the budget it goes under
     reason: str = ""  # UNGOVERNED: why no budget governs it
     stop_after_s: float | None = None  # the grace of the stop rule that matches it, if any
+    launch: str | None = None  # REGISTER: the launch it registers as (None: by the label alone)
+    not_adopted_by: str | None = None  # UNGOVERNED: the budget its label names, not adopting it
 
     @property
     def launch_id(self) -> str | None:
         """The launch that reserved it, as its label says (None: no launch label)."""
         return self.pod.labels.get(LAUNCH_LABEL)
+
+
+@dataclass(frozen=True)
+class Labelled:
+    """What decides whether a budget's label registers a pod: the budgets that adopt
+    labelled pods (ids), and the launches still waiting for their pod (id: its budget's id)."""
+
+    adopting: frozenset[str] = frozenset()
+    waiting: Mapping[str, str] = field(default_factory=dict)
 
 
 def judge(
@@ -109,9 +124,14 @@ def judge(
     registered: frozenset[str] | set[str],
     budgets: Mapping[str, str],
     rules: Sequence[SweepRule],
+    labelled: Labelled | None = None,
 ) -> list[Verdict]:
-    """Each listed pod's fate; `budgets` maps every budget's name and id to its id."""
+    """Each listed pod's fate; `budgets` maps every budget's name and id to its id. A launch
+    is won by the first pod listed that names it: a second one (a copied label) is judged as
+    if it named none."""
     mine = [r for r in rules if r.provider == provider]
+    labelled = labelled or Labelled()
+    waiting = dict(labelled.waiting)
     verdicts = []
     for pod in listed:
         if pod.ref in registered:
@@ -119,29 +139,57 @@ def judge(
         elif not pod.billing:
             verdicts.append(Verdict(pod, Fate.IDLE))
         else:
-            verdicts.append(_billing(pod, budgets, provider, mine))
+            verdict = _billing(pod, budgets, provider, mine, labelled.adopting, waiting)
+            if verdict.launch is not None:
+                del waiting[verdict.launch]
+            verdicts.append(verdict)
     return verdicts
 
 
 def _billing(
-    pod: Listed, budgets: Mapping[str, str], provider: str, rules: Sequence[SweepRule]
+    pod: Listed,
+    budgets: Mapping[str, str],
+    provider: str,
+    rules: Sequence[SweepRule],
+    adopting: frozenset[str],
+    waiting: Mapping[str, str],
 ) -> Verdict:
     """A billing pod's fate. Its stop rule's grace rides along whatever the fate: a
     registration that is refused leaves it ungoverned after all."""
     rule = next((r for r in rules if r.matches(provider, pod)), None)
     grace = None if rule is None else rule.stop_after_s
     labelled = pod.labels.get(BUDGET_LABEL)
+    not_adopted_by = None
     if labelled is not None:
-        if labelled in budgets:
-            return Verdict(pod, Fate.REGISTER, budgets[labelled], stop_after_s=grace)
-        reason = f"its label {BUDGET_LABEL}={labelled!r} names no budget"
+        budget_id = budgets.get(labelled)
+        launch = pod.labels.get(LAUNCH_LABEL)
+        if budget_id is None:
+            reason = f"its label {BUDGET_LABEL}={labelled!r} names no budget"
+        elif launch is not None and waiting.get(launch) == budget_id:
+            return Verdict(pod, Fate.REGISTER, budget_id, stop_after_s=grace, launch=launch)
+        elif budget_id in adopting:
+            return Verdict(pod, Fate.REGISTER, budget_id, stop_after_s=grace)
+        else:
+            not_adopted_by = budget_id
+            reason = (
+                f"its label {BUDGET_LABEL}={labelled!r} alone does not register a pod: that "
+                "budget does not adopt labelled pods, and "
+                + (
+                    "it carries no launch label"
+                    if launch is None
+                    else f"its label {LAUNCH_LABEL}={launch!r} names none of that budget's "
+                    "launches waiting for a pod"
+                )
+            )
     else:
         reason = "no budget label, and no rule adopts it"
     if rule is not None and rule.adopt is not None:
         if rule.adopt in budgets:
             return Verdict(pod, Fate.ADOPT, budgets[rule.adopt])
         reason = f"the rule adopting it names no budget {rule.adopt!r}"
-    return Verdict(pod, Fate.UNGOVERNED, reason=reason, stop_after_s=grace)
+    return Verdict(
+        pod, Fate.UNGOVERNED, reason=reason, stop_after_s=grace, not_adopted_by=not_adopted_by
+    )
 
 
 def stop_due(first_seen: datetime, stop_after_s: float | None, now: datetime) -> bool:

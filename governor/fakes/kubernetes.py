@@ -1,17 +1,20 @@
 """A fake Kubernetes API server holding the workloads the Kubernetes adapter governs, over
 real HTTP.
 
-Jobs (batch/v1), Deployments and StatefulSets (apps/v1) in namespaces, read with GET and
+The workloads of each kind in its table (`governor.fakes.kubernetes_kinds`: Jobs,
+Deployments, StatefulSets, JobSets, RayJobs, PyTorchJobs) in namespaces, read with GET and
 changed with PATCH as JSON merge patches (RFC 7386, `application/merge-patch+json`) on the
-object or on its `scale` subresource; a `metadata.resourceVersion` in a patch is a
-precondition (409 Conflict when stale). Each kind is also listed across all namespaces
-(GET /apis/<group>/v1/<resource>), unless it is `forbidden` to the token: then the answer is
-the 403 that RBAC gives. Errors are `Status` objects with the API server's
+object or on its `scale` subresource (Deployments, StatefulSets); a
+`metadata.resourceVersion` in a patch is a precondition (409 Conflict when stale). A custom
+resource's spec keeps only the fields its CustomResourceDefinition names: any other in a
+patch is pruned, as its API server does, silently. Each kind is also listed across all
+namespaces (GET /apis/<group>/<version>/<resource>), unless it is `forbidden` to the token:
+then the answer is the 403 that RBAC gives. Errors are `Status` objects with the API server's
 reasons, and a bearer token is required, unless it is served over TLS (`serve_tls`) and
 the client presents a certificate its CA verifies. DELETE is honoured (the workload and its pods go)
 and recorded, so a test can prove it never came.
 
-Pods: a workload that wants pods (a Job neither suspended nor finished, replicas above zero)
+Pods: a workload that wants pods (one neither suspended nor finished, replicas above zero)
 has them at once, again after a stop when it is unsuspended or scaled back up; one that no
 longer does loses them `stop_delay_s` later (0 by default), as graceful termination would.
 Like the real API server it accepts a resume whatever room the nodes have (pods without a
@@ -29,7 +32,6 @@ from __future__ import annotations
 
 import re
 import ssl
-import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -44,20 +46,15 @@ from governor.fakes.http_cloud import (
     Reply,
     _Handler,
     bill_runs,
-    now,
 )
+from governor.fakes.kubernetes_kinds import KINDS, FakeKind, Seen, manifest
 
 DEFAULT_TOKEN = "fake-kubernetes-token"
-KINDS = {  # the kind in a ref: its API group, resource and object kind
-    "job": ("batch", "jobs", "Job"),
-    "deployment": ("apps", "deployments", "Deployment"),
-    "statefulset": ("apps", "statefulsets", "StatefulSet"),
-}
 _PATH = re.compile(
-    r"/apis/(?P<group>[a-z.]+)/v1/namespaces/(?P<namespace>[^/]+)/(?P<resource>[a-z]+)"
-    r"/(?P<name>[^/]+)(?P<scale>/scale)?"
+    r"/apis/(?P<group>[a-z0-9.-]+)/(?P<version>v[a-z0-9]+)/namespaces/(?P<namespace>[^/]+)"
+    r"/(?P<resource>[a-z]+)/(?P<name>[^/]+)(?P<scale>/scale)?"
 )
-_LIST = re.compile(r"/apis/(?P<group>[a-z.]+)/v1/(?P<resource>[a-z]+)")
+_LIST = re.compile(r"/apis/(?P<group>[a-z0-9.-]+)/(?P<version>v[a-z0-9]+)/(?P<resource>[a-z]+)")
 USER = "system:serviceaccount:governor:gpu-governor"  # who the token is
 # Who a verified client certificate says the caller is (its common name); set by the TLS
 # server only, never taken from a client.
@@ -80,25 +77,26 @@ REASONS = {
 
 @dataclass
 class Workload:
-    """One Job, Deployment or StatefulSet: its object as stored and the pods it runs."""
+    """One workload of a kind the server serves: its object as stored and the pods it runs."""
 
     kind: str
     manifest: dict[str, Any]  # apiVersion, kind, metadata and spec: everything but status
     hourly_rate_usd: str
     runs: list[list[str | None]] = field(default_factory=list)  # [from, until] with pods
     pods: int = 0  # how many pods the latest run has
-    finished: str | None = None  # a Job that ran to its end: Complete or Failed
+    finished: str | None = None  # one that ran to its end: Complete or Failed
 
     @property
     def spec(self) -> dict[str, Any]:
         return self.manifest["spec"]
 
+    @property
+    def served(self) -> FakeKind:
+        return KINDS[self.kind]
+
     def wanted(self) -> int:
         """How many pods the workload asks for now."""
-        if self.kind == "job":
-            suspended = self.spec.get("suspend") or self.finished
-            return 0 if suspended else int(self.spec.get("parallelism", 1))
-        return int(self.spec.get("replicas", 1))
+        return self.served.wanted(self.spec, self.finished)
 
     def running(self, at: datetime) -> bool:
         if not self.runs:
@@ -126,25 +124,21 @@ class Workload:
         return {**self.manifest, "status": self.status(at)}
 
     def status(self, at: datetime) -> dict[str, Any]:
-        """The status the controllers would write; counts of zero are left out, as theirs are."""
-        pods = self.pods if self.running(at) else 0
-        if self.kind == "job":
-            status: dict[str, Any] = {"active": pods} if pods else {}
-            if self.runs:
-                status["startTime"] = _timestamp(datetime.fromisoformat(str(self.runs[0][0])))
-            if self.finished:
-                count = "succeeded" if self.finished == "Complete" else "failed"
-                status[count] = self.spec.get("completions") or 1
-                status["conditions"] = [{"type": self.finished, "status": "True"}]
-            elif self.spec.get("suspend"):
-                status["conditions"] = [
-                    {"type": "Suspended", "status": "True", "reason": "JobSuspended"}
-                ]
-            return status
-        status = {"replicas": pods, "readyReplicas": pods, "availableReplicas": pods}
-        # A StatefulSet's status always has its replicas (its schema requires them).
-        kept = ("replicas",) if self.kind == "statefulset" else ()
-        return {key: value for key, value in status.items() if value or key in kept}
+        """The status its controller would write."""
+        metadata = self.manifest["metadata"]
+        changed = datetime.fromisoformat(metadata["creationTimestamp"].replace("Z", "+00:00"))
+        for since, until in self.runs:
+            ends = None if until is None else datetime.fromisoformat(until)
+            changed = max(changed, datetime.fromisoformat(str(since)), min(ends or at, at))
+        seen = Seen(
+            self.spec,
+            self.pods if self.running(at) else 0,
+            self.finished,
+            datetime.fromisoformat(str(self.runs[0][0])) if self.runs else None,
+            changed,
+            metadata["name"],
+        )
+        return self.served.status(seen)
 
     def scale(self, at: datetime) -> dict[str, Any]:
         metadata = self.manifest["metadata"]
@@ -169,62 +163,6 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             merged[key] = merge_patch(merged.get(key), value)
     return merged
-
-
-def manifest(namespace: str, kind: str, name: str, version: int) -> dict[str, Any]:
-    """A workload as a user would create it: one GPU container writing to a persistent
-    claim mounted at /workspace."""
-    group, _, object_kind = KINDS[kind]
-    container = {
-        "name": "train",
-        "image": "trainer:latest",
-        "resources": {"limits": {"nvidia.com/gpu": 1}},
-        "volumeMounts": [{"name": "workspace", "mountPath": "/workspace"}],
-    }
-    template: dict[str, Any] = {"metadata": {"labels": {"app": name}}, "spec": {}}
-    spec: dict[str, Any] = {"template": template}
-    if kind == "statefulset":
-        spec |= {
-            "replicas": 1,
-            "serviceName": name,
-            "selector": {"matchLabels": {"app": name}},
-            "volumeClaimTemplates": [
-                {
-                    "metadata": {"name": "workspace"},
-                    "spec": {
-                        "accessModes": ["ReadWriteOnce"],
-                        "resources": {"requests": {"storage": "100Gi"}},
-                    },
-                }
-            ],
-            "persistentVolumeClaimRetentionPolicy": {
-                "whenDeleted": "Retain",
-                "whenScaled": "Retain",
-            },
-        }
-    else:
-        template["spec"]["volumes"] = [
-            {"name": "workspace", "persistentVolumeClaim": {"claimName": f"{name}-workspace"}}
-        ]
-    if kind == "deployment":
-        spec |= {"replicas": 1, "selector": {"matchLabels": {"app": name}}}
-    if kind == "job":
-        spec |= {"parallelism": 1, "completions": 1, "backoffLimit": 6, "suspend": False}
-        template["spec"]["restartPolicy"] = "Never"
-    template["spec"]["containers"] = [container]
-    return {
-        "apiVersion": f"{group}/v1",
-        "kind": object_kind,
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": str(uuid.uuid4()),
-            "resourceVersion": str(version),
-            "generation": 1,
-            "creationTimestamp": _timestamp(now()),
-        },
-        "spec": spec,
-    }
 
 
 class FakeKubernetes(FakeCloud):
@@ -257,7 +195,7 @@ class FakeKubernetes(FakeCloud):
         with self.lock:
             if ref not in self.workloads:
                 self.version += 1
-                obj = manifest(namespace, kind, name, self.version)
+                obj = manifest(namespace, kind, name, self.version, self.clock())
                 obj["spec"] = merge_patch(obj["spec"], spec or {})
                 if labels:
                     obj["metadata"]["labels"] = dict(labels)
@@ -266,7 +204,8 @@ class FakeKubernetes(FakeCloud):
             self.save()
 
     def finish(self, ref: str, condition: str = "Complete") -> None:
-        """A Job runs to its end (Complete or Failed): its pods exit and it makes no more."""
+        """A workload runs to its end (Complete or Failed): its pods exit and it makes no
+        more (but a RayJob's cluster, unless it shuts down when its job finishes)."""
         with self.lock:
             workload = self.workloads[ref]
             workload.finished = condition
@@ -320,10 +259,11 @@ class FakeKubernetes(FakeCloud):
         kind = _kind(route)
         if route is None or kind is None:
             return self.error(404, "the server could not find the requested resource")
-        group, resource, _ = KINDS[kind]
+        served = KINDS[kind]
+        group, resource = served.group, served.resource
         name, scale = route["name"], route["scale"] is not None
         workload = self.workloads.get(f"{route['namespace']}/{kind}/{name}")
-        if scale and kind == "job":
+        if scale and not served.scale:
             return self.error(404, "the server could not find the requested resource")
         if workload is None:
             details = {"name": name, "group": group, "kind": resource}
@@ -340,7 +280,8 @@ class FakeKubernetes(FakeCloud):
     def _list(self, kind: str, at: datetime) -> Reply:
         """Every workload of `kind` in every namespace; like the API server's, the items
         carry no apiVersion or kind, the list does."""
-        group, resource, object_kind = KINDS[kind]
+        served = KINDS[kind]
+        group, resource = served.group, served.resource
         if resource in self.forbidden:
             return self.error(
                 403,
@@ -356,8 +297,8 @@ class FakeKubernetes(FakeCloud):
         return Reply(
             200,
             {
-                "kind": f"{object_kind}List",
-                "apiVersion": f"{group}/v1",
+                "kind": f"{served.object_kind}List",
+                "apiVersion": served.api_version,
                 "metadata": {"resourceVersion": str(self.version)},
                 "items": items,
             },
@@ -379,8 +320,9 @@ class FakeKubernetes(FakeCloud):
         if not isinstance(asked, dict):
             asked = {}
         expected = asked.get("resourceVersion")
+        served = workload.served
         if expected is not None and expected != metadata["resourceVersion"]:
-            group, resource, _ = KINDS[workload.kind]
+            group, resource = served.group, served.resource
             return self.error(
                 409,
                 f'Operation cannot be fulfilled on {resource}.{group} "{metadata["name"]}": the '
@@ -392,8 +334,11 @@ class FakeKubernetes(FakeCloud):
             changes = {"spec": {"replicas": (patch.get("spec") or {}).get("replicas")}}
         else:
             changes = {key: patch[key] for key in ("metadata", "spec") if key in patch}
+        spec = changes.get("spec")
+        if served.fields is not None and isinstance(spec, dict):  # pruned, as its schema does
+            changes["spec"] = {key: value for key, value in spec.items() if key in served.fields}
         changed = merge_patch(workload.manifest, changes)
-        invalid = _invalid(workload.kind, changed["spec"])
+        invalid = served.invalid(changed["spec"])
         if invalid:
             return self.error(422, invalid)
         identity = ("name", "namespace", "uid", "creationTimestamp", "generation")
@@ -415,8 +360,7 @@ class FakeKubernetes(FakeCloud):
         if workload.running(at):
             workload.runs[-1][1] = at.isoformat()
         del self.workloads[ref]
-        group, resource, _ = KINDS[kind]
-        details = {"name": name, "group": group, "kind": resource}
+        details = {"name": name, "group": workload.served.group, "kind": workload.served.resource}
         return Reply(
             200, {"kind": "Status", "apiVersion": "v1", "status": "Success", "details": details}
         )
@@ -449,30 +393,17 @@ def serve_tls(cloud: FakeKubernetes, context: ssl.SSLContext) -> FakeServer:
     return server
 
 
-def _timestamp(at: datetime) -> str:
-    """A time as the API server writes it: RFC 3339 in UTC, to the second."""
-    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _kind(route: re.Match[str] | None) -> str | None:
     """The workload kind a request path is about, if it is one this server serves."""
     if route is None:
         return None
-    for kind, (group, resource, _) in KINDS.items():
-        if (route["group"], route["resource"]) == (group, resource):
+    for kind, served in KINDS.items():
+        if (route["group"], route["version"], route["resource"]) == (
+            served.group,
+            served.version,
+            served.resource,
+        ):
             return kind
-    return None
-
-
-def _invalid(kind: str, spec: dict[str, Any]) -> str | None:
-    """Why the API server would reject a patched spec (422), None if it would not."""
-    replicas = spec.get("replicas", 1)
-    if kind != "job" and (
-        not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0
-    ):
-        return f"spec.replicas: Invalid value: {replicas!r}: must be greater than or equal to 0"
-    if kind == "job" and not isinstance(spec.get("suspend", False), bool):
-        return f"spec.suspend: Invalid value: {spec['suspend']!r}: must be a boolean"
     return None
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from governor.services import event_retention
 from governor.services.context import ServiceContext
-from governor.services.fleet import resumes, sweep
+from governor.services.fleet import kueue_checks, resumes, sweep
 from governor.services.money import billing, metering
 from governor.services.monitoring import metric_history, telemetry
 from governor.services.plans import launches
@@ -77,6 +77,12 @@ def expire_launches(ctx: ServiceContext) -> None:
         launches.expire(session, ctx.clock.now())
 
 
+def answer_kueue(ctx: ServiceContext) -> None:
+    """Keep the governor's Kueue admission checks Active, answer the Workloads waiting on
+    them, and register the ones Kueue admitted."""
+    kueue_checks.answer_all(ctx)
+
+
 @dataclass(frozen=True)
 class Periodic:
     """A task and the name of the setting that says how often it runs."""
@@ -99,6 +105,7 @@ TASKS: dict[str, Periodic] = {
     "billing": Periodic(reconcile_billing, "billing_interval_s"),
     "sweep": Periodic(sweep_accounts, "billing_interval_s"),
     "launches": Periodic(expire_launches),
+    "kueue": Periodic(answer_kueue, "kueue_interval_s"),
 }
 
 

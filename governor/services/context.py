@@ -98,6 +98,10 @@ class GovernorConfig:
     gate_default_max_hours: Decimal = Decimal(24)
     launch_reservation_ttl_s: float = 3600.0
     claim_ttl_s: float = 86400.0
+    # the Kueue admission check controller: the controllerName of the checks it answers, and
+    # how often it answers them (and keeps them Active)
+    kueue_controller_name: str = "gpu-governor.io/budget"
+    kueue_interval_s: float = 10.0
     pace: PassPace = field(default_factory=PassPace, compare=False)  # how long passes take
 
     def watch_for(self, overrides: dict[str, float | str] | None) -> Watch:
@@ -192,9 +196,14 @@ class ServiceContext:
             cache=self.tokens,
             limits=self.auth_limits,
             sessions=self.sessions,
-            address=lambda: client_address(peer, forwarded_for, self.config.trusted_proxies),
+            address=lambda: self.address_of(peer, forwarded_for),
             in_thread=in_thread,
         )
+
+    def address_of(self, peer: str | None, forwarded_for: str | None) -> str:
+        """Who is asking, over a connection from `peer` (or, from a trusted proxy, whom it
+        forwards): what the limits of `auth_limits` count by."""
+        return client_address(peer, forwarded_for, self.config.trusted_proxies)
 
     def leading(self) -> bool:
         """May this replica act on the world now: does it hold an unexpired lease?"""

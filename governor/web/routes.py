@@ -116,6 +116,19 @@ def _callback_uri(request: Request, ctx: Context) -> str:
     return str(request.url_for("oidc_callback"))
 
 
+def _address(request: Request, ctx: Context) -> str:
+    """The client address the limits of failed authentications count by."""
+    peer = request.client.host if request.client else None
+    return ctx.address_of(peer, request.headers.get("x-forwarded-for"))
+
+
+def _too_many(kit: WebKit, request: Request, ctx: Context, exc: TooManyAttempts) -> Response:
+    """The sign-in page saying why it refuses now, with Retry-After (429)."""
+    response = _login_page(kit, request, ctx, f"{exc.message}.", 429)
+    response.headers["Retry-After"] = str(math.ceil(exc.retry_after_s))
+    return response
+
+
 @router.get("/login/oidc")
 def oidc_start(request: Request, kit: WebKit, ctx: Context, now: Now) -> Response:
     """Off to the identity provider (authorization code flow with PKCE); what its return is
@@ -123,9 +136,12 @@ def oidc_start(request: Request, kit: WebKit, ctx: Context, now: Now) -> Respons
     if ctx.identity is None:
         return _said("Not found", "Sign-in through an identity provider is not configured.", 404)
     try:
+        ctx.auth_limits.started(_address(request, ctx))
         started = ctx.identity.start(_callback_uri(request, ctx))
     except Unavailable as exc:
         return _login_page(kit, request, ctx, f"{exc.message}. Try again shortly.", 503)
+    except TooManyAttempts as exc:
+        return _too_many(kit, request, ctx, exc)
     response = RedirectResponse(started.url, 303, headers={"Cache-Control": "no-store"})
     pending = kit.keys.issue_pending(started.state, started.code_verifier, started.nonce, now)
     # Lax: the provider's redirect back is a navigation from another site
@@ -165,6 +181,10 @@ def oidc_callback(request: Request, kit: WebKit, ctx: Context, tx: Tx, now: Now)
         with tx() as session:
             token_id = signins.open_page_session(session, vouched, ctx.signin, now)
     except Unauthenticated as exc:
+        try:
+            ctx.auth_limits.failed(_address(request, ctx))
+        except TooManyAttempts as many:
+            return _too_many(kit, request, ctx, many)
         return _login_page(kit, request, ctx, f"{exc.message}.", 401)
     except Forbidden as exc:
         return _login_page(kit, request, ctx, f"{exc.message}.", 403)
@@ -208,9 +228,7 @@ async def login(request: Request, kit: WebKit, form: Form, ctx: Context, now: No
     except Unavailable as exc:
         return again(503, f"{exc.message}.")
     except TooManyAttempts as exc:
-        response = again(429, f"{exc.message}.")
-        response.headers["Retry-After"] = str(math.ceil(exc.retry_after_s))
-        return response
+        return _too_many(kit, request, ctx, exc)
     value, max_age = kit.keys.issue(found.token_id, now)
     response = _to("/status")
     response.set_cookie(

@@ -3,9 +3,14 @@ definitions, both installed packages: the operations of the official client (`ku
 generated from Kubernetes' OpenAPI document: each operation's HTTP method, path template,
 query parameters, the content types of its body and the model it answers with) and the
 JSON schemas of Kubernetes' OpenAPI that `kubernetes-validate` bundles, in their strict form
-(no field a schema does not name). A request must be a call of one of the client's
-operations with a body of the schema of the object it changes (a merge patch: any part of
-it), and an answer that object's schema, or a `Status` where it fails."""
+(no field a schema does not name). The custom resources (JobSet, RayJob, PyTorchJob) are
+called through the client's custom-object operations, each made particular to one of the
+CustomResourceDefinitions vendored in tests/specs/kubernetes/crds/ (its group, version and
+plural, the subresources it declares) and held to that definition's openAPIV3Schema, made
+strict the same way (the API server prunes a field its structural schema does not name: a
+patch of one changes nothing). A request must be a call of one of those operations with a
+body of the schema of the object it changes (a merge patch: any part of it), and an answer
+that object's schema, or a `Status` where it fails."""
 
 from __future__ import annotations
 
@@ -20,15 +25,65 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
+import yaml
 from jsonschema import Draft202012Validator, validators
 from referencing import Registry, Resource
 
-from tests.contract.conformance import Exchange
+from tests.contract.conformance import SPECS, Exchange
 
 VERSION = "1.37.0"  # the Kubernetes release whose schemas are held to (the client's, 37)
 # The client's API modules for the groups the adapter calls
 MODULES = ("batch_v1_api", "apps_v1_api")
 STATUS = "V1Status"  # what every refusal is, by Kubernetes' API conventions
+CRDS = SPECS / "kubernetes" / "crds"
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's, where built: 4x faster
+CUSTOM = "custom_objects_api"  # the client's operations on any custom resource
+# Those the adapter may call on a namespaced custom resource, and what each answers: the
+# object, its list, or (the scale subresource) a Scale; a subresource op only where the
+# definition declares that subresource.
+CUSTOM_OPERATIONS = {
+    "get_namespaced_custom_object": "object",
+    "patch_namespaced_custom_object": "object",
+    "list_custom_object_for_all_namespaces": "list",
+    "get_namespaced_custom_object_status": "object",
+    "patch_namespaced_custom_object_status": "object",
+    "get_namespaced_custom_object_scale": "V1Scale",
+    "patch_namespaced_custom_object_scale": "V1Scale",
+}
+
+
+@dataclass(frozen=True)
+class Definition:
+    """One vendored CustomResourceDefinition, at its storage version."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    list_kind: str
+    schema: dict[str, Any]  # its openAPIV3Schema
+    subresources: frozenset[str]
+
+
+@cache
+def definitions() -> dict[str, Definition]:
+    """The vendored definitions by plural (jobsets, rayjobs, pytorchjobs)."""
+    found = {}
+    for path in sorted(CRDS.glob("*.yaml")):
+        crd = yaml.load(path.read_text(), Loader=LOADER)
+        spec = crd["spec"]
+        version = next(v for v in spec["versions"] if v.get("storage"))
+        names = spec["names"]
+        found[names["plural"]] = Definition(
+            spec["group"],
+            version["name"],
+            names["plural"],
+            names["kind"],
+            names["listKind"],
+            version["schema"]["openAPIV3Schema"],
+            frozenset(version.get("subresources", {})),
+        )
+    return found
 
 
 @dataclass(frozen=True)
@@ -47,10 +102,58 @@ def operations() -> tuple[Operation, ...]:
     spec = importlib.util.find_spec("kubernetes.client.api")
     assert spec is not None and spec.submodule_search_locations
     folder = Path(next(iter(spec.submodule_search_locations)))
-    return tuple(
+    builtin = tuple(
         operation
         for module in MODULES
         for operation in _operations(ast.parse((folder / f"{module}.py").read_text()))
+    )
+    custom = [
+        operation
+        for operation in _operations(ast.parse((folder / f"{CUSTOM}.py").read_text()))
+        if operation.name in CUSTOM_OPERATIONS
+    ]
+    return builtin + tuple(
+        _particular(operation, definition)
+        for definition in definitions().values()
+        for operation in custom
+        if _declared(operation.name, definition)
+    )
+
+
+def _declared(name: str, definition: Definition) -> bool:
+    """Whether the definition has what the operation is on (its status or scale)."""
+    for subresource in ("status", "scale"):
+        if name.endswith(f"_{subresource}"):
+            return subresource in definition.subresources
+    return True
+
+
+def _particular(operation: Operation, definition: Definition) -> Operation:
+    """A custom-object operation on one definition's resource: its path with the group,
+    version and plural filled in, its answers that resource's (the model `crd:<plural>`,
+    `crd:<plural>:list`) or a Scale."""
+    template = operation.template
+    for name, value in (
+        ("group", definition.group),
+        ("version", definition.version),
+        ("plural", definition.plural),
+        ("resource_plural", definition.plural),
+    ):
+        template = template.replace(f"{{{name}}}", value)
+    answered = CUSTOM_OPERATIONS[operation.name]
+    model = (
+        answered
+        if answered.startswith("V1")
+        else f"crd:{definition.plural}" + (":list" if answered == "list" else "")
+    )
+    return Operation(
+        f"{operation.name}:{definition.plural}",
+        operation.method,
+        template,
+        re.compile(re.sub(r"\\\{\w+\\\}", "[^/]+", re.escape(template))),
+        operation.query,
+        operation.content_types,
+        {status: model for status in operation.answers},
     )
 
 
@@ -115,7 +218,8 @@ def answer_errors(method: str, path: str, status: int, answer: Any) -> list[str]
 def schema_errors(value: Any, model: str, *, partial: bool = False) -> list[str]:
     """Where `value` is not an object of the client's `model` (V1Job), by the strict JSON
     schema of its kind; `partial`: its required fields may be left out."""
-    checker = (_Partial if partial else Draft202012Validator)(_schema(model), registry=_registry())
+    schema = _custom_schema(model) if model.startswith("crd:") else _schema(model)
+    checker = (_Partial if partial else Draft202012Validator)(schema, registry=_registry())
     return [
         f"{'.'.join(map(str, error.absolute_path)) or '(whole)'}: {error.message}"
         for error in sorted(checker.iter_errors(value), key=lambda e: list(e.absolute_path))
@@ -129,6 +233,50 @@ def schema_file(model: str) -> Path:
     found = [f for f in found if re.fullmatch(rf"{kind}-(?:[a-z]+-)?v1\.json", f.name)]
     assert len(found) == 1, f"{model}: {found}"
     return found[0]
+
+
+@cache
+def _custom_schema(model: str) -> dict[str, Any]:
+    """A vendored definition's schema, strict, for `crd:<plural>` (its object, apiVersion
+    and kind its own) or `crd:<plural>:list` (a list of them, as a list answer has them)."""
+    _, plural, *listed = model.split(":")
+    definition = definitions()[plural]
+    obj = _strict(definition.schema)
+    if not listed:
+        properties = obj["properties"] | {
+            "apiVersion": {"enum": [f"{definition.group}/{definition.version}"]},
+            "kind": {"enum": [definition.kind]},
+        }
+        return obj | {"properties": properties}
+    return {
+        "type": "object",
+        "properties": {
+            "apiVersion": {"enum": [f"{definition.group}/{definition.version}"]},
+            "kind": {"enum": [definition.list_kind]},
+            "metadata": {"type": "object"},
+            "items": {"type": "array", "items": obj},
+        },
+        "required": ["apiVersion", "kind", "items"],
+        "additionalProperties": False,
+    }
+
+
+def _strict(schema: Any) -> Any:
+    """An OpenAPI v3 schema of a definition that allows no field it does not name: an
+    object with properties and no word on others (additionalProperties, or
+    x-kubernetes-preserve-unknown-fields) gets additionalProperties false."""
+    if isinstance(schema, list):
+        return [_strict(each) for each in schema]
+    if not isinstance(schema, dict):
+        return schema
+    strict = {key: _strict(value) for key, value in schema.items()}
+    if (
+        "properties" in schema
+        and "additionalProperties" not in schema
+        and not schema.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        strict["additionalProperties"] = False
+    return strict
 
 
 @cache

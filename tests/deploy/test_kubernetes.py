@@ -11,6 +11,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from governor.adapters.providers.kubernetes import API
+from governor.settings import load_settings
+from tests.contract import kueue_schemas
+
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = sorted((ROOT / "deploy" / "kubernetes").glob("*.yaml"))
 KUBERNETES_VERSION = "1.33.0"
@@ -36,6 +40,10 @@ def test_every_document_is_valid_for_the_kubernetes_api(path: Path) -> None:
     documents = _documents(path)
     assert documents
     for document in documents:
+        if document["apiVersion"].startswith("kueue.x-k8s.io/"):  # Kueue's CRD, vendored
+            assert document["apiVersion"] == f"kueue.x-k8s.io/{kueue_schemas.VERSION}"
+            assert kueue_schemas.problems(document["kind"], document) == []
+            continue
         try:
             kubernetes_validate.validate(document, KUBERNETES_VERSION, strict=True)
         except kubernetes_validate.ValidationError as exc:
@@ -175,3 +183,56 @@ def test_the_readability_rule_refuses_a_root_only_secret() -> None:
     grouped = {"securityContext": {"runAsUser": 10001, "fsGroup": 10001}}
     assert _secret_readable(grouped, {"secret": {"defaultMode": 0o440}})
     assert _secret_readable(pod, {"secret": {}})  # 0644
+
+
+def test_the_cluster_role_grants_what_the_adapter_calls_on_each_kind() -> None:
+    """get, list and patch on every kind a ref may name (a scaled kind's scale subresource
+    patched too), read from the adapter's own table: a kind added there without its rule
+    fails here. Nothing more: no delete, no create."""
+    granted = {
+        (group, resource, verb)
+        for rule in _one("ClusterRole")["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    needed = set()
+    for kind in API.values():
+        group = kind.version.rpartition("/")[0]
+        needed |= {(group, kind.resource, verb) for verb in ("get", "list", "patch")}
+        if kind.suspend is None:
+            needed.add((group, f"{kind.resource}/scale", "patch"))
+    assert granted == needed
+
+
+def test_the_kueue_admission_check_is_the_controllers_and_its_role_lets_it_answer() -> None:
+    documents = _documents(ROOT / "deploy/kubernetes/kueue-admission-check.yaml")
+    (check,) = [d for d in documents if d["kind"] == "AdmissionCheck"]
+    assert check["spec"]["controllerName"] == load_settings().kueue_controller_name
+    (role,) = [d for d in documents if d["kind"] == "ClusterRole"]
+    granted = {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    kueue = "kueue.x-k8s.io"
+    needed = {
+        (kueue, "workloads", "list"),
+        (kueue, "admissionchecks", "list"),
+        (kueue, "resourceflavors", "list"),
+        (kueue, "clusterqueues", "list"),
+        (kueue, "workloads/status", "patch"),
+        (kueue, "admissionchecks/status", "patch"),
+        (kueue, "workloads", "patch"),
+        ("jobset.x-k8s.io", "jobsets", "get"),
+        ("ray.io", "rayjobs", "get"),
+        ("kubeflow.org", "pytorchjobs", "get"),
+    }
+    assert needed <= granted
+    assert not {verb for _, _, verb in granted} & {"create", "update", "delete", "deletecollection"}
+    (binding,) = [d for d in documents if d["kind"] == "ClusterRoleBinding"]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    (subject,) = binding["subjects"]
+    assert subject["name"] == _one("ServiceAccount")["metadata"]["name"]

@@ -1,9 +1,9 @@
 """The lock files (`make lock`) pin what pyproject.toml declares, within its ranges.
 
 requirements/runtime.txt is what `make serve` and the container image install (the image's
-extras: aws, gcp, kubernetes); requirements/dev.txt what `make test` installs (the dev extra
-and every extra it names). Each pins one version of every package, no CUDA build of PyTorch,
-and no machine's index, wheel folder or file path.
+extras: aws, gcp, kubernetes, focus and oidc); requirements/dev.txt what `make test` installs
+(the dev extra and every extra it names). Each pins one version of every package, no CUDA
+build of PyTorch, and no machine's index, wheel folder or file path.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["
 SELF = canonicalize_name(PROJECT["name"])
 RUNTIME = ROOT / "requirements" / "runtime.txt"
 DEV = ROOT / "requirements" / "dev.txt"
-IMAGE_EXTRAS = ("aws", "gcp", "kubernetes")
+IMAGE_EXTRAS = ("aws", "gcp", "kubernetes", "focus", "oidc")
 PIN = re.compile(r"^([A-Za-z0-9._-]+)==([^\s;]+)(?:\s*;.*)?$")
 ABSOLUTE_PATH = re.compile(r"(?:^|[\s=])/\w.*$", re.MULTILINE)
 CUDA = re.compile(r"^(nvidia-(?!ml-py$).+|triton)$")  # NVML's bindings are the governor's own

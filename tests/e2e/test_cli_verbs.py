@@ -206,6 +206,14 @@ def test_errors_say_what_to_do_and_exit_non_zero(cli_server: GovernorServer) -> 
         "ext deny",
         "events",
         "report",
+        "team create",
+        "team list",
+        "team show",
+        "team ceiling",
+        "team extend",
+        "team approve",
+        "team deny",
+        "team report",
     ],
 )
 def test_every_verb_has_help(verb: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -307,3 +307,15 @@ def test_a_gate_token_for_a_team_finds_that_teams_budgets_alone(
     assert not refused["accepted"]
     assert "no open budget 'b-1'" in refused["error"]  # as one that does not exist
     assert reserved(operator, theirs["id"]) == 0 and reserved(operator, ours["id"]) > 0
+
+    # a relaunch through another team's gate naming this launch passes no more than a forged
+    # one: it is judged, and that team's gate finds no budget of alpha's
+    body = {"role": "gate", "label": "beta's launches", "teams": ["beta"]}
+    beta_gate = f"{gated.url}/v1/gates/{ok(operator.post('/v1/tokens', json=body), 201)['token']}"
+    ours_launch = accepted["labels"]["governor-launch"]
+    relaunch = labelled(ours, **H100_SPOT)
+    relaunch["labels"] = {**relaunch["labels"], "governor-launch": ours_launch}
+    passed = tools.skypilot(f"{beta_gate}/skypilot", resources=[relaunch], envs=hours)
+    assert not passed["accepted"] and "no open budget 'a-1'" in passed["error"], passed
+    again = tools.skypilot(f"{gate}/skypilot", resources=[relaunch], envs=hours)
+    assert again["accepted"] and again["labels"]["governor-launch"] == ours_launch  # unchanged

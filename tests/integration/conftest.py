@@ -64,12 +64,23 @@ class Governor:
         self.clock.advance(seconds)
         tasks.run_all(self.ctx)
 
-    def budget(self, ceiling: str = "100", reserve: str = "0", tail_hours: float = 0.0) -> str:
+    def budget(
+        self,
+        ceiling: str = "100",
+        reserve: str = "0",
+        tail_hours: float = 0.0,
+        *,
+        adopt_labelled_pods: bool = False,
+    ) -> str:
         """A budget named "pilot", then "pilot-2", ...: names are unique among open budgets."""
         self.budgets_declared += 1
         name = "pilot" if self.budgets_declared == 1 else f"pilot-{self.budgets_declared}"
         declaration = budgets.Declaration(
-            name, Decimal(ceiling), reserve_usd=Decimal(reserve), storage_tail_hours=tail_hours
+            name,
+            Decimal(ceiling),
+            reserve_usd=Decimal(reserve),
+            storage_tail_hours=tail_hours,
+            adopt_labelled_pods=adopt_labelled_pods,
         )
         with self.session() as s:
             return budgets.declare(s, declaration, self.clock.now()).id

@@ -1,10 +1,11 @@
 """The account sweep, in one billing interval of a fake cloud on the injected clock: a billing
 pod under no budget is told once as a critical event, shown at the top of /status (and in
 GET /v1/status) and counted on /metrics; a pod carrying a budget's label is registered under
-it with the registration rules (a non-preservable one refused with a critical event; a
-budget that requires a plan refuses it); an operator's rule adopts a pod into a budget, or
-stops one (the preserving stop, never a terminate) after its grace and never before. Without
-the lease nothing is listed."""
+it as a launch of that budget waiting for its pod, or where the budget adopts labelled pods,
+with the registration rules (a non-preservable one refused with a critical event; a budget
+that requires a plan refuses it), and is otherwise ungoverned with a warning to that budget;
+an operator's rule adopts a pod into a budget, or stops one (the preserving stop, never a
+terminate) after its grace and never before. Without the lease nothing is listed."""
 
 from __future__ import annotations
 
@@ -16,13 +17,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from governor.db import repository as repo
-from governor.domain.errors import NotLeader
+from governor.domain.errors import Conflict, NotLeader
 from governor.domain.launch_gate import Candidate, LaunchRequest
 from governor.domain.launch_labels import BUDGET_LABEL, LAUNCH_LABEL
 from governor.domain.model import PodState, Severity
 from governor.domain.rate_card import RateCard
 from governor.domain.sweep import SweepRule
-from governor.services.fleet import budgets, sweep
+from governor.services.fleet import budgets, pods, sweep
 from governor.services.notifications import Notifier, Subscription, route_events
 from governor.services.plans import launches
 from governor.services.view import metrics
@@ -131,8 +132,11 @@ def test_a_pod_that_stops_billing_is_no_longer_ungoverned(gov: Governor) -> None
     assert scrape(gov)["governor_ungoverned_pods"] == 0
 
 
-def test_a_labelled_pod_appearing_is_registered_under_its_budget(gov: Governor) -> None:
-    by_name, by_id = gov.budget(), gov.budget()
+def test_a_labelled_pod_appearing_is_registered_under_its_budget_that_adopts_them(
+    gov: Governor,
+) -> None:
+    by_name = gov.budget(adopt_labelled_pods=True)
+    by_id = gov.budget(adopt_labelled_pods=True)
     gov.cloud.launch("lab-1", labels={BUDGET_LABEL: "pilot", LAUNCH_LABEL: "launch-1"})
     gov.cloud.launch("lab-2", labels={BUDGET_LABEL: by_id}, gpu_type="A100", gpu_count=8)
     interval(gov)
@@ -145,6 +149,76 @@ def test_a_labelled_pod_appearing_is_registered_under_its_budget(gov: Governor) 
     assert criticals(gov, "fake:lab") == []
 
 
+def test_a_label_alone_does_not_spend_a_budget_until_its_operator_lets_it(
+    gov: Governor, client: TestClient
+) -> None:
+    """Anyone who can launch in a shared account can write a budget's label: such a pod is
+    ungoverned (told, shown, counted, naming the label) and the budget it names is warned,
+    until an operator of that budget lets its label alone register pods (recorded)."""
+    budget = gov.budget()
+    gov.cloud.launch("lab-1", labels={BUDGET_LABEL: "pilot"})
+    interval(gov)
+    assert pod_of(gov, "lab-1") is None
+    (told,) = criticals(gov, "fake:lab-1")
+    assert f"its label {BUDGET_LABEL}='pilot' alone does not register a pod" in told
+    (line,) = read_dashboard(gov).ungoverned
+    assert "does not adopt labelled pods" in line.reason
+    assert scrape(gov)["governor_ungoverned_pods"] == 1
+    with gov.session() as s:
+        (warned,) = [e for e in repo.events(s, budget_id=budget) if e.severity is Severity.WARNING]
+    assert warned.message.startswith("A pod labelled for this budget was not adopted: fake:lab-1")
+    interval(gov)
+    with gov.session() as s:  # told once, not every pass
+        assert len([e for e in repo.events(s, budget_id=budget) if "not adopted" in e.message]) == 1
+
+    assert ok(client.get(f"/v1/budgets/{budget}"))["adopt_labelled_pods"] is False
+    said = {"adopt_labelled_pods": True, "reason": "our launcher labels every pod"}
+    adopted = ok(client.post(f"/v1/budgets/{budget}/adoption", json=said))
+    assert adopted["adopt_labelled_pods"] is True
+    with gov.session() as s:
+        audit = [e for e in repo.events(s, budget_id=budget) if "now adopts" in e.message]
+    assert len(audit) == 1 and "our launcher labels every pod" in audit[0].message
+    assert audit[0].evidence["by"]
+    interval(gov)
+    assert pod_of(gov, "lab-1") == (budget, PodState.RUNNING)
+    assert read_dashboard(gov).ungoverned == ()
+
+
+def test_a_copied_launch_label_wins_nothing(gov: Governor) -> None:
+    """A launch is won by its first pod: a second pod carrying the same labels (copied, or
+    listed in the same pass) is not registered as the launch's, nor under its budget."""
+    config = replace(gov.ctx.config, rate_card=RateCard.of({"fake:H100": "2.00"}))
+    budget = gov.budget(ceiling="500")
+    request = LaunchRequest("skypilot", (Candidate("fake", "H100", 1),), budget_ref=budget)
+    with gov.session() as s:
+        answer = launches.judge(
+            s, config, request, gov.clock.now(), reserve=True, claim_key=b"k" * 32
+        )
+        assert answer.launch is not None
+        launch_id = answer.launch.id
+    labels = {BUDGET_LABEL: budget, LAUNCH_LABEL: launch_id}
+    gov.cloud.launch("sky-1", labels=labels, gpu_type="H100", gpu_count=1)
+    gov.cloud.launch("sky-copy", labels=labels, gpu_type="H100", gpu_count=1)
+    interval(gov)
+    gov.cloud.launch("sky-later", labels=labels, gpu_type="H100", gpu_count=1)
+    interval(gov)
+    with gov.session() as s:
+        won = repo.pod_by_ref(s, "fake", "sky-1")
+        assert won is not None and (won.budget_id, won.launch_id) == (budget, launch_id)
+    assert pod_of(gov, "sky-copy") is None and pod_of(gov, "sky-later") is None
+    reasons = {u.provider_ref: u.reason for u in read_dashboard(gov).ungoverned}
+    assert set(reasons) == {"sky-copy", "sky-later"}
+    assert all(f"{LAUNCH_LABEL}={launch_id!r} names none" in r for r in reasons.values())
+    with gov.session() as s, pytest.raises(Conflict, match="already has its pod"):
+        pods.register(
+            s,
+            gov.ctx,
+            budget,
+            pods.Registration("fake", "sky-later", launch_id=launch_id),
+            gov.clock.now(),
+        )
+
+
 def test_a_labelled_pod_naming_no_budget_is_ungoverned(gov: Governor) -> None:
     gov.budget()
     gov.cloud.launch("lab-1", labels={BUDGET_LABEL: "no-such-budget"})
@@ -155,7 +229,7 @@ def test_a_labelled_pod_naming_no_budget_is_ungoverned(gov: Governor) -> None:
 
 
 def test_a_labelled_non_preservable_pod_is_refused_with_a_critical_event(gov: Governor) -> None:
-    gov.budget()
+    gov.budget(adopt_labelled_pods=True)
     gov.cloud.launch("lab-1", labels={BUDGET_LABEL: "pilot"})
     gov.cloud.losing["lab-1"] = LOST
     interval(gov)
@@ -172,7 +246,9 @@ def test_a_plan_requiring_budgets_labelled_pod_without_a_plan_is_ungoverned(
     gov: Governor,
 ) -> None:
     with gov.session() as s:
-        declared = budgets.Declaration("strict", Decimal(100), require_plan=True)
+        declared = budgets.Declaration(
+            "strict", Decimal(100), require_plan=True, adopt_labelled_pods=True
+        )
         budgets.declare(s, declared, gov.clock.now())
     gov.cloud.launch("lab-1", labels={BUDGET_LABEL: "strict", LAUNCH_LABEL: "launch-9"})
     interval(gov)
@@ -277,3 +353,30 @@ def test_a_launched_pod_appearing_is_registered_as_its_launch_and_its_job_claims
     assert run.json()["pod_id"] == pod.id and run.json()["token"]
     again = client.post("/v1/runs/claim", json={"claim": secret})
     assert again.status_code == 409 and "already used" in again.json()["error"]["message"]
+
+
+def test_an_expired_claim_is_answered_as_one_no_launch_has(
+    gov: Governor, client: TestClient
+) -> None:
+    """A claim past its time and a secret no launch ever had get the same 404, word for word:
+    a secret tried learns nothing of whether it once was one."""
+    config = replace(gov.ctx.config, rate_card=RateCard.of({"fake:H100": "2.00"}))
+    budget = gov.budget(ceiling="500")
+    request = LaunchRequest("skypilot", (Candidate("fake", "H100", 1),), budget_ref=budget)
+    with gov.session() as s:
+        answer = launches.judge(
+            s, config, request, gov.clock.now(), reserve=True, claim_key=b"k" * 32
+        )
+        assert answer.launch is not None and answer.claim is not None
+        launch_id, secret = answer.launch.id, answer.claim
+    labels = {BUDGET_LABEL: budget, LAUNCH_LABEL: launch_id}
+    gov.cloud.launch("sky-1", labels=labels, gpu_type="H100", gpu_count=1)
+    interval(gov)
+    assert pod_of(gov, "sky-1") == (budget, PodState.RUNNING)
+    gov.clock.advance(gov.ctx.config.claim_ttl_s)
+
+    expired = client.post("/v1/runs/claim", json={"claim": secret})
+    unknown = client.post("/v1/runs/claim", json={"claim": launches.CLAIM_PREFIX + "x" * 43})
+    assert expired.status_code == unknown.status_code == 404
+    assert expired.content == unknown.content
+    assert "or its claim expired" in expired.json()["error"]["message"]

@@ -32,6 +32,7 @@ WHO = {
     ("GET", "/v1/budgets"): "viewer",
     ("GET", "/v1/budgets/{budget_id}"): "viewer",
     ("POST", "/v1/budgets/{budget_id}/close"): "operator",
+    ("POST", "/v1/budgets/{budget_id}/adoption"): "operator",
     ("POST", "/v1/teams"): "operator",
     ("GET", "/v1/teams"): "viewer",
     ("GET", "/v1/teams/{team_id}"): "viewer",

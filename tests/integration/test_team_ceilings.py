@@ -176,3 +176,64 @@ def test_a_team_at_its_months_ceiling_stops_its_pods_after_a_save_and_its_next_m
     )
     ahead = client.get(f"/v1/teams/{team}/report", params={"period": "2026-03-02"})
     assert "has not begun" in conflict(ahead)
+
+
+def checkpoints_asked(client: TestClient, run: str) -> list[str]:
+    """Each pre-stop checkpoint asked of the run, oldest first: `budget` or `team`."""
+    events = ok(client.get("/v1/events", params={"subject": f"run:{run}"}))["items"]
+    asked = [
+        e["message"] for e in reversed(events) if "Checkpoint requested (pre-stop)" in e["message"]
+    ]
+    return ["team" if "team's committed spend" in m else "budget" for m in asked]
+
+
+def test_a_budgets_pre_stop_checkpoint_does_not_spare_the_teams_one(
+    client: TestClient, gov: Governor
+) -> None:
+    """Budget and team both at $1.00, the budget with a $0.05 reserve, one $3.60/h pod whose
+    stop costs $0.11: the budget's committed spend passes 90% at $0.74 spent, the team's at
+    $0.79; each asks for its checkpoint once."""
+    gov.clock.current = LATE_JANUARY
+    team_with_ceiling(client, "1.00")
+    body = {"name": "a", "ceiling_usd": "1.00", "reserve_usd": "0.05", "team": "vision"}
+    budget = ok(client.post("/v1/budgets", json=body), 201)["id"]
+    run = gov.run(budget, gov.pod(budget), grace_s=60, timeout_s=3600)
+    gov.tick(750)
+    assert checkpoints_asked(client, run) == ["budget"]
+    gov.beat(run, step=7, status=RunStatus.CHECKPOINTING, checkpoint=Checkpoint(7, "/ws/ckpt-7"))
+    gov.tick(50)  # $0.80 spent: the team's committed spend passes 90% of its ceiling
+    directive = gov.beat(run, step=8)
+    assert (directive.action, directive.reason) == (Action.CHECKPOINT, Reason.PRE_STOP)
+    assert "team's committed spend" in (directive.message or "")
+    gov.tick(20)
+    assert checkpoints_asked(client, run) == ["budget", "team"]
+
+
+def test_a_teams_pre_stop_checkpoint_does_not_spare_the_budgets_own(
+    client: TestClient, gov: Governor
+) -> None:
+    """Team and budget a both at $1.00; budget b's pod, stopped as soon as it ran, spent
+    $0.031 of the team's month (its stop's latency). With budget a's $3.60/h pod counted at
+    $0.11 to stop in its budget and $0.16 in its team, the team's committed spend passes 90%
+    some 80 s before budget a's, and reaches its ceiling some 20 s after; each asks once."""
+    gov.clock.current = LATE_JANUARY
+    team_with_ceiling(client, "1.00")
+    a, b = (ok(declare(client, name, "1.00"), 201)["id"] for name in ("a", "b"))
+    early = gov.pod(b, ref="pod-b")
+    ok(client.post(f"/v1/pods/{early}/stop", json={"reason": "done"}), 202)
+    gov.tick(1)
+    gov.tick(30)  # the fake cloud's stop latency
+    with gov.session() as s:
+        assert repo.get_pod(s, early).state is PodState.STOPPED
+    run = gov.run(a, gov.pod(a), grace_s=60, timeout_s=3600)
+    gov.tick(650)  # the team at $0.841 committed: 84%
+    assert checkpoints_asked(client, run) == []
+    gov.tick(65)  # the team at $0.906 committed: past 90%; budget a at $0.825
+    assert checkpoints_asked(client, run) == ["team"]
+    gov.beat(run, step=7, status=RunStatus.CHECKPOINTING, checkpoint=Checkpoint(7, "/ws/ckpt-7"))
+    gov.tick(80)  # budget a at $0.905 committed: its own 90%; the team at $0.986
+    directive = gov.beat(run, step=8)
+    assert (directive.action, directive.reason) == (Action.CHECKPOINT, Reason.PRE_STOP)
+    assert "team's" not in (directive.message or "")
+    gov.tick(5)
+    assert checkpoints_asked(client, run) == ["team", "budget"]

@@ -66,6 +66,7 @@ WHO = {
     ("GET", "/v1/budgets"): "read a list",
     ("GET", "/v1/budgets/{budget_id}"): "read",
     ("POST", "/v1/budgets/{budget_id}/close"): "operate",
+    ("POST", "/v1/budgets/{budget_id}/adoption"): "operate",
     ("POST", "/v1/budgets/{budget_id}/pods"): "operate",
     ("GET", "/v1/pods"): "read a list",
     ("GET", "/v1/pods/{pod_id}"): "read",
@@ -176,13 +177,13 @@ def _team_pilot(client: TestClient, team: str) -> dict[str, str]:
     return {**made, **tokens_of}
 
 
-def _launch(gov: Any, budget_id: str) -> str:
+def _launch(gov: Any, budget_id: str, launch_id: str) -> str:
     """An accepted launch of the budget's, as a gate would have reserved it."""
     now = gov.clock.now()
     with gov.session() as session:
         session.add(
             LaunchRow(
-                id="lch_alpha",
+                id=launch_id,
                 budget_id=budget_id,
                 tool="skypilot",
                 price_usd=Decimal("10"),
@@ -190,11 +191,11 @@ def _launch(gov: Any, budget_id: str) -> str:
                 figures={},
                 created_at=now,
                 expires_at=now + timedelta(hours=1),
-                claim_hash="0" * 64,
+                claim_hash=launch_id.ljust(64, "0"),
                 claim_expires_at=now + timedelta(hours=1),
             )
         )
-    return "lch_alpha"
+    return launch_id
 
 
 def _token(client: TestClient, **body: Any) -> str:
@@ -204,8 +205,9 @@ def _token(client: TestClient, **body: Any) -> str:
 
 @contextmanager
 def _scene(url: str) -> Iterator[tuple[TestClient, dict[str, str], dict[str, str | None]]]:
-    """Two teams on an empty database at `url`: the path parameters (alpha's objects) and a
-    token for every caller."""
+    """Two teams on an empty database at `url`: the path parameters (alpha's objects; beta's
+    budget, team, pod, plan and launch as `beta_budget_id`, ...) and a token for every
+    caller."""
     schema.upgrade(url)
     gov = make_governor(url, FrozenClock())
     context = replace(gov.ctx, auth_limits=AuthLimits(per_source=10**9))
@@ -223,7 +225,8 @@ def _scene(url: str) -> Iterator[tuple[TestClient, dict[str, str], dict[str, str
             )["id"]
             plan = _made(client.post(f"/v1/budgets/{budget}/plans", json=variant()))["id"]
             spare = _made(client.post("/v1/tokens", json={"role": "viewer", "teams": ["alpha"]}))
-            launch = _launch(gov, budget)
+            launch = _launch(gov, budget, "lch_alpha")
+            theirs = _made(client.post(f"/v1/budgets/{beta['budget']}/plans", json=variant()))
             params = {
                 "team_id": alpha["team"],
                 "budget_id": budget,
@@ -234,6 +237,11 @@ def _scene(url: str) -> Iterator[tuple[TestClient, dict[str, str], dict[str, str
                 "token_id": spare["id"],
                 "node": "node-alpha",
                 "launch_id": launch,
+                "beta_team_id": beta["team"],
+                "beta_budget_id": beta["budget"],
+                "beta_pod_id": beta["pod"],
+                "beta_plan_id": theirs["id"],
+                "beta_launch_id": _launch(gov, beta["budget"], "lch_beta"),
             }
             callers: dict[str, str | None] = {
                 "org operator": OPERATOR,

@@ -4,6 +4,8 @@ Each case of cases.json becomes a preflight-plan/0.1 document (the reference pla
 and costs, the case's model, GPUs and recipe, every declared memory figure 0 so that the
 governor's floors alone decide) and is judged without a budget. Its measured peak is
 compared with the model's figure for what the source measured (`MemoryFigures.predicted_gib`).
+Cases marked with a `round` came from sources added after the model's constants were last
+chosen; the summary reports them as a group of their own besides the two parts.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ SET: dict[str, Any] = json.loads(CASES_FILE.read_text())
 CASES: list[dict[str, Any]] = SET["cases"]
 JUDGED_ON = date(2026, 10, 8)  # the reference plan's quote is fresh on this day
 UNIT_BYTES = {"GB": 1e9, "GiB": GIB}
+NEW_SOURCES = 3  # the `round` of the sources added after the constants were last chosen
 ZERO_MEMORY = {f"memory_per_gpu_gib.{c}": 0.0 for c in COMPONENTS}
 
 
@@ -122,6 +125,28 @@ class Summary:
         )
 
 
+def groups(judged: list[Judged]) -> dict[str, list[Judged]]:
+    """The measured cases by summary line: the tuning part, the held-out part (each with
+    every source) and the cases of the sources added after the constants were chosen."""
+    measured = [j for j in judged if j.error is not None]
+    return {
+        "tuning": [j for j in measured if j.case["part"] == "tuning"],
+        "held_out": [j for j in measured if j.case["part"] == "held_out"],
+        "new_sources": [j for j in measured if j.case.get("round") == NEW_SOURCES],
+    }
+
+
+def summary_lines(judged: list[Judged]) -> list[str]:
+    """Each group's summary, then its families' indented under it."""
+    lines = []
+    for name, cases in groups(judged).items():
+        lines.append(Summary(name, [j.error for j in cases if j.error is not None]).line())
+        for family_name in sorted({j.family for j in cases}):
+            errors = [j.error for j in cases if j.family == family_name and j.error is not None]
+            lines.append("  " + Summary(family_name, errors).line())
+    return lines
+
+
 SHORT = {  # column names of the breakdown, by component
     "weights": "weights",
     "dequantized_copy": "dequant",
@@ -158,5 +183,8 @@ def breakdown(judged: Judged) -> str:
 
 
 if __name__ == "__main__":  # python -m tests.preflight_cases.validation: the table, case by case
-    for case in CASES:
-        print(breakdown(judge(case)))
+    every = [judge(case) for case in CASES]
+    for judged in every:
+        print(breakdown(judged))
+    print()
+    print("\n".join(summary_lines(every)))

@@ -15,6 +15,7 @@ from governor.adapters.providers.aws_billing import BilledEc2Provider
 from governor.adapters.providers.gcp import GcpProvider
 from governor.adapters.providers.gcp_billing import BilledGcpProvider
 from governor.adapters.providers.kubernetes import KubernetesProvider
+from governor.adapters.providers.kueue import KueueProvider
 from governor.adapters.providers.lambda_cloud import LambdaProvider
 from governor.adapters.providers.local import LocalCommandProvider, LocalProvider
 from governor.adapters.providers.runpod import RunPodProvider
@@ -282,3 +283,22 @@ def test_a_refused_setting_is_named_with_the_validators_own_words(
     assert capsys.readouterr().err.startswith(
         "governor: invalid setting GOVERNOR_GCP_RATES: not a JSON object of rates"
     )
+
+
+def test_kueue_answers_on_the_kubernetes_clusters_credentials_under_its_controller_name() -> None:
+    settings = load_settings(
+        kubernetes_url="https://k8s.test",
+        kubernetes_token="t",
+        kueue_enabled="true",
+        kueue_controller_name="example.com/budget",
+    )
+    providers = build_providers(settings, FrozenClock())
+    assert set(providers) == {"fake", "kubernetes", "kueue"}
+    kueue = providers["kueue"]
+    assert isinstance(kueue, KueueProvider) and kueue.controller == "example.com/budget"
+    assert kueue.credential == "GOVERNOR_KUBERNETES_TOKEN"
+
+
+def test_kueue_without_a_kubernetes_cluster_stops_the_start() -> None:
+    with pytest.raises(ProviderSetupError, match="GOVERNOR_KUEUE_ENABLED needs a Kubernetes"):
+        build_providers(load_settings(kueue_enabled="true"), FrozenClock())

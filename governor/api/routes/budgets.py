@@ -3,7 +3,7 @@ from __future__ import annotations
 from governor.api.deps import Context, Now, Operator, Paging, Tx, Viewer
 from governor.api.error_responses import errors
 from governor.api.route import api_router
-from governor.api.schemas import BudgetIn, BudgetOut, CloseIn, page_of
+from governor.api.schemas import AdoptionIn, BudgetIn, BudgetOut, CloseIn, page_of
 from governor.domain.paging import Page
 from governor.services.fleet import budget_model, budgets
 from governor.services.fleet.budget_model import Budget
@@ -26,6 +26,7 @@ def declare(body: BudgetIn, caller: Operator, ctx: Context, tx: Tx, now: Now) ->
         note=body.note,
         require_plan=ctx.config.require_plan if body.require_plan is None else body.require_plan,
         team=body.team,
+        adopt_labelled_pods=body.adopt_labelled_pods,
     )
     with tx() as session:
         return budget_model.declare(session, ctx.config, declaration, now, scope=caller.teams)
@@ -62,4 +63,18 @@ def close(
     with tx() as session:
         return budget_model.close(
             session, ctx.config, budget_id, body.reason, body.storage_deleted, now, by=caller
+        )
+
+
+@router.post("/{budget_id}/adoption", response_model=BudgetOut)
+def adoption(
+    budget_id: str, body: AdoptionIn, caller: Operator, ctx: Context, tx: Tx, now: Now
+) -> Budget:
+    """Let a pod's `governor-budget` label alone register it under this budget when the
+    account sweep finds it billing (`adopt_labelled_pods`), or stop letting it. Without it a
+    labelled pod registers only as one of the budget's launches waiting for a pod. Recorded,
+    with who and why; setting what is already set changes nothing."""
+    with tx() as session:
+        return budget_model.adopt_labelled_pods(
+            session, ctx.config, budget_id, body.adopt_labelled_pods, body.reason, now, by=caller
         )

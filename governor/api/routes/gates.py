@@ -27,7 +27,7 @@ from governor.services.security.shared_secrets import shared_secret
 from governor.services.security.tokens import Principal
 
 router = api_router(tags=["gates"])
-CLAIM_KEY = "launch-claims"  # the shared secret each launch's claim is made from
+CLAIM_KEY = launches.CLAIM_KEY
 
 
 @router.post(
@@ -47,7 +47,7 @@ async def skypilot_policy(token: str, request: Request, ctx: Context) -> Respons
     claim; refused, HTTP 400 with the reasons."""
     caller = await gate_caller(request, token)
     sky = skypilot.read(await request.body())
-    if not sky.gated or (sky.launch_label and await _accepted(ctx, sky.launch_label)):
+    if not sky.gated or (sky.launch_label and await _accepted(ctx, caller, sky.launch_label)):
         return _json_text(skypilot.unchanged(sky))
     launch = skypilot.launch_request(sky)
     answer = await _judge(request, ctx, caller, launch, reserve=sky.reserves, key=None)
@@ -145,10 +145,13 @@ async def _claim_key(request: Request, ctx: ServiceContext) -> bytes:
     return key
 
 
-async def _accepted(ctx: ServiceContext, launch_id: str) -> bool:
+async def _accepted(ctx: ServiceContext, caller: Principal, launch_id: str) -> bool:
+    """Whether the relaunch's label names a launch a gate accepted for one of the gate token's
+    teams (another team's passes no more than an unknown one)."""
+
     def known() -> bool:
         with ctx.read_only() as session:
-            return launches.accepted(session, launch_id)
+            return launches.accepted(session, launch_id, caller.teams)
 
     return await run_in_threadpool(known)
 

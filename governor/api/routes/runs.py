@@ -38,7 +38,6 @@ from governor.services.monitoring.metric_point_model import MetricPoint
 from governor.services.runs import job_events, lifecycle, run_model
 from governor.services.runs.run_model import CreatedRun, Run
 from governor.services.security import scopes
-from governor.services.security.auth_limits import client_address
 from governor.services.security.safe_input import QueryName, QueryTime
 
 router = api_router(tags=["runs"])
@@ -76,8 +75,8 @@ async def claim(body: ClaimIn, request: Request, ctx: Context, tx: Tx, now: Now)
     """A launched job exchanges its one-time claim secret (GOVERNOR_CLAIM, put in its
     environment when a gate accepted its launch) for its run's id and job token: the run is
     made on the pod registered with its launch. 409 while no pod of the launch is registered
-    (retry), and for a claim already used or expired. An unknown claim counts as a failed
-    authentication."""
+    (retry), and for a claim already used. An unknown or expired claim is 404, the two worded
+    alike, and counts as a failed authentication."""
 
     def exchange() -> CreatedRun:
         with tx() as session:
@@ -89,8 +88,7 @@ async def claim(body: ClaimIn, request: Request, ctx: Context, tx: Tx, now: Now)
         return await run_in_threadpool(exchange)
     except NotFound:
         peer = request.client.host if request.client else None
-        forwarded = request.headers.get("x-forwarded-for")
-        ctx.auth_limits.failed(client_address(peer, forwarded, ctx.config.trusted_proxies))
+        ctx.auth_limits.failed(ctx.address_of(peer, request.headers.get("x-forwarded-for")))
         raise
 
 

@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 
 from governor.app import create_app
 from governor.bootstrap import bootstrap_operator, build_context, prepare_database
 from governor.cli.demo import plan as demo_plan
 from governor.cli.http import connect
+from governor.cli.in_thread import in_thread
 from governor.cli.output import refused, usd
 from governor.db.schema import MigrationsMissing
 from governor.domain.model import PodState
@@ -92,32 +92,25 @@ def run_demo(port: int, keep_serving: bool) -> int:
     fake = ctx.providers["fake"]
     assert isinstance(fake, FakeProvider)
 
-    app = create_app(settings, ctx)
-    config = uvicorn.Config(app, workers=1, log_level="warning", log_config=None, access_log=False)
-    server = uvicorn.Server(config)  # log_config=None: keep the logging the command set up
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
-    thread.start()
+    served = in_thread(create_app(settings, ctx), listener)
     halt = threading.Event()
     url = f"http://{HOST}:{port}"
     code = 130  # what an interruption before the end leaves
     try:
-        while not server.started and thread.is_alive():
-            time.sleep(0.05)
-        if not server.started:
+        if not served.start():
             print("governor demo: the server did not start (see the log above).", file=sys.stderr)
             return 1
         code = 0 if _pilot(url, token, fake, home, halt) else 1
         if keep_serving:
             say(f"\nThe server is still up at {url}: the dashboard at {url}/status, API docs at")
             say(f"{url}/docs; the curl commands above still work. Press Ctrl-C to stop.")
-            while thread.is_alive():
-                thread.join(0.5)
+            while served.serving:
+                served.thread.join(0.5)
     except KeyboardInterrupt:
         say("\nStopping.")
     finally:
         halt.set()
-        server.should_exit = True
-        thread.join(10)
+        served.stop()
         listener.close()
         ctx.engine.dispose()
     return code

@@ -16,6 +16,7 @@ from governor.domain.paging import Page, PageRequest
 from governor.domain.teams import EVERY_TEAM, TeamScope
 from governor.services.context import GovernorConfig
 from governor.services.fleet import budgets
+from governor.services.fleet.budgets import ADOPT_LABELLED_PODS_DOC
 from governor.services.money.book import Book
 from governor.services.plans import admission, launches
 from governor.services.plans.admission import HELD_FOR_PLANS_DOC
@@ -46,6 +47,7 @@ class Budget:
     alert_thresholds: tuple[int, ...]
     note: str | None
     require_plan: bool
+    adopt_labelled_pods: bool = field(metadata={"doc": ADOPT_LABELLED_PODS_DOC})
     created_at: datetime
     closed_at: datetime | None
 
@@ -76,6 +78,7 @@ def budget(book: Book, held_for_plans: Decimal, reserved_for_launches: Decimal) 
         alert_thresholds=tuple(row.alert_thresholds),
         note=row.note,
         require_plan=row.require_plan,
+        adopt_labelled_pods=row.adopt_labelled_pods,
         created_at=row.created_at,
         closed_at=row.closed_at,
     )
@@ -139,4 +142,20 @@ def close(
 ) -> Budget:
     """Close a budget (budgets.close): it, with its figures."""
     budgets.close(session, budget_id, reason, storage_deleted, now, by=by)
+    return get(session, config, budget_id, now)
+
+
+def adopt_labelled_pods(
+    session: Session,
+    config: GovernorConfig,
+    budget_id: str,
+    adopt: bool,
+    reason: str,
+    now: datetime,
+    *,
+    by: Principal,
+) -> Budget:
+    """Let the budget's label alone register pods, or stop it (budgets.adopt_labelled_pods):
+    the budget, with its figures."""
+    budgets.adopt_labelled_pods(session, budget_id, adopt, reason, now, by=by)
     return get(session, config, budget_id, now)

@@ -29,6 +29,11 @@ from governor.services.security import tokens
 from governor.services.security.tokens import Principal
 
 DEFAULT_THRESHOLDS = (50, 80, 90)
+ADOPT_LABELLED_PODS_DOC = (
+    "whether the account sweep registers a pod under this budget by its governor-budget label "
+    "alone; without it a labelled pod registers only as one of the budget's launches waiting "
+    "for a pod (its governor-launch label), and any other stays ungoverned"
+)
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,7 @@ class Declaration:
     note: str | None = None
     require_plan: bool = False  # pods only under an admitted plan
     team: str | None = None  # the team's id or name; None: the default team
+    adopt_labelled_pods: bool = False  # a pod's budget label alone registers it
 
 
 def _default_team(scope: TeamScope) -> str:
@@ -73,6 +79,7 @@ def declare(
         alert_thresholds=sorted(set(declaration.alert_thresholds)),
         note=declaration.note,
         require_plan=declaration.require_plan,
+        adopt_labelled_pods=declaration.adopt_labelled_pods,
         state=BudgetState.OPEN,
         alerted_pct=0,
         created_at=now,
@@ -98,6 +105,7 @@ def declare(
             "alert_thresholds": budget.alert_thresholds,
             "note": budget.note,
             "require_plan": budget.require_plan,
+            "adopt_labelled_pods": budget.adopt_labelled_pods,
             "team_id": budget.team_id,
         },
     )
@@ -111,6 +119,35 @@ def _refuse_a_taken_name(session: Session, name: str) -> None:
             f"budget {taken.id} is already named {name!r} ({taken.state.value}): choose another "
             "name, or close that budget first"
         )
+
+
+def adopt_labelled_pods(
+    session: Session, budget_id: str, adopt: bool, reason: str, now: datetime, *, by: Principal
+) -> BudgetRow:
+    """An operator of the budget's team lets its label alone register pods found billing in
+    an account under it (`adopt`), or stops letting it; recorded with who and why."""
+    budget = repo.get_budget(session, budget_id, lock=True)
+    if budget.adopt_labelled_pods is adopt:
+        return budget
+    budget.adopt_labelled_pods = adopt
+    events.record(
+        session,
+        now,
+        Severity.WARNING if adopt else Severity.INFO,
+        Category.OPERATOR,
+        f"budget:{budget.id}",
+        (
+            f"Budget {budget.name!r} now adopts labelled pods ({by.said}): a pod carrying its "
+            "governor-budget label is registered under it by that label alone"
+            if adopt
+            else f"Budget {budget.name!r} no longer adopts labelled pods ({by.said}): a "
+            "labelled pod registers only as one of its launches waiting for a pod"
+        )
+        + f": {reason}",
+        budget_id=budget.id,
+        evidence={"adopt_labelled_pods": adopt, "reason": reason, "by": by.evidence},
+    )
+    return budget
 
 
 def close(

@@ -265,7 +265,7 @@ def _next_attempt(session: Session, run: RunRow, now: datetime) -> str:
     run.progress_at, run.pace_step, run.pace_at = now, None, None
     run.phase, run.phase_since = None, None
     run.directive, run.directive_reason, run.directive_message = Action.CONTINUE, None, None
-    run.checkpoint_asked = run.forecast_warned = False
+    run.checkpoint_asked = run.team_checkpoint_asked = run.forecast_warned = False
     run.idle_alerted = run.stall_alerted = run.headroom_warned = False
     run.health_state = run.health_stop = None  # its health is judged afresh from the checkpoint
     return tokens.issue(session, Role.JOB, now, run_id=run.id, budget_id=run.budget_id)

@@ -1,15 +1,18 @@
 """The account sweep: every configured provider account listed once a billing interval, so
 that no pod bills unseen.
 
-A pod carrying the budget label is registered under that budget with the registration rules
-every pod meets (`pods.register`: one whose stop would lose its workspace is refused, one no
-stop call works for is governed as terminate-only; a budget that requires a plan refuses a
-pod without one). A billing pod no budget governs, or one whose registration was refused, is
-an ungoverned pod: kept in `ungoverned_pods`, told once as a critical event (a notice to the
-webhooks), shown at the top of /status and on /metrics. An operator's rules (per account,
-`GovernorConfig.sweep_rules`) may adopt it into a budget, or stop it with the provider's
-preserving stop once it has been ungoverned for the rule's grace: never earlier, never
-without a rule, and never by terminating it.
+A pod carrying the budget label is registered under that budget when its launch label names a
+launch of that budget still waiting for its pod, or when the budget adopts labelled pods
+(`adopt_labelled_pods`); otherwise it stays ungoverned, and the budget it names is warned. It
+is registered with the registration rules every pod meets (`pods.register`: one whose stop
+would lose its workspace is refused, one no stop call works for is governed as
+terminate-only; a budget that requires a plan refuses a pod without one). A billing pod no
+budget governs, or one whose registration was refused, is an ungoverned pod: kept in
+`ungoverned_pods`, told once as a critical event (a notice to the webhooks), shown at the top
+of /status and on /metrics. An operator's rules (per account, `GovernorConfig.sweep_rules`)
+may adopt it into a budget, or stop it with the provider's preserving stop once it has been
+ungoverned for the rule's grace: never earlier, never without a rule, and never by
+terminating it.
 
 Leader-only: the scheduler runs it on the lease's fenced sessions, and each provider call
 goes out only while this replica still holds the lease.
@@ -28,6 +31,7 @@ from sqlalchemy.orm import Session
 from governor.db import repository as repo
 from governor.db.tables import UngovernedPodRow
 from governor.domain.errors import GovernorError, NotLeader
+from governor.domain.launch_labels import BUDGET_LABEL, LAUNCH_LABEL
 from governor.domain.model import Category, Severity
 from governor.domain.money import dollars_per_hour, format_usd
 from governor.domain.ports import (
@@ -38,11 +42,10 @@ from governor.domain.ports import (
     ProviderError,
     StopsPreserving,
 )
-from governor.domain.sweep import Fate, Verdict, judge, stop_due
+from governor.domain.sweep import Fate, Labelled, Verdict, judge, stop_due
 from governor.services import events
 from governor.services.context import ServiceContext
 from governor.services.fleet import pods
-from governor.services.plans import launches
 
 log = logging.getLogger("governor.sweep")
 # More pods than this found ungoverned in one account in one pass are told in one event
@@ -106,10 +109,14 @@ def sweep_account(
     kept and told, and the stops their rules have come due for sent."""
     swept = swept or Swept()
     now = ctx.clock.now()
+    named = {p.labels[LAUNCH_LABEL] for p in listed if LAUNCH_LABEL in p.labels}
     with ctx.unit_of_work() as session:
         registered = repo.provider_refs(session, name)
         budgets = repo.budget_keys(session)
-    verdicts = judge(name, listed, registered, budgets, ctx.config.sweep_rules)
+        labelled = Labelled(
+            repo.budgets_adopting_labelled_pods(session), repo.launches_waiting(session, named)
+        )
+    verdicts = judge(name, listed, registered, budgets, ctx.config.sweep_rules, labelled)
     ungoverned = [v for v in verdicts if v.fate is Fate.UNGOVERNED]
     for verdict in verdicts:
         if verdict.fate in (Fate.REGISTER, Fate.ADOPT):
@@ -138,17 +145,21 @@ def _register(ctx: ServiceContext, name: str, verdict: Verdict, now: datetime) -
         raise NotLeader(f"the lease ran out before registering {name}:{pod.ref}")
     try:
         with ctx.unit_of_work() as session:
-            launch_id = launches.of_budget(session, verdict.launch_id, verdict.budget_id)
             reg = pods.Registration(
                 provider=name,
                 provider_ref=pod.ref,
                 gpu_type=pod.gpu_type,
                 gpu_count=pod.gpu_count,
-                launch_id=launch_id,
+                launch_id=verdict.launch,
             )
             row = pods.register(session, ctx, verdict.budget_id, reg, now)
-            how = "its budget label" if verdict.fate is Fate.REGISTER else "an adoption rule"
-            unknown = verdict.launch_id is not None and launch_id is None
+            if verdict.fate is Fate.ADOPT:
+                how = "an adoption rule"
+            elif verdict.launch is not None:
+                how = "its launch label"
+            else:
+                how = "its budget label, the budget adopting labelled pods"
+            unknown = verdict.launch_id is not None and verdict.launch is None
             events.record(
                 session,
                 now,
@@ -158,8 +169,8 @@ def _register(ctx: ServiceContext, name: str, verdict: Verdict, now: datetime) -
                 f"The account sweep found {name}:{pod.ref} billing and registered it under "
                 f"this budget, by {how}"
                 + (
-                    f"; its launch label {verdict.launch_id!r} names no launch of this budget's, "
-                    "so it is tied to none."
+                    f"; its launch label {verdict.launch_id!r} names none of this budget's "
+                    "launches waiting for a pod, so it is tied to none."
                     if unknown
                     else "."
                 ),
@@ -188,6 +199,7 @@ def keep(
         else:
             for verdict in told:
                 _tell(session, provider, verdict, now)
+        _warn_not_adopted(session, provider, told, now)
         for verdict in ungoverned:
             _keep_one(session, provider, verdict, rows.pop(verdict.pod.ref, None), due, now)
     for gone in rows.values():
@@ -297,6 +309,45 @@ def _tell_many(session: Session, provider: str, told: Sequence[Verdict], now: da
             ],
         },
     )
+
+
+def _warn_not_adopted(
+    session: Session, provider: str, told: Sequence[Verdict], now: datetime
+) -> None:
+    """Each budget whose label newly found pods carry, that did not adopt them, warned once
+    per pass (naming up to TOLD_BY_NAME of them): someone launched under its name."""
+    by_budget: dict[str, list[Verdict]] = {}
+    for verdict in told:
+        if verdict.not_adopted_by is not None:
+            by_budget.setdefault(verdict.not_adopted_by, []).append(verdict)
+    for budget_id, verdicts in by_budget.items():
+        refs = ", ".join(f"{provider}:{v.pod.ref}" for v in verdicts[:TOLD_BY_NAME])
+        more = len(verdicts) - TOLD_BY_NAME
+        events.record(
+            session,
+            now,
+            Severity.WARNING,
+            Category.GOVERNOR,
+            f"budget:{budget_id}",
+            f"A pod labelled for this budget was not adopted: {refs}"
+            + (f" and {more} more" if more > 0 else "")
+            + f" carr{'ies' if len(verdicts) == 1 else 'y'} its {BUDGET_LABEL} label but no "
+            "label naming one of its launches waiting for a pod, and this budget does not "
+            "adopt labelled pods. It bills ungoverned; register it by hand if it is this "
+            "budget's, or let this budget adopt labelled pods.",
+            budget_id=budget_id,
+            evidence={
+                "provider": provider,
+                "pods": [
+                    {
+                        "provider_ref": v.pod.ref,
+                        "name": v.pod.name,
+                        "labels": dict(v.pod.labels),
+                    }
+                    for v in verdicts[:TOLD_IN_EVIDENCE]
+                ],
+            },
+        )
 
 
 def _tell_not_stopped(

@@ -61,7 +61,7 @@ class Team:
     period_days: int | None
     ceiling_declared_at: datetime | None
     period: TeamPeriod | None  # null while no ceiling is declared
-    org_approval_over_usd: Decimal | None = field(
+    org_approval_over: Decimal | None = field(
         metadata={"doc": "an extension of more than this needs an org-wide approver"}
     )
 
@@ -110,7 +110,7 @@ def team(session: Session, row: TeamRow, now: datetime) -> Team:
         period_days=row.period_days,
         ceiling_declared_at=row.ceiling_declared_at,
         period=period,
-        org_approval_over_usd=row.org_approval_over_usd,
+        org_approval_over=row.org_approval_over_usd,
     )
 
 

@@ -115,6 +115,7 @@ class LiveRun(Record):
     directive_reason: Reason | None
     directive_message: str | None
     checkpoint_asked: bool
+    team_checkpoint_asked: bool
     forecast_warned: bool
     idle_alerted: bool
     stall_alerted: bool
@@ -232,6 +233,7 @@ def run_view(run: Run) -> RunView:
         ended_at=run.ended_at,
         steps_per_s=steps_per_s,
         checkpoint_asked=run.checkpoint_asked,
+        team_checkpoint_asked=run.team_checkpoint_asked,
         forecast_warned=run.forecast_warned,
         idle_alerted=run.idle_alerted,
         stall_alerted=run.stall_alerted,

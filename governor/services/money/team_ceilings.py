@@ -161,7 +161,7 @@ def decide_extension(
         f"team:{team.id}",
         f"Extension of {dollars(row.amount_usd)} to team {team.name!r}'s ceiling "
         f"{row.state.value} by {by.said}"
-        + (f": {note}" if note else ".")
+        + (f": {note.rstrip('.')}." if note else ".")
         + (f" Ceiling this period now {dollars(figures.ceiling)}." if approve else "")
         + (" The team's hold is lifted; its stopped pods stay stopped." if lifted else ""),
         budget_id=None,

@@ -155,6 +155,41 @@ def hold(session: Session, team_id: str, team_figures: TeamFigures, now: datetim
     )
 
 
+def holds_over(session: Session, now: datetime) -> bool:
+    """Some team's hold is of a period that has ended (one statement)."""
+    return any(not held(team, now) for team in team_queries.held_teams(session))
+
+
+def clear_past_holds(session: Session, now: datetime) -> list[str]:
+    """Clear the hold of every team whose next period has started, each told in an event;
+    the ids of those cleared. Nothing the hold stopped resumes by itself."""
+    cleared = []
+    for team in team_queries.held_teams(session, lock=True):
+        if held(team, now):
+            continue
+        ended, team.held_from = team.held_from, None
+        period = period_of(team, now)
+        cleared.append(team.id)
+        events.record(
+            session,
+            now,
+            Severity.INFO,
+            Category.BUDGET,
+            f"team:{team.id}",
+            f"Team {team.name!r}'s hold is cleared: the period in which it reached its ceiling "
+            "is over. Its budgets take new pods, runs and resumes again; the pods it stopped "
+            "stay stopped until an operator resumes them.",
+            budget_id=None,
+            evidence={
+                "held_from": None if ended is None else ended.isoformat(),
+                "period_start": None if period is None else period.start.isoformat(),
+                "period_end": None if period is None else period.end.isoformat(),
+            },
+            always=True,
+        )
+    return cleared
+
+
 def refuse_if_held(session: Session, team_id: str, what: str, now: datetime) -> None:
     """A held team's budgets take no new pod, run or resume (409 saying until when)."""
     team = team_queries.get_team(session, team_id, EVERY_TEAM)

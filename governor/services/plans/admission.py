@@ -82,9 +82,7 @@ def check(
     kept = floors.of_model(session, plan)
     admission = admit(plan, now.date(), book.figures.remaining, reserved=reserved, floors=kept)
     if pod_id is not None:
-        pod = repo.get_pod(session, pod_id)
-        if pod.budget_id != budget_id:
-            raise Invalid(f"pod {pod.id} belongs to budget {pod.budget_id}, not {budget_id}")
+        pod = repo.get_of_budget(session, PodRow, pod_id, "pod", budget_id)
         gpus = [  # its own GPUs alone: a neighbour's on a shared machine is shown, not judged
             FreeGpu(g.uuid, g.index, g.name, g.memory_free_bytes, at)
             for at, g in telemetry.latest(session, pod.id)
@@ -232,9 +230,7 @@ def _admitted(plan: PlanCheckRow) -> bool:
 
 def latest(session: Session, budget_id: str, plan_id: str) -> PlanCheckRow:
     """The latest check of the plan `plan_id` names (a re-check gives a plan a new verdict)."""
-    named = repo.get_plan_check(session, plan_id)
-    if named.budget_id != budget_id:
-        raise Invalid(f"plan {plan_id} belongs to budget {named.budget_id}, not {budget_id}")
+    named = repo.get_of_budget(session, PlanCheckRow, plan_id, "plan", budget_id)
     return [c for c in repo.plan_checks_of(session, budget_id) if c.job_id == named.job_id][-1]
 
 

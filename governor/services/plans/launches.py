@@ -18,6 +18,7 @@ from decimal import Decimal
 from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
+from governor.db import team_scope
 from governor.db import teams as team_queries
 from governor.db.tables import BudgetRow, LaunchRow, PlanCheckRow, PodRow
 from governor.domain.errors import Conflict, NotFound
@@ -36,6 +37,7 @@ from governor.services.plans.document import read_plan
 from governor.services.security.tokens import Principal, digest
 
 CLAIM_PREFIX = "gov_claim_"
+CLAIM_KEY = "launch-claims"  # the shared secret each launch's claim is made from
 # why a reservation ended
 POD_APPEARED = "pod-appeared"
 WITHDRAWN = "withdrawn"
@@ -293,30 +295,25 @@ def _named(request: LaunchRequest) -> str:
     return (f" {request.name!r}" if request.name else "") + who
 
 
-def accepted(session: Session, launch_id: str) -> bool:
-    """Whether a gate accepted a launch of this id (a relaunch's label names it)."""
-    try:
-        repo.get_launch(session, launch_id)
-    except NotFound:
-        return False
-    return True
-
-
-def of_budget(session: Session, launch_id: str | None, budget_id: str) -> str | None:
-    """`launch_id` where it names a launch of this budget's; None otherwise (a label naming no
-    launch, or another budget's, ties the pod to nothing)."""
-    if launch_id is None:
-        return None
-    launch = session.get(LaunchRow, launch_id)
-    return launch_id if launch is not None and launch.budget_id == budget_id else None
+def accepted(session: Session, launch_id: str, scope: TeamScope = EVERY_TEAM) -> bool:
+    """Whether a gate accepted a launch of this id for a budget of the scope's teams (a
+    relaunch's label names it): another team's launch is as unknown as one never made."""
+    team = team_scope.team_of(session, "launch", launch_id)
+    return team is not None and scope.sees(team)
 
 
 def of_pod(session: Session, launch_id: str, budget_id: str) -> LaunchRow:
     """The launch a pod registering under `budget_id` names, locked until it is tied to it:
-    NotFound when there is none, Conflict when it is another budget's."""
-    launch = repo.get_launch(session, launch_id, lock=True)
-    if launch.budget_id != budget_id:
-        raise Conflict(f"launch {launch.id} is budget {launch.budget_id}'s, not {budget_id}'s")
+    NotFound when there is none of this budget's (another budget's, perhaps another team's, is
+    told as one that does not exist), Conflict when a pod registered with it already (a launch
+    is won by its first pod: a copy of its label wins nothing)."""
+    launch = repo.get_of_budget(session, LaunchRow, launch_id, "launch", budget_id, lock=True)
+    tied = repo.pod_of_launch(session, launch.id)
+    if tied is not None:
+        raise Conflict(
+            f"launch {launch.id} already has its pod ({tied.id}): a launch registers one pod; "
+            "register this one without it"
+        )
     return launch
 
 
@@ -362,18 +359,18 @@ def _release(session: Session, launch: LaunchRow, reason: str, now: datetime, wh
 
 
 def claim_of(session: Session, claim: str, now: datetime) -> LaunchRow:
-    """The launch a claim secret is for, locked, if it may still be claimed; Conflict saying
-    why not (unknown, claimed already, expired)."""
+    """The launch a claim secret is for, locked, if it may still be claimed: NotFound for a
+    secret no launch has or whose claim expired, worded alike (a guessed secret learns nothing
+    of whether it once was one); Conflict for one claimed already."""
     launch = repo.launch_by_claim(session, digest(claim))
-    if launch is None:
-        raise NotFound("no launch has this claim secret: check GOVERNOR_CLAIM")
+    if launch is None or launch.claim_expires_at <= now:
+        raise NotFound(
+            "no launch has this claim secret, or its claim expired: check GOVERNOR_CLAIM (a "
+            "claim works once, within GOVERNOR_CLAIM_TTL_S of its launch's acceptance)"
+        )
     if launch.claimed_at is not None:
         raise Conflict(
             f"launch {launch.id}'s claim was already used (run {launch.run_id}): a claim works "
             "once; the run's id and job token went to the first claimant"
-        )
-    if launch.claim_expires_at <= now:
-        raise Conflict(
-            f"launch {launch.id}'s claim expired at {launch.claim_expires_at:%Y-%m-%dT%H:%M:%SZ}"
         )
     return launch

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from governor.db import repository as repo
 from governor.db.tables import PodRow, RunRow
-from governor.domain.errors import Conflict, Invalid
+from governor.domain.errors import Conflict
 from governor.domain.health import HealthRule, rules_for
 from governor.domain.model import (
     Action,
@@ -52,9 +52,7 @@ def create(
 ) -> tuple[RunRow, str]:
     """Create the run and its job token (returned once, in plain text)."""
     budget = repo.get_budget(session, budget_id, lock=True)
-    pod = repo.get_pod(session, spec.pod_id)
-    if pod.budget_id != budget.id:
-        raise Invalid(f"pod {pod.id} belongs to budget {pod.budget_id}, not {budget.id}")
+    pod = repo.get_of_budget(session, PodRow, spec.pod_id, "pod", budget.id)
     if budget.state is not BudgetState.OPEN:
         raise Conflict(f"budget {budget.id} is {budget.state.value}: no new runs")
     team_money.refuse_if_held(session, budget.team_id, "new run", now)

@@ -17,6 +17,13 @@ must be looked up in the database is looked up under them:
 - At most `max_lookups` lookups are under way at once, all sources together. A request waits
   for one of them, within the same `max_wait_s` all told; past that it is answered 503.
 
+Sign-in through the identity provider takes no token, and each start (a device sign-in, a
+browser's trip to the provider) asks the provider for something: starts are counted per
+source in the same windows, and past `starts_per_source` in one a start is answered 429 (with
+Retry-After) without asking the provider. A sign-in the provider refuses (a device code it
+does not know, or no longer; a browser's code it will not exchange) is a failed
+authentication, counted as a token's is.
+
 So a valid token is answered whatever other sources send; sent from a source that is past
 its own failure rate, it waits at most `max_wait_s` for its turn, and is refused only when
 that source sends lookups faster than its pace. Each replica counts its own, in memory.
@@ -42,6 +49,7 @@ WINDOW_S = 60.0
 PACE_S = 1.0  # between two lookups of a source past its failure rate
 MAX_WAIT_S = 10.0  # the longest a request waits for its turn and a lookup, all told
 MAX_LOOKUPS = 8  # under way at once, all sources together
+STARTS_PER_SOURCE = 10  # sign-ins started in a window, before 429
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -103,6 +111,7 @@ class AuthLimits:
         pace_s: float = PACE_S,
         max_wait_s: float = MAX_WAIT_S,
         max_lookups: int = MAX_LOOKUPS,
+        starts_per_source: int = STARTS_PER_SOURCE,
         max_keys: int = MAX_KEYS,
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -110,7 +119,9 @@ class AuthLimits:
         self.per_source, self.pace_s, self.max_wait_s = per_source, pace_s, max_wait_s
         self._max_lookups, self._max_keys = max_lookups, max_keys
         self._monotonic, self._sleep = monotonic, sleep
+        self.starts_per_source = starts_per_source
         self._failures = FixedWindows(window_s, max_keys=max_keys, monotonic=monotonic)
+        self._starts = FixedWindows(window_s, max_keys=max_keys, monotonic=monotonic)
         self._turns: OrderedDict[str, float] = OrderedDict()  # a paced source's next turn
         self._lock = threading.Lock()
         self._slots: WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
@@ -146,6 +157,16 @@ class AuthLimits:
         instead of 401) when its source is past its failure rate."""
         if self._failures.add(source_of(address)) > self.per_source:
             raise self._too_many(self._failures.left_s())
+
+    def started(self, address: str) -> None:
+        """Count a sign-in started from `address` (one that asks the identity provider):
+        TooManyAttempts past `starts_per_source` in this window, the provider not asked."""
+        if not self._starts.take(source_of(address), self.starts_per_source):
+            left = self._starts.left_s()
+            raise TooManyAttempts(
+                f"too many sign-ins started from this address; try again in {math.ceil(left)} s",
+                left,
+            )
 
     def _turn(self, source: str) -> float:
         """Seconds this source's lookup waits for its turn: none while the source is within

@@ -56,6 +56,9 @@ CATEGORY_OF = {
     Reason.CANARY_OVER: Category.TELEMETRY,
     Reason.OOM_FORESEEN: Category.TELEMETRY,
 }
+# the run's flag a checkpoint asked for by these rules sets (by default, `checkpoint_asked`):
+# the budget's and its team's pre-stop checkpoints are each asked once
+CHECKPOINT_FLAG = {"team_pre_stop_checkpoint": "team_checkpoint_asked"}
 RUN_ALERT_FLAG = {
     Reason.FORECAST: "forecast_warned",
     Reason.IDLE_HANG: "idle_alerted",
@@ -262,7 +265,8 @@ def _may_retell(run: LiveRun) -> bool:
 
 
 def _ask_checkpoint(session: Session, book: LiveBook, run: LiveRun, finding: Finding) -> None:
-    setattr(run, RUN_ALERT_FLAG.get(finding.reason, "checkpoint_asked"), True)
+    flag = CHECKPOINT_FLAG.get(finding.rule) or RUN_ALERT_FLAG.get(finding.reason)
+    setattr(run, flag or "checkpoint_asked", True)
     if _may_retell(run):
         run.directive = Action.CHECKPOINT
         run.directive_reason = finding.reason
@@ -312,10 +316,15 @@ def _record(
 
 
 def enforce_all(ctx: ServiceContext) -> None:
-    """Let the policy look at every budget with a pod that bills, and record what it decides:
-    in batches of budgets, each a transaction of its own."""
+    """Clear the hold of a team whose next period has started; then let the policy look at
+    every budget with a pod that bills, and record what it decides: in batches of budgets,
+    each a transaction of its own."""
     with ctx.read_only() as session:
         billing = repo.billing_budgets(session)
+        holds_over = team_money.holds_over(session, ctx.clock.now())
+    if holds_over:  # a held team's next period has started: its hold clears now
+        with ctx.unit_of_work() as session:
+            team_money.clear_past_holds(session, ctx.clock.now())
     for batch in batches(billing, ctx.pods_per_transaction):
         with ctx.unit_of_work() as session:
             repo.lock_budgets(session, batch)  # the clock is read once we hold them

@@ -6,7 +6,8 @@ not stop, or a finished Job, is refused); a workload whose volumes die with its 
 refused; every answer the API
 server can give is classified (NotFound, Conflict, 429 with Retry-After or only
 `retryAfterSeconds`, 5xx, timeouts, bodies that are not JSON, a refused token); listing
-shows every kind RBAC lets the token list. Whatever happens, nothing is deleted and the token
+shows every kind RBAC lets the token list. (JobSets, RayJobs and PyTorchJobs:
+test_kubernetes_training.py.) Whatever happens, nothing is deleted and the token
 never appears in an error or a log line.
 """
 
@@ -438,7 +439,14 @@ def test_no_log_line_carries_the_token(
     assert TOKEN not in caplog.text
 
 
-LISTS = ["/apis/batch/v1/jobs", "/apis/apps/v1/deployments", "/apis/apps/v1/statefulsets"]
+LISTS = [
+    "/apis/batch/v1/jobs",
+    "/apis/apps/v1/deployments",
+    "/apis/apps/v1/statefulsets",
+    "/apis/jobset.x-k8s.io/v1alpha2/jobsets",
+    "/apis/ray.io/v1/rayjobs",
+    "/apis/kubeflow.org/v1/pytorchjobs",
+]
 
 
 def test_pods_lists_every_workload_across_namespaces(
@@ -476,7 +484,7 @@ def test_pods_leaves_out_a_kind_rbac_forbids(
 def test_pods_with_every_kind_forbidden_is_the_permanent_refusal(
     kubernetes: KubernetesProvider, cluster: Cluster
 ) -> None:
-    cluster.fake.forbidden = {"jobs", "deployments", "statefulsets"}
+    cluster.fake.forbidden = {f"{path.rpartition('/')[2]}" for path in LISTS}
     with pytest.raises(ProviderError, match=r"403 Forbidden: jobs\.batch is forbidden") as caught:
         kubernetes.pods()
     assert caught.value.retryable is False and caught.value.status == 403

@@ -124,8 +124,10 @@ def budget_out(**changes: Any) -> dict[str, Any]:
     return {
         "id": BUDGET_ID,
         "name": "pilot",
+        "team_id": "team_default",
         "state": "open",
         "require_plan": False,
+        "adopt_labelled_pods": False,
         "ceiling_usd": "1000.00",
         "approved_extensions_usd": "50.00",
         "effective_ceiling_usd": "1050.00",

@@ -1,4 +1,5 @@
-"""`governor budget declare|list|show|close`: the request each sends, and what it prints."""
+"""`governor budget declare|list|show|close|adopt-labelled-pods`: the request each sends, and
+what it prints."""
 
 from __future__ import annotations
 
@@ -19,8 +20,10 @@ from tests.unit.cli.scripted import (
 SHOWN = f"""\
 id                   {BUDGET_ID}
 name                 pilot
+team                 team_default
 state                open
 requires a plan      no
+labelled pods        not adopted
 ceiling              $1,000.00
 approved extensions  $50.00
 effective ceiling    $1,050.00
@@ -66,6 +69,13 @@ def test_declare_leaves_what_was_not_given_to_the_server(governor: Governor) -> 
     governor.answer("POST", "/v1/budgets", budget_out(), status=201)
     ran = governor.run("budget", "declare", "pilot", "--ceiling", "1000")
     assert body(ran.last) == {"name": "pilot", "ceiling_usd": "1000"}
+
+
+def test_declare_names_the_team_the_budget_belongs_to(governor: Governor) -> None:
+    governor.answer("POST", "/v1/budgets", budget_out(team_id="team_0000000000000001"), status=201)
+    ran = governor.run("budget", "declare", "pilot", "--ceiling", "1000", "--team", "vision")
+    assert body(ran.last) == {"name": "pilot", "ceiling_usd": "1000", "team": "vision"}
+    assert "team                 team_0000000000000001" in ran.out
 
 
 def test_declare_can_say_no_plan_is_needed_whatever_the_servers_default(
@@ -170,3 +180,23 @@ def test_close_posts_the_reason_and_whether_storage_is_gone(governor: Governor) 
     assert "state                closed\n" in ran.out
     assert "closed at            2026-04-02T09:00:00+00:00\n" in ran.out
     assert body(governor.run("budget", "close", BUDGET_ID).last) == {}
+
+
+def test_declare_can_let_the_budgets_label_alone_register_pods(governor: Governor) -> None:
+    governor.answer("POST", "/v1/budgets", budget_out(adopt_labelled_pods=True), status=201)
+    ran = governor.run("budget", "declare", "pilot", "--ceiling", "1000", "--adopt-labelled-pods")
+    assert body(ran.last) == {"name": "pilot", "ceiling_usd": "1000", "adopt_labelled_pods": True}
+    assert "labelled pods        adopted\n" in ran.out
+
+
+def test_adopt_labelled_pods_posts_the_choice_and_the_reason(governor: Governor) -> None:
+    path = f"/v1/budgets/{BUDGET_ID}/adoption"
+    governor.answer("POST", path, budget_out(adopt_labelled_pods=True))
+    ran = governor.run(
+        "budget", "adopt-labelled-pods", BUDGET_ID, "--adopt", "--reason", "our launcher"
+    )
+    assert ran.sent == [("POST", path)]
+    assert body(ran.last) == {"adopt_labelled_pods": True, "reason": "our launcher"}
+    assert "labelled pods        adopted\n" in ran.out
+    ran = governor.run("budget", "adopt-labelled-pods", BUDGET_ID, "--no-adopt", "--reason", "x")
+    assert body(ran.last) == {"adopt_labelled_pods": False, "reason": "x"}

@@ -27,6 +27,14 @@ VERBS = {
     "budget show": ("budget", "show", BUDGET_ID),
     "budget show by name": ("budget", "show", "pilot"),  # the lookup is what fails
     "budget close": ("budget", "close", BUDGET_ID),
+    "budget adopt-labelled-pods": (
+        "budget",
+        "adopt-labelled-pods",
+        BUDGET_ID,
+        "--adopt",
+        "--reason",
+        "ours",
+    ),
     "pod add": ("pod", "add", BUDGET_ID, "--provider", "fake", "--ref", "ref-1"),
     "pod list": ("pod", "list"),
     "pod show": ("pod", "show", POD_ID),

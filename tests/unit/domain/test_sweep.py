@@ -3,6 +3,7 @@ and validated), a stop rule's grace, and the labels written in a name."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -12,9 +13,10 @@ import pytest
 from governor.domain.launch_labels import BUDGET_LABEL, LAUNCH_LABEL
 from governor.domain.model import PodState
 from governor.domain.ports import Listed, PodDescription, labels_in_name
-from governor.domain.sweep import Fate, SweepRule, judge, stop_due
+from governor.domain.sweep import Fate, Labelled, SweepRule, judge, stop_due
 
 BUDGETS = {"bud_1": "bud_1", "pilot": "bud_1", "bud_2": "bud_2"}
+ADOPTING = Labelled(adopting=frozenset({"bud_1", "bud_2"}))
 
 
 def pod(
@@ -29,7 +31,7 @@ def pod(
 def fates(listed: list[Listed], *rules: SweepRule, registered: set[str] | None = None) -> Any:
     return [
         (v.pod.ref, v.fate, v.budget_id, v.stop_after_s)
-        for v in judge("runpod", listed, registered or set(), BUDGETS, rules)
+        for v in judge("runpod", listed, registered or set(), BUDGETS, rules, ADOPTING)
     ]
 
 
@@ -68,7 +70,7 @@ def test_the_first_matching_rule_of_the_account_decides() -> None:
         pod("other", name="mine"),
         pod("refused", name="scratch-b", **{BUDGET_LABEL: "pilot"}),
     ]
-    verdicts = judge("runpod", listed, set(), BUDGETS, rules)
+    verdicts = judge("runpod", listed, set(), BUDGETS, rules, ADOPTING)
     assert [(v.fate, v.budget_id, v.stop_after_s) for v in verdicts] == [
         (Fate.ADOPT, "bud_1", None),
         (Fate.UNGOVERNED, None, 600.0),
@@ -76,6 +78,59 @@ def test_the_first_matching_rule_of_the_account_decides() -> None:
         (Fate.REGISTER, "bud_1", 600.0),  # the grace stands if its registration is refused
     ]
     assert "names no budget 'no-such-budget'" in verdicts[2].reason
+
+
+def test_a_label_alone_registers_a_pod_only_where_its_budget_adopts_labelled_pods() -> None:
+    listed = [
+        pod("alone", name="alone", **{BUDGET_LABEL: "pilot"}),
+        pod("copied", **{BUDGET_LABEL: "pilot", LAUNCH_LABEL: "lch_other"}),
+        pod("adopting", **{BUDGET_LABEL: "bud_2"}),
+    ]
+    rule = SweepRule("runpod", name="alone", stop_after_s=60)
+    verdicts = judge(
+        "runpod", listed, set(), BUDGETS, (rule,), Labelled(adopting=frozenset({"bud_2"}))
+    )
+    assert [(v.fate, v.budget_id, v.not_adopted_by, v.stop_after_s) for v in verdicts] == [
+        (Fate.UNGOVERNED, None, "bud_1", 60.0),  # its stop rule's grace still stands
+        (Fate.UNGOVERNED, None, "bud_1", None),
+        (Fate.REGISTER, "bud_2", None, None),
+    ]
+    assert f"{BUDGET_LABEL}='pilot' alone does not register" in verdicts[0].reason
+    assert "no launch label" in verdicts[0].reason
+    assert f"{LAUNCH_LABEL}='lch_other' names none" in verdicts[1].reason
+
+
+def test_an_operators_adoption_rule_adopts_a_labelled_pod_its_budget_did_not() -> None:
+    rule = SweepRule("runpod", label="team", adopt="bud_2")
+    (verdict,) = judge(
+        "runpod", [pod("p", team="nlp", **{BUDGET_LABEL: "pilot"})], set(), BUDGETS, (rule,)
+    )
+    assert (verdict.fate, verdict.budget_id) == (Fate.ADOPT, "bud_2")
+
+
+def test_a_launch_waiting_for_its_pod_is_won_by_the_first_pod_naming_it() -> None:
+    launched = {BUDGET_LABEL: "pilot", LAUNCH_LABEL: "lch_1"}
+    listed = [
+        pod("first", **launched),
+        pod("copy", **launched),
+        pod("elsewhere", **{BUDGET_LABEL: "bud_2", LAUNCH_LABEL: "lch_1"}),
+        pod("tied", **{BUDGET_LABEL: "pilot", LAUNCH_LABEL: "lch_2"}),
+    ]
+    waiting = Labelled(waiting={"lch_1": "bud_1"})  # lch_2 has its pod already
+    verdicts = judge("runpod", listed, set(), BUDGETS, (), waiting)
+    assert [(v.fate, v.budget_id, v.launch, v.not_adopted_by) for v in verdicts] == [
+        (Fate.REGISTER, "bud_1", "lch_1", None),
+        (Fate.UNGOVERNED, None, None, "bud_1"),  # a copy of its label wins nothing
+        (Fate.UNGOVERNED, None, None, "bud_2"),  # another budget's launch
+        (Fate.UNGOVERNED, None, None, "bud_1"),
+    ]
+    adopted = judge(
+        "runpod", listed[:2], set(), BUDGETS, (), replace(waiting, adopting=ADOPTING.adopting)
+    )
+    assert [(v.fate, v.launch) for v in adopted] == [
+        (Fate.REGISTER, "lch_1"),
+        (Fate.REGISTER, None),  # adopted by its label, tied to no launch
+    ]
 
 
 def test_a_label_naming_no_budget_is_said() -> None:

@@ -177,3 +177,17 @@ def test_forwarded_for_counts_only_through_a_trusted_proxy() -> None:
     assert client_address(None, chain, ()) == "unknown"
     with pytest.raises(ValueError):
         trusted_networks(["not-an-address"])
+
+
+def test_sign_ins_started_are_counted_per_source_apart_from_failures() -> None:
+    ticks = Ticks()
+    limits = AuthLimits(per_source=1, starts_per_source=2, window_s=60, monotonic=ticks)
+    limits.started("10.0.0.9")
+    limits.started("10.0.0.9")
+    with pytest.raises(TooManyAttempts, match="too many sign-ins started") as refused:
+        limits.started("10.0.0.9")
+    assert refused.value.retry_after_s == 20  # the window of [960, 1020) ends in 20 s
+    limits.started("10.0.0.10")  # another source counts its own
+    assert failures(limits, "10.0.0.9", 1) == [False]  # starts are not failures
+    ticks.now += 20
+    limits.started("10.0.0.9")  # a new window

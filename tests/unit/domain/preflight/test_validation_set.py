@@ -2,10 +2,12 @@
 
 Every case is a table test of its outcome (the published fits refused and the published
 out-of-memory runs admitted, each named). The summary of the model's error, by part and
-family, is printed after every test run (tests/conftest.py) and asserted against the figures
-measured when the model last changed: both parts meet the targets (median |error| <= 10%, 80%
-within ±15%), and the bounds are the measured figures, so a change that worsens them fails.
-The interval's per-family errors (calibration.FAMILY_ERROR) must be the tuning part's own.
+family, and for the sources added after the constants were first chosen, is printed after
+every test run (tests/conftest.py) and asserted against the figures measured when the set or
+the model last changed: the targets (median |error| <= 10%, 80% within ±15%) are met on the
+earlier sources but not on the whole set, so the bounds are the measured figures, and a change
+that worsens them fails. The interval's per-family errors (calibration.FAMILY_ERROR) must be
+the whole tuning part's own, the new sources' tuning cases included.
 """
 
 from __future__ import annotations
@@ -16,7 +18,15 @@ import pytest
 
 from governor.domain.preflight.calibration import FAMILY_ERROR, POOLED_ERROR
 from governor.domain.preflight.rules import Verdict
-from tests.preflight_cases.validation import CASES, SET, Judged, Summary, judge
+from tests.preflight_cases.validation import (
+    CASES,
+    NEW_SOURCES,
+    SET,
+    Judged,
+    Summary,
+    groups,
+    judge,
+)
 
 JUDGED = [judge(c) for c in CASES]
 MEASURED = [j for j in JUDGED if j.error is not None]
@@ -24,6 +34,11 @@ MEASURED = [j for j in JUDGED if j.error is not None]
 
 def part(name: str) -> list[Judged]:
     return [j for j in MEASURED if j.case["part"] == name]
+
+
+def earlier(judged: list[Judged]) -> list[Judged]:
+    """The cases of the sources the constants were chosen on (no `round`)."""
+    return [j for j in judged if "round" not in j.case]
 
 
 def test_the_set_is_large_enough_and_cited() -> None:
@@ -35,6 +50,23 @@ def test_the_set_is_large_enough_and_cited() -> None:
         assert c["metric"] in (None, "allocated", "reserved", "device")
     assert SET["left_out"], "the cases left out are counted"
     assert {j.case["part"] for j in MEASURED} == {"tuning", "held_out"}
+
+
+def test_new_sources_are_new_and_split_by_the_sets_rule() -> None:
+    """The sources added after the constants were chosen are marked, new to the set, at least
+    three, and split as every source is: every third case of a source, by position, held out."""
+    new = [c for c in CASES if "round" in c]
+    assert all(c["round"] == NEW_SOURCES for c in new)
+    earlier_urls = {c["source"]["url"] for c in CASES if "round" not in c}
+    new_urls = {c["source"]["url"] for c in new}
+    assert len(new_urls) >= 3 and not new_urls & earlier_urls
+    assert sum(c["measured"] is not None for c in new) >= 10
+    assert any(c.get("moe") and c["measured"] is not None for c in new)
+    for url in new_urls:
+        of_source = [c["part"] for c in new if c["source"]["url"] == url]
+        assert of_source == [
+            "held_out" if i % 3 == 2 else "tuning" for i in range(len(of_source))
+        ], url
 
 
 def misses(judged: list[Judged]) -> tuple[set[str], set[str]]:
@@ -52,12 +84,32 @@ def misses(judged: list[Judged]) -> tuple[set[str], set[str]]:
     return refused, admitted
 
 
+# Findings of the sources added after the constants were chosen, kept rather than dropped
+# (docs/preflight.md, "Validation"); each named so that any other miss fails the tests.
+REFUSED_FITS = {
+    # Full fine-tune of Mistral 7B at batch 8 on one A100 80GB: 86.9 GiB modeled, 81.4 GiB of
+    # it allocated (the bf16 weights, gradients and AdamW states, 54 GiB, beside 8 x 4,096
+    # tokens of activations and upcast logits) against 67.5 GiB allocated; the same run at
+    # batch 4 measured the same 67.5 GiB, so its peak is not where the model puts it.
+    "fms-full-mistral-7b-bs8-1gpu",
+    # Qwen-72B-Chat-Int4 Q-LoRA at 8,192 tokens on one A100 80GB: 84.6 GiB modeled against
+    # 75.6 GB (70.4 GiB) used.
+    "qwen-q-lora-72b-seq8192",
+}
+ADMITTED_OOMS = {
+    # Llama 2 70B QLoRA under FSDP on 2 A100 80GB at batch 4 per GPU: 57.5 GiB modeled, 70.1
+    # GiB on the interval's upper edge, go; the run did not finish with the cards full. The
+    # same run at batch 2 measured 43.5 GiB allocated against 34.6 GiB modeled (-20%).
+    "fms-qlora-llama-2-70b-bs4-2gpu",
+}
+
+
 @pytest.mark.usefixtures("exact_model")
 def test_outcomes_on_the_modeled_peak() -> None:
-    """Judged on the point figure: no published fit refused, no published OOM admitted. The
-    OOMs LitGPT ran into on 2 and 4 A100s are no_go by the gradients FSDP accumulates
-    unsharded under no_sync()."""
-    assert misses([judge(c) for c in CASES]) == (set(), set())
+    """Judged on the point figure: no published fit refused, no published OOM admitted, but
+    for the findings named above. The OOMs LitGPT ran into on 2 and 4 A100s are no_go by the
+    gradients FSDP accumulates unsharded under no_sync()."""
+    assert misses([judge(c) for c in CASES]) == (REFUSED_FITS, ADMITTED_OOMS)
 
 
 # With the interval's upper edge deciding go where a family's error is over 10%, the fits that
@@ -70,12 +122,17 @@ NOT_GO_ON_THE_INTERVAL = {
     "torchtune-full-llama2-7b-4090",
     "torchtune-full-llama2-7b-4x4090",
     "torchtune-full-llama2-70b-8xa100",
-    *(f"unsloth-hf-fa2-llama3.1-8b-qlora-{gb}gb" for gb in (40, 48, 80)),
+    *(f"unsloth-hf-fa2-llama3.1-8b-qlora-{gb}gb" for gb in (12, 16, 24, 40, 48, 80)),
+    "fms-full-mistral-7b-bs4-1gpu",
+    "torchtune-flags-full-llama3.2-3b-packed",
+    "deepspeed-zero3-llama-7b-bs2",
+    "peft-deepspeed-zero3-qlora-llama2-70b-2x40gb",
+    "qwen-lora-14b-seq8192",
 }
 
 
 def test_outcomes_on_the_interval() -> None:
-    assert misses(JUDGED) == (set(), set())
+    assert misses(JUDGED) == (REFUSED_FITS, ADMITTED_OOMS)
     held = {
         j.case["id"]
         for j in JUDGED
@@ -85,24 +142,40 @@ def test_outcomes_on_the_interval() -> None:
 
 
 # Measured on this model (docs/preflight.md, "Validation"): (median |error|, share within
-# ±15%) per part. Both parts meet the targets (median <= 10%, 80% within ±15%); the bounds are
-# the measured figures, so a change that worsens them fails.
-MEASURED_BOUNDS = {"tuning": (0.037, 0.92), "held_out": (0.061, 0.90)}
+# ±15%) per group. Bounds, not targets. On the earlier sources both parts meet the targets; with
+# the sources added since, neither part has 80% within ±15%. The point errors do not depend on
+# the interval's constants: they are the same before and after these were recomputed.
+MEASURED_BOUNDS = {
+    "tuning": (0.051, 0.75),
+    "held_out": (0.085, 0.70),
+    "new_sources": (0.093, 0.58),
+    "earlier tuning": (0.037, 0.92),
+    "earlier held_out": (0.061, 0.90),
+}
 
 
-@pytest.mark.parametrize("name", ["tuning", "held_out"])
+def group(name: str) -> list[Judged]:
+    if name.startswith("earlier "):
+        return earlier(groups(MEASURED)[name.removeprefix("earlier ")])
+    return groups(MEASURED)[name]
+
+
+@pytest.mark.parametrize("name", list(MEASURED_BOUNDS))
 def test_error_summary_within_measured_bounds(name: str) -> None:
-    summary = Summary(name, [j.error for j in part(name) if j.error is not None])
+    cases = group(name)
+    summary = Summary(name, [j.error for j in cases if j.error is not None])
     print()
     print(summary.line())
-    for family in sorted({j.family for j in part(name)}):
-        print("  " + Summary(family, [j.error for j in part(name) if j.family == family]).line())
+    for family in sorted({j.family for j in cases}):
+        print("  " + Summary(family, [j.error for j in cases if j.family == family]).line())
     median, within = MEASURED_BOUNDS[name]
     assert summary.median <= median
     assert summary.within >= within
 
 
 def test_interval_errors_are_the_tuning_parts_own() -> None:
+    """Chosen on the whole tuning part, the new sources' tuning cases included; their held-out
+    cases, as every source's, are judged, never chosen against."""
     tuning = part("tuning")
     pooled = Summary("pooled", [j.error for j in tuning if j.error is not None]).p90
     assert math.isclose(POOLED_ERROR, math.ceil(pooled * 100) / 100)
