@@ -20,8 +20,15 @@ QUANTILE = 0.9  # of the absolute relative error on the tuning part
 BINDING_ERROR = 0.10  # above it, the verdict is judged on the interval's upper edge
 
 # Measured by tests/unit/domain/preflight/test_validation_set.py on the tuning part.
-POOLED_ERROR = 0.16
-FAMILY_ERROR: dict[str, float] = {"full": 0.17, "lora": 0.10, "multi_gpu": 0.15, "qlora": 0.16}
+POOLED_ERROR = 0.31
+FAMILY_ERROR: dict[str, float] = {
+    "full": 0.14,
+    "long_context": 0.65,
+    "lora": 0.17,
+    "moe": 0.09,
+    "multi_gpu": 0.22,
+    "qlora": 0.20,
+}
 
 
 def family(plan: Plan) -> str:

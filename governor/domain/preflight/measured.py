@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from datetime import date
 
 from governor.domain.preflight.gpus import same_model
-from governor.domain.preflight.plan import KbitMatmul, Plan
+from governor.domain.preflight.plan import KbitMatmul, Mlp, Plan
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,11 @@ class Measured:
 
 # Fields added after floors were first keyed: left out of the digest at their defaults, so a
 # plan that does not set them keys the floors recorded before they existed.
-LATER_DEFAULTS: dict[str, object] = {"intermediate_size": None, "kbit_matmul": KbitMatmul.NONE}
+LATER_DEFAULTS: dict[str, object] = {
+    "intermediate_size": None,
+    "kbit_matmul": KbitMatmul.NONE,
+    "mlp": Mlp.STANDARD,
+}
 
 
 def recipe_digest(plan: Plan) -> str:

@@ -19,6 +19,7 @@ from governor.domain.preflight.plan import (
     Dequantize,
     KbitMatmul,
     KernelFormat,
+    Mlp,
     NoSyncGrads,
     OptimizerStates,
     Plan,
@@ -37,6 +38,13 @@ MASTER_BYTES = 4  # the fp32 master copy of a bf16 trained weight
 FULL_SHARE = 0.5  # trainable over half the params: the model's own weights are trained
 CHECKPOINT_BYTES = 2  # per s·b·h and layer: the layer's input kept by full checkpointing
 LAYER_BYTES = 34  # per s·b·h: one layer's activations (Korthikanti et al.)
+# A gated MLP against the standard one of 4 x hidden in those 34, per token, in values of the
+# inner width I and the hidden size h (2 bytes each): with frozen MLP weights the gated one
+# keeps the gate's output, its activation and the up-projection's output (3 I) where the
+# standard one keeps the GELU's input (4 h); with trained weights both keep their input and
+# the down-projection's input too (the gated h + 4 I against the standard 9 h).
+GATED_KEPT = {False: (3, 4), True: (4, 8)}  # by trained: values of I kept, of h no longer
+GATED_VALUE_BYTES = 2  # per value kept (BF16; fp32 activations double the whole term)
 SCORES_BYTES = 5  # per a·s²·b and layer: eager attention scores, softmax and dropout mask
 NAIVE_CE_BYTES = 14  # per logit: bf16 logits 2 + fp32 upcast 4 + log-softmax 4 + gradient 4
 CHUNKED_CE_BYTES, CHUNKED_CE_CHUNK_BYTES, CHUNKED_CE_CHUNKS = 2, 10, 8  # torchtune default
@@ -319,7 +327,7 @@ def _adapters(plan: Plan) -> Component:
     """Trained weights, their gradients, master copies and optimizer state, per param.
     At the defaults: fp32 adapter 4 + fp32 gradient 4 + AdamW m, v 8 = 16 (10 with 8-bit
     states). A full fine-tune's trained weights are the model's own, counted in `weights`."""
-    t, model = plan.training, plan.model
+    t = plan.training
     declared = plan.memory.adapters_grads_optimizer
     unsharded, unsharded_basis = _no_sync_grads(plan)
     if t.offload_params:
@@ -328,7 +336,7 @@ def _adapters(plan: Plan) -> Component:
             "adapters_grads_optimizer", declared, unsharded / GIB, basis + unsharded_basis
         )
     value = VALUE_BYTES[t.trainable_dtype]
-    full = t.trainable_params > FULL_SHARE * model.params_total
+    full = full_fine_tune(plan)
     parts: list[tuple[float, str]] = (
         [] if full else [(value, f"{t.trainable_dtype} trained weight")]
     )
@@ -357,6 +365,11 @@ def _adapters(plan: Plan) -> Component:
     return Component(
         "adapters_grads_optimizer", declared, floor, _per_gpu(plan, basis) + unsharded_basis
     )
+
+
+def full_fine_tune(plan: Plan) -> bool:
+    """Over half the params trained: the model's own weights, not adapters beside them."""
+    return plan.training.trainable_params > FULL_SHARE * plan.model.params_total
 
 
 def _no_sync_grads(plan: Plan) -> tuple[float, str]:
@@ -397,6 +410,9 @@ def _activations(plan: Plan) -> Component:
     else:
         floor = layers * (LAYER_BYTES * sbh + scores)
         basis = f"{layers} layers x (34·s·b·h{scores_note}), no checkpointing"
+    if model.mlp is Mlp.GATED:
+        gated, gated_basis = _gated_mlp(plan)
+        floor, basis = floor + gated, basis + gated_basis
     if kbit_matmul(plan) and t.kbit_matmul is KbitMatmul.DEQUANTIZE_KEEP_INPUT:
         inputs, inputs_basis = _kept_inputs(plan)
         floor, basis = floor + inputs, basis + inputs_basis
@@ -404,6 +420,33 @@ def _activations(plan: Plan) -> Component:
     if t.activation_dtype is Precision.FP32:
         floor, basis = 2 * floor, basis + ", fp32 activations: x 2"
     return Component("activations", plan.memory.activations, floor / GIB, basis)
+
+
+def _gated_mlp(plan: Plan) -> tuple[int, str]:
+    """What a gated MLP keeps for backward beyond the standard MLP the 34·s·b·h stands for:
+    with frozen weights 3 x I values (gate output, its activation, up output) against the
+    GELU's 4 x h input; with trained weights h + 4 x I against 9 x h (their inputs and the
+    down-projection's input too). 2 bytes per value, for every stored layer without
+    checkpointing, for the one recomputed layer with it."""
+    t, m = plan.training, plan.model
+    width, width_basis = _mlp_width(plan)
+    # Adapters on the MLP's projections keep their inputs as trained weights do: a LoRA plan
+    # takes the larger of the two rows (the frozen one wherever I < 4 x h, as in Llama).
+    rows = {
+        trained: of_width * width - of_hidden * m.hidden_size
+        for trained, (of_width, of_hidden) in GATED_KEPT.items()
+    }
+    trained = full_fine_tune(plan) or rows[True] > rows[False]
+    per_token = rows[trained]
+    layers = 1 if t.grad_checkpointing is Checkpointing.FULL else m.num_layers
+    values = layers * per_token * t.tokens
+    kept = "h + 4·I, the projections keeping their inputs" if trained else "3·I, frozen"
+    replaced = "9·h" if trained else "4·h"
+    basis = (
+        f" + gated MLP: 2 bytes x {layers} layer(s) x ({kept} - the standard MLP's "
+        f"{replaced}) = {per_token} values per token ({width_basis})"
+    )
+    return GATED_VALUE_BYTES * values, basis
 
 
 def kbit_matmul(plan: Plan) -> bool:

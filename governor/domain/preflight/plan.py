@@ -76,6 +76,13 @@ class KernelFormat(StrEnum):
     NVFP4 = "nvfp4"
 
 
+class Mlp(StrEnum):
+    """The shape of each layer's MLP, which sets the activations it keeps for backward."""
+
+    STANDARD = "standard"  # up-projection, GELU, down-projection (GPT, Falcon, Phi)
+    GATED = "gated"  # gate and up projections multiplied (SwiGLU: Llama, Mistral, Qwen)
+
+
 class Precision(StrEnum):
     """Bytes of a value as the recipe holds it."""
 
@@ -189,6 +196,7 @@ class Model:
     id: str | None = None  # e.g. a hub repository; with it, measured floors are kept and cited
     revision: str | None = None  # the checkpoint's revision (a commit or tag)
     intermediate_size: int | None = None  # the MLP's inner width; None: 4 x hidden_size
+    mlp: Mlp = Mlp.STANDARD  # gated MLPs keep three tensors of the inner width
 
 
 @dataclass(frozen=True)

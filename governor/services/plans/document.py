@@ -35,6 +35,7 @@ from governor.domain.preflight.plan import (
     KbitMatmul,
     KernelFormat,
     MemoryModel,
+    Mlp,
     Model,
     Moe,
     NoSyncGrads,
@@ -205,6 +206,10 @@ class PlanModelIn(Strict):
     revision: Label | None = Field(None, description="the checkpoint's revision (commit or tag)")
     intermediate_size: Count | None = Field(
         None, description="the MLP's inner width (e.g. 11008); unset: 4 x hidden_size"
+    )
+    mlp: Mlp = Field(
+        Mlp.STANDARD,
+        description="standard (up, GELU, down) or gated (gate and up multiplied: SwiGLU)",
     )
 
     @model_validator(mode="after")

@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from governor.domain.preflight.calibration import POOLED_ERROR
+from governor.domain.preflight.calibration import FAMILY_ERROR
 from governor.domain.preflight.placement import FreeGpu, Need, need_of, placement
 from governor.domain.preflight.rules import Verdict, admit
 from governor.domain.telemetry import GIB
@@ -88,8 +88,9 @@ def fits_of(document: dict[str, object]) -> Need:
 def test_the_need_is_the_upper_edge_where_the_family_error_binds() -> None:
     on_h200 = fits_of(variant())  # the reference plan: long-context, 60.66 GiB modeled
     assert on_h200.modeled_gib == pytest.approx(60.66, abs=0.01)
-    assert on_h200.judged_gib == pytest.approx(60.66 * (1 + POOLED_ERROR), abs=0.01)
-    assert "upper edge, ±16% as long_context plans showed" in on_h200.basis
+    error = FAMILY_ERROR["long_context"]
+    assert on_h200.judged_gib == pytest.approx(60.66 * (1 + error), abs=0.01)
+    assert f"upper edge, ±{error:.0%} as long_context plans showed" in on_h200.basis
 
 
 @pytest.mark.usefixtures("exact_model")

@@ -171,3 +171,29 @@ def test_a_k_bit_matmul_that_keeps_its_input_adds_the_frozen_layers_inputs() -> 
     unchecked = floor_of("activations", {**every_layer, "training.kbit_matmul": "none"})
     kept = floor_of("activations", every_layer) - unchecked
     assert kept == pytest.approx(2 * (L * (2 * H + 21504) + H) * S / GIB)
+
+
+def test_a_gated_mlp_keeps_three_inner_width_tensors_where_the_standard_one_keeps_four_h() -> None:
+    width = 21504
+    gated = {"model.mlp": "gated", "model.intermediate_size": width}
+    standard = floor_of("activations", {"model.intermediate_size": width})
+    assert standard == pytest.approx(term("activations"))  # the width alone changes nothing
+    # LoRA (frozen MLP weights), full checkpointing: the one recomputed layer keeps the gate's
+    # output, its activation and the up-projection's output (3 x I) instead of the GELU's 4 x h
+    added = floor_of("activations", gated) - standard
+    assert added == pytest.approx(2 * (3 * width - 4 * H) * S / GIB)
+    unchecked = {"training.grad_checkpointing": "none"}
+    added = floor_of("activations", {**gated, **unchecked}) - floor_of("activations", unchecked)
+    assert added == pytest.approx(2 * L * (3 * width - 4 * H) * S / GIB)
+    # a full fine-tune trains the MLP: its inputs are kept too, h + 4 x I against 9 x h
+    full = {"training.trainable_params": EXAMPLE["model"]["params_total"]}
+    added = floor_of("activations", {**gated, **full}) - floor_of("activations", full)
+    assert added == pytest.approx(2 * (4 * width - 8 * H) * S / GIB)
+
+
+def test_a_lora_plan_with_a_wide_gated_mlp_takes_the_trained_row() -> None:
+    """Adapters on the MLP keep its inputs: where I > 4 x h the trained row is the larger."""
+    width = 6 * H
+    base = floor_of("activations", {"model.intermediate_size": width})
+    added = floor_of("activations", {"model.mlp": "gated", "model.intermediate_size": width}) - base
+    assert added == pytest.approx(2 * (4 * width - 8 * H) * S / GIB)

@@ -100,16 +100,17 @@ def test_the_measured_263_gib_keeps_it_no_go() -> None:
     assert judge(**loader, evidence=evidence).verdict is Verdict.NO_GO
 
 
-def test_without_the_aggregation_the_interval_binds_but_admits_it() -> None:
-    """A loader that takes fused BF16 experts: MoE has no published measurement, so the
-    pooled error of the tuning part (16%) binds; its upper edge is still under the go line,
-    and only a measurement (the evidence above, or a measured floor) stops it."""
+def test_without_the_aggregation_the_modeled_peak_admits_it() -> None:
+    """A loader that takes fused BF16 experts: MoE's error on the tuning part (9%, its
+    published cases) is under the 10% at which the interval's upper edge binds, so the modeled
+    peak decides; it is under the go line, and only a measurement (the evidence above, or a
+    measured floor) stops it."""
     a = judge(**{"model.moe.load_aggregation": "none"})
     fit = a.finding("memory_fit")
     assert fit is not None
     assert fit.evidence["interval_family"] == "moe"
-    assert fit.evidence["interval_binding"] is True
-    assert fit.evidence["modeled_high_gib"] < 0.90 * 268.6  # the go line
+    assert fit.evidence["interval_binding"] is False
+    assert fit.evidence["modeled_high_gib"] < 0.90 * 268.6  # the go line, even on the edge
     assert fit.verdict is Verdict.GO
 
 

@@ -2,12 +2,12 @@
 
 Every case is a table test of its outcome (the published fits refused and the published
 out-of-memory runs admitted, each named). The summary of the model's error, by part and
-family, and for the sources added after the constants were chosen, is printed after every
-test run (tests/conftest.py) and asserted against the figures measured when the set last
-changed: the targets (median |error| <= 10%, 80% within ±15%) are not met, so the bounds are
-the measured figures, and a change that worsens them fails. The interval's per-family errors
-(calibration.FAMILY_ERROR) must be the own of the tuning part they were chosen on: the cases
-of the earlier sources.
+family, and for the sources added after the constants were first chosen, is printed after
+every test run (tests/conftest.py) and asserted against the figures measured when the set or
+the model last changed: the targets (median |error| <= 10%, 80% within ±15%) are met on the
+earlier sources but not on the whole set, so the bounds are the measured figures, and a change
+that worsens them fails. The interval's per-family errors (calibration.FAMILY_ERROR) must be
+the whole tuning part's own, the new sources' tuning cases included.
 """
 
 from __future__ import annotations
@@ -87,19 +87,19 @@ def misses(judged: list[Judged]) -> tuple[set[str], set[str]]:
 # Findings of the sources added after the constants were chosen, kept rather than dropped
 # (docs/preflight.md, "Validation"); each named so that any other miss fails the tests.
 REFUSED_FITS = {
-    # Full fine-tune of Mistral 7B at batch 8 on one A100 80GB: 85.4 GiB modeled (the bf16
-    # weights, gradients and AdamW states, 54 GiB, beside 8 x 4,096 tokens of activations and
-    # upcast logits) against 67.5 GiB allocated; the same run at batch 4 measured the same
-    # 67.5 GiB, so its peak is not where the model puts it.
+    # Full fine-tune of Mistral 7B at batch 8 on one A100 80GB: 86.9 GiB modeled, 81.4 GiB of
+    # it allocated (the bf16 weights, gradients and AdamW states, 54 GiB, beside 8 x 4,096
+    # tokens of activations and upcast logits) against 67.5 GiB allocated; the same run at
+    # batch 4 measured the same 67.5 GiB, so its peak is not where the model puts it.
     "fms-full-mistral-7b-bs8-1gpu",
-    # Qwen-72B-Chat-Int4 Q-LoRA at 8,192 tokens on one A100 80GB: 83.9 GiB modeled against
-    # 75.6 GB (70.4 GiB) used; the model is over on every Qwen case.
+    # Qwen-72B-Chat-Int4 Q-LoRA at 8,192 tokens on one A100 80GB: 84.6 GiB modeled against
+    # 75.6 GB (70.4 GiB) used.
     "qwen-q-lora-72b-seq8192",
 }
 ADMITTED_OOMS = {
-    # Llama 2 70B QLoRA under FSDP on 2 A100 80GB at batch 4 per GPU: 55.9 GiB modeled, 64.2
+    # Llama 2 70B QLoRA under FSDP on 2 A100 80GB at batch 4 per GPU: 57.5 GiB modeled, 70.1
     # GiB on the interval's upper edge, go; the run did not finish with the cards full. The
-    # same run at batch 2 measured 43.5 GiB allocated against 33.8 GiB modeled (-22%).
+    # same run at batch 2 measured 43.5 GiB allocated against 34.6 GiB modeled (-20%).
     "fms-qlora-llama-2-70b-bs4-2gpu",
 }
 
@@ -124,8 +124,10 @@ NOT_GO_ON_THE_INTERVAL = {
     "torchtune-full-llama2-70b-8xa100",
     *(f"unsloth-hf-fa2-llama3.1-8b-qlora-{gb}gb" for gb in (12, 16, 24, 40, 48, 80)),
     "fms-full-mistral-7b-bs4-1gpu",
-    "fms-lora-mixtral-8x7b-bs4-2gpu",
     "torchtune-flags-full-llama3.2-3b-packed",
+    "deepspeed-zero3-llama-7b-bs2",
+    "peft-deepspeed-zero3-qlora-llama2-70b-2x40gb",
+    "qwen-lora-14b-seq8192",
 }
 
 
@@ -140,15 +142,15 @@ def test_outcomes_on_the_interval() -> None:
 
 
 # Measured on this model (docs/preflight.md, "Validation"): (median |error|, share within
-# ±15%) per group. Bounds, not targets. On the earlier sources the median is under 10% on
-# both parts and only the tuning part has 80% within ±15%; with the sources added after the
-# constants were chosen, neither part has, and the held-out median is over 10%.
+# ±15%) per group. Bounds, not targets. On the earlier sources both parts meet the targets; with
+# the sources added since, neither part has 80% within ±15%. The point errors do not depend on
+# the interval's constants: they are the same before and after these were recomputed.
 MEASURED_BOUNDS = {
-    "tuning": (0.068, 0.73),
-    "held_out": (0.108, 0.65),
-    "new_sources": (0.098, 0.60),
-    "earlier tuning": (0.048, 0.88),
-    "earlier held_out": (0.088, 0.70),
+    "tuning": (0.051, 0.75),
+    "held_out": (0.085, 0.70),
+    "new_sources": (0.093, 0.58),
+    "earlier tuning": (0.037, 0.92),
+    "earlier held_out": (0.061, 0.90),
 }
 
 
@@ -172,9 +174,9 @@ def test_error_summary_within_measured_bounds(name: str) -> None:
 
 
 def test_interval_errors_are_the_tuning_parts_own() -> None:
-    """Chosen on the tuning part of the earlier sources: the sources added since are judged,
-    not fitted (their tuning part is for the next time the constants are chosen)."""
-    tuning = earlier(part("tuning"))
+    """Chosen on the whole tuning part, the new sources' tuning cases included; their held-out
+    cases, as every source's, are judged, never chosen against."""
+    tuning = part("tuning")
     pooled = Summary("pooled", [j.error for j in tuning if j.error is not None]).p90
     assert math.isclose(POOLED_ERROR, math.ceil(pooled * 100) / 100)
     families = {j.family for j in tuning}
