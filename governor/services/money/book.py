@@ -61,6 +61,7 @@ class LiveBudget(Record):
     figures_burn_usd_per_hour: Decimal | None
     closed_at: datetime | None
     require_plan: bool
+    adopt_labelled_pods: bool
     approved_extensions_usd: Decimal | None  # None: no extension approved
 
 
