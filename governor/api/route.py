@@ -7,9 +7,9 @@ without a valid token would learn 422 for malformed JSON before 401. Here the ro
 dependency runs first; the route then finds the caller kept with the request.
 
 The error statuses follow from what the route is made of: a token (401, 403, 429), a body
-(413, 415), an id in its path (404), the service context (503), and a URL (422: a control
-character in it, if nothing else). A route adds what only it can answer (409, a 404 for an id
-in its body) with `responses=errors(...)`.
+(413, 415), an id in its path or its query (404), the service context (503), and a URL (422:
+a control character in it, if nothing else). A route adds what only it can answer (409, a 404
+for an id in its body) with `responses=errors(...)`.
 """
 
 from __future__ import annotations
@@ -83,8 +83,8 @@ def _statuses(dependant: Dependant) -> set[int]:
         statuses |= {401, 403, 429}
     if dependant.body_params:
         statuses |= {413, 415}
-    if any(param.name.endswith("_id") for param in dependant.path_params):
-        statuses.add(404)
+    if any(p.name.endswith("_id") for p in dependant.path_params + dependant.query_params):
+        statuses.add(404)  # an id in the path, or a filter (`?budget_id=`) naming none seen
     if _CONTEXT in calls:
         statuses.add(503)
     return statuses

@@ -51,7 +51,7 @@ def test_a_route_that_needs_a_token_lists_401_403_and_429() -> None:
     ("operation", "statuses"),
     [
         ("GET /healthz", [200, 422]),
-        ("GET /v1/events", [200, 401, 403, 422, 429, 503]),
+        ("GET /v1/events", [200, 401, 403, 404, 422, 429, 503]),
         ("GET /v1/runs/{run_id}", [200, 401, 403, 404, 422, 429, 503]),
         (
             "POST /v1/runs/{run_id}/heartbeat",
