@@ -220,7 +220,10 @@ def test_the_client_claims_its_run_from_its_environment(
         201,
     )
     for name in ("GOVERNOR_RUN_ID", "GOVERNOR_JOB_TOKEN", "GOVERNOR_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
+        # set, then removed: undone after the test, with what the claim writes to the
+        # environment for the job's other processes (a later test's job must not read it)
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     monkeypatch.setenv("GOVERNOR_URL", answer["envs"]["GOVERNOR_URL"])
     monkeypatch.setenv("GOVERNOR_CLAIM", answer["envs"]["GOVERNOR_CLAIM"])
     with Governor.from_env() as governor:
