@@ -304,7 +304,11 @@ class FakeKubernetes(FakeCloud):
             },
         )
 
-    def _patch(self, workload: Workload, request: FakeRequest, scale: bool, at: datetime) -> Reply:
+    def refused_patch(
+        self, group: str, resource: str, metadata: dict[str, Any], request: FakeRequest
+    ) -> Reply | None:
+        """Why a merge patch of the object with this `metadata` is refused before it is
+        applied (its media type, its body, a stale resourceVersion); None when it may be."""
         content_type = request.headers.get("content-type", "")
         if not content_type.startswith("application/merge-patch+json"):
             return self.error(
@@ -315,14 +319,9 @@ class FakeKubernetes(FakeCloud):
         patch = request.body
         if not isinstance(patch, dict):
             return self.error(400, "the patch is not a JSON object")
-        metadata = workload.manifest["metadata"]
         asked = patch.get("metadata")
-        if not isinstance(asked, dict):
-            asked = {}
-        expected = asked.get("resourceVersion")
-        served = workload.served
+        expected = asked.get("resourceVersion") if isinstance(asked, dict) else None
         if expected is not None and expected != metadata["resourceVersion"]:
-            group, resource = served.group, served.resource
             return self.error(
                 409,
                 f'Operation cannot be fulfilled on {resource}.{group} "{metadata["name"]}": the '
@@ -330,6 +329,15 @@ class FakeKubernetes(FakeCloud):
                 "try again",
                 {"name": metadata["name"], "group": group, "kind": resource},
             )
+        return None
+
+    def _patch(self, workload: Workload, request: FakeRequest, scale: bool, at: datetime) -> Reply:
+        metadata = workload.manifest["metadata"]
+        served = workload.served
+        refused = self.refused_patch(served.group, served.resource, metadata, request)
+        if refused is not None:
+            return refused
+        patch = request.body
         if scale:
             changes = {"spec": {"replicas": (patch.get("spec") or {}).get("replicas")}}
         else:

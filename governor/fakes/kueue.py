@@ -288,7 +288,7 @@ class FakeKueue(FakeKubernetes):
     def _patch_active(self, key: str, obj: dict[str, Any], request: FakeRequest) -> Reply:
         """A patch of a Workload's spec: `active` alone here (activated again, Kueue queues
         it: its checks back to Pending)."""
-        refused = self._precondition("workloads", obj, request)
+        refused = self.refused_patch(GROUP, "workloads", obj["metadata"], request)
         if refused is not None:
             return refused
         spec = request.body.get("spec") if isinstance(request.body, dict) else None
@@ -309,38 +309,10 @@ class FakeKueue(FakeKubernetes):
         self.save()
         return Reply(200, copy.deepcopy(changed))
 
-    def _precondition(
-        self, resource: str, obj: dict[str, Any], request: FakeRequest
-    ) -> Reply | None:
-        """Why a patch is refused before it is applied (its media type, its body, a stale
-        resourceVersion); None when it may be applied."""
-        content_type = request.headers.get("content-type", "")
-        if not content_type.startswith("application/merge-patch+json"):
-            return self.error(
-                415,
-                f"the body of the request was in an unknown format ({content_type!r}): "
-                "this server accepts application/merge-patch+json",
-            )
-        patch = request.body
-        if not isinstance(patch, dict):
-            return self.error(400, "the patch is not a JSON object")
-        metadata = obj["metadata"]
-        asked = patch.get("metadata")
-        expected = asked.get("resourceVersion") if isinstance(asked, dict) else None
-        if expected is not None and expected != metadata["resourceVersion"]:
-            return self.error(
-                409,
-                f'Operation cannot be fulfilled on {resource}.{GROUP} "{metadata["name"]}": the '
-                "object has been modified; please apply your changes to the latest version and "
-                "try again",
-                {"name": metadata["name"], "group": GROUP, "kind": resource},
-            )
-        return None
-
     def _patch_status(
         self, resource: str, key: str, obj: dict[str, Any], request: FakeRequest
     ) -> Reply:
-        refused = self._precondition(resource, obj, request)
+        refused = self.refused_patch(GROUP, resource, obj["metadata"], request)
         if refused is not None:
             return refused
         patch = request.body
