@@ -245,8 +245,10 @@ def test_a_transformers_trainer_whose_loss_goes_nan_is_stopped_without_saving(
     assert f"the last good checkpoint is step {SAVE_STEPS}, {last_good}" in event["message"]
 
 
-COMPILE_S = 7.0  # the first forward's stand-in for compilation: past the stall window
-SLOW_START = {"stall_window_s": 5, "compile_allowance_s": 20}  # the defaults are 900 and 1800
+COMPILE_S = 10.0  # the first forward's stand-in for compilation: past the stall window
+# The defaults are 900 and 1800. The stall window counts from the run's creation, so the job's
+# first check-in (phase `loading`) must come within it: 8 s leaves a busy machine room.
+SLOW_START = {"stall_window_s": 8, "compile_allowance_s": 30}
 
 
 class SlowFirstStep(GPT2LMHeadModel):
@@ -302,7 +304,9 @@ def test_a_slow_first_step_is_compilation_not_a_stall(
         e for e in budget_events(operator, budget["id"]) if e["evidence"].get("rule") == "stalled"
     ]
     assert {e["severity"] for e in warned} == {"warning"}, warned
-    assert warned[0]["evidence"]["phase"] in ("loading", "compiling")
+    # The warning names the phase the job had reported by then: loading or compiling, or none
+    # yet when its first check-in came later than half the window (a busy machine).
+    assert warned[0]["evidence"]["phase"] in (None, "loading", "compiling")
 
 
 IDLE_WINDOW_S = 6.0
