@@ -46,7 +46,12 @@ LAYER_BYTES = 34  # per s·b·h: one layer's activations (Korthikanti et al.)
 GATED_KEPT = {False: (3, 4), True: (4, 8)}  # by trained: values of I kept, of h no longer
 GATED_VALUE_BYTES = 2  # per value kept (BF16; fp32 activations double the whole term)
 SCORES_BYTES = 5  # per a·s²·b and layer: eager attention scores, softmax and dropout mask
-NAIVE_CE_BYTES = 14  # per logit: bf16 logits 2 + fp32 upcast 4 + log-softmax 4 + gradient 4
+# Per logit, at the loss's peak (its backward: the log-softmax output it saved, the gradient
+# coming into it and the gradient it hands back, each the size of the logits), counted in
+# tests/unit/domain/preflight/test_loss_bytes.py: upcast to fp32, 3 x 4 bytes; in the logits'
+# own 16-bit dtype, 3 x 2 bytes.
+NAIVE_CE_BYTES = 12
+SAME_DTYPE_CE_BYTES = 6
 CHUNKED_CE_BYTES, CHUNKED_CE_CHUNK_BYTES, CHUNKED_CE_CHUNKS = 2, 10, 8  # torchtune default
 FLCE_CHUNK_BYTES = 8  # per logit of one Liger chunk (conservative)
 CCE_BYTES = 0.6  # per logit: 1,164 MB measured for 2.097e9 logits, forward and backward
@@ -519,7 +524,13 @@ def _logits(plan: Plan) -> Component:
     match t.ce_impl:
         case CrossEntropy.NAIVE:
             floor = NAIVE_CE_BYTES * logits
-            basis = f"naive cross-entropy: 14 bytes per logit, {what}"
+            basis = f"naive cross-entropy: {NAIVE_CE_BYTES} bytes per logit, {what}"
+        case CrossEntropy.SAME_DTYPE:
+            floor = SAME_DTYPE_CE_BYTES * logits
+            basis = (
+                f"cross-entropy in the logits' 16-bit dtype: {SAME_DTYPE_CE_BYTES} bytes per "
+                f"logit, {what}"
+            )
         case CrossEntropy.CHUNKED_UPCAST:
             floor = CHUNKED_CE_BYTES * logits + CHUNKED_CE_CHUNK_BYTES * logits / CHUNKED_CE_CHUNKS
             basis = (

@@ -30,6 +30,7 @@ class Attention(StrEnum):
 
 class CrossEntropy(StrEnum):
     NAIVE = "naive"  # HF ForCausalLMLoss: logits upcast to fp32
+    SAME_DTYPE = "same_dtype"  # the whole logits' loss in their 16-bit dtype, never upcast
     CHUNKED_UPCAST = "chunked_upcast"  # torchtune CEWithChunkedOutputLoss
     LIGER_FLCE = "liger_flce"  # Liger FusedLinearCrossEntropy
     CCE = "cce"  # Apple Cut Cross-Entropy

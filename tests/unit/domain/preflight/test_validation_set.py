@@ -3,11 +3,11 @@
 Every case is a table test of its outcome (the published fits refused and the published
 out-of-memory runs admitted, each named). The summary of the model's error, by part and
 family, and for the sources added after the constants were first chosen, is printed after
-every test run (tests/conftest.py) and asserted against the figures measured when the set or
-the model last changed: the targets (median |error| <= 10%, 80% within ±15%) are met on the
-earlier sources but not on the whole set, so the bounds are the measured figures, and a change
-that worsens them fails. The interval's per-family errors (calibration.FAMILY_ERROR) must be
-the whole tuning part's own, the new sources' tuning cases included.
+every test run (tests/conftest.py) and asserted against the targets (median |error| <= 10%,
+80% within ±15%) on the tuning and the held-out parts, and against the figures measured when
+the set or the model last changed, so that a change that worsens them fails. The interval's
+per-family errors (calibration.FAMILY_ERROR) must be the whole tuning part's own, the new
+sources' tuning cases included.
 """
 
 from __future__ import annotations
@@ -87,19 +87,16 @@ def misses(judged: list[Judged]) -> tuple[set[str], set[str]]:
 # Findings of the sources added after the constants were chosen, kept rather than dropped
 # (docs/preflight.md, "Validation"); each named so that any other miss fails the tests.
 REFUSED_FITS = {
-    # Full fine-tune of Mistral 7B at batch 8 on one A100 80GB: 86.9 GiB modeled, 81.4 GiB of
+    # Full fine-tune of Mistral 7B at batch 8 on one A100 80GB: 84.9 GiB modeled, 79.4 GiB of
     # it allocated (the bf16 weights, gradients and AdamW states, 54 GiB, beside 8 x 4,096
     # tokens of activations and upcast logits) against 67.5 GiB allocated; the same run at
     # batch 4 measured the same 67.5 GiB, so its peak is not where the model puts it.
     "fms-full-mistral-7b-bs8-1gpu",
-    # Qwen-72B-Chat-Int4 Q-LoRA at 8,192 tokens on one A100 80GB: 84.6 GiB modeled against
-    # 75.6 GB (70.4 GiB) used.
-    "qwen-q-lora-72b-seq8192",
 }
 ADMITTED_OOMS = {
-    # Llama 2 70B QLoRA under FSDP on 2 A100 80GB at batch 4 per GPU: 57.5 GiB modeled, 70.1
+    # Llama 2 70B QLoRA under FSDP on 2 A100 80GB at batch 4 per GPU: 56.5 GiB modeled, 69.0
     # GiB on the interval's upper edge, go; the run did not finish with the cards full. The
-    # same run at batch 2 measured 43.5 GiB allocated against 34.6 GiB modeled (-20%).
+    # same run at batch 2 measured 43.5 GiB allocated against 34.2 GiB modeled (-21%).
     "fms-qlora-llama-2-70b-bs4-2gpu",
 }
 
@@ -127,7 +124,8 @@ NOT_GO_ON_THE_INTERVAL = {
     "torchtune-flags-full-llama3.2-3b-packed",
     "deepspeed-zero3-llama-7b-bs2",
     "peft-deepspeed-zero3-qlora-llama2-70b-2x40gb",
-    "qwen-lora-14b-seq8192",
+    "qwen-q-lora-72b-seq8192",
+    "fms-lora-mixtral-8x7b-bs4-2gpu",
 }
 
 
@@ -142,16 +140,17 @@ def test_outcomes_on_the_interval() -> None:
 
 
 # Measured on this model (docs/preflight.md, "Validation"): (median |error|, share within
-# ±15%) per group. Bounds, not targets. On the earlier sources both parts meet the targets; with
-# the sources added since, neither part has 80% within ±15%. The point errors do not depend on
-# the interval's constants: they are the same before and after these were recomputed.
+# ±15%) per group, bounds that fail a change that worsens them. Both parts meet the targets
+# (below); the added sources alone do not have 80% within ±15%. The point errors do not depend
+# on the interval's constants: they are the same before and after these were recomputed.
 MEASURED_BOUNDS = {
-    "tuning": (0.051, 0.75),
-    "held_out": (0.085, 0.70),
-    "new_sources": (0.093, 0.58),
-    "earlier tuning": (0.037, 0.92),
+    "tuning": (0.050, 0.80),
+    "held_out": (0.091, 0.85),
+    "new_sources": (0.089, 0.75),
+    "earlier tuning": (0.040, 0.88),
     "earlier held_out": (0.061, 0.90),
 }
+TARGET_MEDIAN, TARGET_WITHIN = 0.10, 0.80  # the targets, for the tuning and held-out parts
 
 
 def group(name: str) -> list[Judged]:
@@ -184,3 +183,10 @@ def test_interval_errors_are_the_tuning_parts_own() -> None:
     for family in families:
         p90 = Summary(family, [j.error for j in tuning if j.family == family]).p90
         assert math.isclose(FAMILY_ERROR[family], math.ceil(p90 * 100) / 100), family
+
+
+@pytest.mark.parametrize("name", ["tuning", "held_out"])
+def test_both_parts_meet_the_targets(name: str) -> None:
+    summary = Summary(name, [j.error for j in group(name) if j.error is not None])
+    assert summary.median <= TARGET_MEDIAN
+    assert summary.within >= TARGET_WITHIN
