@@ -59,6 +59,20 @@ def scrape(gov: Governor) -> dict[str, float]:
     return {f.name: f.samples[0][1] for f in families if f.name.startswith("governor_ungoverned")}
 
 
+def gated_launch(gov: Governor, gpus: int) -> tuple[str, str, str]:
+    """A SkyPilot launch of `gpus` H100s that the gate accepted and reserved under a new
+    budget: the budget, the launch and its claim's secret."""
+    config = replace(gov.ctx.config, rate_card=RateCard.of({"fake:H100": "2.00"}))
+    budget = gov.budget(ceiling="500")
+    request = LaunchRequest("skypilot", (Candidate("fake", "H100", gpus),), budget_ref=budget)
+    with gov.session() as s:
+        answer = launches.judge(
+            s, config, request, gov.clock.now(), reserve=True, claim_key=b"k" * 32
+        )
+    assert answer.launch is not None and answer.claim is not None
+    return budget, answer.launch.id, answer.claim
+
+
 def pod_of(gov: Governor, ref: str) -> tuple[str, PodState] | None:
     with gov.session() as s:
         row = repo.pod_by_ref(s, "fake", ref)
@@ -187,15 +201,7 @@ def test_a_label_alone_does_not_spend_a_budget_until_its_operator_lets_it(
 def test_a_copied_launch_label_wins_nothing(gov: Governor) -> None:
     """A launch is won by its first pod: a second pod carrying the same labels (copied, or
     listed in the same pass) is not registered as the launch's, nor under its budget."""
-    config = replace(gov.ctx.config, rate_card=RateCard.of({"fake:H100": "2.00"}))
-    budget = gov.budget(ceiling="500")
-    request = LaunchRequest("skypilot", (Candidate("fake", "H100", 1),), budget_ref=budget)
-    with gov.session() as s:
-        answer = launches.judge(
-            s, config, request, gov.clock.now(), reserve=True, claim_key=b"k" * 32
-        )
-        assert answer.launch is not None
-        launch_id = answer.launch.id
+    budget, launch_id, _ = gated_launch(gov, 1)
     labels = {BUDGET_LABEL: budget, LAUNCH_LABEL: launch_id}
     gov.cloud.launch("sky-1", labels=labels, gpu_type="H100", gpu_count=1)
     gov.cloud.launch("sky-copy", labels=labels, gpu_type="H100", gpu_count=1)
@@ -326,15 +332,8 @@ def test_a_launched_pod_appearing_is_registered_as_its_launch_and_its_job_claims
     the account carrying the labels the gate gave it and is registered under the budget as
     that launch's (the reservation released, the meter takes over); the job's claim works
     once."""
-    config = replace(gov.ctx.config, rate_card=RateCard.of({"fake:H100": "2.00"}))
-    budget = gov.budget(ceiling="500")
-    request = LaunchRequest("skypilot", (Candidate("fake", "H100", 2),), budget_ref=budget)
+    budget, launch_id, secret = gated_launch(gov, 2)
     with gov.session() as s:
-        answer = launches.judge(
-            s, config, request, gov.clock.now(), reserve=True, claim_key=b"k" * 32
-        )
-        assert answer.launch is not None and answer.claim is not None
-        launch_id, secret = answer.launch.id, answer.claim
         assert repo.reserved_for_launches(s, [budget], gov.clock.now())[budget] > 0
     early = client.post("/v1/runs/claim", json={"claim": secret})
     assert early.status_code == 409 and "not registered yet" in early.json()["error"]["message"]
@@ -360,15 +359,7 @@ def test_an_expired_claim_is_answered_as_one_no_launch_has(
 ) -> None:
     """A claim past its time and a secret no launch ever had get the same 404, word for word:
     a secret tried learns nothing of whether it once was one."""
-    config = replace(gov.ctx.config, rate_card=RateCard.of({"fake:H100": "2.00"}))
-    budget = gov.budget(ceiling="500")
-    request = LaunchRequest("skypilot", (Candidate("fake", "H100", 1),), budget_ref=budget)
-    with gov.session() as s:
-        answer = launches.judge(
-            s, config, request, gov.clock.now(), reserve=True, claim_key=b"k" * 32
-        )
-        assert answer.launch is not None and answer.claim is not None
-        launch_id, secret = answer.launch.id, answer.claim
+    budget, launch_id, secret = gated_launch(gov, 1)
     labels = {BUDGET_LABEL: budget, LAUNCH_LABEL: launch_id}
     gov.cloud.launch("sky-1", labels=labels, gpu_type="H100", gpu_count=1)
     interval(gov)
