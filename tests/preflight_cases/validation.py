@@ -156,6 +156,7 @@ SHORT = {  # column names of the breakdown, by component
     "logits_peak": "logits",
     "softcap_logits": "softcap",
     "fsdp_or_moe_gather": "gather",
+    "optimizer_step": "step",
     "expert_aggregation": "aggreg",
     "other_transients": "other",
     "runtime_overhead": "context",

@@ -91,6 +91,8 @@ class Measured:
 LATER_DEFAULTS: dict[str, object] = {
     "intermediate_size": None,
     "kbit_matmul": KbitMatmul.NONE,
+    "optimizer_impl": None,
+    "gradient_accumulation_steps": None,
     "mlp": Mlp.STANDARD,
 }
 

@@ -21,6 +21,7 @@ from governor.domain.preflight.plan import (
     KernelFormat,
     Mlp,
     NoSyncGrads,
+    OptimizerImpl,
     OptimizerStates,
     Plan,
     Precision,
@@ -35,6 +36,10 @@ UNQUANTIZED_BYTES = 2  # BF16: embeddings, norms, lm_head, and experts 4-bit loa
 VALUE_BYTES = {Precision.FP32: 4, Precision.BF16: 2}
 STATE_BYTES = {OptimizerStates.FP32: 4, OptimizerStates.BF16: 2, OptimizerStates.EIGHT_BIT: 1}
 MASTER_BYTES = 4  # the fp32 master copy of a bf16 trained weight
+# State-sized temporaries per trained value at the optimizer's step, counted in
+# tests/unit/domain/preflight/test_optimizer_step_bytes.py: torch.optim's foreach AdamW
+# computes sqrt(v) for every tensor at once before it updates the params; fused kernels none.
+STEP_TEMPORARIES = {OptimizerImpl.FOREACH: 1, OptimizerImpl.FUSED: 0}
 FULL_SHARE = 0.5  # trainable over half the params: the model's own weights are trained
 CHECKPOINT_BYTES = 2  # per s·b·h and layer: the layer's input kept by full checkpointing
 LAYER_BYTES = 34  # per s·b·h: one layer's activations (Korthikanti et al.)
@@ -72,7 +77,10 @@ DEQUANTIZED = "dequantized_copy"
 LAYOUTS = "kernel_layouts"
 SOFTCAP = "softcap_logits"
 AGGREGATION = "expert_aggregation"
-NAMED_TRANSIENTS = (GATHER, DEQUANTIZED, LAYOUTS, SOFTCAP, AGGREGATION)
+STEP = "optimizer_step"
+NAMED_TRANSIENTS = (GATHER, DEQUANTIZED, LAYOUTS, SOFTCAP, AGGREGATION, STEP)
+# The training pass's transients: freed by the time the optimizer steps.
+PASS_ONLY = ("activations", "logits_peak", SOFTCAP, GATHER)
 # What each published metric leaves out of the modeled peak. The allocator's allocated peak
 # sees neither the CUDA context and NCCL (outside the allocator) nor the slack the
 # fragmentation margin stands for (reserved but unallocated); its reserved peak includes that
@@ -131,6 +139,12 @@ def model_memory(plan: Plan, usable_gib: float) -> MemoryFigures:
     m, gpus = plan.memory, plan.hardware.gpus
     weights, place = held(plan), placement(plan)
     others = [(name, gib) for name, gib in m.transients if name not in NAMED_TRANSIENTS]
+    passing = (
+        _activations(plan),
+        _logits(plan),
+        _softcap(plan),
+        _gather(plan, weights, place),
+    )
     components = (
         Component(
             "runtime_overhead", m.runtime_overhead, RUNTIME_FLOOR_GIB, "CUDA context and kernels"
@@ -145,10 +159,8 @@ def model_memory(plan: Plan, usable_gib: float) -> MemoryFigures:
         _dequantized(plan, weights, place),
         _layouts(plan, weights, place),
         _adapters(plan),
-        _activations(plan),
-        _logits(plan),
-        _softcap(plan),
-        _gather(plan, weights, place),
+        *passing,
+        _optimizer_step(plan, passing),
         _aggregation(plan, weights, place),
         Component(
             "other_transients",
@@ -345,7 +357,7 @@ def _adapters(plan: Plan) -> Component:
     parts: list[tuple[float, str]] = (
         [] if full else [(value, f"{t.trainable_dtype} trained weight")]
     )
-    if not t.optimizer_in_backward:
+    if not t.optimizer_in_backward and not gradients_per_step(plan):
         parts.append((value, f"{t.trainable_dtype} gradient"))
     on_host = t.offload_optimizer or t.paged_optimizer
     if t.master_weights and not on_host:
@@ -360,6 +372,8 @@ def _adapters(plan: Plan) -> Component:
         notes.append("the trained weights are the model's own, in weights")
     if t.optimizer_in_backward:
         notes.append("gradients applied and freed in backward")
+    elif gradients_per_step(plan):
+        notes.append(f"gradients only from backward to the step, in {STEP}")
     if t.offload_optimizer:
         notes.append("optimizer state on the host")
     elif t.paged_optimizer:
@@ -370,6 +384,54 @@ def _adapters(plan: Plan) -> Component:
     return Component(
         "adapters_grads_optimizer", declared, floor, _per_gpu(plan, basis) + unsharded_basis
     )
+
+
+def gradients_per_step(plan: Plan) -> bool:
+    """One micro-batch per step: the gradients are made in backward and freed after the step
+    (zero_grad's set_to_none, PyTorch's default), so the pass's forward holds none."""
+    t = plan.training
+    held = t.optimizer_in_backward or t.offload_params
+    return t.gradient_accumulation_steps == 1 and not held
+
+
+def _step_temporaries(plan: Plan) -> tuple[float, str]:
+    """Bytes per trained value the step's own temporaries hold, and what they are (or why
+    there are none): state-sized ones where the step runs on the GPU over fp32 or 16-bit
+    states (bitsandbytes' 8-bit and paged steps are its own kernels; an offloaded step runs on
+    the host)."""
+    t = plan.training
+    if t.optimizer_impl is None:
+        return 0.0, "the step's implementation not given: no temporaries counted"
+    elsewhere = t.offload_optimizer or t.offload_params or t.paged_optimizer
+    if elsewhere or t.optimizer_in_backward or t.states is OptimizerStates.EIGHT_BIT:
+        return 0.0, "no state-sized temporaries on the GPU"
+    per = STEP_TEMPORARIES[t.optimizer_impl] * STATE_BYTES[t.states] * min(t.state_count, 1)
+    return per, f"{t.optimizer_impl} temporaries"
+
+
+def _optimizer_step(plan: Plan, passing: tuple[Component, ...]) -> Component:
+    """What the optimizer step holds beyond the training pass's peak. By the step the
+    activations, logits and gathered units are freed; the step holds the gradients where they
+    live only from backward to the step, and its own temporaries. It adds the part of those
+    over what the pass held (nothing where the pass held more)."""
+    t, declared = plan.training, plan.memory.transient(STEP)
+    temporaries, what = _step_temporaries(plan)
+    parts = [(temporaries, what)] if temporaries else []
+    if gradients_per_step(plan):
+        parts.insert(0, (VALUE_BYTES[t.trainable_dtype], f"{t.trainable_dtype} gradient"))
+    if not parts:
+        return Component(STEP, declared, 0.0, f"{what}; gradients counted as held")
+    per, shards = sum(b for b, _ in parts), _shards(plan)
+    step = t.trainable_params * per / shards / GIB
+    held = sum(c.used_gib for c in passing)
+    basis = (
+        f"the step holds {count(t.trainable_params)} trainable params x {per:g} bytes ("
+        + " + ".join(f"{b:g} {w}" for b, w in parts)
+        + (f") / {shards} shards" if shards > 1 else ")")
+        + f" = {step:.2f} GiB where the pass held {held:.2f} GiB (activations, logits, "
+        "gathered units): the excess"
+    )
+    return Component(STEP, declared, max(0.0, step - held), basis)
 
 
 def full_fine_tune(plan: Plan) -> bool:

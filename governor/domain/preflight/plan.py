@@ -99,6 +99,14 @@ class OptimizerStates(StrEnum):
     EIGHT_BIT = "8bit"  # block-wise 8-bit states (bitsandbytes)
 
 
+class OptimizerImpl(StrEnum):
+    """How the optimizer's step runs over the trained tensors."""
+
+    FUSED = "fused"  # no temporaries: torch's fused=True, DeepSpeed's and apex's FusedAdam
+
+    FOREACH = "foreach"  # torch.optim's default on GPU: one state-sized temporary for the step
+
+
 class Padding(StrEnum):
     """How a batch's sequences are laid out: what length the activations are for."""
 
@@ -225,6 +233,8 @@ class Training:
     optimizer_in_backward: bool = False  # each gradient applied and freed during backward
     paged_optimizer: bool = False  # states in managed memory, evicted to the host
     offload_optimizer: bool = False  # optimizer states (and master weights) on the host
+    optimizer_impl: OptimizerImpl | None = None  # None: no step temporaries counted
+    gradient_accumulation_steps: int | None = None  # None: gradients held through the pass
     offload_params: bool = False  # sharded params, gradients and step on the host
     offload_activations: bool = False  # checkpointed layer inputs kept in host memory
     activation_dtype: Precision = Precision.BF16

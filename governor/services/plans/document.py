@@ -39,6 +39,7 @@ from governor.domain.preflight.plan import (
     Model,
     Moe,
     NoSyncGrads,
+    OptimizerImpl,
     OptimizerStates,
     Padding,
     Plan,
@@ -284,6 +285,16 @@ class PlanTrainingIn(Strict):
         False, description="the step fused into backward: each gradient freed when applied"
     )
     paged_optimizer: bool = Field(False, description="paged optimizer states (host-evicted)")
+    optimizer_impl: OptimizerImpl | None = Field(
+        None,
+        description="foreach (torch.optim's default on GPU: a state-sized temporary in the "
+        "step) or fused (none); unset: no step temporaries counted",
+    )
+    gradient_accumulation_steps: Annotated[int, Field(ge=1, le=1_000_000)] | None = Field(
+        None,
+        description="micro-batches per optimizer step; 1: gradients exist only from the "
+        "backward pass to the step; unset: counted as held throughout",
+    )
     offload: PlanOffloadIn = PlanOffloadIn()
     activation_dtype: Precision = Precision.BF16
     padding: Padding = Field(

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from governor.domain.preflight.memory import model_memory
+from governor.domain.preflight.memory import Component, model_memory
 from governor.domain.preflight.rules import admit
 from governor.domain.telemetry import GIB
 from governor.services.plans.document import PlanIn
@@ -197,3 +197,66 @@ def test_a_lora_plan_with_a_wide_gated_mlp_takes_the_trained_row() -> None:
     base = floor_of("activations", {"model.intermediate_size": width})
     added = floor_of("activations", {"model.mlp": "gated", "model.intermediate_size": width}) - base
     assert added == pytest.approx(2 * (4 * width - 8 * H) * S / GIB)
+
+
+def components(**training: Any) -> dict[str, Component]:
+    changes = {f"training.{k}": v for k, v in training.items()}
+    plan = PlanIn.model_validate(variant(changes)).to_plan()
+    return {c.name: c for c in model_memory(plan, 140.4).components}
+
+
+def step(**training: Any) -> float:
+    return components(**training)["optimizer_step"].floor_gib
+
+
+def passing(held: dict[str, Component]) -> float:
+    """What the training pass holds (at the larger of declared and floor) and the optimizer
+    step does not."""
+    names = ("activations", "logits_peak", "softcap_logits", "fsdp_or_moe_gather")
+    return sum(held[n].used_gib for n in names)
+
+
+def test_left_out_the_step_adds_nothing_and_gradients_stay_held() -> None:
+    assert step() == 0
+    assert step(optimizer_impl="fused") == 0
+
+
+def test_a_foreach_step_adds_its_temporaries_over_what_the_pass_held() -> None:
+    """Trained weights in bf16: the foreach step's sqrt(v) for every trained value (2 bytes)
+    is more than the pass's activations and logits of an 8k-token micro-batch; the step adds
+    the difference. A LoRA plan's step is small: it adds nothing."""
+    params = 30e9
+    full = {"trainable_params": params, "trainable_dtype": "bf16", "optimizer_states": "bf16"}
+    held = components(**full, optimizer_impl="foreach")
+    temporaries = 2 * params / GIB
+    assert temporaries > passing(held)
+    assert held["optimizer_step"].floor_gib == pytest.approx(temporaries - passing(held))
+    assert step(**full) == 0
+    assert step(optimizer_impl="foreach") == 0
+
+
+def test_eight_bit_paged_and_offloaded_steps_hold_no_state_sized_temporaries() -> None:
+    params = {"trainable_params": 8e9, "optimizer_impl": "foreach"}
+    for fields in (
+        {"optimizer_states": "8bit"},
+        {"paged_optimizer": True},
+        {"offload": {"optimizer": True}},
+        {"optimizer_in_backward": True},
+    ):
+        assert step(**params, **fields) == 0, fields
+
+
+def test_one_micro_batch_per_step_holds_the_gradients_at_the_step_only() -> None:
+    """With one micro-batch per step the gradients are made in backward and freed after the
+    step: the pass holds none. They leave the held component and join the step's, which adds
+    what it holds over the pass. With accumulation they stay held, as before."""
+    params = 30e9
+    full = {"trainable_params": params, "trainable_dtype": "bf16", "optimizer_states": "bf16"}
+    held = components(**full)["adapters_grads_optimizer"].floor_gib
+    once = components(**full, gradient_accumulation_steps=1)
+    gradients = 2 * params / GIB
+    assert held - once["adapters_grads_optimizer"].floor_gib == pytest.approx(gradients)
+    assert once["optimizer_step"].floor_gib == pytest.approx(gradients - passing(once))
+    assert components(**full, gradient_accumulation_steps=4) == components(**full)
+    both = components(**full, gradient_accumulation_steps=1, optimizer_impl="foreach")
+    assert both["optimizer_step"].floor_gib == pytest.approx(2 * gradients - passing(both))

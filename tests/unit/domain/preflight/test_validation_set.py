@@ -86,13 +86,9 @@ def misses(judged: list[Judged]) -> tuple[set[str], set[str]]:
 
 # Findings of the sources added after the constants were chosen, kept rather than dropped
 # (docs/preflight.md, "Validation"); each named so that any other miss fails the tests.
-REFUSED_FITS = {
-    # Full fine-tune of Mistral 7B at batch 8 on one A100 80GB: 84.9 GiB modeled, 79.4 GiB of
-    # it allocated (the bf16 weights, gradients and AdamW states, 54 GiB, beside 8 x 4,096
-    # tokens of activations and upcast logits) against 67.5 GiB allocated; the same run at
-    # batch 4 measured the same 67.5 GiB, so its peak is not where the model puts it.
-    "fms-full-mistral-7b-bs8-1gpu",
-}
+REFUSED_FITS: set[str] = set()  # Mistral 7B's full fine-tune at batch 8 was, until the step
+# counted its foreach temporary and freed gradients: its peak is the optimizer step's (67.5
+# GiB measured at batch 4 and 8 alike, 5 x its 13.5 GiB of bf16 weights), not the pass's.
 ADMITTED_OOMS = {
     # Llama 2 70B QLoRA under FSDP on 2 A100 80GB at batch 4 per GPU: 56.5 GiB modeled, 69.0
     # GiB on the interval's upper edge, go; the run did not finish with the cards full. The
@@ -121,6 +117,7 @@ NOT_GO_ON_THE_INTERVAL = {
     "torchtune-full-llama2-70b-8xa100",
     *(f"unsloth-hf-fa2-llama3.1-8b-qlora-{gb}gb" for gb in (12, 16, 24, 40, 48, 80)),
     "fms-full-mistral-7b-bs4-1gpu",
+    "fms-full-mistral-7b-bs8-1gpu",
     "torchtune-flags-full-llama3.2-3b-packed",
     "deepspeed-zero3-llama-7b-bs2",
     "peft-deepspeed-zero3-qlora-llama2-70b-2x40gb",
@@ -141,12 +138,12 @@ def test_outcomes_on_the_interval() -> None:
 
 # Measured on this model (docs/preflight.md, "Validation"): (median |error|, share within
 # ±15%) per group, bounds that fail a change that worsens them. Both parts meet the targets
-# (below); the added sources alone do not have 80% within ±15%. The point errors do not depend
+# (below); so do the added sources alone. The point errors do not depend
 # on the interval's constants: they are the same before and after these were recomputed.
 MEASURED_BOUNDS = {
-    "tuning": (0.050, 0.80),
-    "held_out": (0.091, 0.85),
-    "new_sources": (0.089, 0.75),
+    "tuning": (0.046, 0.82),
+    "held_out": (0.080, 0.90),
+    "new_sources": (0.073, 0.80),
     "earlier tuning": (0.040, 0.88),
     "earlier held_out": (0.061, 0.90),
 }
