@@ -173,14 +173,17 @@ def test_the_recipe_digest_follows_what_changes_memory() -> None:
 
 
 def test_fields_added_later_leave_the_recipe_digest_alone_at_their_defaults() -> None:
-    """Floors recorded before `intermediate_size`, `kbit_matmul` and `mlp` existed still key
-    the plans that do not set them; setting any of them is another recipe."""
+    """Floors recorded before `intermediate_size`, `kbit_matmul`, `mlp`, `optimizer_impl` and
+    `gradient_accumulation_steps` existed still key the plans that do not set them; setting
+    any of them is another recipe."""
     plan = PlanIn.model_validate(variant()).to_plan()
     assert recipe_digest(plan) == "9fe4cbe53590a5f0"  # the digest before the fields
     for changes in (
         {"training.kbit_matmul": "dequantize"},
         {"model.intermediate_size": 21504},
         {"model.mlp": "gated"},
+        {"training.optimizer_impl": "foreach"},
+        {"training.gradient_accumulation_steps": 1},
     ):
         other = PlanIn.model_validate(variant(changes)).to_plan()
         assert recipe_digest(other) != recipe_digest(plan)

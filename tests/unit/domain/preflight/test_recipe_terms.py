@@ -10,6 +10,7 @@ from datetime import date
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from governor.domain.preflight.memory import Component, model_memory
 from governor.domain.preflight.rules import admit
@@ -260,3 +261,13 @@ def test_one_micro_batch_per_step_holds_the_gradients_at_the_step_only() -> None
     assert components(**full, gradient_accumulation_steps=4) == components(**full)
     both = components(**full, gradient_accumulation_steps=1, optimizer_impl="foreach")
     assert both["optimizer_step"].floor_gib == pytest.approx(2 * gradients - passing(both))
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("optimizer_impl", "forloop"), ("gradient_accumulation_steps", 0)],
+)
+def test_a_step_field_out_of_its_range_is_refused_by_name(field: str, value: Any) -> None:
+    with pytest.raises(ValidationError) as refused:
+        PlanIn.model_validate(variant({f"training.{field}": value}))
+    assert [e["loc"] for e in refused.value.errors()] == [("training", field)]
