@@ -26,7 +26,7 @@ FAMILY_ERROR: dict[str, float] = {
     "long_context": 0.18,
     "lora": 0.16,
     "moe": 0.12,
-    "multi_gpu": 0.22,
+    "multi_gpu": 0.27,
     "qlora": 0.13,
 }
 
