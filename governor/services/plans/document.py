@@ -312,6 +312,16 @@ class PlanTrainingIn(Strict):
         "(and its input kept for backward, as bitsandbytes before July 2024)",
     )
 
+    @model_validator(mode="after")
+    def _accumulation_agrees(self) -> PlanTrainingIn:
+        accumulated = self.sharding.no_sync_grads is not NoSyncGrads.NONE
+        if self.gradient_accumulation_steps == 1 and accumulated:
+            raise ValueError(
+                "sharding.no_sync_grads says gradients are accumulated over micro-batches, "
+                "but gradient_accumulation_steps is 1: set one of them to what the recipe does"
+            )
+        return self
+
 
 class PlanWeightsIn(Strict):
     quantized_params: Params

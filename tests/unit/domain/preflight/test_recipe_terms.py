@@ -271,3 +271,15 @@ def test_a_step_field_out_of_its_range_is_refused_by_name(field: str, value: Any
     with pytest.raises(ValidationError) as refused:
         PlanIn.model_validate(variant({f"training.{field}": value}))
     assert [e["loc"] for e in refused.value.errors()] == [("training", field)]
+
+
+def test_one_micro_batch_per_step_and_no_sync_accumulation_contradict() -> None:
+    changes = {
+        "hardware.gpu_count": 2,
+        "training.sharding": {"kind": "fsdp", "shards": 2, "no_sync_grads": "trainable"},
+        "training.gradient_accumulation_steps": 1,
+    }
+    with pytest.raises(ValidationError, match="set one of them to what the recipe does"):
+        PlanIn.model_validate(variant(changes))
+    changes["training.gradient_accumulation_steps"] = 8
+    assert PlanIn.model_validate(variant(changes)).to_plan().training.no_sync_grads == "trainable"
