@@ -36,10 +36,11 @@ UNQUANTIZED_BYTES = 2  # BF16: embeddings, norms, lm_head, and experts 4-bit loa
 VALUE_BYTES = {Precision.FP32: 4, Precision.BF16: 2}
 STATE_BYTES = {OptimizerStates.FP32: 4, OptimizerStates.BF16: 2, OptimizerStates.EIGHT_BIT: 1}
 MASTER_BYTES = 4  # the fp32 master copy of a bf16 trained weight
-# State-sized temporaries per trained value at the optimizer's step, counted in
+# State-sized temporaries per trained value at an Adam or AdamW step, counted in
 # tests/unit/domain/preflight/test_optimizer_step_bytes.py: torch.optim's foreach AdamW
 # computes sqrt(v) for every tensor at once before it updates the params; fused kernels none.
 STEP_TEMPORARIES = {OptimizerImpl.FOREACH: 1, OptimizerImpl.FUSED: 0}
+ADAM_STATES = 2  # m and v: the optimizers the temporaries were counted for
 FULL_SHARE = 0.5  # trainable over half the params: the model's own weights are trained
 CHECKPOINT_BYTES = 2  # per s·b·h and layer: the layer's input kept by full checkpointing
 LAYER_BYTES = 34  # per s·b·h: one layer's activations (Korthikanti et al.)
@@ -79,8 +80,6 @@ SOFTCAP = "softcap_logits"
 AGGREGATION = "expert_aggregation"
 STEP = "optimizer_step"
 NAMED_TRANSIENTS = (GATHER, DEQUANTIZED, LAYOUTS, SOFTCAP, AGGREGATION, STEP)
-# The training pass's transients: freed by the time the optimizer steps.
-PASS_ONLY = ("activations", "logits_peak", SOFTCAP, GATHER)
 # What each published metric leaves out of the modeled peak. The allocator's allocated peak
 # sees neither the CUDA context and NCCL (outside the allocator) nor the slack the
 # fragmentation margin stands for (reserved but unallocated); its reserved peak includes that
@@ -390,22 +389,24 @@ def gradients_per_step(plan: Plan) -> bool:
     """One micro-batch per step: the gradients are made in backward and freed after the step
     (zero_grad's set_to_none, PyTorch's default), so the pass's forward holds none."""
     t = plan.training
-    held = t.optimizer_in_backward or t.offload_params
-    return t.gradient_accumulation_steps == 1 and not held
+    off_the_gpu = t.optimizer_in_backward or t.offload_params  # no gradient kept there
+    return t.gradient_accumulation_steps == 1 and not off_the_gpu
 
 
 def _step_temporaries(plan: Plan) -> tuple[float, str]:
     """Bytes per trained value the step's own temporaries hold, and what they are (or why
-    there are none): state-sized ones where the step runs on the GPU over fp32 or 16-bit
-    states (bitsandbytes' 8-bit and paged steps are its own kernels; an offloaded step runs on
-    the host)."""
+    there are none): state-sized ones where an Adam or AdamW step (the one counted) runs on
+    the GPU over fp32 or 16-bit states (bitsandbytes' 8-bit and paged steps are its own
+    kernels; an offloaded step runs on the host)."""
     t = plan.training
     if t.optimizer_impl is None:
         return 0.0, "the step's implementation not given: no temporaries counted"
+    if t.state_count != ADAM_STATES:
+        return 0.0, f"temporaries counted for Adam and AdamW only, not {t.optimizer}"
     elsewhere = t.offload_optimizer or t.offload_params or t.paged_optimizer
     if elsewhere or t.optimizer_in_backward or t.states is OptimizerStates.EIGHT_BIT:
         return 0.0, "no state-sized temporaries on the GPU"
-    per = STEP_TEMPORARIES[t.optimizer_impl] * STATE_BYTES[t.states] * min(t.state_count, 1)
+    per = STEP_TEMPORARIES[t.optimizer_impl] * STATE_BYTES[t.states]
     return per, f"{t.optimizer_impl} temporaries"
 
 

@@ -103,7 +103,6 @@ class OptimizerImpl(StrEnum):
     """How the optimizer's step runs over the trained tensors."""
 
     FUSED = "fused"  # no temporaries: torch's fused=True, DeepSpeed's and apex's FusedAdam
-
     FOREACH = "foreach"  # torch.optim's default on GPU: one state-sized temporary for the step
 
 

@@ -237,8 +237,12 @@ def test_a_foreach_step_adds_its_temporaries_over_what_the_pass_held() -> None:
 
 
 def test_eight_bit_paged_and_offloaded_steps_hold_no_state_sized_temporaries() -> None:
-    params = {"trainable_params": 8e9, "optimizer_impl": "foreach"}
+    """Nor one of an optimizer the temporaries were not counted for (SGD, Adafactor)."""
+    params = {"trainable_params": 30e9, "optimizer_impl": "foreach"}
+    assert step(**params) > 0
     for fields in (
+        {"optimizer": "sgd"},
+        {"optimizer": "adafactor"},
         {"optimizer_states": "8bit"},
         {"paged_optimizer": True},
         {"offload": {"optimizer": True}},
