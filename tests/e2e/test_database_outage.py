@@ -19,8 +19,10 @@ from decimal import Decimal
 import httpx
 import pytest
 
+from governor.services.replica.write_watch import QUIET_S
 from tests.e2e.conftest import (
     RATE_USD_PER_HOUR,
+    WAIT_TIMEOUT_S,
     GovernorServer,
     assert_told_once,
     declare_budget,
@@ -92,7 +94,14 @@ def test_an_outage_is_a_clean_503_then_recovers_alarms_and_loses_no_money(
 
         restarted = utcnow()
         cluster.restart()  # a blink: the next requests find fresh connections
-        wait_for(lambda: operator.get("/readyz").status_code == 200, "ready after a restart")
+        # A writer the blink refused ends its outage with its next write that changes rows; if
+        # that was the hourly accrual, which has nothing to write for an hour, the outage ends
+        # once no write has been refused for QUIET_S (write_watch): ready within that, or at once.
+        wait_for(
+            lambda: operator.get("/readyz").status_code == 200,
+            "ready after a restart",
+            timeout_s=QUIET_S + WAIT_TIMEOUT_S,
+        )
         assert operator.get(f"/v1/pods/{pod['id']}").status_code == 200
         # a pass that met a connection the blink ended has failed, and committed again since,
         # so that the blink's failures are a span of their own, told before the outage's
