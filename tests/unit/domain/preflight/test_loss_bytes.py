@@ -11,16 +11,15 @@ counted one.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.profiler import ProfilerActivity, profile
 from transformers.loss.loss_utils import ForCausalLMLoss
 
 from governor.domain.preflight.memory import NAIVE_CE_BYTES, SAME_DTYPE_CE_BYTES
+from tests.allocations import peak_bytes
 
 TOKENS, HIDDEN, VOCAB = 1024, 32, 16_000  # the logits dwarf everything else the path holds
 
@@ -28,20 +27,13 @@ Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (bf16 logits, lab
 
 
 def bytes_per_logit(loss: Loss) -> float:
-    """The most memory the loss path held at once, forward and backward, per logit: the
-    running sum of the profiler's allocation records (a free is a negative one), in order."""
+    """The most memory the loss path held at once, forward and backward, per logit."""
     torch.manual_seed(0)
     hidden = torch.randn(1, TOKENS, HIDDEN, dtype=torch.bfloat16, requires_grad=True)
     head = torch.randn(VOCAB, HIDDEN, dtype=torch.bfloat16) / HIDDEN  # frozen, as in LoRA
     labels = torch.randint(0, VOCAB, (1, TOKENS))
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        loss(hidden @ head.T, labels).backward()
-    assert prof.profiler is not None
-    records = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
-    held = list(
-        itertools.accumulate(e.nbytes() for e in sorted(records, key=lambda e: e.start_ns()))
-    )
-    return max(held) / (TOKENS * VOCAB)
+    peak = peak_bytes(lambda: loss(hidden @ head.T, labels).backward())
+    return peak / (TOKENS * VOCAB)
 
 
 def transformers_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -10,34 +10,29 @@ its states already created by the first. Each figure the memory model uses
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 from governor.domain.preflight.memory import STATE_BYTES, STEP_TEMPORARIES
 from governor.domain.preflight.plan import OptimizerImpl, OptimizerStates
+from tests.allocations import peak_bytes
 
 TENSORS, SIDE = 8, 512  # a model of several tensors: foreach works on all of them at once
 DTYPES = {OptimizerStates.FP32: torch.float32, OptimizerStates.BF16: torch.bfloat16}
 
 
 def step_bytes_per_value(impl: OptimizerImpl, dtype: torch.dtype) -> float:
-    """The peak of the running sum of the profiler's allocation records (a free is a negative
-    one) over one AdamW step, per trained value."""
+    """The most memory one AdamW step held at once beyond the params, gradients and states,
+    per trained value."""
     torch.manual_seed(0)
     params = [torch.nn.Parameter(torch.randn(SIDE, SIDE, dtype=dtype)) for _ in range(TENSORS)]
     optimizer = torch.optim.AdamW(params, **{impl.value: True})
+    peak = 0
     for _ in range(2):  # the first step creates the states; the second is counted
         for p in params:
             p.grad = torch.randn_like(p)
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            optimizer.step()
-    assert prof.profiler is not None
-    records = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
-    held = itertools.accumulate(e.nbytes() for e in sorted(records, key=lambda e: e.start_ns()))
-    return max(held, default=0) / (TENSORS * SIDE * SIDE)
+        peak = peak_bytes(optimizer.step)
+    return peak / (TENSORS * SIDE * SIDE)
 
 
 @pytest.mark.parametrize("states", list(DTYPES))
