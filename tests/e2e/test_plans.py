@@ -51,7 +51,7 @@ def test_a_plan_gets_a_verdict_with_its_reasons_and_is_kept(
     assert go["job_id"] == "pilot-gemma3-lora-001"
     assert go["cost"]["worst_case_usd"] == "65.204859"
     assert (go["cost"]["remaining_usd"], go["cost"]["available_usd"]) == ("500.00", "450.00")
-    assert go["memory"]["modeled_gib"] == 60.66
+    assert go["memory"]["modeled_gib"] == 60.64
     assert {r["rule"]: r["verdict"] for r in go["reasons"]}["memory_fit"] == "go"
     assert go["plan"]["schema"] == "preflight-plan/0.1"
 
@@ -203,7 +203,7 @@ def test_plan_check_says_go_with_exit_0(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("GO: pilot-gemma3-lora-001 on 1 x H200")
     assert "worst case $65.20, expected $39.95; $450.00 available" in result.stdout
-    assert "[go] memory_fit: Modeled peak 60.7 GiB per GPU is 43%" in result.stdout
+    assert "[go] memory_fit: Modeled peak 60.6 GiB per GPU is 43%" in result.stdout
 
 
 def test_the_example_plan_the_readme_points_to_checks_go() -> None:

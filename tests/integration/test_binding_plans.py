@@ -119,7 +119,7 @@ def test_a_check_on_a_pod_names_the_gpu_with_room_for_the_plan(gov: Governor) ->
     busy = gpu_sample(util=55, used_gib=50, index=0)  # a neighbour holds 50 of 80 GiB
     free = gpu_sample(util=0, used_gib=2, index=1)
     gov.report(pod, busy, free)
-    document = plan(gov)  # one GPU, 60.66 GiB modeled
+    document = plan(gov)  # one GPU, 60.64 GiB modeled
     with gov.session() as s:
         row = admission.check(
             s, gov.ctx.config, budget, read_plan(document), document, gov.clock.now(), pod_id=pod
@@ -129,7 +129,7 @@ def test_a_check_on_a_pod_names_the_gpu_with_room_for_the_plan(gov: Governor) ->
     assert "1 of the pod's 2 GPUs have room" in placed["message"]
     assert "GPU 1 GPU-1 (78.0 GiB free)" in placed["message"]
     fits = {g["uuid"]: (g["fits"], g["margin_gib"]) for g in placed["evidence"]["gpus"]}
-    assert fits == {"GPU-0": (False, -30.66), "GPU-1": (True, 17.34)}
+    assert fits == {"GPU-0": (False, -30.64), "GPU-1": (True, 17.36)}
 
     two = plan(gov, "arm-two-gpus", **{"hardware.gpu_count": 2})
     with gov.session() as s:
@@ -150,7 +150,7 @@ def test_a_check_on_a_pod_names_the_gpu_with_room_for_the_plan(gov: Governor) ->
     assert "1 of the pod's 1 GPUs have room" in placed["message"], placed["message"]
 
 
-CANARY_ONLY = {"memory_per_gpu_gib.logits_peak": 98}  # 130.7 of 140.4 GiB: the canary must prove it
+CANARY_ONLY = {"memory_per_gpu_gib.logits_peak": 98}  # 130.7 of 139.7 GiB: the canary must prove it
 
 
 def held_run(gov: Governor, budget: str) -> tuple[PlanCheckRow, str, str]:
@@ -166,7 +166,7 @@ def test_a_canary_only_run_hears_its_hold_and_is_stopped_if_it_trains(gov: Gover
     _, pod, run = held_run(gov, budget)
     told = gov.beat(run, step=1, phase=Phase.CANARY)
     assert (told.action, told.reason) == (Action.CONTINUE, Reason.CANARY_HOLD)
-    assert told.message is not None and "under 133.4 GiB per GPU after 2" in told.message
+    assert told.message is not None and "under 132.7 GiB per GPU after 2" in told.message
     gov.tick(10)
     assert gov.beat(run, step=2, phase=Phase.CANARY).action is Action.CONTINUE
     gov.beat(run, step=3, phase=Phase.TRAINING)
@@ -199,7 +199,7 @@ def test_a_canary_is_released_only_after_its_steps_eval_batch_and_checkpoint(
     assert "after 2 optimizer steps in phase 'canary', one 'evaluation' batch and one " in (
         told.message
     )
-    gov.report(pod, gpu_sample(util=90, used_gib=70))  # 70 GiB peak: under 133.4
+    gov.report(pod, gpu_sample(util=90, used_gib=70))  # 70 GiB peak: under 132.7
     gov.tick(1)
     assert gov.beat(run, step=1, phase=Phase.CANARY).reason is Reason.CANARY_HOLD  # 1 of 2 steps
     gov.beat(run, step=2, phase=Phase.CANARY)
@@ -238,12 +238,12 @@ def test_a_canary_over_its_threshold_is_stopped_on_the_measurement(gov: Governor
     budget = gov.budget("500")
     held, pod, run = held_run(gov, budget)
     gov.beat(run, step=1, phase=Phase.CANARY)
-    gov.report(pod, h200_sample(used_gib=136.2))  # over 133.4 GiB, long before the $10.31 cap
+    gov.report(pod, h200_sample(used_gib=136.2))  # over 132.7 GiB, long before the $10.31 cap
     gov.tick(1)
     stopped = gov.beat(run, step=1, phase=Phase.CANARY)
     assert (stopped.action, stopped.reason) == (Action.STOP, Reason.CANARY_OVER)
     assert stopped.message is not None
-    assert "136.2 GiB per GPU, over its release threshold of 133.4 GiB" in stopped.message
+    assert "136.2 GiB per GPU, over its release threshold of 132.7 GiB" in stopped.message
     with gov.session() as s:
         order = repo.latest_stop_order(s, pod)
         assert order is not None and order.reason is Reason.CANARY_OVER
@@ -254,7 +254,7 @@ def test_a_held_canary_keeps_its_reason_when_memory_runs_low(gov: Governor) -> N
     budget = gov.budget("500")
     _, pod, run = held_run(gov, budget)
     gov.beat(run, step=1, phase=Phase.CANARY)
-    gov.report(pod, h200_sample(used_gib=133.0, total_gib=139.0))  # 4.3% free: under 5%...
+    gov.report(pod, h200_sample(used_gib=132.5, total_gib=139.0))  # 4.7% free: under 5%...
     gov.tick(1)
     told = gov.beat(run, step=1, phase=Phase.CANARY)
     assert (told.action, told.reason) == (Action.CONTINUE, Reason.CANARY_HOLD)
@@ -277,7 +277,7 @@ def h200_sample(used_gib: float, total_gib: float = 141.0) -> GpuSample:
 def test_an_operator_releases_a_canary_only_on_a_peak_that_fits(gov: Governor) -> None:
     budget = gov.budget("500")
     held, _, run = held_run(gov, budget)
-    with gov.session() as s, pytest.raises(Conflict, match=r"135\.0 GiB .* over .* 133\.4 GiB"):
+    with gov.session() as s, pytest.raises(Conflict, match=r"135\.0 GiB .* over .* 132\.7 GiB"):
         admission.release_by_operator(
             s, budget, held.id, 135.0, "nvidia-smi", gov.clock.now(), by=BY
         )

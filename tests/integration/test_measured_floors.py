@@ -3,7 +3,7 @@ GPU and phase under the plan's configuration; the next plan of the same model, r
 hardware is judged against it and cites it, one that differs cites it as context only, and the
 report of a failed run says what floor it measured.
 
-The reference plan on one H200 (140.4 GiB usable) models 60.7 GiB: go on its own.
+The reference plan on one H200 (139.7 GiB usable) models 60.6 GiB: go on its own.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def test_the_next_identical_plan_is_judged_against_the_floor_and_cites_it(
     gov: Governor,
 ) -> None:
     budget = gov.budget("500")
-    run = first_run(gov, budget, used_gib=130.0)  # 93% of 140.4 GiB: more than modeled
+    run = first_run(gov, budget, used_gib=130.0)  # 93% of 139.7 GiB: more than modeled
     with gov.session() as s:
         kept = {(f.phase, round(f.peak_used_bytes / GIB, 1)) for f in repo.floors_of_runs(s, [run])}
     assert kept == {("canary", 130.0), ("training", 120.0)}

@@ -27,7 +27,7 @@ FAMILY_ERROR: dict[str, float] = {
     "lora": 0.16,
     "moe": 0.12,
     "multi_gpu": 0.27,
-    "qlora": 0.13,
+    "qlora": 0.12,
 }
 
 

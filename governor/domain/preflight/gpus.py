@@ -1,12 +1,14 @@
-"""GPU classes the governor knows: the memory the driver really reports, and the cheapest
-on-demand rate seen for the class.
+"""GPU classes the governor knows: the memory the driver really reports, what it keeps of it,
+and the cheapest on-demand rate seen for the class.
 
-Usable memory is the total the driver reports for one device (nvidia-smi / NVML memory.total,
-rocm-smi VRAM total), never the marketing figure, read on a current driver in the card's
-default ECC mode. A row is `verified` when that figure was read from a card, `derived` when
-it is datasheet arithmetic still to be read from one. A plan may not claim more usable
-memory than its class; a rate far below the cheapest on-demand quote is a typo or a stale
-page, not a bargain. docs/preflight.md resolves every source key.
+The total is what the driver reports for one device (nvidia-smi / NVML memory.total, rocm-smi
+VRAM total), never the marketing figure, read on a current driver in the card's default ECC
+mode. A row is `verified` when that figure was read from a card, `derived` when it is
+datasheet arithmetic still to be read from one. The driver keeps part of the total for itself
+(NVML's `reserved`, nvidia-smi's "Reserved"): no process can allocate it, and CUDA's own total
+(PyTorch's "total capacity") leaves it out. Usable memory is the total less that reserve. A
+plan may not claim more usable memory than its class; a rate far below the cheapest on-demand
+quote is a typo or a stale page, not a bargain. docs/preflight.md resolves every source key.
 """
 
 from __future__ import annotations
@@ -25,11 +27,28 @@ class Provenance(StrEnum):
 @dataclass(frozen=True)
 class GpuClass:
     name: str
-    usable_mib: int
+    total_mib: int  # what the driver reports for one device
     memory: Provenance
     source: str  # a source key, resolved in docs/preflight.md
     lowest_on_demand_usd: Decimal | None  # per GPU-hour; None: no on-demand quote on file
     aliases: tuple[str, ...] = ()  # other names, as normalize() leaves them
+
+    @property
+    def reserve(self) -> Reserve:
+        return RESERVES.get(self.name) or unread_reserve(self.total_mib)
+
+    @property
+    def usable_mib(self) -> int:
+        """What one process can have: the total less the driver's reserve."""
+        return self.total_mib - self.reserve.mib
+
+
+@dataclass(frozen=True)
+class Reserve:
+    """The MiB of a card's total its driver keeps, and where that figure comes from."""
+
+    mib: int
+    source: str | None  # a source key; None: not read for this card (unread_reserve)
 
 
 VERIFIED, DERIVED = Provenance.VERIFIED, Provenance.DERIVED
@@ -43,12 +62,11 @@ GPUS = (
     GpuClass("L4", 23_034, VERIFIED, "SMI-L4", None),
     GpuClass("L40", 46_068, VERIFIED, "SMI-L40", None),
     GpuClass("L40S", 46_068, VERIFIED, "SMI-L40S", None),
-    # torch's total capacity (39.56 GiB); nvidia-smi shows 40,960 MiB
     GpuClass(
         "A100-40GB",
-        40_509,
+        40_960,
         VERIFIED,
-        "THREESTUDIO-403",
+        "SMI-A100",
         Decimal("1.00"),
         ("A100SXM440GB", "A100PCIE40GB"),
     ),
@@ -99,6 +117,47 @@ GPUS = (
     GpuClass("MI300X", 196_288, VERIFIED, "ROCM-MI300X", None),
     GpuClass("MI325X", 261_824, DERIVED, "AMD-MI325X", None),
 )
+
+
+# The largest reserve read for each card on a named card (driver readings move with the driver
+# version and GSP firmware); docs/preflight.md, "GPU table", gives every reading.
+RESERVES = {
+    "V100-16GB": Reserve(240, "RSV-V100"),
+    "V100-32GB": Reserve(277, "RSV-V100"),
+    "T4": Reserve(393, "RSV-T4"),
+    "A10": Reserve(526, "RSV-GLS"),
+    "A10G": Reserve(441, "RSV-A10G"),
+    "L4": Reserve(556, "RSV-GLS"),
+    "L40": Reserve(602, "RSV-L40"),
+    "L40S": Reserve(609, "RSV-L40S"),
+    "A100-40GB": Reserve(620, "RSV-A100"),
+    "A100-80GB": Reserve(834, "RSV-A100"),
+    "RTX-A6000": Reserve(569, "RSV-A6000"),
+    "RTX-6000-Ada": Reserve(572, "RSV-6000ADA"),
+    "Quadro-RTX-8000": Reserve(551, "RSV-QRTX"),
+    "Quadro-RTX-6000": Reserve(356, "RSV-QRTX"),
+    "H100-SXM": Reserve(564, "RSV-H100"),
+    "H100-NVL": Reserve(598, "RSV-H100NVL"),
+    "H200": Reserve(700, "RSV-GLS"),
+    "GH200": Reserve(1_103, "RSV-GLS"),
+    "B200": Reserve(729, "RSV-B200"),
+    "B300": Reserve(925, "RSV-B300"),
+    "GB200": Reserve(741, "RSV-GB200"),
+    "GB300": Reserve(1_072, "RSV-GB300"),
+    "RTX-PRO-6000-Blackwell": Reserve(638, "RSV-RTXPRO6000"),
+    # ROCm: PyTorch sees rocm-smi's whole VRAM total (or more); an MI250 GCD is an MI250X one
+    "MI250X": Reserve(0, "RSV-ROCM"),
+    "MI250": Reserve(0, "RSV-ROCM"),
+    "MI300X": Reserve(0, "RSV-ROCM"),
+    "MI325X": Reserve(0, "RSV-ROCM"),
+}
+UNREAD_RESERVE_MIB = max(r.mib for r in RESERVES.values())
+
+
+def unread_reserve(total_mib: int) -> Reserve:
+    """A card with no reserve read (or not on file): the largest read on any card, the figures
+    being 240 to 1,103 MiB whatever the card's size; never more than its total."""
+    return Reserve(min(UNREAD_RESERVE_MIB, total_mib), None)
 
 
 def normalize(gpu_type: str) -> str:

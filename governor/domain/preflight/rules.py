@@ -27,7 +27,7 @@ from governor.domain.preflight.cost import (
     quote_age_days,
     reserve,
 )
-from governor.domain.preflight.gpus import GpuClass, Provenance, gpu_class
+from governor.domain.preflight.gpus import GpuClass, Provenance, Reserve, gpu_class, unread_reserve
 from governor.domain.preflight.measured import Floor, Measured, binding, context, floor_key
 from governor.domain.preflight.memory import Component, MemoryFigures, count, model_memory
 from governor.domain.preflight.plan import CANARY, CHECKPOINT, TRAIN, GpuGroup, Plan
@@ -77,6 +77,7 @@ class GroupFit:
     group: GpuGroup
     gpus: int  # over all nodes
     gpu: GpuClass | None
+    reserve: Reserve  # what the driver keeps of the card's total
     memory: MemoryFigures
     measured: Measured | None  # a measured peak of the same configuration (measured.py)
 
@@ -207,22 +208,24 @@ def assess(
 
 
 def _fit(plan: Plan, today: date, group: GpuGroup, floors: Sequence[Floor]) -> GroupFit:
-    """A group's usable memory is the plan's figure capped by the card's (or the card's); it
-    is judged against the highest measured peak of the same configuration: the plan's recent
-    evidence, or the floor its earlier runs measured on this GPU model."""
+    """A group's usable memory is the driver's total (the plan's figure capped by the card's,
+    or the card's) less what the driver keeps; it is judged against the highest measured peak
+    of the same configuration: the plan's recent evidence, or the floor its earlier runs
+    measured on this GPU model."""
     gpu = gpu_class(group.gpu_type)
-    claimed = group.usable_mib_per_gpu
+    total = group.usable_mib_per_gpu
     if gpu is not None:
-        claimed = gpu.usable_mib if claimed is None else min(claimed, gpu.usable_mib)
-    assert claimed is not None, "a GPU not on file comes with its usable memory"
-    memory = model_memory(plan, claimed / 1024)
+        total = gpu.total_mib if total is None else min(total, gpu.total_mib)
+    assert total is not None, "a GPU not on file comes with its memory"
+    reserve = unread_reserve(total) if gpu is None else gpu.reserve
+    memory = model_memory(plan, (total - reserve.mib) / 1024)
     measured = [
         m
         for m in (_evidence(plan, today), binding(floors, floor_key(plan), group.gpu_type))
         if m is not None
     ]
     top = max(measured, key=lambda m: (m.oom, m.gib or 0.0), default=None)
-    return GroupFit(plan, group, plan.hardware.gpus_of(group), gpu, memory, top)
+    return GroupFit(plan, group, plan.hardware.gpus_of(group), gpu, reserve, memory, top)
 
 
 def _evidence(plan: Plan, today: date) -> Measured | None:
@@ -388,26 +391,26 @@ FLOORS = (
 
 
 def usable_memory(_: Assessment, g: GroupFit) -> Finding | None:
-    gpu_type, usable, gpu = g.group.gpu_type, g.memory.usable_gib, g.gpu
+    gpu_type, usable, gpu, reserve = g.group.gpu_type, g.memory.usable_gib, g.gpu, g.reserve
     declared = g.group.usable_mib_per_gpu
     if gpu is None:
         assert declared is not None
         message = (
             f"No reported memory on file for {gpu_type!r}: its memory was not checked. The "
-            f"plan's {declared / 1024:.1f} GiB per GPU is used as given; the canary's measured "
-            "total is the check."
+            f"plan's {declared / 1024:.1f} GiB per GPU is used as given, less the "
+            f"{reserve.mib} MiB a driver keeps of it (the largest share read on a card on "
+            f"file): {usable:.1f} GiB. The canary's measured total is the check."
         )
     else:
-        claimed = usable if declared is None else declared / 1024
         notes = []
-        if usable < claimed:
+        if declared is not None and declared > gpu.total_mib:
             notes.append(
-                f"{gpu.name} reports {usable:.1f} GiB per GPU, less than the plan's "
-                f"{claimed:.1f} GiB: the reported figure is used."
+                f"{gpu.name} reports {gpu.total_mib / 1024:.1f} GiB per GPU, less than the "
+                f"plan's {declared / 1024:.1f} GiB: the reported figure is used."
             )
         if gpu.memory is Provenance.DERIVED:
             notes.append(
-                f"{gpu.name}'s {gpu.usable_mib:,} MiB is derived from its datasheet, not read "
+                f"{gpu.name}'s {gpu.total_mib:,} MiB is derived from its datasheet, not read "
                 "from a card: the canary's measured total is the check."
             )
         if not notes:
@@ -417,8 +420,12 @@ def usable_memory(_: Assessment, g: GroupFit) -> Finding | None:
         "usable_memory",
         Verdict.GO,
         message,
-        {"usable_gib": round(usable, 2), "usable_memory": g.usable_memory},
+        {"usable_gib": round(usable, 2), "usable_memory": g.usable_memory, **_reserve_json(g)},
     )
+
+
+def _reserve_json(g: GroupFit) -> dict[str, Any]:
+    return {"reserved_mib": g.reserve.mib, "reserved_source": g.reserve.source}
 
 
 def memory_fit(a: Assessment, g: GroupFit) -> Finding:
@@ -488,6 +495,7 @@ def memory_fit(a: Assessment, g: GroupFit) -> Finding:
             "margin_gib": round(c - m, 2),
             "usable_memory": g.usable_memory,
             "usable_source": g.usable_source,
+            **_reserve_json(g),
             "raised_gib": raised,
             **_interval_json(g.interval),
             **({"canary_release": CANARY_RELEASE} if band is Verdict.CANARY_ONLY else {}),
@@ -708,6 +716,7 @@ def _memory_json(a: Assessment) -> dict[str, Any]:
         "usable_gib": round(m.usable_gib, 2),
         "usable_memory": g.usable_memory,
         "usable_source": g.usable_source,
+        **_reserve_json(g),
         "declared_gib": round(m.declared_gib, 2),
         "modeled_gib": round(m.modeled_gib, 2),
         **_interval_json(g.interval),

@@ -95,8 +95,8 @@ class PlanGpusIn(Strict):
     gpu_count: GpuCount = Field(description="GPUs of this model per node")
     usable_mib_per_gpu: Count | None = Field(
         None,
-        description="MiB per GPU the driver reports; unset: the GPU table's figure (a model "
-        "not in the table needs it)",
+        description="MiB per GPU the driver reports (nvidia-smi's total; the driver's reserve "
+        "is taken off it); unset: the GPU table's figure (a model not in the table needs it)",
     )
     rate_usd_per_gpu_hour: PlanRate
 

@@ -39,14 +39,14 @@ def test_plan_check_prints_a_line_per_gpu_model(
     assert out[0] == "NO_GO: pilot-gemma3-lora-001 on 1 x A100-40GB + 1 x H200"
     assert out[1:4] == [
         "memory, per GPU model (the tightest first):",
-        "  1 x A100-40GB: 61.6 GiB modeled per GPU of 39.6 GiB usable (156%): no_go",
-        "  1 x H200: 61.7 GiB modeled per GPU of 140.4 GiB usable (44%): go",
+        "  1 x A100-40GB: 61.6 GiB modeled per GPU of 39.4 GiB usable (156%): no_go",
+        "  1 x H200: 61.6 GiB modeled per GPU of 139.7 GiB usable (44%): go",
     ]
     assert "  1 x H200 at $4.59/GPU-hour: $51.87 at max hours" in out
     assert "  1 x A100-40GB at $1.29/GPU-hour: $14.58 at max hours" in out
     fits = [line for line in out if "memory_fit" in line]
     assert fits[0].startswith("  [no_go] memory_fit (A100-40GB): Modeled peak 61.6 GiB")
-    assert fits[1].startswith("  [go] memory_fit (H200): Modeled peak 61.7 GiB")
+    assert fits[1].startswith("  [go] memory_fit (H200): Modeled peak 61.6 GiB")
     assert any(line.startswith("  [go] cost_fit: ") for line in out)  # about the whole plan
 
 
@@ -80,7 +80,7 @@ def test_plan_check_on_a_pod_asks_the_server_about_that_pods_budget(
         f"{BUDGET_ID}), 1 x H200"
     )
     assert out[1:3] == [
-        "memory: 60.7 GiB modeled per GPU of 140.4 GiB usable (43%)",
+        "memory: 60.6 GiB modeled per GPU of 139.7 GiB usable (43%)",
         "cost:   worst case $65.20, expected $39.95; $450.00 available",
     ]
 

@@ -201,7 +201,7 @@ EXAMPLES = [
         "MoE, experts over 2 GPUs",
         variant(MOE_EP),
         expert_parallel(2),
-        CANARY_ONLY,
+        NO_GO,  # 79.4 GiB modeled on an H100's 79.1 usable
         "memory_fit",
         None,
     ),
@@ -245,8 +245,8 @@ def test_a_dequantized_working_copy_is_held_beside_its_quantized_source() -> Non
     assert copy.floor_gib == pytest.approx(104.77, abs=0.01)
     assert "2 bytes x 225B quantized expert params" in copy.basis
     assert component(experts, "weights").floor_gib == component(kept, "weights").floor_gib
-    assert experts.assessment.memory.ratio == pytest.approx(1.86, abs=0.01)
-    assert kept.assessment.memory.ratio == pytest.approx(0.54, abs=0.01)
+    assert experts.assessment.memory.ratio == pytest.approx(1.87, abs=0.01)
+    assert kept.assessment.memory.ratio == pytest.approx(0.55, abs=0.01)
     # all: every quantized param, dense ones too
     assert component(whole, "dequantized_copy").floor_gib == pytest.approx(230e9 * 2 / 4 / GIB)
 
@@ -284,25 +284,25 @@ def test_the_nvfp4_base_in_two_layouts_shows_its_arithmetic() -> None:
     assert layouts.floor_gib == pytest.approx(36.43, abs=0.01)  # 0.5625 B x 69.55B
     assert "0.5625 bytes with scales x 69.5B GEMM weights" in layouts.basis
     assert admission.assessment.memory.modeled_gib == pytest.approx(97.3, abs=0.1)
-    assert admission.assessment.memory.ratio == pytest.approx(1.22, abs=0.01)  # over 1.2
+    assert admission.assessment.memory.ratio == pytest.approx(1.23, abs=0.01)  # over 1.2
     on_h200 = check(variant(NVFP4_ON_H200), **TWO_LAYOUTS).assessment.memory
-    assert on_h200.ratio == pytest.approx(0.71, abs=0.01)
+    assert on_h200.ratio == pytest.approx(0.72, abs=0.01)
 
 
 def test_on_gpus_of_two_sizes_the_smaller_ones_decide_and_are_named() -> None:
     unsharded = check(variant(NVFP4_MIXED), **TWO_LAYOUTS)
     deciding = unsharded.deciding
-    assert deciding is not None and (deciding.gpu_type, deciding.usable_gib) == ("H100", 79.65)
-    assert "Modeled peak 98.3 GiB per GPU is 123% of the 79.6 GiB usable on the 4 x H100" in (
+    assert deciding is not None and (deciding.gpu_type, deciding.usable_gib) == ("H100", 79.1)
+    assert "Modeled peak 98.3 GiB per GPU is 124% of the 79.1 GiB usable on the 4 x H100" in (
         deciding.message
     )
     h200 = next(f for f in unsharded.findings if f.rule == "memory_fit" and f.gpu_type == "H200")
-    assert h200.verdict is GO and "it fits by 39.0 GiB" in h200.message
+    assert h200.verdict is GO and "it fits by 38.4 GiB" in h200.message
 
     sharded = check(variant(NVFP4_MIXED_FSDP), **TWO_LAYOUTS)
     tightest = sharded.finding("memory_fit")  # the tightest model's comes first
     assert tightest is not None and tightest.gpu_type == "H100"
-    assert "84% of the 79.6 GiB usable on the 4 x H100 (go up to 90%): it fits by 12.7 GiB" in (
+    assert "85% of the 79.1 GiB usable on the 4 x H100 (go up to 90%): it fits by 12.2 GiB" in (
         tightest.message
     )
 
@@ -315,9 +315,9 @@ def test_a_softcapped_head_saves_one_more_logits_tensor_unless_the_loss_is_fused
     logits = component(naive, "logits_peak")  # the naive loss, as before: its plan says 28
     assert (logits.floor_gib, logits.used_gib) == (24.0, 28.0)  # 12 bytes per logit, counted
     assert naive.assessment.memory.modeled_gib == pytest.approx(60.0, abs=0.1)
-    assert naive.assessment.memory.ratio == pytest.approx(1.25, abs=0.01)
+    assert naive.assessment.memory.ratio == pytest.approx(1.27, abs=0.01)
     unsoftcapped = check(variant(ADA_48GB)).assessment.memory
-    assert unsoftcapped.ratio == pytest.approx(1.17, abs=0.01)  # under 1.2: evidence counts
+    assert unsoftcapped.ratio == pytest.approx(1.18, abs=0.01)  # under 1.2: evidence counts
 
     chunked = check(variant({**ADA_48GB, "training.ce_impl": "chunked_upcast"}), **SOFTCAPPED)
     assert component(chunked, "softcap_logits").floor_gib == 4.0

@@ -89,12 +89,13 @@ def misses(judged: list[Judged]) -> tuple[set[str], set[str]]:
 REFUSED_FITS: set[str] = set()  # Mistral 7B's full fine-tune at batch 8 was, until the step
 # counted its foreach temporary and freed gradients: its peak is the optimizer step's (67.5
 # GiB measured at batch 4 and 8 alike, 5 x its 13.5 GiB of bf16 weights), not the pass's.
-ADMITTED_OOMS = {
-    # Llama 2 70B QLoRA under FSDP on 2 A100 80GB at batch 4 per GPU: 56.5 GiB modeled, 69.0
-    # GiB on the interval's upper edge, go; the run did not finish with the cards full. The
-    # same run at batch 2 measured 43.5 GiB allocated against 34.2 GiB modeled (-21%).
-    "fms-qlora-llama-2-70b-bs4-2gpu",
-}
+ADMITTED_OOMS: set[str] = set()
+# On the modeled peak alone (the verdict's rule without its interval), one: Llama 2 70B QLoRA
+# under FSDP on 2 A100 80GB at batch 4 per GPU, 56.4 GiB modeled (71% of the 79.2 GiB a process
+# can have), go. Its batch-2 twin measured 22% over the model. With the interval (the verdict),
+# its upper edge is 71.6 GiB, 90.4%: canary only, since usable memory leaves out the driver's
+# reserve (89.5% of the 80.0 GiB total before, go).
+ADMITTED_ON_THE_POINT = {"fms-qlora-llama-2-70b-bs4-2gpu"}
 
 
 @pytest.mark.usefixtures("exact_model")
@@ -102,7 +103,7 @@ def test_outcomes_on_the_modeled_peak() -> None:
     """Judged on the point figure: no published fit refused, no published OOM admitted, but
     for the findings named above. The OOMs LitGPT ran into on 2 and 4 A100s are no_go by the
     gradients FSDP accumulates unsharded under no_sync()."""
-    assert misses([judge(c) for c in CASES]) == (REFUSED_FITS, ADMITTED_OOMS)
+    assert misses([judge(c) for c in CASES]) == (REFUSED_FITS, ADMITTED_ON_THE_POINT)
 
 
 # With the interval's upper edge deciding go where a family's error is over 10%, the fits that
@@ -112,6 +113,7 @@ NOT_GO_ON_THE_INTERVAL = {
     "litgpt-lora-llama-2-13b-none-mb1-1gpu",
     "litgpt-lora-llama-2-13b-none-mb1-4gpu",
     "torchtune-lora-llama2-7b-4090",
+    "torchtune-lora-llama2-7b-2x4090",  # an RTX 4090 is not on file: the largest reserve read
     "torchtune-full-llama2-7b-4090",
     "torchtune-full-llama2-7b-4x4090",
     "torchtune-full-llama2-70b-8xa100",
