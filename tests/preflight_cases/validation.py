@@ -28,7 +28,7 @@ CASES_FILE = Path(__file__).with_name("cases.json")
 SET: dict[str, Any] = json.loads(CASES_FILE.read_text())
 CASES: list[dict[str, Any]] = SET["cases"]
 JUDGED_ON = date(2026, 10, 8)  # the reference plan's quote is fresh on this day
-UNIT_BYTES = {"GB": 1e9, "GiB": GIB}
+UNIT_BYTES = {"GB": 1e9, "GiB": GIB, "MiB": 2**20}
 NEW_SOURCES = 3  # the `round` of the sources added after the constants were last chosen
 ZERO_MEMORY = {f"memory_per_gpu_gib.{c}": 0.0 for c in COMPONENTS}
 
@@ -83,6 +83,24 @@ class Judged:
         measured = self.measured_gib
         return None if measured is None else self.predicted_gib / measured - 1
 
+    @property
+    def device_gib(self) -> float | None:
+        """The same run's device figure, where its source gives one beside the case's metric."""
+        c = self.case
+        return (
+            None
+            if "device_measured" not in c
+            else c["device_measured"] * UNIT_BYTES[c["device_unit"]] / GIB
+        )
+
+    @property
+    def device_error(self) -> float | None:
+        """(model - measured) / measured at the device level, for a case with a device figure."""
+        measured = self.device_gib
+        if measured is None:
+            return None
+        return self.admission.assessment.memory.predicted_gib("device") / measured - 1
+
 
 def judge(case: dict[str, Any]) -> Judged:
     return Judged(case, admit(PlanIn.model_validate(document(case)).to_plan(), JUDGED_ON, None))
@@ -136,14 +154,21 @@ def groups(judged: list[Judged]) -> dict[str, list[Judged]]:
     }
 
 
+def device_errors(judged: list[Judged]) -> list[float]:
+    """The device-level errors of the cases whose runs also published a device figure."""
+    return [j.device_error for j in judged if j.device_error is not None]
+
+
 def summary_lines(judged: list[Judged]) -> list[str]:
-    """Each group's summary, then its families' indented under it."""
+    """Each group's summary, then its families' indented under it; last, the device figures
+    of the same runs."""
     lines = []
     for name, cases in groups(judged).items():
         lines.append(Summary(name, [j.error for j in cases if j.error is not None]).line())
         for family_name in sorted({j.family for j in cases}):
             errors = [j.error for j in cases if j.family == family_name and j.error is not None]
             lines.append("  " + Summary(family_name, errors).line())
+    lines.append(Summary("device, same runs", device_errors(judged)).line())
     return lines
 
 

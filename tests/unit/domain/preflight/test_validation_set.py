@@ -24,8 +24,10 @@ from tests.preflight_cases.validation import (
     SET,
     Judged,
     Summary,
+    device_errors,
     groups,
     judge,
+    quantile,
 )
 
 JUDGED = [judge(c) for c in CASES]
@@ -189,3 +191,38 @@ def test_both_parts_meet_the_targets(name: str) -> None:
     summary = Summary(name, [j.error for j in group(name) if j.error is not None])
     assert summary.median <= TARGET_MEDIAN
     assert summary.within >= TARGET_WITHIN
+
+
+# The device figure (the allocations plus the CUDA context, NCCL and the allocator's slack,
+# modeled as a flat 1.5 GiB, 1 GiB and 5% of usable memory) against the nvidia-smi peaks the
+# same runs published (fms-acceleration: the Hugging Face Trainer on A100 80GB). Those terms
+# were set before these figures were read; measured, not a target.
+DEVICE_BOUNDS = (0.088, 0.78)
+
+
+def test_the_same_runs_device_figures_are_reported_and_bounded() -> None:
+    errors = device_errors(JUDGED)
+    assert len(errors) == 19
+    summary = Summary("device, same runs", errors)
+    print()
+    print(summary.line())
+    assert summary.median <= DEVICE_BOUNDS[0]
+    assert summary.within >= DEVICE_BOUNDS[1]
+
+
+def test_the_flat_overheads_sit_inside_the_measured_gap() -> None:
+    """What a run holds on the device beyond its allocator's peak, both published for each
+    run: 3.8 to 18.6 GiB, varying with the run, where the model adds the same 5.5 GiB on one
+    A100 80GB (6.5 GiB on two, with NCCL's). The flat figure sits between the measured gaps'
+    quartiles: right on the middle run, short by up to 13 GiB on the others."""
+    measured, modeled = [], set()
+    for j in JUDGED:
+        device, allocated = j.device_gib, j.measured_gib
+        if device is None or allocated is None:
+            continue
+        measured.append(device - allocated)
+        memory = j.admission.assessment.memory
+        modeled.add(round(memory.predicted_gib("device") - memory.predicted_gib("allocated"), 2))
+    assert modeled == {5.46, 6.46}
+    assert round(min(measured), 1) == 3.8 and round(max(measured), 1) == 18.6
+    assert quantile(measured, 0.25) < min(modeled) and max(modeled) < quantile(measured, 0.75)
