@@ -25,9 +25,9 @@ FAMILY_ERROR: dict[str, float] = {
     "full": 0.15,
     "long_context": 0.18,
     "lora": 0.16,
-    "moe": 0.12,
+    "moe": 0.04,
     "multi_gpu": 0.27,
-    "qlora": 0.12,
+    "qlora": 0.13,
 }
 
 

@@ -81,6 +81,21 @@ def test_offloaded_params_leave_no_weights_and_k_bit_preparation_casts_to_fp32()
     assert prepared == pytest.approx(expected / GIB)
 
 
+def test_k_bit_preparation_keeps_each_checkpointed_input_in_fp32() -> None:
+    """PEFT's preparation casts the embedding and norms to fp32, and the residual stream with
+    them: each checkpointed layer's input is 4 bytes a value, not 2. Without checkpointing the
+    term is not counted; fp32 activations are doubled already."""
+    base = term("activations")
+    prepared = term("activations", kbit_prep_fp32=True)
+    assert prepared - base == pytest.approx(L * 2 * S * H / GIB)
+    none = "none"
+    assert term("activations", kbit_prep_fp32=True, grad_checkpointing=none) == pytest.approx(
+        term("activations", grad_checkpointing=none)
+    )
+    fp32 = term("activations", activation_dtype="fp32")
+    assert term("activations", activation_dtype="fp32", kbit_prep_fp32=True) == fp32
+
+
 def test_a_0_1_plan_without_the_new_fields_is_judged_as_before() -> None:
     doc = variant()
     assert doc["schema"] == "preflight-plan/0.1"

@@ -126,7 +126,6 @@ NOT_GO_ON_THE_INTERVAL = {
     "deepspeed-zero3-llama-7b-bs2",
     "peft-deepspeed-zero3-qlora-llama2-70b-2x40gb",
     "qwen-q-lora-72b-seq8192",
-    "fms-lora-mixtral-8x7b-bs4-2gpu",
 }
 
 
@@ -145,9 +144,9 @@ def test_outcomes_on_the_interval() -> None:
 # (below); so do the added sources alone. The point errors do not depend
 # on the interval's constants: they are the same before and after these were recomputed.
 MEASURED_BOUNDS = {
-    "tuning": (0.046, 0.82),
+    "tuning": (0.043, 0.82),
     "held_out": (0.080, 0.90),
-    "new_sources": (0.073, 0.80),
+    "new_sources": (0.064, 0.80),
     "earlier tuning": (0.040, 0.88),
     "earlier held_out": (0.061, 0.90),
 }
@@ -197,7 +196,7 @@ def test_both_parts_meet_the_targets(name: str) -> None:
 # modeled as a flat 1.5 GiB, 1 GiB and 5% of usable memory) against the nvidia-smi peaks the
 # same runs published (fms-acceleration: the Hugging Face Trainer on A100 80GB). Those terms
 # were set before these figures were read; measured, not a target.
-DEVICE_BOUNDS = (0.088, 0.78)
+DEVICE_BOUNDS = (0.056, 0.84)
 
 
 def test_the_same_runs_device_figures_are_reported_and_bounded() -> None:
