@@ -46,7 +46,7 @@ CHECKPOINT_BYTES = 2  # per s·b·h and layer: the layer's input kept by full ch
 # The same input in fp32, where k-bit preparation cast the embedding and norms to fp32 and the
 # residual stream with them: fms-acceleration's QLoRA of Mistral 7B on one A100 holds 4.00
 # GiB more with PEFT's preparation than without it at batch 4 and 8.00 at batch 8, 2 bytes x
-# 32 layers x 4,096 x the tokens (docs/preflight.md, "Activations").
+# 32 layers x 4,096 x the tokens (docs/preflight.md, "Weights, activations and sequences").
 FP32_CHECKPOINT_BYTES = 4
 LAYER_BYTES = 34  # per s·b·h: one layer's activations (Korthikanti et al.)
 # A gated MLP against the standard one of 4 x hidden in those 34, per token, in values of the

@@ -398,8 +398,8 @@ def usable_memory(_: Assessment, g: GroupFit) -> Finding | None:
         message = (
             f"No reported memory on file for {gpu_type!r}: its memory was not checked. The "
             f"plan's {declared / 1024:.1f} GiB per GPU is used as given, less the "
-            f"{reserve.mib} MiB a driver keeps of it (the largest share read on a card on "
-            f"file): {usable:.1f} GiB. The canary's measured total is the check."
+            f"{reserve.mib} MiB a driver keeps of it (the largest reserve read on any card): "
+            f"{usable:.1f} GiB. The canary's measured total is the check."
         )
     else:
         notes = []
