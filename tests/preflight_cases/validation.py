@@ -71,7 +71,7 @@ class Judged:
     @property
     def measured_gib(self) -> float | None:
         c = self.case
-        return None if c["measured"] is None else c["measured"] * UNIT_BYTES[c["unit"]] / GIB
+        return in_gib(c["measured"], c["unit"])
 
     @property
     def predicted_gib(self) -> float:
@@ -80,26 +80,28 @@ class Judged:
     @property
     def error(self) -> float | None:
         """(model - measured) / measured; None for an outcome-only case."""
-        measured = self.measured_gib
-        return None if measured is None else self.predicted_gib / measured - 1
+        return relative_error(self.predicted_gib, self.measured_gib)
 
     @property
     def device_gib(self) -> float | None:
         """The same run's device figure, where its source gives one beside the case's metric."""
         c = self.case
-        return (
-            None
-            if "device_measured" not in c
-            else c["device_measured"] * UNIT_BYTES[c["device_unit"]] / GIB
-        )
+        return in_gib(c.get("device_measured"), c.get("device_unit"))
 
     @property
     def device_error(self) -> float | None:
         """(model - measured) / measured at the device level, for a case with a device figure."""
-        measured = self.device_gib
-        if measured is None:
-            return None
-        return self.admission.assessment.memory.predicted_gib("device") / measured - 1
+        predicted = self.admission.assessment.memory.predicted_gib("device")
+        return relative_error(predicted, self.device_gib)
+
+
+def in_gib(value: float | None, unit: str | None) -> float | None:
+    """A published figure in GiB; None where the source gave none."""
+    return None if value is None or unit is None else value * UNIT_BYTES[unit] / GIB
+
+
+def relative_error(predicted: float, measured: float | None) -> float | None:
+    return None if measured is None else predicted / measured - 1
 
 
 def judge(case: dict[str, Any]) -> Judged:
