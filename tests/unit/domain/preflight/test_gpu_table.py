@@ -79,7 +79,7 @@ def test_a_card_is_found_by_the_name_its_driver_prints(
 
 # (card, the driver's reserve in MiB, usable MiB): the largest reserve read on each
 RESERVED = [
-    ("NVIDIA A100-SXM4-80GB", 834, 81_086),  # torch: "79.19 GiB total capacity"
+    ("NVIDIA A100-SXM4-80GB", 834, 81_086),  # 79.19 GiB (PyTorch: 79.25 where 763 is kept)
     ("NVIDIA H100 80GB HBM3", 564, 80_995),
     ("NVIDIA B300 SXM6 AC", 925, 274_115),  # torch and vLLM: 267.69 GiB
     ("Tesla T4", 393, 14_967),
